@@ -1,0 +1,34 @@
+"""faux-checks: individual-fairness testing of tabular PyTorch models with fAux.
+
+Castiglione, Wu, Srinivasa, Prince, "fAux: Testing Individual Fairness via Gradient
+Alignment", arXiv 2210.06288 (2022). Heavy integrations (MLflow, Prefect, Great Expectations,
+Evidently) are imported lazily, never at ``import faux_checks``.
+"""
+
+from .auxiliary import AuxiliaryModel
+from .errors import FauxChecksError, InputError, UndecidableError, UnsafeModelError
+from .faux import FAuxTester, LICResult
+from .gradients import TargetOutput
+from .lic import LICScores, faux_ng_scores, faux_scores, lic_upper_bound
+from .protected import ProtectedAttribute, encode_protected
+from .tabular import FeatureSpec
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AuxiliaryModel",
+    "FAuxTester",
+    "FauxChecksError",
+    "FeatureSpec",
+    "InputError",
+    "LICResult",
+    "LICScores",
+    "ProtectedAttribute",
+    "TargetOutput",
+    "UndecidableError",
+    "UnsafeModelError",
+    "encode_protected",
+    "faux_ng_scores",
+    "faux_scores",
+    "lic_upper_bound",
+]

@@ -1,0 +1,262 @@
+"""The fAux tester: streams individuals through gradients and LIC scores in bounded memory.
+
+One class, one verb (STYLE.md §3): :class:`FAuxTester` holds the target model, the auxiliary
+model and the method settings; :meth:`FAuxTester.score` returns (n,) LIC scores and
+:meth:`FAuxTester.evaluate` the full per-individual result (scores, undefined rows, evidence).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+
+from ._validation import fmt_count
+from .auxiliary import AuxiliaryModel
+from .errors import InputError
+from .gradients import (
+    DEFAULT_CHUNK,
+    TargetOutput,
+    _float64_copy,
+    as_tensor,
+    check_batch_independence,
+    eval_mode,
+    iter_chunks,
+    path_averaged_gradients,
+    resolve_output_form,
+    target_probability_and_gradient,
+)
+from .lic import faux_ng_scores, faux_scores
+
+__all__ = ["FAuxTester", "LICResult", "Variant"]
+
+Variant = Literal["faux", "ng", "ig"]
+
+
+@dataclass(frozen=True)
+class LICResult:
+    """Per-individual fAux output, as numpy arrays.
+
+    Attributes
+    ----------
+    scores : ndarray of shape (n,), float64
+        LIC score (NaN where undefined). Unit: change of P(y = target_class) per unit change of the
+        aux output (variants faux/ig), or |cos| in [0, 1] (ng).
+    undefined : ndarray of shape (n,), bool
+    evidence : ndarray of shape (n, d), float32, or None
+        Per-feature terms of the score (see :func:`faux_checks.lic.faux_scores`).
+    probability : ndarray of shape (n,), float64
+        The target's P(y = target_class | x).
+    direct : ndarray of shape (n,), float64, or None
+        Max-abs of the direct term alone when c's own columns are target inputs (C09).
+    """
+
+    scores: np.ndarray
+    undefined: np.ndarray
+    evidence: np.ndarray | None
+    probability: np.ndarray
+    direct: np.ndarray | None
+
+    def flagged(self, delta: float) -> np.ndarray:
+        """Bool (n,): defined rows with score > delta. Undefined rows are never in it; count them apart."""
+        return np.nan_to_num(self.scores, nan=-np.inf) > delta
+
+
+class FAuxTester:
+    """fAux individual-fairness tester (Castiglione et al. 2022, eq. 9 and 10).
+
+    Parameters
+    ----------
+    target_model : torch.nn.Module or TorchScript module
+        x (b, d) ↦ output; read as declared by ``output``. Never modified: put in eval mode only
+        for each call.
+    aux_model : AuxiliaryModel
+        Fitted on the target's features minus ``protected_mask`` columns.
+    variant : {"faux", "ng", "ig"}
+        ``"faux"``: eq. 9 with gradients; ``"ng"``: eq. 10 (normalised gradients);
+        ``"ig"``: eq. 9 with path-averaged integrated gradients (captum).
+    output : TargetOutput
+        Output form of the target and the tested class.
+    ridge : float
+        Damping λ of (JJᵀ + λI) (METHOD.md open point 2).
+    protected_mask : bool array of shape (d,), optional
+        Encoded features that are the protected attribute itself (C09). They are removed from
+        the aux model's input and their effect enters as a direct term.
+    dx_dc_direct : array of shape (d, k), optional
+        ∂x/∂c for those features (e.g. the encoded difference between group j and group 0).
+    ig_baseline : {"mean", "zeros"} or array of shape (d,)
+        Integrated-gradients path start (METHOD.md open point 4); "mean" is the mean of the
+        rows scored in the first chunk's call unless an array is given.
+    ig_steps : int
+    chunk_size : int
+        Rows per chunk; bounds memory.
+    progress : bool
+        tqdm bar over chunks.
+    """
+
+    name = "faux"
+    needs_protected_input = False
+
+    def __init__(
+        self,
+        target_model,
+        aux_model: AuxiliaryModel,
+        *,
+        variant: Variant = "faux",
+        output: TargetOutput = TargetOutput(),
+        ridge: float = 0.0,
+        protected_mask: np.ndarray | None = None,
+        dx_dc_direct: np.ndarray | None = None,
+        ig_baseline="mean",
+        ig_steps: int = 32,
+        chunk_size: int = DEFAULT_CHUNK,
+        progress: bool = False,
+    ):
+        self.target_model = target_model
+        self.aux_model = aux_model
+        self.variant = variant
+        self.output = output
+        self.ridge = ridge
+        self.protected_mask = protected_mask
+        self.dx_dc_direct = dx_dc_direct
+        self.ig_baseline = ig_baseline
+        self.ig_steps = ig_steps
+        self.chunk_size = chunk_size
+        self.progress = progress
+
+    def score(self, X) -> np.ndarray:
+        """LIC score per individual: ndarray of shape (n,), NaN where undefined."""
+        return self.evaluate(X, evidence=False).scores
+
+    def evaluate(self, X, *, evidence: bool = True) -> LICResult:
+        """Scores, undefined rows, evidence and target probabilities for every row of X.
+
+        Parameters
+        ----------
+        X : ndarray or Tensor of shape (n, d)
+            Encoded features as the target model sees them.
+        evidence : bool
+            Keep the (n, d) per-feature evidence (float32).
+
+        Raises
+        ------
+        InputError
+            Bad variant, shapes, output form, or a batch-dependent model (C06).
+        """
+        if self.variant not in ("faux", "ng", "ig"):
+            raise InputError(f"variant must be 'faux', 'ng' or 'ig', got {self.variant!r}")
+        X = as_tensor(X)
+        n, d = X.shape
+        if n == 0:
+            raise InputError("no rows to score (0 individuals)")
+        if not torch.isfinite(X).all():
+            bad = (~torch.isfinite(X)).any(dim=1).sum()
+            raise InputError(f"X has {fmt_count(int(bad))} rows with NaN/inf of {fmt_count(n)}; clean them first")
+        mask = np.zeros(d, dtype=bool) if self.protected_mask is None else np.asarray(self.protected_mask, bool)
+        if mask.shape != (d,):
+            raise InputError(f"protected_mask has shape {mask.shape}, expected ({d},)")
+        keep = torch.from_numpy(~mask)
+        d_aux = int(keep.sum())
+        if self.aux_model.n_features_in_ not in (None, d_aux):
+            raise InputError(
+                f"the auxiliary model expects {self.aux_model.n_features_in_} features but X has {d_aux} "
+                f"(after removing {int(mask.sum())} protected columns)"
+            )
+        direct_D = None
+        if mask.any():
+            if self.variant == "ng":
+                raise InputError("variant 'ng' cannot add the direct term of a protected input; use 'faux'")
+            if self.dx_dc_direct is None:
+                raise InputError("protected_mask given without dx_dc_direct")
+            direct_D = torch.as_tensor(np.asarray(self.dx_dc_direct, dtype=np.float64))  # (d, k)
+
+        output = resolve_output_form(self.target_model, X[: min(n, 256)], self.output)
+        with eval_mode(self.target_model):
+            check_batch_independence(lambda x: self.target_model(x), X)
+        check_batch_independence(self.aux_model.outputs, X[:, keep])
+        twin = _float64_copy(self.target_model) if output.form in ("probability", "softmax") else None
+
+        scores = np.empty(n, dtype=np.float64)
+        undefined = np.empty(n, dtype=bool)
+        prob = np.empty(n, dtype=np.float64)
+        ev = np.empty((n, d), dtype=np.float32) if evidence else None
+        direct_out = np.empty(n, dtype=np.float64) if direct_D is not None else None
+        baseline = self._baseline(X)
+        bar = _bar(n, self.progress)
+        for sl in iter_chunks(n, self.chunk_size):
+            x = X[sl]
+            p, g = target_probability_and_gradient(self.target_model, x, output, chunk_size=self.chunk_size, _twin=twin)
+            if self.variant == "ig":
+                g = path_averaged_gradients(
+                    self._prob_fn(output, twin), x, n_outputs=1, baseline=baseline, n_steps=self.ig_steps
+                )[:, 0]
+                J = path_averaged_gradients(
+                    self.aux_model.outputs, x[:, keep], n_outputs=self.aux_model.n_jacobian_outputs,
+                    baseline=baseline[keep], n_steps=self.ig_steps,
+                )
+            else:
+                J = self.aux_model.jacobian(x[:, keep], chunk_size=self.chunk_size)     # (b, k, d_aux)
+            direct = None
+            if direct_D is not None:
+                direct = g.double() @ direct_D                                           # (b, k)
+                direct_out[sl] = direct.abs().amax(dim=1).numpy()
+            g_aux = g[:, keep]                                                           # (b, d_aux)
+            if self.variant == "ng":
+                res = faux_ng_scores(g_aux, J)
+            else:
+                res = faux_scores(g_aux, J, ridge=self.ridge, direct=direct)
+            scores[sl] = res.scores.numpy()
+            undefined[sl] = res.undefined.numpy()
+            prob[sl] = p.numpy()
+            if ev is not None:
+                ev[sl][:, ~mask] = res.evidence.float().numpy()
+                ev[sl][:, mask] = 0.0
+            if bar is not None:
+                bar.update(sl.stop - sl.start)
+        if bar is not None:
+            bar.close()
+        return LICResult(scores=scores, undefined=undefined, evidence=ev, probability=prob, direct=direct_out)
+
+    # ------------------------------------------------------------------ helpers
+    def _baseline(self, X: torch.Tensor) -> torch.Tensor:
+        if self.variant != "ig":
+            return torch.zeros(X.shape[1])
+        if isinstance(self.ig_baseline, str):
+            if self.ig_baseline == "zeros":
+                return torch.zeros(X.shape[1])
+            if self.ig_baseline == "mean":
+                return X.mean(dim=0)
+            raise InputError(f"ig_baseline must be 'mean', 'zeros' or an array of shape (d,), got {self.ig_baseline!r}")
+        base = torch.as_tensor(np.asarray(self.ig_baseline, dtype=np.float32))
+        if base.shape != (X.shape[1],):
+            raise InputError(f"ig_baseline has shape {tuple(base.shape)}, expected ({X.shape[1]},)")
+        return base
+
+    def _prob_fn(self, output: TargetOutput, twin):
+        model = twin if twin is not None else self.target_model
+        form, cls = output.form, output.target_class
+
+        def prob(x: torch.Tensor) -> torch.Tensor:
+            with eval_mode(model):
+                out = model(x.double() if twin is not None else x)
+            out = out[:, None] if out.ndim == 1 else out
+            if form == "logit":
+                z = out[:, 0] if cls == 1 else -out[:, 0]
+                return torch.sigmoid(z)
+            if form == "probability":
+                return out[:, 0] if cls == 1 else 1 - out[:, 0]
+            if form == "softmax":
+                return out[:, cls]
+            return torch.softmax(out, dim=1)[:, cls]
+
+        return prob
+
+
+def _bar(n: int, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=n, desc="fAux scores", unit="row", unit_scale=True, leave=False)

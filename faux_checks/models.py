@@ -1,0 +1,139 @@
+"""Loading and saving target/auxiliary models without unpickling arbitrary objects.
+
+Accepted formats, detected from the file's content (not its name):
+
+- **TorchScript** (``torch.jit.save``): a zip archive with ``code/`` and ``constants.pkl``;
+  loaded with ``torch.jit.load``, whose unpickler only rebuilds tensors and TorchScript types.
+- **torch.export** (``torch.export.save``, ``.pt2``): loaded with ``torch.export.load``.
+- **state dict + factory**: a ``torch.save`` of a dict of tensors, loaded with
+  ``weights_only=True`` into a module built by a factory the caller gives.
+
+Anything else, in particular a pickled ``nn.Module`` (``torch.save(model)``), is refused with
+:class:`~faux_checks.errors.UnsafeModelError` before any of its code can run (bad-inputs C10).
+``allow_pickle=True`` is the explicit, documented opt-in for trusted files.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from .errors import InputError, UnsafeModelError
+
+__all__ = ["load_model", "save_torchscript", "model_sha256"]
+
+EXPORT_HINT = (
+    "Export the model safely instead: torch.jit.save(torch.jit.script(model), 'model.pt') "
+    "(or torch.jit.trace), or torch.export.save(torch.export.export(model, (example,)), 'model.pt2'), "
+    "or save model.state_dict() and pass a factory. Only if you trust the file's author, "
+    "load it with allow_pickle=True (CLI: --allow-pickle)."
+)
+
+
+def _zip_names(path: Path) -> list[str]:
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return zf.namelist()
+    except zipfile.BadZipFile:
+        return []
+
+
+def load_model(
+    path: str | Path,
+    *,
+    factory: Callable[[], torch.nn.Module] | None = None,
+    allow_pickle: bool = False,
+):
+    """Load a target or auxiliary model from ``path`` safely.
+
+    Parameters
+    ----------
+    path : str or Path
+        TorchScript archive, torch.export archive, or a state dict (with ``factory``).
+    factory : callable, optional
+        Builds the module a state dict is loaded into.
+    allow_pickle : bool
+        Opt-in to ``torch.load(weights_only=False)`` for a trusted pickled module.
+
+    Returns
+    -------
+    torch.nn.Module or torch.jit.ScriptModule
+        In eval mode.
+
+    Raises
+    ------
+    InputError
+        The file does not exist or is not a model.
+    UnsafeModelError
+        The file is a pickle that needs arbitrary code to load and ``allow_pickle`` is False;
+        nothing from it has been executed.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"model file {path} does not exist")
+    names = _zip_names(path)
+    if any(n.endswith("constants.pkl") for n in names) and any("/code/" in n for n in names):
+        try:
+            model = torch.jit.load(str(path), map_location="cpu")
+        except Exception as exc:
+            raise InputError(f"cannot load TorchScript model {path}: {exc}") from exc
+        model.eval()
+        return model
+    if any(n.endswith("serialized_exported_program.json") or "/models/" in n for n in names):
+        try:
+            model = torch.export.load(str(path)).module()
+        except Exception as exc:
+            raise InputError(f"cannot load torch.export model {path}: {exc}") from exc
+        return model
+    if allow_pickle:
+        model = torch.load(str(path), map_location="cpu", weights_only=False)  # noqa: S614 - explicit opt-in
+        if hasattr(model, "eval"):
+            model.eval()
+        return model
+    try:
+        obj = torch.load(str(path), map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise UnsafeModelError(
+            f"refused to load {path}: it is a pickle that needs arbitrary Python objects to load "
+            f"({type(exc).__name__}), which could run code. Nothing from it was executed. {EXPORT_HINT}"
+        ) from None
+    if isinstance(obj, dict) and all(isinstance(v, torch.Tensor) for v in obj.values()):
+        if factory is None:
+            raise InputError(
+                f"{path} holds a state dict ({len(obj)} tensors) but no model factory was given; "
+                "pass factory=..., or export the model with TorchScript"
+            )
+        model = factory()
+        model.load_state_dict(obj)
+        model.eval()
+        return model
+    raise InputError(f"{path} is not a model file (found {type(obj).__name__}). {EXPORT_HINT}")
+
+
+def save_torchscript(model: torch.nn.Module, path: str | Path, *, example: torch.Tensor | None = None) -> Path:
+    """Save ``model`` as TorchScript (scripted, or traced on ``example``); never overwrites."""
+    path = Path(path)
+    if path.exists():
+        raise InputError(f"{path} exists already; choose another path (nothing is overwritten)")
+    was_training = model.training
+    model.eval()
+    try:
+        scripted = torch.jit.trace(model, example) if example is not None else torch.jit.script(model)
+    finally:
+        model.train(was_training)
+    torch.jit.save(scripted, str(path))
+    return path
+
+
+def model_sha256(path: str | Path) -> str:
+    """Hex sha256 of a file (model provenance)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

@@ -1,0 +1,134 @@
+"""The gate policy: what is tested, with which settings, and what fails a deployment.
+
+Loaded from TOML and validated by pydantic; unknown keys are errors (a typo must never turn a
+check off silently). The shipped default, ``faux_checks/policies/default.toml``, explains every
+number with the measurement behind it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .errors import InputError
+
+__all__ = ["Policy", "AuxSettings", "FauxSettings", "TesterSettings", "load_policy", "default_policy_path"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AuxSettings(_Strict):
+    """Auxiliary-model training (see :class:`faux_checks.AuxiliaryModel`)."""
+
+    hidden: tuple[int, ...] = Field((64, 64), description="Hidden layer widths of the aux MLP.")
+    epochs: int = Field(30, ge=1, le=1000, description="Maximum epochs (early stopping on held-out loss).")
+    holdout: float = Field(0.2, gt=0, lt=1, description="Share of rows held out for early stopping and quality.")
+    output_space: Literal["logit", "probability"] = Field(
+        "logit", description="Aux output differentiated for J (METHOD.md open point 1)."
+    )
+    max_train_rows: int = Field(200_000, ge=100, description="Rows sampled (seeded) to train the aux model.")
+
+
+class FauxSettings(_Strict):
+    """The fAux check itself."""
+
+    variant: Literal["faux", "ng", "ig"] = Field("faux", description="fAux (eq. 9), fAux+NG (eq. 10) or fAux+IG.")
+    delta: float = Field(..., gt=0, description="δ: an individual is flagged when its LIC score exceeds it.")
+    max_flagged_fraction: float = Field(..., ge=0, le=1, description="Policy threshold on the flagged fraction.")
+    ridge: float = Field(0.0, ge=0, description="Damping λ of (JJᵀ + λI) (METHOD.md open point 2).")
+    max_undefined_fraction: float = Field(
+        0.01, ge=0, le=1, description="Above this share of undefined scores the gate is undecided."
+    )
+    ig_baseline: Literal["mean", "zeros"] = Field("mean", description="IG path start (variant 'ig').")
+    ig_steps: int = Field(32, ge=2, le=512, description="IG steps (variant 'ig').")
+
+
+class TesterSettings(_Strict):
+    """A baseline tester: whether it runs, and its threshold (reported; ``gating`` makes it decide too)."""
+
+    enabled: bool = True
+    threshold: float = Field(..., description="Score above which an individual (or the model, for group metrics) is flagged.")
+    max_flagged_fraction: float | None = Field(None, ge=0, le=1, description="For per-individual testers.")
+    gating: bool = Field(False, description="If true, exceeding the limit fails the gate as fAux does.")
+    p: float = Field(2.0, ge=1, description="ℓp norm (FTA).")
+
+
+class Policy(_Strict):
+    """The gate policy.
+
+    Attributes mirror the TOML sections ``[data]``, ``[target]``, ``[faux]``, ``[aux]``,
+    ``[testers.*]``; see ``faux_checks/policies/default.toml`` for every default explained.
+    """
+
+    name: str = "default"
+    protected: str = Field(..., description="Protected attribute column.")
+    label: str | None = Field(None, description="Label column (group metrics); excluded from features.")
+    missing_protected: Literal["error", "drop"] = Field(
+        "error", description="Rows with a missing protected value: stop (error) or drop and count them."
+    )
+    protected_kind: Literal["binary", "multiclass", "continuous"] | None = None
+    target_output: Literal["auto", "logit", "probability", "softmax", "logits"] = "auto"
+    target_class: int = Field(1, ge=0)
+    min_aux_quality: float = Field(0.6, description="Below this aux AUC/R² the gate is undecided.")
+    max_rows: int | None = Field(None, ge=1, description="Audit at most this many rows (seeded sample); None = all.")
+    seed: int = 0
+    faux: FauxSettings
+    aux: AuxSettings = AuxSettings()
+    testers: dict[str, TesterSettings] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _known_testers(self) -> "Policy":
+        known = {"fta", "demographic_parity", "equalized_odds"}
+        unknown = set(self.testers) - known
+        if unknown:
+            raise ValueError(f"unknown tester(s) {sorted(unknown)}; known: {sorted(known)}")
+        return self
+
+    def sha256(self) -> str:
+        """Hash of the canonical JSON form (provenance)."""
+        return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+
+    def with_overrides(self, **changes) -> "Policy":
+        """A copy with top-level fields replaced (validated again)."""
+        return Policy.model_validate({**self.model_dump(), **changes})
+
+
+def default_policy_path() -> Path:
+    """Path of the shipped default policy TOML."""
+    return Path(__file__).parent / "policies" / "default.toml"
+
+
+def load_policy(path: str | Path | None = None, **overrides) -> Policy:
+    """Read and validate a policy TOML (the shipped default when ``path`` is None).
+
+    Parameters
+    ----------
+    path : str or Path, optional
+    **overrides
+        Top-level fields to replace, e.g. ``protected="sex"``.
+
+    Raises
+    ------
+    InputError
+        Unreadable file, TOML syntax error, or a validation error (each field named).
+    """
+    path = Path(path) if path is not None else default_policy_path()
+    try:
+        payload = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise InputError(f"cannot read policy {path}: {exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"policy {path} is not valid TOML: {exc}") from exc
+    payload.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return Policy.model_validate(payload)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(policy)'}: {e['msg']}" for e in exc.errors())
+        raise InputError(f"policy {path} is invalid: {problems}") from None

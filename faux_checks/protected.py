@@ -1,0 +1,208 @@
+"""The protected attribute c: from whatever container a user has to encoded values.
+
+Strings, booleans, 0/1 integers, pandas Categoricals, nullable dtypes and one-hot columns
+all give the same groups (bad-inputs case C08). Groups are ordered by sorted level (as
+strings; booleans ``False < True``; a Categorical keeps its declared category order, which is
+sorted by default; one-hot columns keep their column order).
+
+Missing values are never put into a group silently (case C01): by default they raise an
+:class:`~faux_checks.errors.InputError` naming the column, the row count and the options;
+``missing="drop"`` drops those rows everywhere (aux training, scoring, report) and the number
+dropped is recorded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from ._validation import fmt_count
+from .errors import InputError
+
+__all__ = ["ProtectedAttribute", "encode_protected"]
+
+Kind = Literal["binary", "multiclass", "continuous"]
+MAX_CLASSES = 20
+
+
+@dataclass(frozen=True)
+class ProtectedAttribute:
+    """Encoded protected attribute.
+
+    Attributes
+    ----------
+    name : str
+        Column name (or the one-hot group's name).
+    kind : {"binary", "multiclass", "continuous"}
+    values : ndarray of shape (n_kept,)
+        Class index (int64, 0..k-1) or the continuous value (float64), for the kept rows.
+    groups : tuple of str
+        Group labels in class-index order (empty for continuous).
+    kept : ndarray of shape (n,), bool
+        Rows with a known protected value.
+    n_missing : int
+        Rows without one (only non-zero with ``missing="drop"``).
+    """
+
+    name: str
+    kind: Kind
+    values: np.ndarray
+    groups: tuple[str, ...]
+    kept: np.ndarray
+    n_missing: int
+
+    @property
+    def n_outputs(self) -> int:
+        """Number of aux-model outputs k: 1 for binary/continuous, the class count otherwise."""
+        return len(self.groups) if self.kind == "multiclass" else 1
+
+    def group_labels(self) -> np.ndarray:
+        """Array of shape (n_kept,) of group labels (strings); continuous: quartile bins."""
+        if self.kind == "continuous":
+            return pd.qcut(self.values, 4, duplicates="drop").astype(str).to_numpy()
+        return np.asarray(self.groups, dtype=object)[self.values]
+
+
+def encode_protected(
+    values,
+    *,
+    name: str | None = None,
+    kind: Kind | None = None,
+    missing: Literal["error", "drop"] = "error",
+) -> ProtectedAttribute:
+    """Encode the protected attribute c.
+
+    Parameters
+    ----------
+    values : Series, ndarray, list, or DataFrame of one-hot columns; length n
+        The protected attribute. A DataFrame with more than one column is read as one-hot
+        (each row must have exactly one 1).
+    name : str, optional
+        Column name used in messages (defaults to the Series name).
+    kind : {"binary", "multiclass", "continuous"}, optional
+        Inferred when omitted: two levels -> binary; a float column with more than
+        ``MAX_CLASSES`` (20) distinct values -> continuous; otherwise multiclass.
+    missing : {"error", "drop"}
+        What to do with missing values (see module docstring).
+
+    Returns
+    -------
+    ProtectedAttribute
+
+    Raises
+    ------
+    InputError
+        Missing values with ``missing="error"``; a single group; a malformed one-hot row;
+        a declared kind that does not fit the values.
+    """
+    if isinstance(values, pd.DataFrame):
+        if values.shape[1] == 1:
+            values = values.iloc[:, 0]
+        else:
+            return _from_one_hot(values, name=name or "protected", kind=kind, missing=missing)
+    series = values if isinstance(values, pd.Series) else pd.Series(np.asarray(values, dtype=object)
+                                                                     if not isinstance(values, np.ndarray)
+                                                                     else values)
+    name = name or (str(series.name) if series.name is not None else "protected")
+    n = len(series)
+    na = series.isna().to_numpy()
+    n_missing = int(na.sum())
+    if n_missing and missing == "error":
+        raise InputError(
+            f"protected attribute '{name}' has {fmt_count(n_missing)} missing values in {fmt_count(n)} rows; "
+            "missing rows never join a group silently. Options: drop or impute them before the check, or "
+            "set missing = \"drop\" in the policy to exclude them (the count is reported)"
+        )
+    kept = ~na
+    s = series[kept]
+    if len(s) == 0:
+        raise InputError(f"protected attribute '{name}' has no non-missing values in {fmt_count(n)} rows")
+
+    is_float = pd.api.types.is_float_dtype(s) or (s.dtype == object and _all_float(s))
+    if kind is None:
+        nunique = s.nunique()
+        if nunique == 2:
+            kind = "binary"
+        elif is_float and nunique > MAX_CLASSES:
+            kind = "continuous"
+        else:
+            kind = "multiclass"
+    if kind == "continuous":
+        try:
+            vals = pd.to_numeric(s).to_numpy(dtype="float64")
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"protected attribute '{name}' declared continuous but is not numeric ({exc})") from exc
+        if np.nanstd(vals) == 0:
+            raise InputError(f"protected attribute '{name}' is constant in {fmt_count(len(vals))} rows; nothing to test")
+        return ProtectedAttribute(name, "continuous", vals, (), kept, n_missing)
+
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        levels = [str(c) for c in s.cat.categories if (s == c).any()]
+        labels = s.astype(str)
+    elif pd.api.types.is_bool_dtype(s) or (s.dtype == object and s.map(type).eq(bool).all()):
+        labels = s.astype(bool).astype(str)
+        levels = sorted(labels.unique())  # 'False' < 'True'
+    else:
+        if pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s):
+            numeric_levels = sorted(pd.unique(s))
+            labels = s.map(_fmt_level)
+            levels = [_fmt_level(v) for v in numeric_levels]
+        else:
+            labels = s.astype(str)
+            levels = sorted(labels.unique())
+    if len(levels) < 2:
+        raise InputError(
+            f"protected attribute '{name}' has a single group {levels} in {fmt_count(len(s))} rows; "
+            "a fairness test needs at least two groups"
+        )
+    if kind == "binary" and len(levels) != 2:
+        raise InputError(f"protected attribute '{name}' declared binary but has {len(levels)} groups: {levels[:10]}")
+    if len(levels) > MAX_CLASSES:
+        raise InputError(
+            f"protected attribute '{name}' has {len(levels)} groups (more than {MAX_CLASSES}); "
+            "declare kind = \"continuous\" for a numeric attribute or group the levels first"
+        )
+    index = {lvl: i for i, lvl in enumerate(levels)}
+    codes = labels.map(index).to_numpy(dtype=np.int64)
+    return ProtectedAttribute(name, kind, codes, tuple(levels), kept, n_missing)
+
+
+def _fmt_level(v) -> str:
+    """1.0 -> '1', 1 -> '1', 0.5 -> '0.5' (so ints and integral floats give the same labels)."""
+    f = float(v)
+    return str(int(f)) if f.is_integer() else repr(f)
+
+
+def _all_float(s: pd.Series) -> bool:
+    return s.map(lambda v: isinstance(v, (float, np.floating))).all()
+
+
+def _from_one_hot(frame: pd.DataFrame, *, name: str, kind, missing) -> ProtectedAttribute:
+    n = len(frame)
+    values = frame.apply(pd.to_numeric, errors="coerce")
+    na = values.isna().any(axis=1).to_numpy()
+    if na.any() and missing == "error":
+        raise InputError(
+            f"protected attribute '{name}' (one-hot columns {list(frame.columns)}) has {fmt_count(na.sum())} rows "
+            f"with missing values in {fmt_count(n)} rows; drop or impute them, or set missing = \"drop\""
+        )
+    arr = values.to_numpy(dtype="float64")[~na]
+    row_sums = arr.sum(axis=1)
+    bad = ~np.isin(arr, (0.0, 1.0)).all(axis=1) | (row_sums != 1)
+    if bad.any():
+        raise InputError(
+            f"protected attribute '{name}': {fmt_count(bad.sum())} of {fmt_count(len(arr))} rows of the one-hot "
+            f"columns {list(frame.columns)} do not hold exactly one 1; pass one label column instead"
+        )
+    levels = tuple(str(c) for c in frame.columns)
+    codes = arr.argmax(axis=1).astype(np.int64)
+    present = np.unique(codes)
+    if len(present) < 2:
+        raise InputError(f"protected attribute '{name}' has a single group in {fmt_count(len(codes))} rows")
+    k = "binary" if len(levels) == 2 else "multiclass"
+    if kind is not None and kind != k:
+        raise InputError(f"protected attribute '{name}' declared {kind} but has {len(levels)} one-hot columns")
+    return ProtectedAttribute(name, k, codes, levels, ~na, int(na.sum()))

@@ -1,0 +1,354 @@
+"""Feature encoding: from a DataFrame to the float32 matrix X the target model sees.
+
+A :class:`FeatureSpec` is fitted once (on the training data of the target model), saved as
+JSON next to the model, and then encodes any later data the same way. It also maps each
+encoded feature back to its source column, so that per-feature evidence (METHOD.md, RQ2) can
+be reported per column (one-hot groups summed).
+
+Rules (documented, never silent):
+
+- numeric columns are standardised with the fitted mean and standard deviation (a constant
+  column is centred only and reported by :meth:`FeatureSpec.constant_columns`);
+- boolean, string and categorical columns are one-hot encoded; levels seen fewer than
+  ``min_frequency`` times at fit time are grouped into one ``"__infrequent__"`` level
+  (the same rule as scikit-learn's ``OneHotEncoder(min_frequency=...)``), since rare one-hot
+  levels were measured to dominate gradients with noise (METHOD.md, Adult evidence);
+- at encode time a category never seen at fit time goes to ``"__infrequent__"`` when that level
+  exists and is an :class:`~faux_checks.errors.InputError` otherwise;
+- missing values are an :class:`~faux_checks.errors.InputError` naming the column and the
+  row count (drop or impute them first): they are never encoded as zeros.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Literal, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ._validation import as_frame, fmt_count, require_columns
+from .errors import InputError
+
+__all__ = ["ColumnEncoding", "FeatureSpec", "INFREQUENT"]
+
+INFREQUENT = "__infrequent__"
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ColumnEncoding:
+    """How one source column becomes one or more encoded features.
+
+    Attributes
+    ----------
+    name : str
+        Source column name.
+    kind : {"numeric", "categorical"}
+        Numeric columns give one standardised feature; categorical ones one feature per level.
+    mean, std : float
+        Standardisation of a numeric column (``(x - mean) / std``; std 0, a constant column, is
+        centred only); unused for categorical.
+    levels : list of str
+        Categorical levels in encoded order (values are compared as strings).
+    """
+
+    name: str
+    kind: Literal["numeric", "categorical"]
+    mean: float = 0.0
+    std: float = 1.0
+    levels: tuple[str, ...] = ()
+
+    @property
+    def width(self) -> int:
+        """Number of encoded features this column produces."""
+        return 1 if self.kind == "numeric" else len(self.levels)
+
+    def feature_names(self) -> list[str]:
+        """Encoded feature names, ``col`` or ``col=level``."""
+        if self.kind == "numeric":
+            return [self.name]
+        return [f"{self.name}={lvl}" for lvl in self.levels]
+
+
+def _is_numeric(series: pd.Series) -> bool:
+    return pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
+
+
+def _as_level_strings(series: pd.Series) -> pd.Series:
+    """Categorical values as strings; booleans as 'False'/'True'; NA kept as NA."""
+    out = series.astype("object")
+    mask = out.isna()
+    out = out.where(mask, out.astype(str))
+    return out
+
+
+@dataclass
+class FeatureSpec:
+    """JSON-serialisable encoding of source columns into the target model's features.
+
+    Parameters
+    ----------
+    columns : list of ColumnEncoding
+        In encoded order.
+    name : str
+        A label used in messages and reports (e.g. ``"adult-v1"``).
+
+    Examples
+    --------
+    >>> spec = FeatureSpec.fit(df, columns=["age", "workclass"], min_frequency=20)
+    >>> X = spec.encode(df)            # (n, d) float32
+    >>> spec.feature_names[:2]
+    ['age', 'workclass=Private']
+    """
+
+    columns: list[ColumnEncoding]
+    name: str = "features"
+    schema_version: int = SCHEMA_VERSION
+    _index: dict = field(default_factory=dict, repr=False, compare=False)
+
+    # ------------------------------------------------------------------ fitting
+    @classmethod
+    def fit(
+        cls,
+        data: pd.DataFrame,
+        columns: Sequence[str],
+        *,
+        categorical: Sequence[str] = (),
+        min_frequency: int | float = 0,
+        name: str = "features",
+    ) -> "FeatureSpec":
+        """Learn standardisation and category levels from ``data``.
+
+        Parameters
+        ----------
+        data : DataFrame of shape (n, any)
+            Training rows; not modified.
+        columns : sequence of str
+            Source columns the model uses, in order.
+        categorical : sequence of str
+            Numeric columns to one-hot encode anyway (e.g. integer codes).
+        min_frequency : int or float
+            Levels with fewer rows (int) or a smaller share of rows (float in (0, 1)) are grouped
+            into ``"__infrequent__"``.
+
+        Raises
+        ------
+        InputError
+            If a column is missing, has missing values, or is entirely empty.
+        """
+        frame = as_frame(data)
+        require_columns(frame, columns, what="FeatureSpec.fit")
+        n = len(frame)
+        if n == 0:
+            raise InputError("FeatureSpec.fit: the data has 0 rows; pass the training rows")
+        threshold = min_frequency * n if isinstance(min_frequency, float) and min_frequency < 1 else min_frequency
+        encodings: list[ColumnEncoding] = []
+        for col in columns:
+            s = frame[col]
+            _check_no_missing(s, col, what="FeatureSpec.fit")
+            if _is_numeric(s) and col not in categorical:
+                values = s.to_numpy(dtype="float64")
+                std = float(values.std())
+                encodings.append(
+                    ColumnEncoding(col, "numeric", mean=float(values.mean()), std=std)
+                )
+            else:
+                counts = _as_level_strings(s).value_counts()
+                frequent = sorted(str(v) for v, c in counts.items() if c >= threshold)
+                levels = tuple(frequent + ([INFREQUENT] if len(frequent) < len(counts) else []))
+                encodings.append(ColumnEncoding(col, "categorical", levels=levels))
+        return cls(columns=encodings, name=name)
+
+    # ------------------------------------------------------------------ encoding
+    def encode(self, data: pd.DataFrame) -> np.ndarray:
+        """Encode ``data`` into the target model's feature matrix.
+
+        Parameters
+        ----------
+        data : DataFrame of shape (n, any)
+            Must hold every source column of the spec; other columns are ignored. Not modified.
+
+        Returns
+        -------
+        ndarray of shape (n, d), float32
+            ``d == self.n_features``.
+
+        Raises
+        ------
+        InputError
+            Missing column (names what is present), missing values (column and row count),
+            a non-numeric value in a numeric column, or a category unseen at fit time when the
+            column has no ``"__infrequent__"`` level.
+        """
+        frame = as_frame(data)
+        require_columns(frame, self.source_columns, what=f"FeatureSpec '{self.name}'")
+        n = len(frame)
+        out = np.zeros((n, self.n_features), dtype=np.float32)
+        j = 0
+        for enc in self.columns:
+            s = frame[enc.name]
+            _check_no_missing(s, enc.name, what=f"FeatureSpec '{self.name}'")
+            if enc.kind == "numeric":
+                values = pd.to_numeric(s, errors="coerce")
+                bad = values.isna()
+                if bad.any():
+                    example = s[bad].iloc[0]
+                    raise InputError(
+                        f"FeatureSpec '{self.name}': numeric column '{enc.name}' has {fmt_count(bad.sum())} "
+                        f"non-numeric values in {fmt_count(n)} rows (e.g. {example!r}); clean the column "
+                        "or refit the spec with it as categorical"
+                    )
+                scale = enc.std if enc.std > 0 else 1.0  # constant column: centred only
+                out[:, j] = ((values.to_numpy(dtype="float64") - enc.mean) / scale).astype(np.float32)
+            else:
+                levels = _as_level_strings(s)
+                index = {lvl: i for i, lvl in enumerate(enc.levels)}
+                codes = levels.map(index)
+                unknown = codes.isna()
+                if unknown.any():
+                    if INFREQUENT in index:
+                        codes = codes.where(~unknown, index[INFREQUENT])
+                    else:
+                        seen = sorted(set(levels[unknown]))[:5]
+                        raise InputError(
+                            f"FeatureSpec '{self.name}': column '{enc.name}' has {fmt_count(unknown.sum())} rows "
+                            f"with categories unseen at fit time (e.g. {seen}); known: {list(enc.levels)[:10]}. "
+                            "Refit the spec on data that holds them, or fit with min_frequency > 0 so that "
+                            "unseen levels join '__infrequent__'"
+                        )
+                out[np.arange(n), j + codes.to_numpy(dtype=np.int64)] = 1.0
+            j += enc.width
+        return out
+
+    # ------------------------------------------------------------------ feature <-> column maps
+    @property
+    def source_columns(self) -> list[str]:
+        """Source column names, in order."""
+        return [c.name for c in self.columns]
+
+    @property
+    def feature_names(self) -> list[str]:
+        """Encoded feature names (length ``n_features``)."""
+        return [f for c in self.columns for f in c.feature_names()]
+
+    @property
+    def n_features(self) -> int:
+        """Number of encoded features d."""
+        return sum(c.width for c in self.columns)
+
+    def feature_to_column(self) -> np.ndarray:
+        """Array of shape (d,): index of the source column of each encoded feature."""
+        return np.repeat(np.arange(len(self.columns)), [c.width for c in self.columns])
+
+    def feature_mask(self, column: str) -> np.ndarray:
+        """Bool array of shape (d,): the encoded features that come from ``column``."""
+        if column not in self.source_columns:
+            return np.zeros(self.n_features, dtype=bool)
+        return self.feature_to_column() == self.source_columns.index(column)
+
+    def aggregate(self, per_feature: np.ndarray) -> np.ndarray:
+        """Sum per-feature values back to source columns.
+
+        Parameters
+        ----------
+        per_feature : ndarray of shape (n, d)
+
+        Returns
+        -------
+        ndarray of shape (n, n_columns)
+            One-hot groups summed (METHOD.md, "Per-feature evidence").
+        """
+        per_feature = np.asarray(per_feature)
+        if per_feature.ndim != 2 or per_feature.shape[1] != self.n_features:
+            raise InputError(
+                f"aggregate: expected an array of shape (n, {self.n_features}), got {per_feature.shape}"
+            )
+        out = np.zeros((per_feature.shape[0], len(self.columns)), dtype=per_feature.dtype)
+        np.add.at(out.T, self.feature_to_column(), per_feature.T)
+        return out
+
+    def constant_columns(self) -> list[str]:
+        """Numeric columns that were constant at fit time, or categorical ones with one level."""
+        return [c.name for c in self.columns if (c.kind == "numeric" and c.std == 0)
+                or (c.kind == "categorical" and len(c.levels) == 1)]
+
+    # ------------------------------------------------------------------ JSON
+    def to_dict(self) -> dict:
+        """JSON-serialisable dict (``schema_version`` included)."""
+        return {
+            "schema_version": self.schema_version,
+            "name": self.name,
+            "columns": [
+                {**asdict(c), "levels": list(c.levels)} for c in self.columns
+            ],
+        }
+
+    @classmethod
+    def from_dict(cls, payload: dict) -> "FeatureSpec":
+        """Inverse of :meth:`to_dict`. Raises InputError on an unknown schema version."""
+        version = payload.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise InputError(f"FeatureSpec schema_version {version!r} is not supported (expected {SCHEMA_VERSION})")
+        cols = [
+            ColumnEncoding(
+                name=c["name"], kind=c["kind"], mean=float(c.get("mean", 0.0)),
+                std=float(c.get("std", 1.0)), levels=tuple(c.get("levels", ())),
+            )
+            for c in payload["columns"]
+        ]
+        return cls(columns=cols, name=payload.get("name", "features"))
+
+    def save(self, path: str | Path) -> Path:
+        """Write the spec as JSON; refuses to overwrite an existing file."""
+        path = Path(path)
+        if path.exists():
+            raise InputError(f"{path} exists already; FeatureSpec.save never overwrites, choose another path")
+        path.write_text(json.dumps(self.to_dict(), indent=2))
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "FeatureSpec":
+        """Read a spec written by :meth:`save`."""
+        try:
+            payload = json.loads(Path(path).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise InputError(f"cannot read feature spec {path}: {exc}") from exc
+        return cls.from_dict(payload)
+
+    @classmethod
+    def passthrough(cls, data: pd.DataFrame, *, exclude: Sequence[str] = (), name: str = "passthrough") -> "FeatureSpec":
+        """Numeric columns as they are (no scaling), in file order, minus ``exclude``.
+
+        Used by the CLI when no feature spec is given (issue 3): the model receives the data's
+        numeric columns unchanged.
+
+        Raises
+        ------
+        InputError
+            If no numeric column is left.
+        """
+        frame = as_frame(data)
+        cols = [c for c in frame.columns if c not in exclude and _is_numeric(frame[c])]
+        if not cols:
+            raise InputError(
+                f"no numeric feature columns left in the data after excluding {list(exclude)}; "
+                f"columns present: {list(map(str, frame.columns))}. Pass a feature spec for categorical data"
+            )
+        return cls(columns=[ColumnEncoding(str(c), "numeric", mean=0.0, std=1.0) for c in cols], name=name)
+
+
+def _check_no_missing(series: pd.Series, column: str, *, what: str) -> None:
+    missing = int(series.isna().sum())
+    if missing:
+        n = len(series)
+        if missing == n:
+            raise InputError(
+                f"{what}: column '{column}' is entirely empty ({fmt_count(n)} rows); drop it from the features"
+            )
+        raise InputError(
+            f"{what}: column '{column}' has {fmt_count(missing)} missing values in {fmt_count(n)} rows; "
+            "drop or impute them before the check"
+        )
