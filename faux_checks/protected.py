@@ -59,11 +59,12 @@ class ProtectedAttribute:
         """Number of aux-model outputs k: 1 for binary/continuous, the class count otherwise."""
         return len(self.groups) if self.kind == "multiclass" else 1
 
-    def group_labels(self) -> np.ndarray:
-        """Array of shape (n_kept,) of group labels (strings); continuous: quartile bins."""
+    def group_labels(self, values: np.ndarray | None = None) -> np.ndarray:
+        """Group label (str) per row of ``values`` (default: all kept rows); continuous: quartile bins."""
+        values = self.values if values is None else values
         if self.kind == "continuous":
-            return pd.qcut(self.values, 4, duplicates="drop").astype(str).to_numpy()
-        return np.asarray(self.groups, dtype=object)[self.values]
+            return pd.qcut(values, 4, duplicates="drop").astype(str).to_numpy()
+        return np.asarray(self.groups, dtype=object)[values]
 
 
 def encode_protected(
