@@ -1,0 +1,243 @@
+"""Command line: ``faux-checks check | gate | demo | history``.
+
+Exit codes (DESIGN.md contract): 0 passed, 1 failed the policy (deployment blocked),
+2 could not decide (bad input, auxiliary model too weak, any error). A gate that cannot decide
+never exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from .errors import FauxChecksError
+
+EXIT_PASSED, EXIT_FAILED, EXIT_UNDECIDED = 0, 1, 2
+
+
+def _eprint(*args) -> None:
+    print(*args, file=sys.stderr, flush=True)
+
+
+def _policy(args):
+    from .policy import load_policy
+
+    overrides = {"protected": getattr(args, "protected", None), "label": getattr(args, "label", None)}
+    if getattr(args, "output_form", None):
+        overrides["target_output"] = args.output_form
+    policy = load_policy(args.policy, **overrides)
+    if args.policy is None and getattr(args, "label", None) is None and policy.label is not None:
+        # the shipped default names the demo's label column; a user's data need not have it
+        policy = policy.with_overrides(label=None)
+    return policy
+
+
+def cmd_check(args) -> int:
+    """One model file + one data file, no registry."""
+    from .check import run_check
+    from .io import read_table, write_scores
+    from .models import load_model, model_sha256
+    from .report import write_report
+    from .tabular import FeatureSpec
+
+    report_dir = Path(args.report_dir) if args.report_dir else None
+    if report_dir is not None and (report_dir / "report.json").exists():
+        raise FauxChecksError(f"{report_dir} already holds a report; choose a new --report-dir (nothing is overwritten)")
+    if args.scores_out and Path(args.scores_out).exists():
+        raise FauxChecksError(f"{args.scores_out} exists already; choose another --scores-out (nothing is overwritten)")
+    policy = _policy(args)
+    _eprint(f"[1/4] loading model {args.model}")
+    model = load_model(args.model, allow_pickle=args.allow_pickle)
+    aux = load_model(args.aux_model, allow_pickle=args.allow_pickle) if args.aux_model else None
+    spec = FeatureSpec.load(args.feature_spec) if args.feature_spec else None
+    _eprint(f"[2/4] reading data {args.data}")
+    frame = read_table(args.data)
+    _eprint(f"[3/4] fAux check on {len(frame):,} rows (auxiliary model {'given' if aux is not None else 'trained'})")
+    t0 = time.perf_counter()
+    result = run_check(model, frame, policy=policy, feature_spec=spec, aux_model=aux, progress=sys.stderr.isatty(),
+                       model_info={"model_path": str(args.model), "model_sha256": model_sha256(args.model)})
+    _eprint(f"      done in {time.perf_counter() - t0:.1f} s")
+    if args.scores_out:
+        write_scores(args.scores_out, result)
+        _eprint(f"      scores written to {args.scores_out}")
+    if report_dir is not None:
+        paths = write_report(report_dir, decision=result.decision, reasons=result.reasons, check=result.to_dict(),
+                             model={"path": str(args.model), "sha256": model_sha256(args.model)})
+        _eprint(f"[4/4] report: {paths['html']}")
+    print(repr(result))
+    for reason in result.reasons:
+        print(f"  - {reason}")
+    return result.exit_code
+
+
+def cmd_gate(args) -> int:
+    """Run the Prefect gate flow on a registered model."""
+    from faux_checks.settings import configure_environment
+
+    configure_environment()
+    from flows.gate import gate
+
+    _eprint(f"gating new versions of '{args.model_name}' (Prefect ephemeral API; first start takes ~10 s)")
+    state = gate(model_name=args.model_name, data_path=args.data, policy_path=args.policy,
+                 tracking_uri=args.tracking_uri, alias=args.alias, report_root=args.report_dir,
+                 return_state=True)
+    return _print_history_and_code(args.model_name, args.tracking_uri, state)
+
+
+def _print_history_and_code(model_name: str, tracking_uri: str | None, state, versions: list[str] | None = None) -> int:
+    from .registry import Registry
+
+    rows = Registry(tracking_uri).history(model_name)
+    if versions is not None:
+        rows = [r for r in rows if str(r.get("version")) in set(versions)]
+    _print_table(rows)
+    decisions = [r.get("fairness_gate") for r in rows]
+    print(f"flow state: {state.type.value if hasattr(state.type, 'value') else state.type} ({state.message})")
+    if not state.is_completed():
+        return EXIT_UNDECIDED if (not decisions or "undecided" in decisions or None in decisions
+                                  or "running" in decisions) else EXIT_FAILED
+    return EXIT_PASSED
+
+
+def _print_table(rows: list[dict]) -> None:
+    """Print version, decision, flagged fraction (overall and per group), aux AUC, baselines, alias."""
+    header = ["version", "decision", "flagged", "by group", "aux AUC", "baselines", "alias"]
+    table = []
+    for r in rows:
+        report = _read_report(r.get("fairness_report"))
+        check = (report or {}).get("check") or {}
+        groups = ", ".join(f"{g['group']} {g['flagged_fraction']:.1%}" for g in check.get("by_group") or []
+                           if g.get("flagged_fraction") is not None)
+        testers = ", ".join(
+            f"{name} {t['value']:.3g}" for name, t in (check.get("testers") or {}).items() if t.get("value") is not None)
+        ff = r.get("fairness_flagged_fraction")
+        aq = r.get("fairness_aux_quality")
+        table.append([str(r.get("version")), str(r.get("fairness_gate")),
+                      f"{float(ff):.1%}" if ff not in (None, "", "None") else "n/a", groups or "n/a",
+                      f"{float(aq):.3f}" if aq not in (None, "", "None") else "n/a", testers or "n/a",
+                      ",".join(r.get("aliases") or []) or "-"])
+    widths = [max(len(h), *(len(row[i]) for row in table)) if table else len(h) for i, h in enumerate(header)]
+    print(" | ".join(h.ljust(w) for h, w in zip(header, widths)))
+    print("-+-".join("-" * w for w in widths))
+    for row in table:
+        print(" | ".join(c.ljust(w) for c, w in zip(row, widths)))
+
+
+def _read_report(uri) -> dict | None:
+    if not uri or uri in ("None", ""):
+        return None
+    path = Path(str(uri)).with_name("report.json")
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def cmd_history(args) -> int:
+    from .registry import Registry
+
+    _print_table(Registry(args.tracking_uri).history(args.model_name))
+    return EXIT_PASSED
+
+
+def cmd_demo(args) -> int:
+    """Train and register Adult income classifiers, then gate them with the default policy."""
+    from faux_checks.settings import configure_environment, default_home
+
+    configure_environment()
+    from .demo import build_demo_versions
+    from .registry import Registry
+
+    workdir = Path(args.workdir) if args.workdir else default_home() / "demo" / time.strftime("%Y%m%dT%H%M%S")
+    if workdir.exists() and any(workdir.iterdir()):
+        raise FauxChecksError(f"{workdir} is not empty; choose a new --workdir (nothing is overwritten)")
+    workdir.mkdir(parents=True, exist_ok=True)
+    _eprint(f"[1/3] training demo income classifiers on UCI Adult in {workdir}")
+    demo = build_demo_versions(workdir, seed=args.seed)
+    registry = Registry(args.tracking_uri)
+    model_name = args.model_name
+    _eprint(f"[2/3] registering {len(demo.versions)} versions of '{model_name}' in {registry.tracking_uri}")
+    registered = []
+    for v in demo.versions:
+        number = registry.register_version(model_name, v.model_path, v.spec_path, description=v.description,
+                                           tags={"demo_recipe": v.name})
+        registered.append(number)
+        _eprint(f"      v{number}: {v.name}: {v.description}")
+    _eprint("[3/3] running the fairness gate flow (Prefect ephemeral API)")
+    from flows.gate import gate
+
+    state = gate(model_name=model_name, data_path=str(demo.audit_path), policy_path=args.policy,
+                 tracking_uri=args.tracking_uri, alias="deployable", versions=registered,
+                 report_root=str(workdir / "reports"), return_state=True)
+    print()
+    code = _print_history_and_code(model_name, args.tracking_uri, state, versions=registered)
+    print(f"\nreports: {workdir / 'reports'}")
+    return code
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="faux-checks", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("check", help="check one model file on one data file (no registry)")
+    p.add_argument("--model", required=True, help="TorchScript / torch.export model file")
+    p.add_argument("--data", required=True, help="CSV or Parquet audit data")
+    p.add_argument("--protected", required=True, help="protected attribute column")
+    p.add_argument("--label", help="label column (excluded from features; group metrics)")
+    p.add_argument("--policy", help="policy TOML (default: the shipped policy)")
+    p.add_argument("--aux-model", help="TorchScript auxiliary model (raw outputs) instead of training one")
+    p.add_argument("--feature-spec", help="FeatureSpec JSON; without it the numeric columns are used as they are")
+    p.add_argument("--scores-out", help="CSV with one row per input row: lic_score, flagged, status")
+    p.add_argument("--report-dir", help="folder for report.json and report.html")
+    p.add_argument("--output-form", choices=["auto", "logit", "probability", "softmax", "logits"],
+                   help="how to read the target's output (default: the policy's)")
+    p.add_argument("--allow-pickle", action="store_true",
+                   help="DANGEROUS: load pickled models (runs code from the file); only for files you trust")
+    p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("gate", help="gate every new version of a registered model (Prefect flow)")
+    p.add_argument("model_name")
+    p.add_argument("--data", required=True, help="CSV or Parquet audit data")
+    p.add_argument("--policy", help="policy TOML (default: the shipped policy)")
+    p.add_argument("--tracking-uri", help="MLflow URI (default: $MLFLOW_TRACKING_URI or the embedded sqlite file)")
+    p.add_argument("--alias", default="deployable", help="alias moved to versions that pass")
+    p.add_argument("--report-dir", help="root folder for per-version reports")
+    p.set_defaults(func=cmd_gate)
+
+    p = sub.add_parser("demo", help="train, register and gate Adult income classifiers (real data)")
+    p.add_argument("--workdir", help="new folder for models and reports")
+    p.add_argument("--model-name", default="adult-income", help="registered model name")
+    p.add_argument("--policy", help="policy TOML (default: the shipped policy)")
+    p.add_argument("--tracking-uri", help="MLflow URI (default: the embedded sqlite file)")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("history", help="every recorded gate decision of a model's versions")
+    p.add_argument("model_name")
+    p.add_argument("--tracking-uri")
+    p.set_defaults(func=cmd_history)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit code (0 passed, 1 failed, 2 undecided/error)."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except FauxChecksError as exc:
+        _eprint(f"faux-checks: could not decide: {exc}")
+        return EXIT_UNDECIDED
+    except KeyboardInterrupt:
+        _eprint("faux-checks: interrupted; nothing was decided")
+        return EXIT_UNDECIDED
+    except Exception as exc:  # fail closed on anything unexpected
+        _eprint(f"faux-checks: internal error, could not decide: {type(exc).__name__}: {exc}")
+        return EXIT_UNDECIDED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

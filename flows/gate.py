@@ -1,0 +1,265 @@
+"""Prefect 3 flow: the pre-deployment fairness gate.
+
+Recipe per new model version: mark it running → download model + feature spec → validate the
+Great Expectations suite (fAux + baselines) on the audit data → write report.json/html →
+record the decision (MLflow run + registry tags) → move the deployment alias on ``passed`` only.
+The flow ends Failed when any version failed or is undecided (DESIGN.md contract).
+
+Parameters are paths and names, never DataFrames or models; tasks use no result cache
+(``NO_CACHE``), so models/DataFrames never need hashing. Retries only on registry/data I/O,
+never on :class:`~faux_checks.errors.InputError` or a policy decision.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import create_markdown_artifact
+from prefect.cache_policies import NO_CACHE
+from prefect.states import Completed, Failed
+
+from faux_checks.errors import FauxChecksError
+
+__all__ = ["gate", "gate_version", "VersionOutcome"]
+
+
+def _retry_io_only(task, task_run, state) -> bool:
+    """Retry a task only for I/O trouble, never for bad input or a decision."""
+    try:
+        state.result()
+    except FauxChecksError:
+        return False
+    except (OSError, TimeoutError, ConnectionError):
+        return True
+    except Exception as exc:  # MLflow/sqlite raise their own types for 'database is locked'
+        return "locked" in str(exc).lower() or "connection" in str(exc).lower()
+    return False
+
+
+@dataclass
+class VersionOutcome:
+    """What the gate decided for one model version (plain data, JSON-ready)."""
+
+    model_name: str
+    version: str
+    decision: str
+    reasons: list[str]
+    flagged_fraction: float | None = None
+    by_group: list[dict] = field(default_factory=list)
+    aux_quality: float | None = None
+    testers: dict = field(default_factory=dict)
+    report_dir: str | None = None
+    run_id: str | None = None
+    promoted: bool = False
+    timings: dict = field(default_factory=dict)
+
+
+@task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1, retry_condition_fn=_retry_io_only)
+def find_new_versions(model_name: str, tracking_uri: str | None) -> list[str]:
+    """Versions of ``model_name`` with no finished gate decision."""
+    from faux_checks.registry import Registry
+
+    return Registry(tracking_uri).new_versions(model_name)
+
+
+@task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1, retry_condition_fn=_retry_io_only)
+def fetch_version(model_name: str, version: str, tracking_uri: str | None, workdir: str) -> tuple[str, str | None]:
+    """Mark the version running and download its model and feature spec."""
+    from faux_checks.registry import Registry
+
+    registry = Registry(tracking_uri)
+    registry.mark_running(model_name, version)
+    model_path, spec_path = registry.download(model_name, version, Path(workdir) / f"v{version}")
+    return str(model_path), (str(spec_path) if spec_path else None)
+
+
+@task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1, retry_condition_fn=_retry_io_only)
+def load_audit_data(data_path: str):
+    """Read the audit data (CSV/Parquet); the file is never modified."""
+    from faux_checks.io import read_table
+
+    return read_table(data_path)
+
+
+@task(cache_policy=NO_CACHE)
+def validate(frame, policy_path: str | None, model_path: str, spec_path: str | None, aux_model_path: str | None):
+    """Build the suite from the policy and validate it; any exception becomes 'undecided'."""
+    from expectations import build_suite, validate_frame
+    from faux_checks.policy import load_policy
+
+    policy = load_policy(policy_path)
+    suite = build_suite(policy, model_path=model_path, feature_spec_path=spec_path, aux_model_path=aux_model_path)
+    return validate_frame(frame, suite)
+
+
+@task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1, retry_condition_fn=_retry_io_only)
+def record(model_name: str, version: str, tracking_uri: str | None, outcome, report_dir: str, model_info: dict) -> str:
+    """Write the reports, log the MLflow audit run and tag the version with the decision."""
+    from faux_checks.registry import Registry
+    from faux_checks.report import write_report
+
+    check = outcome.check or {}
+    write_report(report_dir, decision=outcome.decision, reasons=outcome.reasons, check=outcome.check,
+                 model=model_info, expectations=outcome.expectations)
+    registry = Registry(tracking_uri)
+    metrics = {k: check[k] for k in ("flagged_fraction", "aux_quality", "n_individuals", "n_undefined")
+               if isinstance(check.get(k), (int, float))}
+    run_id = registry.log_gate_run(
+        model_name, version, report_dir=report_dir, metrics=metrics,
+        params={"delta": check.get("delta"), "max_flagged_fraction": check.get("max_flagged_fraction"),
+                "variant": (check.get("provenance") or {}).get("variant")},
+        tags={"decision": outcome.decision},
+    )
+    registry.record_decision(
+        model_name, version, decision=outcome.decision, flagged_fraction=check.get("flagged_fraction"),
+        delta=check.get("delta"), aux_quality=check.get("aux_quality"),
+        report_uri=str(Path(report_dir) / "report.html"), run_id=run_id,
+    )
+    return run_id
+
+
+@task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1, retry_condition_fn=_retry_io_only)
+def promote(model_name: str, version: str, tracking_uri: str | None, alias: str) -> None:
+    """Move ``alias`` to the version (the registry re-checks that its decision is 'passed')."""
+    from faux_checks.registry import Registry
+
+    Registry(tracking_uri).promote(model_name, version, alias=alias)
+
+
+def _undecided(exc: BaseException):
+    from expectations import SuiteOutcome
+
+    return SuiteOutcome(decision="undecided", reasons=[f"{type(exc).__name__}: {exc}"], check=None,
+                        expectations=[], gx_success=False)
+
+
+def gate_version(model_name: str, version: str, frame, *, policy_path: str | None, tracking_uri: str | None,
+                 alias: str, report_root: str, workdir: str, aux_model_path: str | None = None) -> VersionOutcome:
+    """Gate one version (called inside the flow); fails closed: any error gives 'undecided'."""
+    logger = get_run_logger()
+    timings: dict[str, float] = {}
+    report_dir = str(Path(report_root) / f"{model_name}-v{version}-{time.strftime('%Y%m%dT%H%M%S')}")
+    model_info = {"name": model_name, "version": version}
+    t0 = time.perf_counter()
+    try:
+        model_path, spec_path = fetch_version(model_name, version, tracking_uri, workdir)
+        from faux_checks.models import model_sha256
+
+        model_info["sha256"] = model_sha256(model_path)
+        timings["load"] = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        outcome = validate(frame, policy_path, model_path, spec_path, aux_model_path)
+        timings["validate"] = time.perf_counter() - t1
+    except Exception as exc:  # fail closed, but still record the undecided decision below
+        logger.error("model %s v%s could not be validated: %s", model_name, version, exc)
+        outcome = _undecided(exc)
+    t2 = time.perf_counter()
+    run_id = record(model_name, version, tracking_uri, outcome, report_dir, model_info)
+    timings["record"] = time.perf_counter() - t2
+    promoted = False
+    if outcome.decision == "passed":
+        promote(model_name, version, tracking_uri, alias)
+        promoted = True
+    check = outcome.check or {}
+    result = VersionOutcome(
+        model_name=model_name, version=version, decision=outcome.decision, reasons=outcome.reasons,
+        flagged_fraction=check.get("flagged_fraction"), by_group=check.get("by_group") or [],
+        aux_quality=check.get("aux_quality"), testers=check.get("testers") or {}, report_dir=report_dir,
+        run_id=run_id, promoted=promoted, timings=timings,
+    )
+    create_markdown_artifact(
+        key=f"fairness-gate-{_slug(model_name)}-v{version}",
+        markdown=_markdown(result),
+        description=f"fairness gate decision for {model_name} v{version}",
+    )
+    logger.info("%s v%s: %s (%s)", model_name, version, outcome.decision, "; ".join(outcome.reasons[:2]))
+    return result
+
+
+def _slug(name: str) -> str:
+    return "".join(ch if ch.isalnum() else "-" for ch in name.lower()).strip("-") or "model"
+
+
+def _markdown(o: VersionOutcome) -> str:
+    ff = "n/a" if o.flagged_fraction is None else f"{o.flagged_fraction:.2%}"
+    lines = [f"## {o.model_name} v{o.version}: **{o.decision}**", "", f"- flagged fraction: {ff}",
+             f"- aux quality: {o.aux_quality if o.aux_quality is not None else 'n/a'}",
+             f"- promoted: {o.promoted}", f"- report: {o.report_dir}", "", "Reasons:"]
+    lines += [f"- {r}" for r in o.reasons]
+    if o.by_group:
+        lines += ["", "| group | n | flagged fraction |", "|---|---|---|"]
+        lines += [f"| {g.get('group')} | {g.get('n')} | {g.get('flagged_fraction')} |" for g in o.by_group]
+    return "\n".join(lines)
+
+
+@flow(name="fairness-gate", log_prints=True)
+def gate(model_name: str, data_path: str, policy_path: str | None = None, tracking_uri: str | None = None,
+         alias: str = "deployable", report_root: str | None = None, versions: list[str] | None = None,
+         aux_model_path: str | None = None):
+    """Gate every new version of ``model_name`` on the audit data at ``data_path``.
+
+    Parameters
+    ----------
+    model_name : str
+        Registered model name.
+    data_path : str
+        CSV or Parquet audit data (protected column, label if the policy names one, features).
+    policy_path : str, optional
+        Policy TOML; the shipped default when omitted.
+    tracking_uri : str, optional
+        MLflow tracking/registry URI; ``MLFLOW_TRACKING_URI`` or the embedded sqlite file by default.
+    alias : str
+        Alias moved to a version that passes.
+    report_root : str, optional
+        Folder for per-version reports (default ``$FAUX_CHECKS_HOME/reports``).
+    versions : list of str, optional
+        Gate exactly these versions instead of the new ones.
+
+    Returns
+    -------
+    list of dict (one per version, see :class:`VersionOutcome`) when every version passed;
+    otherwise a ``Failed`` state carrying the same list, so callers see the flow Failed.
+    """
+    from dataclasses import asdict
+
+    from faux_checks.settings import default_home
+
+    logger = get_run_logger()
+    report_root = report_root or str(default_home() / "reports")
+    todo = versions if versions else find_new_versions(model_name, tracking_uri)
+    if not todo:
+        logger.info("no new versions of %s to gate", model_name)
+        return []
+    try:
+        frame = load_audit_data(data_path)
+        load_error = None
+    except Exception as exc:
+        frame, load_error = None, exc
+    outcomes: list[VersionOutcome] = []
+    with tempfile.TemporaryDirectory(prefix="faux-gate-") as workdir:
+        for version in todo:
+            if load_error is not None:
+                outcome = _record_undecided(model_name, version, load_error, tracking_uri, report_root)
+            else:
+                outcome = gate_version(model_name, version, frame, policy_path=policy_path, tracking_uri=tracking_uri,
+                                       alias=alias, report_root=report_root, workdir=workdir,
+                                       aux_model_path=aux_model_path)
+            outcomes.append(outcome)
+    results = [asdict(o) for o in outcomes]
+    bad = [o for o in outcomes if o.decision != "passed"]
+    if bad:
+        summary = ", ".join(f"v{o.version} {o.decision}" for o in bad)
+        return Failed(message=f"fairness gate blocked {model_name}: {summary}", data=results)
+    return Completed(message=f"all {len(outcomes)} version(s) of {model_name} passed", data=results)
+
+
+def _record_undecided(model_name, version, exc, tracking_uri, report_root) -> VersionOutcome:
+    outcome = _undecided(exc)
+    report_dir = str(Path(report_root) / f"{model_name}-v{version}-{time.strftime('%Y%m%dT%H%M%S')}")
+    run_id = record(model_name, version, tracking_uri, outcome, report_dir, {"name": model_name, "version": version})
+    return VersionOutcome(model_name=model_name, version=version, decision="undecided", reasons=outcome.reasons,
+                          report_dir=report_dir, run_id=run_id)
