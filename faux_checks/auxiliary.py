@@ -60,6 +60,11 @@ class AuxiliaryModel:
         Maximum training epochs; training stops early when the held-out loss has not improved
         for ``patience`` epochs, and the best weights are kept.
     lr, batch_size, weight_decay : training settings (Adam).
+        The batch size actually used is ``min(batch_size, max(32, n_train // 20))`` so that an
+        epoch has at least ~20 steps on small data: an under-trained aux model has small logit
+        slopes, and eq. 9 divides by ‖a‖², so it inflates every score (measured: a fair linear
+        model on 1,500 rows went from 0% to 73% flagged with 24 optimiser steps, at AUC 0.986).
+        Recorded in ``batch_size_``.
     holdout : float
         Share of rows held out (stratified for classes) for early stopping and ``quality_``.
     output_space : {"logit", "probability"}
@@ -196,13 +201,14 @@ class AuxiliaryModel:
         opt = torch.optim.Adam(net.parameters(), lr=self.lr, weight_decay=self.weight_decay)
         loss_fn = self._loss
         yt, Xh, yh = target[train_idx], X[hold_idx], target[hold_idx]
+        self.batch_size_ = batch_size = min(self.batch_size, max(32, len(Xt) // 20))
         best, best_state, stale, epochs_run = float("inf"), None, 0, 0
         bar = _progress(self.epochs, self.progress, desc="auxiliary model")
         for epoch in range(self.epochs):
             net.train()
             perm = torch.randperm(len(Xt), generator=gen)
-            for start in range(0, len(Xt), self.batch_size):
-                idx = perm[start : start + self.batch_size]
+            for start in range(0, len(Xt), batch_size):
+                idx = perm[start : start + batch_size]
                 opt.zero_grad()
                 loss = loss_fn(net(Xt[idx]), yt[idx])
                 loss.backward()
@@ -274,7 +280,14 @@ class AuxiliaryModel:
     def n_jacobian_outputs(self) -> int:
         """k: rows of the Jacobian (1 for binary/continuous, m − 1 for m groups)."""
         self._check_fitted()
-        return self.net_.mlp[-1].out_features - (1 if self.kind == "multiclass" else 0)
+        mlp = getattr(self.net_, "mlp", None)
+        if mlp is not None:
+            return mlp[-1].out_features - (1 if self.kind == "multiclass" else 0)
+        # a module given to from_module: probe its output width with one row
+        if self.n_features_in_ is None:
+            raise InputError("the auxiliary model's output count is unknown; pass n_features to from_module")
+        with torch.no_grad():
+            return int(self.outputs(torch.zeros(1, self.n_features_in_)).reshape(1, -1).shape[1])
 
     def outputs(self, x: torch.Tensor) -> torch.Tensor:
         """Differentiable aux outputs in ``output_space``; (b, d) -> (b, k). See class Notes."""
@@ -313,7 +326,7 @@ class AuxiliaryModel:
         """
         self._check_fitted()
         X = as_tensor(X)
-        if X.shape[1] != self.n_features_in_:
+        if self.n_features_in_ is not None and X.shape[1] != self.n_features_in_:
             raise InputError(f"X has {X.shape[1]} features but the auxiliary model was fitted on {self.n_features_in_}")
         return output_jacobian(self.outputs, X, chunk_size=chunk_size)
 

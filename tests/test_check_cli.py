@@ -1,0 +1,195 @@
+"""run_check decisions and the `faux-checks check` CLI: exit codes, outputs, bad inputs (C01-C04, C10)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from faux_checks.check import run_check
+from faux_checks.cli import main
+from faux_checks.models import save_torchscript
+from faux_checks.policy import load_policy
+
+FEATURES = ["f0", "f1", "f2", "f3", "proxy"]
+
+
+def make_data(n: int = 1500, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    sex = rng.choice(["F", "M"], n)
+    z = rng.normal(size=(n, 4))
+    df = pd.DataFrame(z, columns=FEATURES[:4])
+    df["proxy"] = (sex == "M") * 2.0 + rng.normal(scale=0.5, size=n)
+    df["sex"] = sex
+    df["y"] = (z[:, 0] > 0).astype(int)
+    return df
+
+
+def linear_model(weights) -> torch.nn.Module:
+    lin = torch.nn.Linear(len(weights), 1)
+    with torch.no_grad():
+        lin.weight[:] = torch.tensor([weights], dtype=torch.float32)
+        lin.bias.zero_()
+    return lin
+
+
+FAIR = [1.0, 0.5, 0.0, 0.0, 0.0]     # ignores the proxy of sex
+UNFAIR = [1.0, 0.0, 0.0, 0.0, 2.0]   # leans on the proxy
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("cli")
+    data = make_data()
+    data.to_csv(d / "data.csv", index=False)
+    save_torchscript(linear_model(FAIR), d / "fair.pt")
+    save_torchscript(linear_model(UNFAIR), d / "unfair.pt")
+    (d / "policy.toml").write_text(
+        'protected = "sex"\nlabel = "y"\nmin_aux_quality = 0.7\n'
+        '[faux]\ndelta = 0.05\nmax_flagged_fraction = 0.1\n[aux]\nepochs = 8\n'
+        '[testers.demographic_parity]\nthreshold = 0.2\n'
+    )
+    return {"dir": d, "data": d / "data.csv", "fair": d / "fair.pt", "unfair": d / "unfair.pt",
+            "policy": d / "policy.toml"}
+
+
+def test_linear_unfair_scores_match_closed_form(files):
+    """Linear target on a proxy: every LIC score is σ'(z)|⟨w, a⟩|/‖a‖², checked through run_check."""
+    data = pd.read_csv(files["data"])
+    policy = load_policy(files["policy"])
+    result = run_check(linear_model(UNFAIR), data, policy=policy)
+    assert result.decision == "failed"
+    assert result.exit_code == 1
+    assert result.flagged_fraction > 0.3
+    # both groups are affected, and the proxy carries the evidence
+    assert set(result.by_group.index) == {"F", "M"}
+    assert result.evidence_summary()[0]["column"] == "proxy"
+    assert result.evidence_summary()[0]["share"] > 0.5
+    fair = run_check(linear_model(FAIR), data, policy=policy)
+    assert fair.decision == "passed" and fair.flagged_fraction < 0.02
+    assert np.nanmedian(result.scores) > 10 * np.nanmedian(fair.scores)
+
+
+def test_same_inputs_same_numbers(files):
+    data = pd.read_csv(files["data"])
+    policy = load_policy(files["policy"])
+    a = run_check(linear_model(UNFAIR), data, policy=policy)
+    b = run_check(linear_model(UNFAIR), data, policy=policy)
+    np.testing.assert_array_equal(a.scores, b.scores)
+    assert a.flagged_fraction == b.flagged_fraction
+    assert a.provenance["data_sha256"] == b.provenance["data_sha256"]
+
+
+def test_weak_aux_model_is_undecided(files):
+    """Protected attribute independent of x: aux AUC ~0.5 < min_aux_quality ⇒ undecided, never passed."""
+    data = pd.read_csv(files["data"])
+    rng = np.random.default_rng(1)
+    data = data.drop(columns="proxy").assign(proxy=rng.normal(size=len(data)))[FEATURES + ["sex", "y"]]
+    result = run_check(linear_model(FAIR), data, policy=load_policy(files["policy"]))
+    assert result.decision == "undecided"
+    assert "auxiliary model too weak" in result.reasons[0]
+    assert result.exit_code == 2
+
+
+def test_cli_exit_codes_and_outputs(files, capsys):
+    d = files["dir"]
+    code = main(["check", "--model", str(files["unfair"]), "--data", str(files["data"]), "--protected", "sex",
+                 "--label", "y", "--policy", str(files["policy"]), "--scores-out", str(d / "scores.csv"),
+                 "--report-dir", str(d / "rep")])
+    assert code == 1
+    scores = pd.read_csv(d / "scores.csv")
+    assert len(scores) == 1500 and list(scores["row"]) == list(range(1500))
+    assert set(scores["status"]) == {"scored"}
+    report = json.loads((d / "rep" / "report.json").read_text())
+    assert report["decision"] == "failed"
+    assert report["check"]["flagged_fraction"] == pytest.approx(scores["flagged"].mean())
+    assert "<img" in (d / "rep" / "report.html").read_text()
+    # nothing is overwritten: the same outputs again is an error, exit 2, files unchanged
+    before = (d / "scores.csv").read_bytes()
+    code = main(["check", "--model", str(files["fair"]), "--data", str(files["data"]), "--protected", "sex",
+                 "--policy", str(files["policy"]), "--scores-out", str(d / "scores.csv")])
+    assert code == 2
+    assert (d / "scores.csv").read_bytes() == before
+    assert main(["check", "--model", str(files["fair"]), "--data", str(files["data"]), "--protected", "sex",
+                 "--policy", str(files["policy"])]) == 0
+
+
+def test_c01_missing_protected_values_cli_and_library(files, capsys):
+    """C01: 6 of 200 rows miss `sex`: error naming the column and count, for every container."""
+    data = make_data(200)
+    data.loc[data.index[:6], "sex"] = None
+    path = files["dir"] / "c01.csv"
+    data.to_csv(path, index=False)
+    code = main(["check", "--model", str(files["fair"]), "--data", str(path), "--protected", "sex",
+                 "--policy", str(files["policy"])])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "'sex'" in err and "6 missing values in 200 rows" in err
+    from faux_checks import InputError, encode_protected
+
+    for container in (data["sex"], data["sex"].to_numpy(dtype=object), list(data["sex"])):
+        with pytest.raises(InputError, match=r"'sex' has 6 missing values in 200 rows"):
+            encode_protected(container, name="sex")
+    # the documented policy: drop and count, identically
+    policy = load_policy(files["policy"]).with_overrides(missing_protected="drop")
+    result = run_check(linear_model(FAIR), data, policy=policy)
+    assert result.n_missing_protected == 6 and result.n_individuals == 194
+    assert np.isnan(result.scores[:6]).all()
+
+
+def test_c03_missing_columns_exit_2(files, capsys):
+    data = make_data(300).drop(columns=["sex"])
+    path = files["dir"] / "c03.csv"
+    data.to_csv(path, index=False)
+    assert main(["check", "--model", str(files["fair"]), "--data", str(path), "--protected", "sex",
+                 "--policy", str(files["policy"])]) == 2
+    err = capsys.readouterr().err
+    assert "['sex']" in err and "present columns" in err and "proxy" in err
+    # a feature the model needs is absent: the model gets 4 instead of 5 features
+    data = make_data(300).drop(columns=["f3"])
+    data.to_csv(path, index=False)
+    assert main(["check", "--model", str(files["fair"]), "--data", str(path), "--protected", "sex",
+                 "--policy", str(files["policy"])]) == 2
+    assert "4 encoded features" in capsys.readouterr().err
+
+
+def test_c04_awkward_feature_columns(files, capsys):
+    """C04: an empty feature column, a constant one, and mixed types: precise errors or a correct run."""
+    base = make_data(300)
+    path = files["dir"] / "c04.csv"
+    empty = base.assign(f3=np.nan)
+    empty.to_csv(path, index=False)
+    # with no feature spec, an all-NaN column is numeric and reaches encoding: named, with the count
+    assert main(["check", "--model", str(files["fair"]), "--data", str(path), "--protected", "sex",
+                 "--policy", str(files["policy"])]) == 2
+    assert "'f3' is entirely empty (300 rows)" in capsys.readouterr().err
+    constant = base.assign(f3=1.0)
+    result = run_check(linear_model(FAIR), constant, policy=load_policy(files["policy"]))
+    assert np.isfinite(result.scores).all()
+    mixed = base.assign(f3=["a", 1] * 150)
+    from faux_checks import FeatureSpec, InputError
+
+    spec = FeatureSpec.fit(mixed, FEATURES)  # mixed column becomes categorical: levels '1', 'a'
+    assert spec.columns[3].levels == ("1", "a")
+    with pytest.raises(InputError, match="'f3' has 300 non-numeric values"):
+        FeatureSpec.fit(base, FEATURES).encode(mixed.assign(f3=["a"] * 300))
+
+
+def test_c10_pickle_refused_nothing_executed(files, tmp_path, capsys):
+    marker = tmp_path / "pwned"
+
+    class Evil:
+        def __reduce__(self):
+            return (Path.write_text, (marker, "ran"))
+
+    torch.save({"model": Evil()}, tmp_path / "evil.pt")
+    code = main(["check", "--model", str(tmp_path / "evil.pt"), "--data", str(files["data"]), "--protected", "sex",
+                 "--policy", str(files["policy"])])
+    assert code == 2
+    assert not marker.exists()
+    err = capsys.readouterr().err
+    assert "refused to load" in err and "torch.jit.save" in err
