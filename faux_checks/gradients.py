@@ -184,8 +184,9 @@ def target_probability_and_gradient(
     Returns
     -------
     prob : Tensor of shape (n,), float64
-    grad : Tensor of shape (n, d), float32
-        ∇ₓ P(y = target_class | x), in probability per unit of each encoded feature.
+    grad : Tensor of shape (n, d), float64
+        ∇ₓ P(y = target_class | x), in probability per unit of each encoded feature (kept in
+        float64: σ'(z) for |z| > ~87 is below float32's normal range and would round to 0).
 
     Notes
     -----
@@ -196,14 +197,14 @@ def target_probability_and_gradient(
         raise InputError("resolve the output form first (resolve_output_form)")
     n = X.shape[0]
     probs = torch.empty(n, dtype=torch.float64)
-    grads = torch.empty(X.shape, dtype=torch.float32)
+    grads = torch.empty(X.shape, dtype=torch.float64)
     use_twin = output.form in ("probability", "softmax")
     net = (_twin if _twin is not None else _float64_copy(model)) if use_twin else model
     with eval_mode(net):
         for sl in iter_chunks(n, chunk_size):
             p, g = _target_chunk(net, X[sl], output)
             probs[sl] = p
-            grads[sl] = g.float()
+            grads[sl] = g
     return probs, grads
 
 
