@@ -191,10 +191,9 @@ class AuxiliaryModel:
         mean = Xt.mean(dim=0)
         scale = Xt.std(dim=0)
         scale = torch.where(scale > 0, scale, torch.ones_like(scale))
-        torch.manual_seed(self.seed)
-        net = AuxNet(d, k, self.hidden, mean, scale)
-        with torch.random.fork_rng():
+        with torch.random.fork_rng():  # seeded init without resetting the caller's global generator
             torch.manual_seed(self.seed)
+            net = AuxNet(d, k, self.hidden, mean, scale)
             for p in net.parameters():
                 if p.ndim > 1:
                     nn.init.kaiming_uniform_(p, a=math.sqrt(5), generator=gen)
