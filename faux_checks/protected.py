@@ -1,8 +1,8 @@
 """The protected attribute c: from whatever container a user has to encoded values.
 
 Strings, booleans, 0/1 integers, pandas Categoricals, nullable dtypes and one-hot columns
-all give the same groups (bad-inputs case C08). Groups are ordered by sorted level (as
-strings; booleans ``False < True``; a Categorical keeps its declared category order, which is
+all give the same groups (bad-inputs case C08). Groups are ordered by sorted level (numbers
+by value, ``0`` and ``0.0`` being one level; other values as strings; booleans ``False < True``; a Categorical keeps its declared category order, which is
 sorted by default; one-hot columns keep their column order).
 
 Missing values are never put into a group silently (case C01): by default they raise an
@@ -63,7 +63,7 @@ class ProtectedAttribute:
         """Group label (str) per row of ``values`` (default: all kept rows); continuous: quartile bins."""
         values = self.values if values is None else values
         if self.kind == "continuous":
-            return pd.qcut(values, 4, duplicates="drop").astype(str).to_numpy()
+            return np.asarray(pd.qcut(values, 4, duplicates="drop").astype(str), dtype=object)
         return np.asarray(self.groups, dtype=object)[values]
 
 
@@ -147,10 +147,12 @@ def encode_protected(
         labels = s.astype(bool).astype(str)
         levels = sorted(labels.unique())  # 'False' < 'True'
     else:
-        if pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s):
+        if (pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)) or (
+            s.dtype == object and _all_number(s)  # a list or object array of numbers: same labels
+        ):
             numeric_levels = sorted(pd.unique(s))
             labels = s.map(_fmt_level)
-            levels = [_fmt_level(v) for v in numeric_levels]
+            levels = list(dict.fromkeys(_fmt_level(v) for v in numeric_levels))
         else:
             labels = s.astype(str)
             levels = sorted(labels.unique())
@@ -179,6 +181,11 @@ def _fmt_level(v) -> str:
 
 def _all_float(s: pd.Series) -> bool:
     return s.map(lambda v: isinstance(v, (float, np.floating))).all()
+
+
+def _all_number(s: pd.Series) -> bool:
+    return s.map(lambda v: isinstance(v, (int, float, np.integer, np.floating))
+                 and not isinstance(v, (bool, np.bool_))).all()
 
 
 def _from_one_hot(frame: pd.DataFrame, *, name: str, kind, missing) -> ProtectedAttribute:
