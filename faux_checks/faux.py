@@ -87,8 +87,9 @@ class FAuxTester:
     dx_dc_direct : array of shape (d, k), optional
         ∂x/∂c for those features (e.g. the encoded difference between group j and group 0).
     ig_baseline : {"mean", "zeros"} or array of shape (d,)
-        Integrated-gradients path start (METHOD.md open point 4); "mean" is the mean of the
-        rows scored in the first chunk's call unless an array is given.
+        Integrated-gradients path start (METHOD.md open point 4); "mean" is the mean of all rows
+        of X passed to :meth:`evaluate` (so IG scores depend on the scored set; give an array,
+        e.g. the training mean, for scores that do not).
     ig_steps : int
     chunk_size : int
         Rows per chunk; bounds memory.
