@@ -22,6 +22,7 @@ from typing import Callable
 import torch
 
 from .errors import InputError, UnsafeModelError
+from .gradients import eval_mode
 
 __all__ = ["load_model", "save_torchscript", "model_sha256"]
 
@@ -118,12 +119,8 @@ def save_torchscript(model: torch.nn.Module, path: str | Path, *, example: torch
     path = Path(path)
     if path.exists():
         raise InputError(f"{path} exists already; choose another path (nothing is overwritten)")
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):  # restores every submodule's own flag afterwards
         scripted = torch.jit.trace(model, example) if example is not None else torch.jit.script(model)
-    finally:
-        model.train(was_training)
     torch.jit.save(scripted, str(path))
     return path
 
