@@ -69,12 +69,19 @@ class TargetOutput:
 
 @contextlib.contextmanager
 def eval_mode(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
-    """Run ``model`` in eval mode and restore every submodule's previous mode afterwards."""
+    """Run ``model`` in eval mode and restore every submodule's previous mode afterwards.
+
+    A ``torch.export`` module refuses ``eval()`` (its graph was fixed at export time); it is
+    used as it is, and :func:`check_batch_independence` still catches train-mode layers.
+    """
     modules = list(model.modules()) if hasattr(model, "modules") else []
     previous = [m.training for m in modules]
     try:
         if hasattr(model, "eval"):
-            model.eval()
+            try:
+                model.eval()
+            except NotImplementedError:  # torch.export's GraphModule: "Calling eval() is not supported"
+                pass
         yield model
     finally:
         for m, was_training in zip(modules, previous):
