@@ -1,0 +1,33 @@
+"""Great Expectations 1.x integration of faux-checks: one expectation per tester and the gate suite.
+
+Importing this package registers the custom expectations and metrics with GX (a suite stored
+as JSON can only be loaded in a process that has imported them: use :func:`load_suite`).
+The library (``faux_checks``) never imports this package.
+"""
+
+from .baselines import (
+    DemographicParityDifference,
+    EqualizedOddsDifference,
+    ExpectDemographicParityDifferenceToBeAtMost,
+    ExpectEqualizedOddsDifferenceToBeAtMost,
+    ExpectFtaFlaggedFractionToBeAtMost,
+    FtaFlaggedFraction,
+)
+from .faux import ExpectFauxFlaggedFractionToBeAtMost, FauxCheck
+from .suite import SuiteOutcome, build_suite, load_suite, save_suite, validate_frame
+
+__all__ = [
+    "DemographicParityDifference",
+    "EqualizedOddsDifference",
+    "ExpectDemographicParityDifferenceToBeAtMost",
+    "ExpectEqualizedOddsDifferenceToBeAtMost",
+    "ExpectFauxFlaggedFractionToBeAtMost",
+    "ExpectFtaFlaggedFractionToBeAtMost",
+    "FauxCheck",
+    "FtaFlaggedFraction",
+    "SuiteOutcome",
+    "build_suite",
+    "load_suite",
+    "save_suite",
+    "validate_frame",
+]

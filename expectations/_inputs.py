@@ -1,0 +1,91 @@
+"""Inputs shared by the metric providers (private): models, policy, feature spec, audit rows.
+
+Everything here is plumbing between GX and :mod:`faux_checks`; no fairness logic. The row
+selection mirrors :func:`faux_checks.check.run_check` (protected-value missing policy, then the
+seeded ``max_rows`` sample) so that the baseline expectations score exactly the individuals the
+fAux check audits.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from faux_checks._validation import require_columns
+from faux_checks.errors import InputError
+from faux_checks.models import load_model
+from faux_checks.policy import Policy
+from faux_checks.protected import ProtectedAttribute, encode_protected
+from faux_checks.tabular import FeatureSpec
+
+
+@functools.lru_cache(maxsize=16)
+def _load_model_cached(path: str, mtime_ns: int, size: int):
+    return load_model(path)
+
+
+def cached_model(path: str):
+    """``load_model(path)``, cached per (path, mtime, size) within the process.
+
+    A changed file is loaded again; a refused or broken file is never cached (the exception
+    propagates every time).
+    """
+    p = Path(path)
+    try:
+        stat = p.stat()
+    except OSError:
+        return load_model(path)  # raises the library's InputError naming the path
+    return _load_model_cached(str(p.resolve()), stat.st_mtime_ns, stat.st_size)
+
+
+def table_records(execution_engine, metric_domain_kwargs: dict) -> pd.DataFrame:
+    """The whole batch (row condition applied), not only the expectation's column.
+
+    The fAux check needs every feature column; the protected column named by the
+    expectation's ``column`` is only its domain anchor.
+    """
+    table_domain = {k: v for k, v in metric_domain_kwargs.items() if k != "column"}
+    return execution_engine.get_domain_records(domain_kwargs=table_domain)
+
+
+@dataclass(frozen=True)
+class AuditInputs:
+    """What a baseline metric needs: encoded features of the audited rows and their groups."""
+
+    policy: Policy
+    target_model: Any
+    X: np.ndarray                   # (n, d) float32
+    protected: ProtectedAttribute
+    values: np.ndarray              # (n,) encoded protected values of the audited rows
+    row_index: np.ndarray           # (n,) input-row positions
+    y_true: np.ndarray | None       # (n,) labels when the policy names a label column
+
+
+def audit_inputs(frame: pd.DataFrame, *, model_path: str, feature_spec_path: str | None,
+                 policy_json: str) -> AuditInputs:
+    """Load the model, policy and spec, and encode the rows :func:`run_check` would audit."""
+    policy = Policy.model_validate_json(policy_json)
+    model = cached_model(model_path)
+    spec = FeatureSpec.load(feature_spec_path) if feature_spec_path else None
+    required = [policy.protected] + ([policy.label] if policy.label else [])
+    require_columns(frame, required, what="audit data")
+    if len(frame) == 0:
+        raise InputError("the audit data has 0 rows")
+    protected = encode_protected(frame[policy.protected], name=policy.protected, kind=policy.protected_kind,
+                                 missing=policy.missing_protected)
+    row_index = np.flatnonzero(protected.kept)
+    values = protected.values
+    if policy.max_rows is not None and len(row_index) > policy.max_rows:
+        rng = np.random.default_rng(policy.seed)  # the first draw of run_check's generator
+        pick = np.sort(rng.choice(len(row_index), policy.max_rows, replace=False))
+        row_index, values = row_index[pick], values[pick]
+    if spec is None:
+        spec = FeatureSpec.passthrough(frame, exclude=required)
+    X = spec.encode(frame.iloc[row_index])
+    y_true = frame[policy.label].to_numpy()[row_index] if policy.label else None
+    return AuditInputs(policy, model, X, protected, values, row_index, y_true)

@@ -1,0 +1,274 @@
+"""Baseline testers as Great Expectations expectations (reported next to fAux; ``gating`` opt-in).
+
+- FTA (``faux.fta``): share of individuals whose ‖∇ₓ P(y|x)‖_p exceeds ``threshold``
+  (:class:`faux_checks.baselines.FTATester`), at most ``max_flagged_fraction`` (None = report only).
+- Group metrics (``faux.demographic_parity_difference``, ``faux.equalized_odds_difference``):
+  fairlearn's differences on the predictions P(y|x) > 0.5 across protected groups
+  (:func:`faux_checks.baselines.group_metrics`), at most ``threshold``.
+
+Each metric scores the rows the fAux check audits (``expectations._inputs.audit_inputs``) and
+makes one call into the tester. Errors surface as ``exception_info`` (suite: ``undecided``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Dict, Optional, Union
+
+import numpy as np
+from great_expectations.compatibility import pydantic
+from great_expectations.compatibility.typing_extensions import override
+from great_expectations.execution_engine import ExecutionEngine, PandasExecutionEngine
+from great_expectations.expectations.expectation import ColumnAggregateExpectation
+from great_expectations.expectations.metrics.column_aggregate_metric_provider import ColumnAggregateMetricProvider
+from great_expectations.expectations.metrics.metric_provider import metric_value
+
+from faux_checks.baselines import FTATester, group_metrics
+from faux_checks.errors import InputError
+from faux_checks.gradients import TargetOutput, as_tensor, resolve_output_form, target_probability_and_gradient
+
+from ._inputs import audit_inputs, table_records
+
+__all__ = [
+    "ExpectFtaFlaggedFractionToBeAtMost",
+    "ExpectDemographicParityDifferenceToBeAtMost",
+    "ExpectEqualizedOddsDifferenceToBeAtMost",
+    "FtaFlaggedFraction",
+    "DemographicParityDifference",
+    "EqualizedOddsDifference",
+    "FTA_METRIC",
+    "DP_METRIC",
+    "EO_METRIC",
+]
+
+FTA_METRIC = "faux.fta"
+DP_METRIC = "faux.demographic_parity_difference"
+EO_METRIC = "faux.equalized_odds_difference"
+
+COLUMN_DESCRIPTION = "The protected attribute column (policy 'protected'); the metric reads the whole table."
+MODEL_PATH_DESCRIPTION = "Path of the target model (TorchScript or torch.export; never unpickled)."
+FEATURE_SPEC_PATH_DESCRIPTION = (
+    "Path of the FeatureSpec JSON the target model was trained with; None = numeric columns as they are."
+)
+POLICY_JSON_DESCRIPTION = (
+    "The gate policy as JSON; supplies protected/label columns, missing-value rule, max_rows, seed and output form."
+)
+GATING_DESCRIPTION = "If true, an unsuccessful result fails the gate; otherwise it is only reported."
+FTA_SHORT_DESCRIPTION = (
+    "Expect the share of individuals whose target-model input gradient norm ‖∇f‖_p exceeds threshold "
+    "(FTA, John et al. 2020) to be at most max_flagged_fraction."
+)
+FTA_THRESHOLD_DESCRIPTION = "Gradient-norm threshold (probability per unit of the encoded features)."
+FTA_MAX_FLAGGED_FRACTION_DESCRIPTION = "Largest allowed share of individuals over threshold; None = report only."
+FTA_P_DESCRIPTION = "Order p of the ℓp norm (≥ 1)."
+DP_SHORT_DESCRIPTION = (
+    "Expect the demographic parity difference (max − min selection rate across protected groups, "
+    "predictions P(y|x) > 0.5) to be at most threshold."
+)
+DP_THRESHOLD_DESCRIPTION = "Largest allowed demographic parity difference, in [0, 1]."
+EO_SHORT_DESCRIPTION = (
+    "Expect the equalized odds difference (larger of the TPR and FPR gaps across protected groups, "
+    "predictions P(y|x) > 0.5, policy label column) to be at most threshold."
+)
+EO_THRESHOLD_DESCRIPTION = "Largest allowed equalized odds difference, in [0, 1]."
+
+_LIBRARY_METADATA: Dict[str, Union[str, list, bool]] = {
+    "maturity": "experimental",
+    "tags": ["fairness", "group fairness", "faux-checks"],
+    "contributors": ["faux-checks"],
+    "requirements": ["faux-checks", "torch", "fairlearn"],
+    "has_full_test_suite": True,
+    "manually_reviewed_code": True,
+}
+
+
+# ---------------------------------------------------------------------------------- metrics
+class FtaFlaggedFraction(ColumnAggregateMetricProvider):
+    """``faux.fta``: FTA scores of the audited rows summarised against ``threshold``."""
+
+    metric_name = FTA_METRIC
+    value_keys = ("model_path", "feature_spec_path", "policy_json", "threshold", "p")
+
+    @metric_value(engine=PandasExecutionEngine)
+    def _pandas(cls, execution_engine, metric_domain_kwargs: dict, metric_value_kwargs: dict,
+                metrics: dict[str, Any], runtime_configuration: dict) -> dict:
+        kw = metric_value_kwargs
+        inputs = audit_inputs(table_records(execution_engine, metric_domain_kwargs), model_path=kw["model_path"],
+                              feature_spec_path=kw.get("feature_spec_path"), policy_json=kw["policy_json"])
+        output = TargetOutput(form=inputs.policy.target_output, target_class=inputs.policy.target_class)
+        scores = FTATester(inputs.target_model, output=output, p=float(kw["p"])).score(inputs.X)  # (n,)
+        threshold = float(kw["threshold"])
+        return {"statistic": "flagged_fraction", "value": float(np.mean(scores > threshold)),
+                "threshold": threshold, "p": float(kw["p"]), "n_individuals": int(len(scores)),
+                "n_flagged": int(np.sum(scores > threshold)),
+                "p50": float(np.median(scores)), "p90": float(np.quantile(scores, 0.9))}
+
+
+def _group_metric(execution_engine, metric_domain_kwargs: dict, kw: dict, key: str) -> dict:
+    inputs = audit_inputs(table_records(execution_engine, metric_domain_kwargs), model_path=kw["model_path"],
+                          feature_spec_path=kw.get("feature_spec_path"), policy_json=kw["policy_json"])
+    policy = inputs.policy
+    needs_label = key == "equalized_odds_difference"
+    if needs_label and inputs.y_true is None:
+        raise InputError("equalized odds needs a label column, but the policy names none; set label = \"...\" "
+                         "in the policy or disable testers.equalized_odds")
+    Xt = as_tensor(inputs.X)
+    output = resolve_output_form(inputs.target_model, Xt[:256],
+                                 TargetOutput(form=policy.target_output, target_class=policy.target_class))
+    prob, _ = target_probability_and_gradient(inputs.target_model, Xt, output)   # (n,)
+    groups = inputs.protected.group_labels(inputs.values)                        # (n,)
+    y_pred = (prob.numpy() > 0.5).astype(int)
+    value = group_metrics(y_pred, groups, inputs.y_true if needs_label else None)[key]
+    return {"statistic": key, "value": float(value), "n_individuals": int(len(y_pred)),
+            "groups": sorted(map(str, set(groups)))}
+
+
+class DemographicParityDifference(ColumnAggregateMetricProvider):
+    """``faux.demographic_parity_difference`` on the audited rows."""
+
+    metric_name = DP_METRIC
+    value_keys = ("model_path", "feature_spec_path", "policy_json")
+
+    @metric_value(engine=PandasExecutionEngine)
+    def _pandas(cls, execution_engine, metric_domain_kwargs: dict, metric_value_kwargs: dict,
+                metrics: dict[str, Any], runtime_configuration: dict) -> dict:
+        return _group_metric(execution_engine, metric_domain_kwargs, metric_value_kwargs,
+                             "demographic_parity_difference")
+
+
+class EqualizedOddsDifference(ColumnAggregateMetricProvider):
+    """``faux.equalized_odds_difference`` on the audited rows (needs the policy's label column)."""
+
+    metric_name = EO_METRIC
+    value_keys = ("model_path", "feature_spec_path", "policy_json")
+
+    @metric_value(engine=PandasExecutionEngine)
+    def _pandas(cls, execution_engine, metric_domain_kwargs: dict, metric_value_kwargs: dict,
+                metrics: dict[str, Any], runtime_configuration: dict) -> dict:
+        return _group_metric(execution_engine, metric_domain_kwargs, metric_value_kwargs,
+                             "equalized_odds_difference")
+
+
+# ---------------------------------------------------------------------------------- expectations
+def _missing(metric_name: str) -> Dict[str, Any]:
+    return {"success": False, "result": {"observed_value": None, "details": {
+        "metric_missing": True, "reasons": [f"metric {metric_name} was not computed"]}}}
+
+
+class _BaselineExpectation(ColumnAggregateExpectation):
+    """Fields and ``_validate`` shared by the baseline expectations (not registered: no metric)."""
+
+    column: str = pydantic.Field(min_length=1, description=COLUMN_DESCRIPTION)
+    model_path: str = pydantic.Field(min_length=1, description=MODEL_PATH_DESCRIPTION)
+    feature_spec_path: Optional[str] = pydantic.Field(None, description=FEATURE_SPEC_PATH_DESCRIPTION)
+    policy_json: str = pydantic.Field(min_length=2, description=POLICY_JSON_DESCRIPTION)
+    gating: bool = pydantic.Field(False, description=GATING_DESCRIPTION)
+
+    library_metadata: ClassVar[Dict[str, Union[str, list, bool]]] = _LIBRARY_METADATA
+    _library_metadata = library_metadata
+    _metric: ClassVar[str] = ""
+    _limit_key: ClassVar[str] = "threshold"
+
+    @classmethod
+    @override
+    def is_abstract(cls) -> bool:
+        return not cls._metric or super().is_abstract()
+
+    @override
+    def _validate(self, metrics: Dict, runtime_configuration: Optional[dict] = None,
+                  execution_engine: Optional[ExecutionEngine] = None) -> Dict[str, Any]:
+        summary = metrics.get(self._metric)
+        if not isinstance(summary, dict) or summary.get("value") is None or not np.isfinite(summary["value"]):
+            return _missing(self._metric)
+        limit = getattr(self, self._limit_key)
+        value = float(summary["value"])
+        success = True if limit is None else value <= limit
+        return {"success": success, "result": {"observed_value": value, "details": {
+            **summary, "limit": limit, "gating": self.gating}}}
+
+
+class ExpectFtaFlaggedFractionToBeAtMost(_BaselineExpectation):
+    __doc__ = f"""{FTA_SHORT_DESCRIPTION}
+
+    Args:
+        column (str): {COLUMN_DESCRIPTION}
+        model_path (str): {MODEL_PATH_DESCRIPTION}
+        feature_spec_path (str or None): {FEATURE_SPEC_PATH_DESCRIPTION}
+        policy_json (str): {POLICY_JSON_DESCRIPTION}
+        threshold (float): {FTA_THRESHOLD_DESCRIPTION}
+        max_flagged_fraction (float or None): {FTA_MAX_FLAGGED_FRACTION_DESCRIPTION}
+        p (float): {FTA_P_DESCRIPTION}
+        gating (bool): {GATING_DESCRIPTION}
+
+    Returns:
+        ``observed_value`` = share of individuals over ``threshold``; ``details``: n, p50, p90.
+
+    Notes:
+        Local limit of John, Vijaykeerthy and Saha, UAI 2020. It ignores the protected attribute:
+        a model steep in any direction is flagged (Castiglione et al. 2022 §2).
+    """
+
+    threshold: float = pydantic.Field(description=FTA_THRESHOLD_DESCRIPTION)
+    max_flagged_fraction: Optional[float] = pydantic.Field(None, ge=0, le=1,
+                                                           description=FTA_MAX_FLAGGED_FRACTION_DESCRIPTION)
+    p: float = pydantic.Field(2.0, ge=1, description=FTA_P_DESCRIPTION)
+
+    metric_dependencies = (FTA_METRIC,)
+    success_keys = ("model_path", "feature_spec_path", "policy_json", "threshold", "p", "max_flagged_fraction",
+                    "gating")
+    args_keys = ("column", "model_path", "feature_spec_path", "policy_json", "threshold", "max_flagged_fraction",
+                 "p", "gating")
+    _metric: ClassVar[str] = FTA_METRIC
+    _limit_key: ClassVar[str] = "max_flagged_fraction"
+
+
+class ExpectDemographicParityDifferenceToBeAtMost(_BaselineExpectation):
+    __doc__ = f"""{DP_SHORT_DESCRIPTION}
+
+    Args:
+        column (str): {COLUMN_DESCRIPTION}
+        model_path (str): {MODEL_PATH_DESCRIPTION}
+        feature_spec_path (str or None): {FEATURE_SPEC_PATH_DESCRIPTION}
+        policy_json (str): {POLICY_JSON_DESCRIPTION}
+        threshold (float): {DP_THRESHOLD_DESCRIPTION}
+        gating (bool): {GATING_DESCRIPTION}
+
+    Returns:
+        ``observed_value`` = the demographic parity difference.
+
+    Notes:
+        fairlearn.metrics.demographic_parity_difference (Bird et al. 2020). A group metric says
+        nothing about individuals; it is reported next to fAux, not instead of it.
+    """
+
+    threshold: float = pydantic.Field(description=DP_THRESHOLD_DESCRIPTION)
+
+    metric_dependencies = (DP_METRIC,)
+    success_keys = ("model_path", "feature_spec_path", "policy_json", "threshold", "gating")
+    args_keys = ("column", "model_path", "feature_spec_path", "policy_json", "threshold", "gating")
+    _metric: ClassVar[str] = DP_METRIC
+
+
+class ExpectEqualizedOddsDifferenceToBeAtMost(_BaselineExpectation):
+    __doc__ = f"""{EO_SHORT_DESCRIPTION}
+
+    Args:
+        column (str): {COLUMN_DESCRIPTION}
+        model_path (str): {MODEL_PATH_DESCRIPTION}
+        feature_spec_path (str or None): {FEATURE_SPEC_PATH_DESCRIPTION}
+        policy_json (str): {POLICY_JSON_DESCRIPTION}
+        threshold (float): {EO_THRESHOLD_DESCRIPTION}
+        gating (bool): {GATING_DESCRIPTION}
+
+    Returns:
+        ``observed_value`` = the equalized odds difference.
+
+    Notes:
+        fairlearn.metrics.equalized_odds_difference (Hardt et al. 2016; Bird et al. 2020).
+    """
+
+    threshold: float = pydantic.Field(description=EO_THRESHOLD_DESCRIPTION)
+
+    metric_dependencies = (EO_METRIC,)
+    success_keys = ("model_path", "feature_spec_path", "policy_json", "threshold", "gating")
+    args_keys = ("column", "model_path", "feature_spec_path", "policy_json", "threshold", "gating")
+    _metric: ClassVar[str] = EO_METRIC

@@ -1,0 +1,311 @@
+"""The gate suite: built from the policy, validated on a DataFrame, stored as JSON.
+
+:func:`validate_frame` turns GX's validation result into the gate's three-way decision and
+fails closed: no fAux expectation, an expectation that raised, a metric that is missing or an
+``undecided`` fAux check all give ``"undecided"``, never ``"passed"``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import great_expectations as gx
+import pandas as pd
+
+from faux_checks.errors import InputError
+from faux_checks.policy import Policy
+
+from .baselines import (
+    ExpectDemographicParityDifferenceToBeAtMost,
+    ExpectEqualizedOddsDifferenceToBeAtMost,
+    ExpectFtaFlaggedFractionToBeAtMost,
+)
+from .faux import ExpectFauxFlaggedFractionToBeAtMost
+
+__all__ = ["SuiteOutcome", "build_suite", "validate_frame", "save_suite", "load_suite", "TESTER_EXPECTATIONS"]
+
+logger = logging.getLogger(__name__)
+
+FAUX_TYPE = ExpectFauxFlaggedFractionToBeAtMost.expectation_type
+TESTER_EXPECTATIONS = {
+    "fta": ExpectFtaFlaggedFractionToBeAtMost,
+    "demographic_parity": ExpectDemographicParityDifferenceToBeAtMost,
+    "equalized_odds": ExpectEqualizedOddsDifferenceToBeAtMost,
+}
+OUR_TYPES = {FAUX_TYPE} | {cls.expectation_type for cls in TESTER_EXPECTATIONS.values()}
+
+
+@dataclass(frozen=True)
+class SuiteOutcome:
+    """The gate's reading of one GX validation.
+
+    Attributes
+    ----------
+    decision : {"passed", "failed", "undecided"}
+    reasons : list of str
+        The rule that produced the decision first, then the fAux check's reasons and notes on
+        non-gating baseline failures.
+    check : dict or None
+        ``CheckResult.to_dict()`` of the fAux check; None when it could not run.
+    expectations : list of dict
+        Per expectation: ``type``, ``success``, ``observed_value``, ``gating``, ``exception``.
+    gx_success : bool
+        GX's overall success flag (every expectation successful, gating or not).
+    """
+
+    decision: str
+    reasons: list[str]
+    check: dict | None
+    expectations: list[dict] = field(default_factory=list)
+    gx_success: bool = False
+
+    @property
+    def exit_code(self) -> int:
+        """0 passed, 1 failed, 2 undecided (DESIGN.md contract)."""
+        return {"passed": 0, "failed": 1, "undecided": 2}[self.decision]
+
+
+# ---------------------------------------------------------------------------------- build
+def build_suite(
+    policy: Policy,
+    *,
+    model_path: str,
+    feature_spec_path: str | None = None,
+    aux_model_path: str | None = None,
+    name: str = "fairness-gate",
+) -> gx.ExpectationSuite:
+    """One fAux expectation plus one expectation per enabled baseline tester of the policy.
+
+    Parameters
+    ----------
+    policy : Policy
+    model_path : str
+        Target model file (TorchScript / torch.export).
+    feature_spec_path, aux_model_path : str, optional
+    name : str
+        Suite name.
+
+    Returns
+    -------
+    great_expectations.ExpectationSuite
+        Not bound to any data context.
+
+    Raises
+    ------
+    InputError
+        ``equalized_odds`` is enabled but the policy names no label column.
+    """
+    common = {"column": policy.protected, "model_path": str(model_path),
+              "feature_spec_path": None if feature_spec_path is None else str(feature_spec_path),
+              "policy_json": policy.model_dump_json()}
+    expectations: list[Any] = [ExpectFauxFlaggedFractionToBeAtMost(
+        **common, aux_model_path=None if aux_model_path is None else str(aux_model_path),
+        max_flagged_fraction=policy.faux.max_flagged_fraction)]
+    for tester, settings in policy.testers.items():
+        if not settings.enabled:
+            continue
+        cls = TESTER_EXPECTATIONS[tester]  # the policy rejects unknown testers
+        if cls is ExpectFtaFlaggedFractionToBeAtMost:
+            expectations.append(cls(**common, threshold=settings.threshold, p=settings.p,
+                                    max_flagged_fraction=settings.max_flagged_fraction, gating=settings.gating))
+        else:
+            if tester == "equalized_odds" and not policy.label:
+                raise InputError("testers.equalized_odds is enabled but the policy names no label column; "
+                                 "set label = \"...\" or disable the tester")
+            expectations.append(cls(**common, threshold=settings.threshold, gating=settings.gating))
+    return gx.ExpectationSuite(name=name, expectations=expectations)
+
+
+# ---------------------------------------------------------------------------------- validate
+def validate_frame(frame: pd.DataFrame, suite: gx.ExpectationSuite) -> SuiteOutcome:
+    """Validate ``frame`` against ``suite`` in an ephemeral GX context and decide.
+
+    Parameters
+    ----------
+    frame : DataFrame
+        The audit rows (whole table: features, protected column, label). Not modified.
+    suite : ExpectationSuite
+        From :func:`build_suite` or :func:`load_suite`; not modified (a copy is validated).
+
+    Returns
+    -------
+    SuiteOutcome
+        ``undecided`` when the suite is empty or lacks the fAux expectation, when any
+        expectation raised or lacks its metric, or when the fAux check is undecided;
+        ``failed`` when the fAux expectation or a gating baseline is unsuccessful;
+        ``passed`` otherwise. Never raises for bad data or models: those are ``undecided``.
+    """
+    configs = [e.configuration for e in suite.expectations]
+    if not configs:
+        return SuiteOutcome("undecided", [f"suite '{suite.name}' has no expectations; nothing was checked"], None)
+    if not any(c.type == FAUX_TYPE for c in configs):
+        present = sorted({c.type for c in configs})
+        return SuiteOutcome("undecided", [f"suite '{suite.name}' has no {FAUX_TYPE} expectation (found {present}); "
+                                          "the gate needs the fAux check"], None)
+    try:
+        result = _run_gx(frame, suite.name, configs)
+    except Exception as exc:  # GX itself failed: fail closed, say why
+        logger.exception("GX validation could not run")
+        return SuiteOutcome("undecided", [f"GX validation could not run: {type(exc).__name__}: {exc}"], None)
+    return _decide(result)
+
+
+def _run_gx(frame: pd.DataFrame, suite_name: str, configs: list) -> Any:
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
+    asset = context.data_sources.add_pandas("faux_checks").add_dataframe_asset("audit")
+    batch_definition = asset.add_batch_definition_whole_dataframe("all_rows")
+    # A fresh copy: an Expectation belongs to one suite, a suite to one context.
+    copies = [c.to_domain_obj() for c in configs]
+    for expectation in copies:
+        expectation.id = None
+    fresh = context.suites.add(gx.ExpectationSuite(name=suite_name, expectations=copies))
+    if len(fresh.expectations) != len(configs):
+        raise InputError(f"GX kept {len(fresh.expectations)} of {len(configs)} expectations of suite '{suite_name}'")
+    definition = context.validation_definitions.add(
+        gx.ValidationDefinition(name=f"gate-{uuid.uuid4().hex[:8]}", data=batch_definition, suite=fresh))
+    return definition.run(batch_parameters={"dataframe": frame}, result_format="SUMMARY")
+
+
+def _exception_message(info: Any) -> str | None:
+    """GX's exception_info is either flat or keyed by metric id; return the first message raised."""
+    if not info:
+        return None
+    if "raised_exception" in info:
+        return (info.get("exception_message") or "unknown error") if info.get("raised_exception") else None
+    for value in info.values():
+        if isinstance(value, dict) and value.get("raised_exception"):
+            return value.get("exception_message") or "unknown error"
+    return None
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else repr(value)
+
+
+def _decide(result) -> SuiteOutcome:
+    """Read GX's validation result into the gate decision (rules in :func:`validate_frame`)."""
+    rows: list[dict] = []
+    raised: dict[str, list[str]] = {}  # exception message -> expectation types that raised it
+    undecided: list[str] = []
+    failed: list[str] = []
+    notes: list[str] = []
+    check: dict | None = None
+    for r in result.results:
+        kind = r.expectation_config.type
+        res = r.result or {}
+        details = res.get("details") or {}
+        is_faux = kind == FAUX_TYPE
+        # fAux always gates; a foreign expectation someone added to the suite gates too (fail closed)
+        gating = True if is_faux else bool(r.expectation_config.kwargs.get("gating", kind not in OUR_TYPES))
+        error = _exception_message(r.exception_info)
+        rows.append({"type": kind, "success": bool(r.success), "observed_value": res.get("observed_value"),
+                     "gating": gating, "exception": error})
+        if error is not None:
+            raised.setdefault(error, []).append(kind)
+        elif details.get("metric_missing"):
+            undecided.append(f"{kind}: {(details.get('reasons') or ['its metric is missing'])[0]}")
+        elif is_faux:
+            check = details.get("check")
+            decision = (check or {}).get("decision")
+            first = ((check or {}).get("reasons") or ["no reason recorded"])[0]
+            if decision == "failed":
+                failed.append(f"fAux check failed: {first}")
+            elif decision != "passed" or not r.success:
+                undecided.append(f"fAux check {decision or 'gave no decision'}: {first}")
+        elif not r.success:
+            msg = f"{kind}: observed {_fmt(res.get('observed_value'))} exceeds its limit {_fmt(details.get('limit'))}"
+            if gating:
+                failed.append(f"gating {msg}")
+            else:
+                notes.append(f"non-gating, reported only: {msg}")
+    undecided[0:0] = [f"{msg} (raised by {', '.join(kinds)})" for msg, kinds in raised.items()]
+    check_reasons = list((check or {}).get("reasons") or [])
+    if undecided:
+        decision, reasons = "undecided", undecided + failed + notes
+    elif failed:
+        decision, reasons = "failed", failed + notes
+    else:
+        decision, reasons = "passed", []
+    reasons += [c for c in check_reasons if not any(c in r for r in reasons)]
+    if decision == "passed":
+        reasons += notes
+    return SuiteOutcome(decision, reasons, check, rows, bool(result.success))
+
+
+# ---------------------------------------------------------------------------------- store
+def save_suite(suite: gx.ExpectationSuite, path: str | Path) -> Path:
+    """Write ``suite`` as JSON (GX's own suite format); replaces ``path`` atomically."""
+    path = Path(path)
+    payload = suite.to_json_dict()
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(payload, fh, indent=2, sort_keys=True)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _is_registered(expectation_type: str) -> bool:
+    from great_expectations.exceptions import ExpectationNotFoundError
+    from great_expectations.expectations.registry import get_expectation_impl
+
+    try:
+        get_expectation_impl(expectation_type)
+    except ExpectationNotFoundError:
+        return False
+    return True
+
+
+def load_suite(path: str | Path) -> gx.ExpectationSuite:
+    """Read a suite written by :func:`save_suite`, with every expectation it lists.
+
+    GX drops an expectation whose type is unknown in this process (or whose fields do not
+    validate) with only a logged error; this refuses instead.
+
+    Raises
+    ------
+    InputError
+        Unreadable file; an expectation type unknown in this process (named); an invalid
+        expectation (e.g. fields that disagree with its policy); or fewer expectations
+        loaded than the file lists.
+    """
+    path = Path(path)
+    try:
+        payload = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InputError(f"cannot read expectation suite {path}: {exc}") from exc
+    if not isinstance(payload, dict) or not payload.get("name"):
+        raise InputError(f"{path} is not an expectation suite (no 'name'); write it with save_suite")
+    listed = payload.get("expectations") or []
+    types = [e.get("type", "?") if isinstance(e, dict) else "?" for e in listed]
+    unknown = sorted({t for t in types if not _is_registered(t)})
+    if unknown:
+        raise InputError(
+            f"expectation suite {path} lists {len(listed)} expectations of which {sum(t in unknown for t in types)} "
+            f"have a type unknown in this process: {unknown}. Import the module that defines them "
+            "(faux-checks: 'import expectations') or rebuild the suite from the policy"
+        )
+    kwargs = {k: payload.get(k) for k in ("name", "expectations", "suite_parameters", "meta", "notes", "id")}
+    try:
+        suite = gx.ExpectationSuite(**kwargs)
+    except Exception as exc:  # e.g. a field validator of one of our expectations
+        raise InputError(f"expectation suite {path} is invalid: {exc}") from None
+    if len(suite.expectations) != len(listed):
+        raise InputError(
+            f"expectation suite {path} lists {len(listed)} expectations but only {len(suite.expectations)} loaded "
+            "(GX logged why); fix the file or rebuild the suite from the policy"
+        )
+    return suite
