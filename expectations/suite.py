@@ -100,7 +100,8 @@ def build_suite(
     Raises
     ------
     InputError
-        ``equalized_odds`` is enabled but the policy names no label column.
+        ``equalized_odds`` is enabled but the policy names no label column, or an enabled
+        tester has no expectation here.
     """
     common = {"column": policy.protected, "model_path": str(model_path),
               "feature_spec_path": None if feature_spec_path is None else str(feature_spec_path),
@@ -111,7 +112,10 @@ def build_suite(
     for tester, settings in policy.testers.items():
         if not settings.enabled:
             continue
-        cls = TESTER_EXPECTATIONS[tester]  # the policy rejects unknown testers
+        cls = TESTER_EXPECTATIONS.get(tester)
+        if cls is None:
+            raise InputError(f"policy tester '{tester}' has no Great Expectations expectation yet (known: "
+                             f"{sorted(TESTER_EXPECTATIONS)}); disable it in the policy or add one in expectations/")
         if cls is ExpectFtaFlaggedFractionToBeAtMost:
             expectations.append(cls(**common, threshold=settings.threshold, p=settings.p,
                                     max_flagged_fraction=settings.max_flagged_fraction, gating=settings.gating))
