@@ -9,8 +9,9 @@ Rules (documented, never silent):
 
 - numeric columns are standardised with the fitted mean and standard deviation (a constant
   column is centred only and reported by :meth:`FeatureSpec.constant_columns`);
-- boolean, string and categorical columns are one-hot encoded; levels seen fewer than
-  ``min_frequency`` times at fit time are grouped into one ``"__infrequent__"`` level
+- boolean, string and categorical columns are one-hot encoded, levels compared as strings
+  (``1`` and ``1.0`` are one level, so integer codes read back as floats still match); levels
+  seen fewer than ``min_frequency`` times at fit time are grouped into one ``"__infrequent__"`` level
   (the same rule as scikit-learn's ``OneHotEncoder(min_frequency=...)``), since rare one-hot
   levels were measured to dominate gradients with noise (METHOD.md, Adult evidence);
 - at encode time a category never seen at fit time goes to ``"__infrequent__"`` when that level
@@ -77,11 +78,18 @@ def _is_numeric(series: pd.Series) -> bool:
     return pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
 
 
+def _level_string(value) -> str:
+    """``1.0`` -> ``'1'`` (an integer column read back as float keeps its levels); else ``str``."""
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return str(int(value))
+    return str(value)
+
+
 def _as_level_strings(series: pd.Series) -> pd.Series:
-    """Categorical values as strings; booleans as 'False'/'True'; NA kept as NA."""
+    """Categorical values as strings (integral floats as integers); booleans as 'False'/'True'; NA kept."""
     out = series.astype("object")
     mask = out.isna()
-    out = out.where(mask, out.astype(str))
+    out = out.where(mask, out.map(_level_string))
     return out
 
 

@@ -91,6 +91,26 @@ def test_infrequent_levels_are_grouped(rng):
     np.testing.assert_array_equal(new, [[1, 0, 0], [0, 0, 1], [0, 0, 1]])
 
 
+@pytest.mark.parametrize("min_frequency,levels,index", [
+    (0, ("1", "2", "3"), [0, 1, 0, 2, 1, 0, 2, 0]),
+    (3, ("1", INFREQUENT), [0, 1, 0, 1, 1, 0, 1, 0]),
+])
+def test_integer_codes_read_back_as_floats_keep_their_levels(min_frequency, levels, index):
+    """Fit on int codes, encode the same codes as floats (e.g. a CSV column with a blank elsewhere).
+
+    Before the fix '1.0' != '1' made every row unseen: an error, or with min_frequency every row
+    silently '__infrequent__'.
+    """
+    fit = pd.DataFrame({"code": [1, 2, 1, 3, 2, 1, 3, 1]})
+    spec = FeatureSpec.fit(fit, ["code"], categorical=["code"], min_frequency=min_frequency)
+    assert spec.columns[0].levels == levels
+    np.testing.assert_array_equal(spec.encode(fit).argmax(1), index)
+    np.testing.assert_array_equal(spec.encode(fit.astype({"code": float})).argmax(1), index)
+    # non-integral floats are their own levels
+    halves = FeatureSpec.fit(pd.DataFrame({"r": [0.5, 1.0, 0.5]}), ["r"], categorical=["r"])
+    assert halves.columns[0].levels == ("0.5", "1")
+
+
 def test_unseen_category_without_infrequent_level_is_an_error():
     spec = FeatureSpec.fit(pd.DataFrame({"job": ["a", "b", "a"]}), ["job"])
     with pytest.raises(InputError, match=r"column 'job' has 2 rows with categories unseen at fit time \(e.g. \['q', 'z'\]\)"):
