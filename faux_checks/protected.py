@@ -96,9 +96,12 @@ def encode_protected(
     Raises
     ------
     InputError
-        Missing values with ``missing="error"``; a single group; a malformed one-hot row;
-        a declared kind that does not fit the values.
+        Missing values with ``missing="error"``; an unknown ``missing`` option (a typo never
+        drops rows); a single group; a malformed one-hot row; a declared kind that does not fit
+        the values.
     """
+    if missing not in ("error", "drop"):
+        raise InputError(f"missing must be 'error' or 'drop', got {missing!r}")
     if isinstance(values, pd.DataFrame):
         if values.shape[1] == 1:
             values = values.iloc[:, 0]

@@ -111,6 +111,11 @@ def test_missing_values_raise_the_same_error_for_every_container(sex, missing_va
     assert len(set(messages)) == 1
 
 
+def test_unknown_missing_option_is_refused_not_treated_as_drop(sex):
+    with pytest.raises(InputError, match="missing must be 'error' or 'drop', got 'dorp'"):
+        encode_protected(_with_missing(sex, None), name="sex", missing="dorp")
+
+
 def test_missing_drop_excludes_and_counts_the_rows(sex):
     values = _with_missing(sex, None)
     results = [encode_protected(c, name="sex", missing="drop")
