@@ -215,6 +215,14 @@ def target_probability_and_gradient(
     return probs, grads
 
 
+def _input_grad(y: torch.Tensor, x: torch.Tensor, *, retain_graph: bool = False) -> torch.Tensor:
+    """∂y/∂x; exactly zero when y does not depend on x (a constant output is flat, not an error)."""
+    if not y.requires_grad:
+        return torch.zeros_like(x)
+    (g,) = torch.autograd.grad(y, x, retain_graph=retain_graph, allow_unused=True)
+    return torch.zeros_like(x) if g is None else g
+
+
 def _target_chunk(net, x: torch.Tensor, output: TargetOutput) -> tuple[torch.Tensor, torch.Tensor]:
     form, cls = output.form, output.target_class
     if form in ("probability", "softmax"):
@@ -223,7 +231,7 @@ def _target_chunk(net, x: torch.Tensor, output: TargetOutput) -> tuple[torch.Ten
         p = out[:, 0] if form == "probability" else out[:, cls]
         if form == "probability" and cls == 0:
             p = 1.0 - p
-        (g,) = torch.autograd.grad(p.sum(), x)
+        g = _input_grad(p.sum(), x)
         return p.detach(), g
     x = x.float().requires_grad_(True)
     out = _raw_output(net, x)                                       # (b, m)
@@ -232,7 +240,7 @@ def _target_chunk(net, x: torch.Tensor, output: TargetOutput) -> tuple[torch.Ten
     else:  # logits: log-odds of class cls against the rest, exact and stable
         others = torch.cat([out[:, :cls], out[:, cls + 1 :]], dim=1)
         z = out[:, cls] - torch.logsumexp(others, dim=1)
-    (gz,) = torch.autograd.grad(z.sum(), x)                          # (b, d)
+    gz = _input_grad(z.sum(), x)                                     # (b, d)
     z64 = z.detach().double()
     p = torch.sigmoid(z64)
     dp_dz = torch.sigmoid(z64) * torch.sigmoid(-z64)                # σ'(z) in float64: no saturation to 0
@@ -269,7 +277,7 @@ def output_jacobian(
         if J is None:
             J = torch.empty((n, k, X.shape[1]), dtype=torch.float32)
         for j in range(k):
-            (gj,) = torch.autograd.grad(out[:, j].sum(), x, retain_graph=j < k - 1)
+            gj = _input_grad(out[:, j].sum(), x, retain_graph=j < k - 1)
             J[sl, j] = gj
     if J is None:
         J = torch.empty((0, 0, X.shape[1]))

@@ -333,3 +333,16 @@ def test_c09_settings_errors(rng):
     with pytest.raises(InputError, match=r"protected_mask has shape \(3,\), expected \(4,\)"):
         FAuxTester(target, aux, output=TargetOutput("logit"), protected_mask=mask[:3],
                    dx_dc_direct=np.ones((d, 1))).score(X)
+
+
+def test_c05_constant_aux_is_undefined_and_constant_target_scores_zero(rng):
+    class Constant(nn.Module):
+        def forward(self, x):
+            return torch.ones(x.shape[0], 1)                          # no graph to x at all
+
+    d = 3
+    X = rng.normal(size=(12, d)).astype(np.float32)
+    res = FAuxTester(_linear([1.0, 2.0, 3.0]), _given_aux(Constant(), d), output=TargetOutput("logit")).evaluate(X)
+    assert res.undefined.all() and np.isnan(res.scores).all()
+    flat = FAuxTester(Constant(), _given_aux(_linear([1.0, 0.0, 0.0]), d), output=TargetOutput("logit")).evaluate(X)
+    assert not flat.undefined.any() and (flat.scores == 0).all()

@@ -259,3 +259,19 @@ def test_iter_chunks_cover_the_rows():
     assert list(iter_chunks(0, 4)) == []
     with pytest.raises(InputError, match="chunk_size must be >= 1"):
         list(iter_chunks(10, 0))
+
+
+def test_constant_outputs_have_zero_gradient_not_an_autograd_error(X):
+    """A model whose output does not depend on x (no graph at all) is flat: g = 0, J = 0."""
+    const = _const_net(torch.full((24, 1), 2.0))
+
+    class Detached(nn.Module):
+        def forward(self, x):
+            return torch.full((x.shape[0], 2), 0.3)
+
+    _, g = target_probability_and_gradient(Detached(), torch.from_numpy(X), TargetOutput("softmax"))
+    assert g.shape == (24, 4) and (g == 0).all()
+    _, g = target_probability_and_gradient(const, torch.from_numpy(X), TargetOutput("logit"))
+    assert (g == 0).all()
+    J = output_jacobian(Detached(), torch.from_numpy(X))
+    assert J.shape == (24, 2, 4) and (J == 0).all()
