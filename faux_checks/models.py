@@ -15,6 +15,7 @@ Anything else, in particular a pickled ``nn.Module`` (``torch.save(model)``), is
 
 from __future__ import annotations
 
+import pickle
 import zipfile
 from pathlib import Path
 from typing import Callable
@@ -62,12 +63,13 @@ def load_model(
     Returns
     -------
     torch.nn.Module or torch.jit.ScriptModule
-        In eval mode.
+        In eval mode (a torch.export module as it was exported: it refuses ``eval()``).
 
     Raises
     ------
     InputError
-        The file does not exist or is not a model.
+        The file does not exist or is not a model, or a state dict does not fit the module
+        the factory builds.
     UnsafeModelError
         The file is a pickle that needs arbitrary code to load and ``allow_pickle`` is False;
         nothing from it has been executed.
@@ -97,6 +99,11 @@ def load_model(
     try:
         obj = torch.load(str(path), map_location="cpu", weights_only=True)
     except Exception as exc:
+        if not (isinstance(exc, pickle.UnpicklingError) and "Weights only load failed" in str(exc)):
+            # not a pickle the restricted unpickler rejected: a truncated file, a CSV, ...
+            raise InputError(
+                f"{path} is not a model file torch can read ({type(exc).__name__}: {exc}). {EXPORT_HINT}"
+            ) from None
         raise UnsafeModelError(
             f"refused to load {path}: it is a pickle that needs arbitrary Python objects to load "
             f"({type(exc).__name__}), which could run code. Nothing from it was executed. {EXPORT_HINT}"
@@ -108,7 +115,10 @@ def load_model(
                 "pass factory=..., or export the model with TorchScript"
             )
         model = factory()
-        model.load_state_dict(obj)
+        try:
+            model.load_state_dict(obj)
+        except RuntimeError as exc:  # missing/unexpected keys or shape mismatches
+            raise InputError(f"{path}: the state dict does not fit the module built by the factory: {exc}") from None
         model.eval()
         return model
     raise InputError(f"{path} is not a model file (found {type(obj).__name__}). {EXPORT_HINT}")

@@ -94,6 +94,9 @@ def test_state_dict_with_factory(tmp_path):
     assert not loaded.training
     with pytest.raises(InputError, match="holds a state dict \\(4 tensors\\) but no model factory"):
         load_model(path)
+    wider = lambda: nn.Sequential(nn.Linear(4, 9), nn.ReLU(), nn.Linear(9, 1))  # noqa: E731
+    with pytest.raises(InputError, match="does not fit the module built by the factory"):
+        load_model(path, factory=wider)
 
 
 def test_not_a_model(tmp_path):
@@ -126,3 +129,11 @@ def test_torch_export_round_trip_is_differentiable(tmp_path):
     _, g_loaded = target_probability_and_gradient(loaded, x2, TargetOutput("logit"))
     _, g_net = target_probability_and_gradient(net, x2, TargetOutput("logit"))
     torch.testing.assert_close(g_loaded, g_net, rtol=1e-6, atol=1e-12)
+
+
+def test_a_file_that_is_no_pickle_is_not_called_unsafe(tmp_path):
+    path = tmp_path / "data.csv"
+    path.write_text("a,b\n1,2\n")
+    with pytest.raises(InputError, match="is not a model file torch can read") as info:
+        load_model(path)
+    assert not isinstance(info.value, UnsafeModelError)
