@@ -1,9 +1,8 @@
 """Inputs shared by the metric providers (private): models, policy, feature spec, audit rows.
 
 Everything here is plumbing between GX and :mod:`faux_checks`; no fairness logic. The row
-selection mirrors :func:`faux_checks.check.run_check` (protected-value missing policy, then the
-seeded ``max_rows`` sample) so that the baseline expectations score exactly the individuals the
-fAux check audits.
+selection is :func:`faux_checks.check.prepare_audit`, the same as in ``run_check``, so that the
+baseline expectations score exactly the individuals the fAux check audits.
 """
 
 from __future__ import annotations
@@ -16,11 +15,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from faux_checks._validation import require_columns
-from faux_checks.errors import InputError
+from faux_checks.check import prepare_audit
 from faux_checks.models import load_model
 from faux_checks.policy import Policy
-from faux_checks.protected import ProtectedAttribute, encode_protected
+from faux_checks.protected import ProtectedAttribute
 from faux_checks.tabular import FeatureSpec
 
 
@@ -68,24 +66,9 @@ class AuditInputs:
 
 def audit_inputs(frame: pd.DataFrame, *, model_path: str, feature_spec_path: str | None,
                  policy_json: str) -> AuditInputs:
-    """Load the model, policy and spec, and encode the rows :func:`run_check` would audit."""
+    """Load the model, policy and spec, and encode the rows :func:`run_check` audits (:func:`prepare_audit`)."""
     policy = Policy.model_validate_json(policy_json)
     model = cached_model(model_path)
     spec = FeatureSpec.load(feature_spec_path) if feature_spec_path else None
-    required = [policy.protected] + ([policy.label] if policy.label else [])
-    require_columns(frame, required, what="audit data")
-    if len(frame) == 0:
-        raise InputError("the audit data has 0 rows")
-    protected = encode_protected(frame[policy.protected], name=policy.protected, kind=policy.protected_kind,
-                                 missing=policy.missing_protected)
-    row_index = np.flatnonzero(protected.kept)
-    values = protected.values
-    if policy.max_rows is not None and len(row_index) > policy.max_rows:
-        rng = np.random.default_rng(policy.seed)  # the first draw of run_check's generator
-        pick = np.sort(rng.choice(len(row_index), policy.max_rows, replace=False))
-        row_index, values = row_index[pick], values[pick]
-    if spec is None:
-        spec = FeatureSpec.passthrough(frame, exclude=required)
-    X = spec.encode(frame.iloc[row_index])
-    y_true = frame[policy.label].to_numpy()[row_index] if policy.label else None
-    return AuditInputs(policy, model, X, protected, values, row_index, y_true)
+    rows = prepare_audit(frame, policy=policy, feature_spec=spec)
+    return AuditInputs(policy, model, rows.X, rows.protected, rows.values, rows.row_index, rows.y_true)

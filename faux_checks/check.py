@@ -36,7 +36,7 @@ from .policy import Policy
 from .protected import ProtectedAttribute, encode_protected
 from .tabular import ColumnEncoding, FeatureSpec
 
-__all__ = ["CheckResult", "run_check", "SCHEMA_VERSION", "delta_curve"]
+__all__ = ["AuditRows", "CheckResult", "prepare_audit", "run_check", "SCHEMA_VERSION", "delta_curve"]
 
 SCHEMA_VERSION = "1.0"
 Decision = str  # "passed" | "failed" | "undecided"
@@ -278,6 +278,68 @@ def direct_derivative(spec: FeatureSpec, protected: ProtectedAttribute) -> tuple
     return mask, dx_dc
 
 
+@dataclass(frozen=True)
+class AuditRows:
+    """The individuals a check audits, encoded (output of :func:`prepare_audit`).
+
+    Attributes
+    ----------
+    X : ndarray of shape (n, d), float32
+        Encoded features of the audited rows.
+    protected : ProtectedAttribute
+        Encoded over all kept input rows.
+    values : ndarray of shape (n,)
+        Protected values of the audited rows.
+    row_index : ndarray of shape (n,)
+        Their input-row positions.
+    y_true : ndarray of shape (n,) or None
+        Labels, when the policy names a label column.
+    feature_spec : FeatureSpec
+        The spec used (a passthrough spec when none was given).
+    """
+
+    X: np.ndarray
+    protected: ProtectedAttribute
+    values: np.ndarray
+    row_index: np.ndarray
+    y_true: np.ndarray | None
+    feature_spec: FeatureSpec
+
+
+def prepare_audit(frame: pd.DataFrame, *, policy: Policy, feature_spec: FeatureSpec | None = None) -> AuditRows:
+    """Select and encode the rows to audit: missing-protected rule, then the seeded ``max_rows`` sample.
+
+    The one definition of "who is audited", shared by :func:`run_check` and the Great
+    Expectations baseline metrics so that every tester scores the same individuals.
+
+    Raises
+    ------
+    InputError
+        Empty data, missing columns (named, with what is present), missing protected values
+        (column and count), a label column among the features, or any encoding error.
+    """
+    if len(frame) == 0:
+        raise InputError("the audit data has 0 rows")
+    required = [policy.protected] + ([policy.label] if policy.label else [])
+    require_columns(frame, required, what="audit data")
+    protected = encode_protected(frame[policy.protected], name=policy.protected, kind=policy.protected_kind,
+                                 missing=policy.missing_protected)
+    if feature_spec is None:
+        feature_spec = FeatureSpec.passthrough(frame, exclude=required)
+    elif policy.label and policy.label in feature_spec.source_columns:
+        raise InputError(f"the label column '{policy.label}' is one of the target's input columns; "
+                         "remove it from the feature spec")
+    row_index = np.flatnonzero(protected.kept)
+    values = protected.values
+    if policy.max_rows is not None and len(row_index) > policy.max_rows:
+        pick = np.sort(np.random.default_rng(policy.seed).choice(len(row_index), policy.max_rows, replace=False))
+        row_index, values = row_index[pick], values[pick]
+    X = feature_spec.encode(frame.iloc[row_index])
+    y_true = frame[policy.label].to_numpy()[row_index] if policy.label else None
+    return AuditRows(X=X, protected=protected, values=values, row_index=row_index, y_true=y_true,
+                     feature_spec=feature_spec)
+
+
 def run_check(
     target_model,
     data: pd.DataFrame,
@@ -328,26 +390,10 @@ def run_check(
     """
     frame = as_frame(data)
     n_rows = len(frame)
-    if n_rows == 0:
-        raise InputError("the audit data has 0 rows")
-    required = [policy.protected] + ([policy.label] if policy.label else [])
-    require_columns(frame, required, what="audit data")
-    protected = encode_protected(frame[policy.protected], name=policy.protected, kind=policy.protected_kind,
-                                 missing=policy.missing_protected)
-    kept_rows = np.flatnonzero(protected.kept)
-    if feature_spec is None:
-        feature_spec = FeatureSpec.passthrough(frame, exclude=[policy.protected] + ([policy.label] if policy.label else []))
-    elif policy.label and policy.label in feature_spec.source_columns:
-        raise InputError(f"the label column '{policy.label}' is one of the target's input columns; remove it from the feature spec")
-
-    rng = np.random.default_rng(policy.seed)
-    row_index = kept_rows
-    values = protected.values
-    if policy.max_rows is not None and len(row_index) > policy.max_rows:
-        pick = np.sort(rng.choice(len(row_index), policy.max_rows, replace=False))
-        row_index, values = row_index[pick], values[pick]
-    audit = frame.iloc[row_index]
-    X = feature_spec.encode(audit)                                               # (n, d) float32
+    audit = prepare_audit(frame, policy=policy, feature_spec=feature_spec)
+    protected, row_index, values, X = audit.protected, audit.row_index, audit.values, audit.X
+    feature_spec = audit.feature_spec
+    rng = np.random.default_rng(policy.seed + 1)   # aux training sample; the audit sample used seed
     n, d = X.shape
     Xt = as_tensor(X)
     _check_model_accepts(target_model, Xt, feature_spec)
@@ -397,8 +443,7 @@ def run_check(
                             columns=feature_spec.source_columns, index=row_index)
 
     # ---- baselines
-    testers = _run_baselines(policy, target_model, resolved, X, lic, group_labels,
-                             frame[policy.label].to_numpy()[row_index] if policy.label else None)
+    testers = _run_baselines(policy, target_model, resolved, X, lic, group_labels, audit.y_true)
 
     # ---- decision
     reasons: list[str] = []
