@@ -45,6 +45,8 @@ class LICResult:
         LIC score (NaN where undefined). Unit: change of P(y = target_class) per unit change of the
         aux output (variants faux/ig), or |cos| in [0, 1] (ng).
     undefined : ndarray of shape (n,), bool
+        Zero/degenerate aux gradient, non-finite values, or (probability/softmax output forms)
+        a target probability saturated to exactly 0 or 1, whose gradient is 0 by rounding.
     evidence : ndarray of shape (n, d), float32, or None
         Per-feature terms of the score (see :func:`faux_checks.lic.faux_scores`).
     probability : ndarray of shape (n,), float64
@@ -210,6 +212,12 @@ class FAuxTester:
                 res = faux_scores(g_aux, J, ridge=self.ridge, direct=direct)
             scores[sl] = res.scores.numpy()
             undefined[sl] = res.undefined.numpy()
+            if output.form in ("probability", "softmax"):
+                # a probability output that is exactly 0 or 1 even in float64 has g = 0 by
+                # saturation, not by fairness: undefined, never a silent "not flagged"
+                saturated = ((p <= 0) | (p >= 1)).numpy()
+                undefined[sl] |= saturated
+                scores[sl][saturated] = np.nan
             prob[sl] = p.numpy()
             if ev is not None:
                 ev[sl][:, ~mask] = res.evidence.float().numpy()
