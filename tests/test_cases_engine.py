@@ -346,3 +346,24 @@ def test_c05_constant_aux_is_undefined_and_constant_target_scores_zero(rng):
     assert res.undefined.all() and np.isnan(res.scores).all()
     flat = FAuxTester(Constant(), _given_aux(_linear([1.0, 0.0, 0.0]), d), output=TargetOutput("logit")).evaluate(X)
     assert not flat.undefined.any() and (flat.scores == 0).all()
+
+
+def test_saturated_probability_output_is_undefined_not_zero():
+    """A sigmoid-probability target saturated to exactly 1.0 has g = 0 by rounding: undefined, counted."""
+    import torch
+
+    from faux_checks import AuxiliaryModel, FAuxTester, TargetOutput
+
+    gen = torch.Generator().manual_seed(0)
+    X = torch.randn(300, 4, generator=gen)
+    X[:5, 0] = 100.0                      # sigmoid(1000 + ...) == 1.0 exactly, even in float64
+    c = (X[:, 1] > 0).long().numpy()
+    aux = AuxiliaryModel(kind="binary", epochs=5, seed=0).fit(X, c)
+
+    class Prob(torch.nn.Module):
+        def forward(self, x):
+            return torch.sigmoid(10 * x[:, :1] + x[:, 1:2])
+
+    res = FAuxTester(Prob(), aux, output=TargetOutput("probability")).evaluate(X)
+    assert res.undefined[:5].all() and np.isnan(res.scores[:5]).all()
+    assert not res.undefined[5:].any() and np.isfinite(res.scores[5:]).all()
