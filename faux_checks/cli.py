@@ -156,12 +156,12 @@ def cmd_demo(args) -> int:
         raise FauxChecksError(f"{workdir} is not empty; choose a new --workdir (nothing is overwritten)")
     workdir.mkdir(parents=True, exist_ok=True)
     _eprint(f"[1/3] training demo income classifiers on UCI Adult in {workdir}")
-    demo = build_demo_versions(workdir, seed=args.seed)
+    versions = build_demo_versions(workdir, seed=args.seed)
     registry = Registry(args.tracking_uri)
     model_name = args.model_name
-    _eprint(f"[2/3] registering {len(demo.versions)} versions of '{model_name}' in {registry.tracking_uri}")
+    _eprint(f"[2/3] registering {len(versions)} versions of '{model_name}' in {registry.tracking_uri}")
     registered = []
-    for v in demo.versions:
+    for v in versions:
         number = registry.register_version(model_name, v.model_path, v.spec_path, description=v.description,
                                            tags={"demo_recipe": v.name})
         registered.append(number)
@@ -169,7 +169,7 @@ def cmd_demo(args) -> int:
     _eprint("[3/3] running the fairness gate flow (Prefect ephemeral API)")
     from flows.gate import gate
 
-    state = gate(model_name=model_name, data_path=str(demo.audit_path), policy_path=args.policy,
+    state = gate(model_name=model_name, data_path=str(versions[0].audit_path), policy_path=args.policy,
                  tracking_uri=args.tracking_uri, alias="deployable", versions=registered,
                  report_root=str(workdir / "reports"), return_state=True)
     print()
