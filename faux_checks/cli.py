@@ -111,8 +111,8 @@ def _print_table(rows: list[dict]) -> None:
         check = (report or {}).get("check") or {}
         groups = ", ".join(f"{g['group']} {g['flagged_fraction']:.1%}" for g in check.get("by_group") or []
                            if g.get("flagged_fraction") is not None)
-        testers = ", ".join(
-            f"{name} {t['value']:.3g}" for name, t in (check.get("testers") or {}).items() if t.get("value") is not None)
+        testers = ", ".join(_tester_cell(name, t) for name, t in (check.get("testers") or {}).items()
+                            if t.get("value") is not None)
         ff = r.get("fairness_flagged_fraction")
         aq = r.get("fairness_aux_quality")
         table.append([str(r.get("version")), str(r.get("fairness_gate")),
@@ -124,6 +124,14 @@ def _print_table(rows: list[dict]) -> None:
     print("-+-".join("-" * w for w in widths))
     for row in table:
         print(" | ".join(c.ljust(w) for c, w in zip(row, widths)))
+
+
+def _tester_cell(name: str, t: dict) -> str:
+    """'fta 54% > 0.5' for per-individual testers, 'demographic_parity 0.241 (> 0.2)' for group metrics."""
+    over = "" if t.get("passed", True) else " !"
+    if t.get("statistic") == "flagged_fraction":
+        return f"{name} {t['value']:.0%} > {t.get('threshold'):g}{over}"
+    return f"{name} {t['value']:.3f}{over}"
 
 
 def _read_report(uri) -> dict | None:
@@ -174,8 +182,13 @@ def cmd_demo(args) -> int:
                  report_root=str(workdir / "reports"), return_state=True)
     print()
     code = _print_history_and_code(model_name, args.tracking_uri, state, versions=registered)
+    print()
+    for number, v in zip(registered, versions):
+        print(f"v{number}: {v.description}")
     print(f"\nreports: {workdir / 'reports'}")
-    return code
+    print("'!' marks a baseline over its (non-gating) limit. Exit code of the demo: 0 when every version got a "
+          "decision (passed or failed), 2 when any is undecided; `faux-checks gate` exits 1 on a block.")
+    return EXIT_UNDECIDED if code == EXIT_UNDECIDED else EXIT_PASSED
 
 
 def build_parser() -> argparse.ArgumentParser:
