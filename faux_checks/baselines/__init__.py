@@ -2,9 +2,24 @@
 
 Each tester is one class holding the models and settings, with ``score(X) -> (n,)`` for
 per-individual testers (STYLE.md §3). Group metrics are model-level and return a scalar.
+Capability flags: ``needs_protected_input`` (c's columns must be target inputs: FTU flip) and
+``needs_protected_values`` (``score(X, c)`` needs each scored row's group: FlipTest); the
+weighted FTA and Unfair Map testers learn their sensitive subspace once with ``fit(X, c)``.
 """
 
+from .fliptest import FlipTestTester
 from .fta import FTATester
+from .ftu import FTUFlipTester
 from .group_metrics import group_metrics
+from .unfair_map import UnfairMapTester
+from .weighted_fta import WeightedFTATester, fit_sensitive_subspace
 
-__all__ = ["FTATester", "group_metrics"]
+__all__ = [
+    "FTATester",
+    "FTUFlipTester",
+    "FlipTestTester",
+    "UnfairMapTester",
+    "WeightedFTATester",
+    "fit_sensitive_subspace",
+    "group_metrics",
+]
