@@ -193,3 +193,26 @@ def test_c10_pickle_refused_nothing_executed(files, tmp_path, capsys):
     assert not marker.exists()
     err = capsys.readouterr().err
     assert "refused to load" in err and "torch.jit.save" in err
+
+
+@pytest.mark.parametrize("dtype", ["Int64", "boolean"])
+def test_c02_nullable_protected_dtype_counts_na_and_serialises(files, dtype):
+    """C02: Int64 {0, 1, NA} and boolean-with-NA protected columns: NA counted, JSON written."""
+    data = make_data(400)
+    values = (data["sex"] == "M").astype(int)
+    data["sex"] = pd.array(values if dtype == "Int64" else values.astype(bool), dtype=dtype)
+    data.loc[data.index[:9], "sex"] = pd.NA
+    policy = load_policy(files["policy"]).with_overrides(missing_protected="drop")
+    result = run_check(linear_model(UNFAIR), data, policy=policy)
+    payload = json.loads(result.to_json())
+    assert payload["n_missing_protected"] == 9
+    assert payload["n_individuals"] == 391
+    groups = {g["group"]: g["n"] for g in payload["by_group"]}
+    expected = ({"0", "1"} if dtype == "Int64" else {"False", "True"})
+    assert set(groups) == expected and sum(groups.values()) == 391
+    assert any("9 rows with a missing protected value were dropped" in r for r in payload["reasons"])
+    # the default policy stops instead, naming the column and the count
+    from faux_checks import InputError
+
+    with pytest.raises(InputError, match=r"'sex' has 9 missing values in 400 rows"):
+        run_check(linear_model(UNFAIR), data, policy=load_policy(files["policy"]))
