@@ -17,7 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from .errors import InputError
 
-__all__ = ["Policy", "AuxSettings", "FauxSettings", "TesterSettings", "load_policy", "default_policy_path"]
+__all__ = ["Policy", "AuxSettings", "FauxSettings", "TesterSettings", "AuditSettings", "load_policy",
+           "default_policy_path"]
 
 
 class _Strict(BaseModel):
@@ -60,11 +61,47 @@ class TesterSettings(_Strict):
     p: float = Field(2.0, ge=1, description="ℓp norm (FTA).")
 
 
+class AuditSettings(_Strict):
+    """Limits of the scheduled drift audit of the deployed version (``flows/audit.py``).
+
+    The audit compares the data the version was gated on (reference) with a current batch;
+    exceeding any limit fails it (see :func:`faux_checks.drift.run_audit`).
+    """
+
+    max_drifted_share: float = Field(
+        0.5, ge=0, le=1, description="Largest share of compared columns (features and the protected attribute) that "
+        "may drift (Evidently's per-column tests).")
+    fail_on_protected_drift: bool = Field(True, description="A drifted protected attribute fails the audit by itself.")
+    max_flagged_fraction_increase: float = Field(
+        0.05, ge=0, le=1, description="Largest absolute increase of the flagged fraction, current batch vs reference.")
+    max_group_flagged_fraction_increase: float = Field(
+        0.10, ge=0, le=1, description="Largest absolute increase of a protected group's flagged fraction.")
+    min_group_rows: int = Field(
+        30, ge=1, description="Groups with fewer audited rows (in either batch) are reported, not compared.")
+    score_ks_pvalue: float = Field(
+        0.01, gt=0, lt=1, description="Two-sample KS test on the LIC scores: p-value below this, together with "
+        "score_ks_min_statistic, fails the audit.")
+    score_ks_min_statistic: float = Field(
+        0.1, ge=0, le=1, description="Smallest KS statistic that counts (at 10^5 rows a negligible shift is "
+        "'significant').")
+    fail_on_current_check: bool = Field(
+        True, description="The gate's own rule on the current batch: a failed fAux check fails the audit.")
+    max_roc_auc_drop: float | None = Field(
+        None, ge=0, le=1, description="Largest ROC-AUC drop of the target model (labels needed); None = reported only.")
+    max_rows: int | None = Field(
+        20_000, ge=100, description="fAux check of each batch on at most this many rows (seeded sample); None = all.")
+    min_rows: int = Field(100, ge=1, description="A current batch with fewer rows is undecided.")
+    drift_method: str | None = Field(
+        None, description="Evidently stat test for every column (e.g. 'psi', 'jensenshannon'); None = its per-type "
+        "default.")
+    drift_threshold: float | None = Field(None, gt=0, description="Threshold of drift_method; None = its default.")
+
+
 class Policy(_Strict):
     """The gate policy.
 
     Attributes mirror the TOML sections ``[data]``, ``[target]``, ``[faux]``, ``[aux]``,
-    ``[testers.*]``; see ``faux_checks/policies/default.toml`` for every default explained.
+    ``[testers.*]``, ``[audit]``; see ``faux_checks/policies/default.toml`` for every default explained.
     """
 
     name: str = "default"
@@ -82,6 +119,7 @@ class Policy(_Strict):
     faux: FauxSettings
     aux: AuxSettings = AuxSettings()
     testers: dict[str, TesterSettings] = Field(default_factory=dict)
+    audit: AuditSettings = AuditSettings()
 
     @model_validator(mode="after")
     def _known_testers(self) -> "Policy":

@@ -34,15 +34,18 @@ from typing import Any, Callable, Mapping, TypeVar
 from .errors import FauxChecksError, InputError, UndecidableError
 from .models import model_sha256
 
-__all__ = ["Registry", "default_tracking_uri", "GATE_TAG", "DECISIONS"]
+__all__ = ["Registry", "default_tracking_uri", "GATE_TAG", "AUDIT_TAG", "DECISIONS"]
 
 T = TypeVar("T")
 
 MODELS_EXPERIMENT = "faux-checks-models"
 GATE_EXPERIMENT = "faux-checks-gate"
+AUDIT_EXPERIMENT = "faux-checks-audit"
 DEFAULT_ALIAS = "deployable"
 
 GATE_TAG = "fairness_gate"
+AUDIT_TAG = "fairness_audit"  # latest drift audit of a version: passed / failed / undecided
+_MAX_REASON_CHARS = 1000
 RUNNING = "running"
 DECISIONS = ("passed", "failed", "undecided")
 
@@ -197,7 +200,8 @@ class Registry:
     Every call that touches the store is retried (≤ 5 tries, 0.1 s doubling) when sqlite reports
     a lock held by a concurrent writer; no other error is retried. Tags written on versions:
     ``model_sha256``, ``model_file``, ``feature_spec_file`` / ``feature_spec_sha256`` (at
-    registration); ``fairness_gate`` and ``fairness_*`` (by the gate).
+    registration); ``fairness_gate`` and ``fairness_*`` (by the gate); ``fairness_audit`` and
+    ``fairness_audit_*`` (by the drift audit, :meth:`record_audit`).
 
     Examples
     --------
@@ -553,6 +557,7 @@ class Registry:
         metrics: Mapping[str, float | None],
         params: Mapping[str, Any],
         tags: Mapping[str, Any],
+        kind: str = "gate",
     ) -> str:
         """Log one gate decision as an MLflow run in experiment ``"faux-checks-gate"``.
 
@@ -569,7 +574,10 @@ class Registry:
         params : mapping
             Parameters (values converted to strings).
         tags : mapping
-            Run tags; ``faux_checks.model_name`` / ``faux_checks.model_version`` are added.
+            Run tags; ``faux_checks.model_name`` / ``faux_checks.model_version`` /
+            ``faux_checks.kind`` are added.
+        kind : {"gate", "audit"}
+            ``"audit"`` logs into experiment ``"faux-checks-audit"`` instead (:meth:`log_audit_run`).
 
         Returns
         -------
@@ -585,6 +593,8 @@ class Registry:
         """
         from mlflow.entities import Metric, Param
 
+        if kind not in ("gate", "audit"):
+            raise InputError(f"kind must be 'gate' or 'audit', got {kind!r}")
         mv = self._version(name, version)
         report_dir = Path(report_dir)
         if not report_dir.is_dir():
@@ -616,11 +626,12 @@ class Registry:
                         f"gate run {what} {key!r} has {len(text):,} characters, over MLflow's limit of "
                         f"{limit:,}; write it to a file in report_dir instead"
                     )
-        run_tags.update({"faux_checks.model_name": name, "faux_checks.model_version": str(mv.version)})
+        run_tags.update({"faux_checks.model_name": name, "faux_checks.model_version": str(mv.version),
+                         "faux_checks.kind": kind})
 
-        experiment_id = self._experiment_id(GATE_EXPERIMENT)
+        experiment_id = self._experiment_id(GATE_EXPERIMENT if kind == "gate" else AUDIT_EXPERIMENT)
         run = _with_retry(
-            self.client.create_run, experiment_id, run_name=f"{name}-v{mv.version}-gate", tags=run_tags
+            self.client.create_run, experiment_id, run_name=f"{name}-v{mv.version}-{kind}", tags=run_tags
         )
         run_id = run.info.run_id
         try:
@@ -636,6 +647,88 @@ class Registry:
             raise
         _with_retry(self.client.set_terminated, run_id, "FINISHED")
         return run_id
+
+    def log_audit_run(self, name: str, version: str | int, **kwargs: Any) -> str:
+        """Log one drift audit as an MLflow run in experiment ``"faux-checks-audit"``.
+
+        Same parameters, return value and errors as :meth:`log_gate_run` (``kind="audit"``).
+        """
+        return self.log_gate_run(name, version, kind="audit", **kwargs)
+
+    def record_audit(
+        self,
+        name: str,
+        version: str | int,
+        *,
+        decision: str,
+        reason: str,
+        report_uri: str,
+        run_id: str,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Record the latest drift audit of a version as tags (the gate's tags are left alone).
+
+        Writes ``fairness_audit_reason`` (the rule that decided, cut to 1,000 characters),
+        ``fairness_audit_report``, ``fairness_audit_run_id``, ``fairness_audit_at`` (UTC), the
+        ``extra`` tags as given, and last ``fairness_audit`` = ``decision``.
+
+        Raises
+        ------
+        InputError
+            If ``decision`` is not one of the three outcomes, or the model or version does not exist.
+        """
+        if decision not in DECISIONS:
+            raise InputError(f"decision must be one of {list(DECISIONS)}, got {decision!r}")
+        mv = self._version(name, version)
+        tags = {str(k): _tag_value(v) for k, v in (extra or {}).items()}
+        tags.pop(AUDIT_TAG, None)
+        text = str(reason)
+        tags.update(
+            {
+                "fairness_audit_reason": text if len(text) <= _MAX_REASON_CHARS else text[: _MAX_REASON_CHARS - 1] + "…",
+                "fairness_audit_report": _tag_value(report_uri),
+                "fairness_audit_run_id": _tag_value(run_id),
+                "fairness_audit_at": _utc_now(),
+            }
+        )
+        tags[AUDIT_TAG] = decision  # last, as record_decision does
+        self._set_version_tags(name, mv.version, tags)
+
+    def audit_runs(self, name: str) -> list[dict[str, Any]]:
+        """Every drift audit of ``name`` logged by :meth:`log_audit_run`, oldest first.
+
+        Returns
+        -------
+        list of dict
+            Per run: ``run_id``, ``version``, ``started_at`` (UTC, ISO 8601), the run's tags
+            (``decision``, ``reason``, ...; ``mlflow.*`` left out) and its metrics under
+            ``metrics``. Empty when the model was never audited.
+        """
+        exp = _with_retry(self.client.get_experiment_by_name, AUDIT_EXPERIMENT)
+        if exp is None:
+            return []
+        name_filter = _name_filter(name).replace("name", "tags.`faux_checks.model_name`", 1)
+        rows: list[dict[str, Any]] = []
+        token = None
+        while True:
+            page = _with_retry(
+                self.client.search_runs, [exp.experiment_id],
+                filter_string=name_filter,
+                order_by=["attributes.start_time ASC"], max_results=1000, page_token=token,
+            )
+            for run in page:
+                tags = {k: v for k, v in run.data.tags.items() if not k.startswith("mlflow.")}
+                rows.append({
+                    **tags,
+                    "run_id": run.info.run_id,
+                    "version": tags.get("faux_checks.model_version"),
+                    "started_at": _dt.datetime.fromtimestamp(run.info.start_time / 1000, _dt.timezone.utc).isoformat(
+                        timespec="seconds"),
+                    "metrics": dict(run.data.metrics),
+                })
+            token = page.token
+            if not token:
+                return rows
 
     def run_artifact_uri(self, run_id: str) -> str:
         """Artifact URI of a run (where :meth:`log_gate_run` put the report files).
