@@ -1,4 +1,4 @@
-"""Command line: ``faux-checks check | gate | demo | history``.
+"""Command line: ``faux-checks check | gate | demo | history | report``.
 
 Exit codes (DESIGN.md contract): 0 passed, 1 failed the policy (deployment blocked),
 2 could not decide (bad input, auxiliary model too weak, any error). A gate that cannot decide
@@ -151,6 +151,30 @@ def cmd_history(args) -> int:
     return EXIT_PASSED
 
 
+def cmd_report(args) -> int:
+    """Validate a stored report.json against its schema and (re)render its self-contained HTML."""
+    from .report import load_report, render_html
+
+    source = Path(args.path)
+    report = load_report(source)
+    folder = source if source.is_dir() else source.parent
+    out = Path(args.out) if args.out else folder / "report.html"
+    if args.out and out.exists():
+        raise FauxChecksError(f"{out} exists already; choose another --out (nothing is overwritten)")
+    if not out.exists():
+        out.write_text(render_html(report))
+        _eprint(f"rendered {out}")
+    model = report.get("model") or {}
+    print(f"{report['kind']} report of {model.get('name', '?')} v{model.get('version', '?')} "
+          f"({report['created_at']}, schema {report['schema_version']}): {report['decision']}")
+    print(f"  rule: {report['rule']}")
+    for r in report.get("rules") or []:
+        if r.get("status") != "ok":
+            print(f"  - {r['status']}: {r['detail']}")
+    print(f"html: {out}")
+    return int(report["exit_code"])
+
+
 def cmd_demo(args) -> int:
     """Train and register Adult income classifiers, then gate them with the default policy."""
     from faux_checks.settings import configure_environment, default_home
@@ -233,6 +257,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model_name")
     p.add_argument("--tracking-uri")
     p.set_defaults(func=cmd_history)
+
+    p = sub.add_parser("report", help="validate a gate/audit report.json and render its HTML; exits with its "
+                                      "decision's code (2 if the report is invalid)")
+    p.add_argument("path", help="a run's report folder or its report.json")
+    p.add_argument("--out", help="HTML file to write (default: report.html next to the JSON, if absent)")
+    p.set_defaults(func=cmd_report)
     return parser
 
 
