@@ -1,4 +1,4 @@
-"""Command line: ``faux-checks check | gate | demo | history | report``.
+"""Command line: ``faux-checks check | gate | demo | history | audit | report``.
 
 Exit codes (DESIGN.md contract): 0 passed, 1 failed the policy (deployment blocked),
 2 could not decide (bad input, auxiliary model too weak, any error). A gate that cannot decide
@@ -104,7 +104,7 @@ def _print_history_and_code(model_name: str, tracking_uri: str | None, state, ve
 
 def _print_table(rows: list[dict]) -> None:
     """Print version, decision, flagged fraction (overall and per group), aux AUC, baselines, alias."""
-    header = ["version", "decision", "flagged", "by group", "aux AUC", "baselines", "alias"]
+    header = ["version", "decision", "flagged", "by group", "aux AUC", "baselines", "last audit", "alias"]
     table = []
     for r in rows:
         report = _read_report(r.get("fairness_report"))
@@ -118,12 +118,18 @@ def _print_table(rows: list[dict]) -> None:
         table.append([str(r.get("version")), str(r.get("fairness_gate")),
                       f"{float(ff):.1%}" if ff not in (None, "", "None") else "n/a", groups or "n/a",
                       f"{float(aq):.3f}" if aq not in (None, "", "None") else "n/a", testers or "n/a",
-                      ",".join(r.get("aliases") or []) or "-"])
+                      _audit_cell(r), ",".join(r.get("aliases") or []) or "-"])
     widths = [max(len(h), *(len(row[i]) for row in table)) if table else len(h) for i, h in enumerate(header)]
     print(" | ".join(h.ljust(w) for h, w in zip(header, widths)))
     print("-+-".join("-" * w for w in widths))
     for row in table:
         print(" | ".join(c.ljust(w) for c, w in zip(row, widths)))
+
+
+def _audit_cell(row: dict) -> str:
+    """'failed 2026-11-30' from the version's latest-audit tags, '-' if never audited."""
+    decision = row.get("fairness_audit")
+    return f"{decision} {str(row.get('fairness_audit_at') or '')[:10]}".strip() if decision else "-"
 
 
 def _tester_cell(name: str, t: dict) -> str:
@@ -147,8 +153,46 @@ def _read_report(uri) -> dict | None:
 def cmd_history(args) -> int:
     from .registry import Registry
 
-    _print_table(Registry(args.tracking_uri).history(args.model_name))
+    registry = Registry(args.tracking_uri)
+    _print_table(registry.history(args.model_name))
+    audits = registry.audit_runs(args.model_name)
+    if audits:
+        print(f"\ndrift audits ({len(audits)}):")
+        for a in audits:
+            m = a.get("metrics") or {}
+            ff = [m.get("flagged_fraction_reference"), m.get("flagged_fraction_current")]
+            flagged = " -> ".join("n/a" if v is None else f"{v:.1%}" for v in ff)
+            print(f"  {a.get('started_at')}  v{a.get('version')}  {a.get('decision'):<9}  flagged {flagged}  "
+                  f"{a.get('reason', '')[:140]}")
     return EXIT_PASSED
+
+
+def cmd_audit(args) -> int:
+    """Run the Prefect drift-audit flow once on the deployed version of a registered model."""
+    from faux_checks.settings import configure_environment
+
+    configure_environment()
+    from flows.audit import audit
+
+    _eprint(f"auditing the '{args.alias}' version of '{args.model_name}' on {args.data} "
+            "(Prefect ephemeral API; first start takes ~10 s)")
+    state = audit(model_name=args.model_name, data_path=args.data, reference_path=args.reference,
+                  policy_path=args.policy, tracking_uri=args.tracking_uri, alias=args.alias,
+                  report_root=args.report_dir, return_state=True)
+    try:
+        summary = state.result(raise_on_failure=False)
+    except Exception:  # the state carries no readable data: report the state only
+        summary = None
+    summary = summary if isinstance(summary, dict) else {}
+    decision = summary.get("decision") or ("passed" if state.is_completed() else "undecided")
+    print(f"audit {decision}: {(summary.get('reasons') or [state.message])[0]}")
+    for reason in (summary.get("reasons") or [])[1:]:
+        print(f"  - {reason}")
+    if summary.get("report_dir"):
+        print(f"report: {Path(summary['report_dir']) / 'report.html'}")
+    if state.is_completed() and decision == "passed":
+        return EXIT_PASSED
+    return EXIT_FAILED if decision == "failed" else EXIT_UNDECIDED
 
 
 def cmd_report(args) -> int:
@@ -257,6 +301,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model_name")
     p.add_argument("--tracking-uri")
     p.set_defaults(func=cmd_history)
+
+    p = sub.add_parser("audit", help="drift audit of the deployed version on a current batch (Prefect flow, once)")
+    p.add_argument("model_name")
+    p.add_argument("--data", required=True, help="CSV or Parquet current batch")
+    p.add_argument("--reference", help="reference batch (default: the data the version was gated on)")
+    p.add_argument("--policy", help="policy TOML (default: the policy recorded by the gate, else the shipped one)")
+    p.add_argument("--tracking-uri", help="MLflow URI (default: $MLFLOW_TRACKING_URI or the embedded sqlite file)")
+    p.add_argument("--alias", default="deployable", help="alias of the audited version")
+    p.add_argument("--report-dir", help="root folder for the audit's report folder")
+    p.set_defaults(func=cmd_audit)
 
     p = sub.add_parser("report", help="validate a gate/audit report.json and render its HTML; exits with its "
                                       "decision's code (2 if the report is invalid)")

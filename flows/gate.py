@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from prefect import flow, get_run_logger, task
-from prefect.artifacts import create_markdown_artifact
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.states import Completed, Failed
 
@@ -97,15 +97,20 @@ def validate(frame, policy_path: str | None, model_path: str, spec_path: str | N
 
 
 @task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1, retry_condition_fn=_retry_io_only)
-def record(model_name: str, version: str, tracking_uri: str | None, outcome, report_dir: str, model_info: dict) -> str:
-    """Write the reports, log the MLflow audit run and tag the version with the decision."""
+def record(model_name: str, version: str, tracking_uri: str | None, outcome, report_dir: str, model_info: dict,
+           data_path: str | None = None, data: dict | None = None) -> str:
+    """Write the reports, log the MLflow audit run and tag the version with the decision.
+
+    ``data_path`` is recorded (tag ``fairness_data_path``) as the reference of later drift audits.
+    """
     from faux_checks.registry import Registry
-    from faux_checks.report import write_report
+    from faux_checks.report import report_history, write_report
 
     check = outcome.check or {}
-    write_report(report_dir, decision=outcome.decision, reasons=outcome.reasons, check=outcome.check,
-                 model=model_info, expectations=outcome.expectations)
     registry = Registry(tracking_uri)
+    write_report(report_dir, decision=outcome.decision, reasons=outcome.reasons, check=outcome.check,
+                 model=model_info, expectations=outcome.expectations, data=[data] if data else None,
+                 history=report_history(registry, model_name))
     metrics = {k: check[k] for k in ("flagged_fraction", "aux_quality", "n_individuals", "n_undefined")
                if isinstance(check.get(k), (int, float))}
     run_id = registry.log_gate_run(
@@ -118,6 +123,8 @@ def record(model_name: str, version: str, tracking_uri: str | None, outcome, rep
         model_name, version, decision=outcome.decision, flagged_fraction=check.get("flagged_fraction"),
         delta=check.get("delta"), aux_quality=check.get("aux_quality"),
         report_uri=str(Path(report_dir) / "report.html"), run_id=run_id,
+        extra={"fairness_data_path": str(Path(data_path).resolve()) if data_path else None,
+               "fairness_data_sha256": (data or {}).get("sha256") or (check.get("provenance") or {}).get("data_sha256")},
     )
     return run_id
 
@@ -138,7 +145,8 @@ def _undecided(exc: BaseException):
 
 
 def gate_version(model_name: str, version: str, frame, *, policy_path: str | None, tracking_uri: str | None,
-                 alias: str, report_root: str, workdir: str, aux_model_path: str | None = None) -> VersionOutcome:
+                 alias: str, report_root: str, workdir: str, aux_model_path: str | None = None,
+                 data_path: str | None = None) -> VersionOutcome:
     """Gate one version (called inside the flow); fails closed: any error gives 'undecided'."""
     logger = get_run_logger()
     timings: dict[str, float] = {}
@@ -158,7 +166,10 @@ def gate_version(model_name: str, version: str, frame, *, policy_path: str | Non
         logger.error("model %s v%s could not be validated: %s", model_name, version, exc)
         outcome = _undecided(exc)
     t2 = time.perf_counter()
-    run_id = record(model_name, version, tracking_uri, outcome, report_dir, model_info)
+    from faux_checks.report import summarise_data
+
+    run_id = record(model_name, version, tracking_uri, outcome, report_dir, model_info, data_path,
+                    summarise_data(frame, path=data_path) if frame is not None else None)
     timings["record"] = time.perf_counter() - t2
     promoted = False
     if outcome.decision == "passed":
@@ -176,6 +187,11 @@ def gate_version(model_name: str, version: str, frame, *, policy_path: str | Non
         markdown=_markdown(result),
         description=f"fairness gate decision for {model_name} v{version}",
     )
+    from faux_checks.report import artifact_table, load_report
+
+    create_table_artifact(key=f"fairness-gate-{_slug(model_name)}-v{version}-rules",
+                          table=artifact_table(load_report(report_dir)),
+                          description=f"fairness gate rules for {model_name} v{version}")
     logger.info("%s v%s: %s (%s)", model_name, version, outcome.decision, "; ".join(outcome.reasons[:2]))
     return result
 
@@ -243,11 +259,11 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
     with tempfile.TemporaryDirectory(prefix="faux-gate-") as workdir:
         for version in todo:
             if load_error is not None:
-                outcome = _record_undecided(model_name, version, load_error, tracking_uri, report_root)
+                outcome = _record_undecided(model_name, version, load_error, tracking_uri, report_root, data_path)
             else:
                 outcome = gate_version(model_name, version, frame, policy_path=policy_path, tracking_uri=tracking_uri,
                                        alias=alias, report_root=report_root, workdir=workdir,
-                                       aux_model_path=aux_model_path)
+                                       aux_model_path=aux_model_path, data_path=data_path)
             outcomes.append(outcome)
     results = [asdict(o) for o in outcomes]
     bad = [o for o in outcomes if o.decision != "passed"]
@@ -257,9 +273,10 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
     return Completed(message=f"all {len(outcomes)} version(s) of {model_name} passed", data=results)
 
 
-def _record_undecided(model_name, version, exc, tracking_uri, report_root) -> VersionOutcome:
+def _record_undecided(model_name, version, exc, tracking_uri, report_root, data_path=None) -> VersionOutcome:
     outcome = _undecided(exc)
     report_dir = str(Path(report_root) / f"{model_name}-v{version}-{time.strftime('%Y%m%dT%H%M%S')}")
-    run_id = record(model_name, version, tracking_uri, outcome, report_dir, {"name": model_name, "version": version})
+    run_id = record(model_name, version, tracking_uri, outcome, report_dir, {"name": model_name, "version": version},
+                    data_path)
     return VersionOutcome(model_name=model_name, version=version, decision="undecided", reasons=outcome.reasons,
                           report_dir=report_dir, run_id=run_id)

@@ -1,0 +1,217 @@
+"""Prefect 3 flow: the scheduled drift audit of the deployed model version.
+
+Recipe: find the version holding the deployment alias and the data it was gated on (its
+``fairness_data_path`` tag, or ``reference_path``) → download its model and feature spec →
+read both batches → :func:`faux_checks.drift.run_audit` (column drift, fairness drift,
+classification quality; Evidently's HTML kept as evidence) → write report.json/html → log an
+MLflow run in ``faux-checks-audit`` and tag the version ``fairness_audit`` =
+``passed``/``failed``/``undecided`` with ``fairness_audit_reason`` → Prefect markdown and
+table artifacts. The flow ends Failed unless the audit passed (DESIGN.md contract).
+
+Policy: ``policy_path`` when given; otherwise the policy the gate recorded in its report for
+that version; otherwise the shipped default. Parameters are paths and names; tasks use no
+result cache, and retries only cover registry/data I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import NO_CACHE
+from prefect.states import Completed, Failed
+
+from faux_checks.errors import FauxChecksError, InputError
+
+from .gate import _retry_io_only, _slug
+
+__all__ = ["audit"]
+
+
+@task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1, retry_condition_fn=_retry_io_only)
+def find_deployed(model_name: str, alias: str, tracking_uri: str | None, reference_path: str | None) -> dict:
+    """The version holding ``alias``, its reference data and what the gate recorded on it."""
+    from faux_checks.registry import Registry
+
+    registry = Registry(tracking_uri)
+    version = registry.alias_version(model_name, alias)
+    if version is None:
+        raise InputError(f"no version of '{model_name}' holds the alias '{alias}' in {registry.tracking_uri}; "
+                         "nothing is deployed, so there is nothing to audit (run the gate first)")
+    row = next(r for r in registry.history(model_name) if r["version"] == version)
+    reference = reference_path or row.get("fairness_data_path")
+    if not reference:
+        raise InputError(f"version {version} of '{model_name}' has no recorded reference data (tag "
+                         "'fairness_data_path': it was gated before audits existed); pass --reference")
+    policy_json = None
+    report = row.get("fairness_report")
+    if report:
+        try:
+            gate_report = json.loads(Path(report).with_name("report.json").read_text())
+            policy_json = json.dumps(gate_report.get("policy") or ((gate_report.get("check") or {}).get(
+                "provenance") or {}).get("policy")) if gate_report else None
+        except (OSError, json.JSONDecodeError):
+            policy_json = None
+    return {"version": version, "reference_path": reference, "policy_json": policy_json if policy_json != "null" else None,
+            "gate_record": {"decision": row.get("fairness_gate"), "flagged_fraction": row.get("fairness_flagged_fraction"),
+                            "data_path": row.get("fairness_data_path"), "data_sha256": row.get("fairness_data_sha256"),
+                            "run_id": row.get("fairness_run_id"), "checked_at": row.get("fairness_checked_at")},
+            "sha256": row.get("model_sha256")}
+
+
+@task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1, retry_condition_fn=_retry_io_only)
+def fetch_version(model_name: str, version: str, tracking_uri: str | None, workdir: str) -> tuple[str, str | None]:
+    """Download the version's model and feature spec (its gate tags are left alone)."""
+    from faux_checks.registry import Registry
+
+    model_path, spec_path = Registry(tracking_uri).download(model_name, version, Path(workdir) / f"v{version}")
+    return str(model_path), (str(spec_path) if spec_path else None)
+
+
+@task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1, retry_condition_fn=_retry_io_only)
+def load_table(path: str):
+    """Read a batch (CSV/Parquet); the file is never modified."""
+    from faux_checks.io import read_table
+
+    return read_table(path)
+
+
+@task(cache_policy=NO_CACHE)
+def audit_batch(model_path: str, spec_path: str | None, reference, current, policy_path: str | None,
+                policy_json: str | None, evidence_dir: str, model_info: dict, gate_record: dict):
+    """Column drift, fairness drift and classification quality of the current batch (one library call)."""
+    from faux_checks.drift import run_audit
+    from faux_checks.models import load_model
+    from faux_checks.policy import Policy, load_policy
+    from faux_checks.tabular import FeatureSpec
+
+    policy = load_policy(policy_path) if policy_path or not policy_json else Policy.model_validate_json(policy_json)
+    Path(evidence_dir).mkdir(parents=True, exist_ok=True)
+    return run_audit(load_model(model_path), reference, current, policy=policy,
+                     feature_spec=FeatureSpec.load(spec_path) if spec_path else None, evidence_dir=evidence_dir,
+                     model_info=model_info, gate_record=gate_record)
+
+
+@task(cache_policy=NO_CACHE)
+def write_audit_report(result, report_dir: str, model_info: dict, data: list[dict], tracking_uri: str | None) -> dict:
+    """report.json (schema-validated) and report.html, next to Evidently's HTML."""
+    from faux_checks.registry import Registry
+    from faux_checks.report import load_report, report_history, write_report
+
+    current = result.fairness.current
+    artifacts = {p.stem.replace("_", " "): p.name for p in sorted(Path(report_dir).glob("evidently_*.html"))}
+    history = report_history(Registry(tracking_uri), model_info["name"])
+    paths = write_report(report_dir, kind="audit", decision=result.decision, reasons=result.reasons,
+                         check=None if current is None else current.to_dict(), audit=result.to_dict(), model=model_info,
+                         history=history, data=data, artifacts=artifacts)
+    return load_report(paths["json"])
+
+
+@task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1, retry_condition_fn=_retry_io_only)
+def record_audit(model_name: str, version: str, tracking_uri: str | None, report: dict, report_dir: str,
+                 data_path: str) -> str:
+    """Log the audit run (metrics + report folder) and tag the version with the audit's decision."""
+    from faux_checks.registry import Registry
+
+    audit = report["audit"]
+    fairness, drift = audit["fairness"], audit["drift"]
+    cls = (audit.get("classification") or {}).get("metrics") or {}
+    metrics = {
+        "flagged_fraction_reference": fairness.get("flagged_fraction_reference"),
+        "flagged_fraction_current": fairness.get("flagged_fraction_current"),
+        "flagged_fraction_increase": fairness.get("increase"),
+        "ks_statistic": fairness.get("ks_statistic"), "ks_pvalue": fairness.get("ks_pvalue"),
+        "drifted_share": drift.get("drifted_share"), "n_drifted": drift.get("n_drifted"),
+        "n_skipped_columns": len(drift.get("skipped") or []),
+        "n_reference_rows": drift.get("n_reference"), "n_current_rows": drift.get("n_current"),
+        "roc_auc_current": (cls.get("roc_auc") or {}).get("current"),
+        **{f"seconds_{k}": v for k, v in (audit.get("timings") or {}).items()},
+    }
+    registry = Registry(tracking_uri)
+    run_id = registry.log_audit_run(
+        model_name, version, report_dir=report_dir, metrics=metrics,
+        params={"data_path": data_path, "policy_sha256": report.get("policy_sha256")},
+        tags={"decision": report["decision"], "reason": report["rule"][:1000]})
+    registry.record_audit(model_name, version, decision=report["decision"], reason=report["rule"],
+                          report_uri=str(Path(report_dir) / "report.html"), run_id=run_id,
+                          extra={"fairness_audit_flagged_fraction": fairness.get("flagged_fraction_current"),
+                                 "fairness_audit_drifted_share": drift.get("drifted_share"),
+                                 "fairness_audit_data_path": data_path})
+    return run_id
+
+
+@flow(name="fairness-audit", log_prints=True)
+def audit(model_name: str, data_path: str, reference_path: str | None = None, policy_path: str | None = None,
+          tracking_uri: str | None = None, alias: str = "deployable", report_root: str | None = None):
+    """Audit the deployed version of ``model_name`` on the current batch at ``data_path``.
+
+    Parameters
+    ----------
+    model_name : str
+        Registered model name.
+    data_path : str
+        CSV or Parquet current batch (features, protected column, label if the policy names one).
+    reference_path : str, optional
+        The reference batch; default: the data the version was gated on (``fairness_data_path``).
+    policy_path : str, optional
+        Policy TOML; default: the policy recorded by the gate, else the shipped default.
+    tracking_uri : str, optional
+        MLflow tracking/registry URI.
+    alias : str
+        The deployment alias whose version is audited.
+    report_root : str, optional
+        Folder for the run's report folder (default ``$FAUX_CHECKS_HOME/reports``).
+
+    Returns
+    -------
+    dict (the audit summary) when the audit passed; otherwise a ``Failed`` state carrying it.
+    """
+    from faux_checks.drift import AuditResult
+    from faux_checks.report import artifact_markdown, artifact_table, summarise_data
+    from faux_checks.settings import default_home
+
+    logger = get_run_logger()
+    report_root = report_root or str(default_home() / "reports")
+    try:
+        target = find_deployed(model_name, alias, tracking_uri, reference_path)
+    except FauxChecksError as exc:  # nothing to tag: no deployed version, or no reference
+        logger.error("fairness audit of %s could not start: %s", model_name, exc)
+        return Failed(message=f"fairness audit of {model_name} undecided: {exc}",
+                      data={"model_name": model_name, "decision": "undecided", "reasons": [str(exc)]})
+    version = target["version"]
+    report_dir = str(Path(report_root) / f"{model_name}-v{version}-audit-{time.strftime('%Y%m%dT%H%M%S')}")
+    model_info = {"name": model_name, "version": version, "sha256": target["sha256"]}
+    data: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="faux-audit-") as workdir:
+        try:
+            model_path, spec_path = fetch_version(model_name, version, tracking_uri, workdir)
+            reference = load_table(target["reference_path"])
+            current = load_table(data_path)
+            data = [summarise_data(reference, path=target["reference_path"], name="reference"),
+                    summarise_data(current, path=data_path, name="current")]
+            result = audit_batch(model_path, spec_path, reference, current, policy_path, target["policy_json"],
+                                 report_dir, model_info, target["gate_record"])
+        except Exception as exc:  # fail closed, but still record the undecided audit
+            logger.error("audit of %s v%s could not run: %s", model_name, version, exc)
+            result = AuditResult.undecided(f"the audit could not run: {type(exc).__name__}: {exc}",
+                                           provenance=model_info)
+    for column in result.drift.skipped:
+        logger.warning("column '%s' skipped: %s", column.column, column.note)
+    report = write_audit_report(result, report_dir, model_info, data, tracking_uri)
+    run_id = record_audit(model_name, version, tracking_uri, report, report_dir, data_path)
+    slug = _slug(model_name)
+    create_markdown_artifact(key=f"fairness-audit-{slug}", markdown=artifact_markdown(report, report_dir=report_dir),
+                             description=f"fairness drift audit of {model_name} v{version}")
+    create_table_artifact(key=f"fairness-audit-{slug}-limits", table=artifact_table(report),
+                          description=f"audit limits of {model_name} v{version}")
+    logger.info("%s v%s audit: %s (%s)", model_name, version, result.decision, result.rule)
+    summary = {"model_name": model_name, "version": version, "decision": result.decision, "reasons": result.reasons,
+               "report_dir": report_dir, "run_id": run_id, "timings": result.timings}
+    if result.decision != "passed":
+        return Failed(message=f"fairness audit of {model_name} v{version} {result.decision}: {result.rule}",
+                      data=summary)
+    return Completed(message=f"fairness audit of {model_name} v{version} passed", data=summary)

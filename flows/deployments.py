@@ -1,0 +1,116 @@
+"""Prefect deployments of the faux-checks flows, with their schedules, defined in the repository.
+
+- ``fairness-audit/<model>``: the drift audit of the deployed version on the current batch, on a
+  cron schedule (default daily at 03:00 UTC). The batch path is a parameter: point it at the
+  file your pipeline refreshes (e.g. ``/data/scoring/latest.parquet``).
+- ``fairness-gate/<model>``: the gate polling for new versions (default every 15 minutes).
+
+Serve them with a long-running process (no work pool needed)::
+
+    python -m flows.deployments --model adult-income --data /data/latest.parquet \\
+        --gate-data /data/audit.csv --audit-cron "0 3 * * *"
+
+``serve`` needs a Prefect API (``prefect server start``, or ``PREFECT_API_URL`` pointing at one);
+building the deployments (:func:`build_deployments`) needs none, which is what the tests check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from prefect.schedules import Cron
+
+__all__ = ["audit_deployment", "build_deployments", "gate_deployment", "main"]
+
+DEFAULT_AUDIT_CRON = "0 3 * * *"
+DEFAULT_GATE_CRON = "*/15 * * * *"
+TAGS = ["faux-checks", "fairness"]
+
+
+def audit_deployment(model_name: str, data_path: str, *, cron: str = DEFAULT_AUDIT_CRON, timezone: str = "UTC",
+                     reference_path: str | None = None, policy_path: str | None = None,
+                     tracking_uri: str | None = None, alias: str = "deployable", report_root: str | None = None):
+    """The scheduled drift audit of ``model_name`` (a ``RunnerDeployment``; nothing is contacted).
+
+    Parameters mirror :func:`flows.audit.audit`; ``cron`` and ``timezone`` set the schedule.
+    """
+    from flows.audit import audit
+
+    return audit.to_deployment(
+        name=f"fairness-audit-{_slug(model_name)}",
+        schedule=Cron(cron, timezone=timezone),
+        parameters={"model_name": model_name, "data_path": data_path, "reference_path": reference_path,
+                    "policy_path": policy_path, "tracking_uri": tracking_uri, "alias": alias,
+                    "report_root": report_root},
+        description=f"Drift audit of the '{alias}' version of {model_name} on {data_path} (faux-checks)",
+        tags=TAGS + ["audit"],
+    )
+
+
+def gate_deployment(model_name: str, data_path: str, *, cron: str = DEFAULT_GATE_CRON, timezone: str = "UTC",
+                    policy_path: str | None = None, tracking_uri: str | None = None, alias: str = "deployable",
+                    report_root: str | None = None):
+    """The gate of ``model_name`` polling for new versions (a ``RunnerDeployment``)."""
+    from flows.gate import gate
+
+    return gate.to_deployment(
+        name=f"fairness-gate-{_slug(model_name)}",
+        schedule=Cron(cron, timezone=timezone),
+        parameters={"model_name": model_name, "data_path": data_path, "policy_path": policy_path,
+                    "tracking_uri": tracking_uri, "alias": alias, "report_root": report_root},
+        description=f"Fairness gate of new versions of {model_name} on {data_path} (faux-checks)",
+        tags=TAGS + ["gate"],
+    )
+
+
+def build_deployments(args: argparse.Namespace) -> list:
+    """The deployments named by the command line: the audit always, the gate with ``--gate-data``."""
+    common = {"policy_path": args.policy, "tracking_uri": args.tracking_uri, "alias": args.alias,
+              "report_root": args.report_dir, "timezone": args.timezone}
+    out = [audit_deployment(args.model, args.data, cron=args.audit_cron, reference_path=args.reference, **common)]
+    if args.gate_data:
+        out.append(gate_deployment(args.model, args.gate_data, cron=args.gate_cron, **common))
+    return out
+
+
+def _slug(name: str) -> str:
+    return "".join(ch if ch.isalnum() else "-" for ch in name.lower()).strip("-") or "model"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m flows.deployments", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True, help="registered model name")
+    p.add_argument("--data", required=True, help="current batch the audit reads at each run (CSV/Parquet)")
+    p.add_argument("--reference", help="reference batch (default: the data the version was gated on)")
+    p.add_argument("--gate-data", help="audit data of the gate; also serve the gate deployment")
+    p.add_argument("--policy", help="policy TOML")
+    p.add_argument("--tracking-uri", help="MLflow URI")
+    p.add_argument("--alias", default="deployable")
+    p.add_argument("--report-dir", help="root folder for reports")
+    p.add_argument("--audit-cron", default=DEFAULT_AUDIT_CRON, help=f"default {DEFAULT_AUDIT_CRON!r}")
+    p.add_argument("--gate-cron", default=DEFAULT_GATE_CRON, help=f"default {DEFAULT_GATE_CRON!r}")
+    p.add_argument("--timezone", default="UTC")
+    p.add_argument("--dry-run", action="store_true", help="print the deployments and exit (no server)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Build the deployments and serve them (blocks until interrupted); ``--dry-run`` only prints."""
+    args = _parser().parse_args(argv)
+    deployments = build_deployments(args)
+    for d in deployments:
+        cron = ", ".join(getattr(s.schedule, "cron", str(s.schedule)) for s in d.schedules or [])
+        print(f"{d.flow_name}/{d.name}: cron {cron!r}, parameters {d.parameters}")
+    if args.dry_run:
+        return 0
+    from prefect import serve
+
+    serve(*deployments)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
