@@ -648,7 +648,11 @@ def render_html(report: dict[str, Any]) -> str:
         f"<p><b>{html.escape(str(b.get('name')))}</b>: missing values by column: "
         f"{html.escape(', '.join(f'{k} {v:,}' for k, v in (b.get('missing_by_column') or {}).items()) or 'none')}"
         + (f"; entirely empty: {html.escape(', '.join(b['empty_columns']))}" if b.get("empty_columns") else "")
-        + "</p>" for b in batches)
+        + "</p>" for b in batches) + (
+        "<p class='note'>n_individuals: rows the fAux check scored (rows with a protected value, or a seeded "
+        "sample of them: policy max_rows" + (", [audit] max_rows). " + html.escape(
+            ((report.get("audit") or {}).get("fairness") or {}).get("sample_note") or "") if kind == "audit" else ").")
+        + " n_undefined: scored rows whose LIC score is undefined.</p>")
 
     policy = report.get("policy") or {}
     faux = policy.get("faux") or {}
