@@ -9,7 +9,7 @@ from .auxiliary import AuxiliaryModel
 from .errors import FauxChecksError, InputError, UndecidableError, UnsafeModelError
 from .faux import FAuxTester, LICResult
 from .gradients import TargetOutput
-from .lic import LICScores, faux_ng_scores, faux_scores, lic_upper_bound
+from .lic import LICScores, faux_ng_scores, faux_projection_scores, faux_scores, lic_upper_bound
 from .protected import ProtectedAttribute, encode_protected
 from .tabular import FeatureSpec
 
@@ -29,6 +29,7 @@ __all__ = [
     "UnsafeModelError",
     "encode_protected",
     "faux_ng_scores",
+    "faux_projection_scores",
     "faux_scores",
     "lic_upper_bound",
 ]

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from ._validation import fmt_count
+from ._threads import one_torch_thread
 from .errors import InputError
 from .gradients import as_tensor, output_jacobian
 
@@ -198,11 +199,28 @@ class AuxiliaryModel:
                 if p.ndim > 1:
                     nn.init.kaiming_uniform_(p, a=math.sqrt(5), generator=gen)
         opt = torch.optim.Adam(net.parameters(), lr=self.lr, weight_decay=self.weight_decay)
-        loss_fn = self._loss
         yt, Xh, yh = target[train_idx], X[hold_idx], target[hold_idx]
         self.batch_size_ = batch_size = min(self.batch_size, max(32, len(Xt) // 20))
-        best, best_state, stale, epochs_run = float("inf"), None, 0, 0
         bar = _progress(self.epochs, self.progress, desc="auxiliary model")
+        with one_torch_thread():
+            best_state, epochs_run, best = self._train(net, opt, Xt, yt, Xh, yh, gen, batch_size, bar)
+        if bar is not None:
+            bar.close()
+        if best_state is not None:
+            net.load_state_dict(best_state)
+        net.eval()
+        for p in net.parameters():
+            p.requires_grad_(False)
+        self.net_ = net
+        self.epochs_run_ = epochs_run
+        self.holdout_loss_ = best
+        self._set_quality(Xh, yh)
+        return self
+
+    def _train(self, net, opt, Xt, yt, Xh, yh, gen, batch_size, bar):
+        """Epoch loop with early stopping on the held-out loss; returns (best state, epochs run, best loss)."""
+        loss_fn = self._loss
+        best, best_state, stale, epochs_run = float("inf"), None, 0, 0
         for epoch in range(self.epochs):
             net.train()
             perm = torch.randperm(len(Xt), generator=gen)
@@ -226,18 +244,7 @@ class AuxiliaryModel:
                 stale += 1
                 if stale >= self.patience:
                     break
-        if bar is not None:
-            bar.close()
-        if best_state is not None:
-            net.load_state_dict(best_state)
-        net.eval()
-        for p in net.parameters():
-            p.requires_grad_(False)
-        self.net_ = net
-        self.epochs_run_ = epochs_run
-        self.holdout_loss_ = best
-        self._set_quality(Xh, yh)
-        return self
+        return best_state, epochs_run, best
 
     def _loss(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         if self.kind == "binary":

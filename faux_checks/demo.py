@@ -53,7 +53,6 @@ v4      0.249–0.302   0.699–0.782   66–68%        57–59%        (no dire
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -65,6 +64,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from ._threads import one_torch_thread
 from ._validation import fmt_count, require_columns
 from .datasets import ADULT_FEATURES, load_adult
 from .errors import InputError
@@ -177,7 +177,7 @@ def train_target(
         model = TargetMLP(d, hidden)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     model.train()
-    with _one_thread():
+    with one_torch_thread():
         for _ in range(epochs):
             perm = torch.randperm(n, generator=gen)
             for start in range(0, n, batch_size):
@@ -188,22 +188,6 @@ def train_target(
                 opt.step()
     model.eval()
     return model
-
-
-@contextlib.contextmanager
-def _one_thread():
-    """Run torch on one intra-op thread, restoring the previous count afterwards.
-
-    Batches of 512 rows × 64 units gain nothing from more threads, and on a loaded 2-core machine
-    two threads were measured 9× slower (28 s vs 3 s for 5 epochs); one thread also makes the
-    weights independent of the machine's core count.
-    """
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 def inject_historical_bias(

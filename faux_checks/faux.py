@@ -28,11 +28,11 @@ from .gradients import (
     resolve_output_form,
     target_probability_and_gradient,
 )
-from .lic import faux_ng_scores, faux_scores
+from .lic import faux_ng_scores, faux_projection_scores, faux_scores
 
 __all__ = ["FAuxTester", "LICResult", "Variant"]
 
-Variant = Literal["faux", "ng", "ig"]
+Variant = Literal["faux", "ng", "ig", "projection"]
 
 
 @dataclass(frozen=True)
@@ -76,9 +76,10 @@ class FAuxTester:
         for each call.
     aux_model : AuxiliaryModel
         Fitted on the target's features minus ``protected_mask`` columns.
-    variant : {"faux", "ng", "ig"}
+    variant : {"faux", "ng", "ig", "projection"}
         ``"faux"``: eq. 9 with gradients; ``"ng"``: eq. 10 (normalised gradients);
-        ``"ig"``: eq. 9 with path-averaged integrated gradients (captum).
+        ``"ig"``: eq. 9 with path-averaged integrated gradients (captum); ``"projection"``:
+        ‖g‖·|cos(g, a)| (our reading of the paper's Fig. 1, :func:`faux_checks.lic.faux_projection_scores`).
     output : TargetOutput
         Output form of the target and the tested class.
     ridge : float
@@ -148,8 +149,8 @@ class FAuxTester:
         InputError
             Bad variant, shapes, output form, or a batch-dependent model (C06).
         """
-        if self.variant not in ("faux", "ng", "ig"):
-            raise InputError(f"variant must be 'faux', 'ng' or 'ig', got {self.variant!r}")
+        if self.variant not in ("faux", "ng", "ig", "projection"):
+            raise InputError(f"variant must be 'faux', 'ng', 'ig' or 'projection', got {self.variant!r}")
         X = as_tensor(X)
         n, d = X.shape
         if n == 0:
@@ -208,6 +209,8 @@ class FAuxTester:
             g_aux = g[:, keep]                                                           # (b, d_aux)
             if self.variant == "ng":
                 res = faux_ng_scores(g_aux, J)
+            elif self.variant == "projection":
+                res = faux_projection_scores(g_aux, J, direct=direct)
             else:
                 res = faux_scores(g_aux, J, ridge=self.ridge, direct=direct)
             scores[sl] = res.scores.numpy()

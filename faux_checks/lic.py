@@ -22,6 +22,7 @@ __all__ = [
     "LICScores",
     "faux_scores",
     "faux_ng_scores",
+    "faux_projection_scores",
     "lic_upper_bound",
     "pseudo_inverse_rows",
     "RCOND",
@@ -181,6 +182,49 @@ def faux_scores(
     undefined = undefined | ~torch.isfinite(g64).all(dim=1)
     terms = M * g64[:, None, :]                                          # (n, k, d): g_i (J⁺)_{i,j}
     components = terms.sum(dim=2)                                        # (n, k) = g · J⁺
+    if direct is not None:
+        if direct.shape != components.shape:
+            raise InputError(f"direct term has shape {tuple(direct.shape)}, expected {tuple(components.shape)}")
+        components = components + direct.double()
+    return _scores_from_components(components, terms, undefined)
+
+
+def faux_projection_scores(g: torch.Tensor, J: torch.Tensor, *, direct: torch.Tensor | None = None) -> LICScores:
+    """Return the projection score max_j |⟨g, a_j⟩| / ‖a_j‖ = ‖g‖·|cos(g, a_j)| (our reading of Fig. 1).
+
+    The target's sensitivity along the unit direction in which the auxiliary model's j-th
+    output changes fastest. Small when *either* gradient is small or they are orthogonal, as
+    the paper's Figure 1 describes, and, unlike eq. 9, independent of the aux output's scale
+    (so an under-trained aux with small logit slopes does not inflate it; METHOD.md open point 3).
+
+    Parameters
+    ----------
+    g : Tensor of shape (n, d)
+    J : Tensor of shape (n, k, d)
+    direct : Tensor of shape (n, k), optional
+        Direct term (per unit change of c's own encoded features) added before the max-abs.
+
+    Returns
+    -------
+    LICScores
+        Scores in change of ŷ per unit move of x (in encoded-feature units) along â_j; a row
+        whose aux gradient is zero in every output is undefined.
+
+    Notes
+    -----
+    Our reconstruction (not an equation of Castiglione et al. 2022); evidence for it against
+    eq. 9 on the synthetic ground-truth benchmark is in docs/benchmark.md.
+    """
+    _check_shapes(g, J)
+    g64, J64 = g.double(), J.double()
+    finite = torch.isfinite(g64).all(dim=1) & torch.isfinite(J64).flatten(1).all(dim=1)
+    g64 = torch.where(finite[:, None], g64, torch.zeros((), dtype=torch.float64))
+    J64 = torch.where(finite[:, None, None], J64, torch.zeros((), dtype=torch.float64))
+    row_norm = J64.norm(dim=2)                                           # (n, k)
+    undefined = ~finite | (row_norm.pow(2) <= ZERO_NORM2).all(dim=1)
+    J_unit = J64 / torch.where(row_norm > 0, row_norm, torch.ones_like(row_norm))[:, :, None]
+    terms = J_unit * g64[:, None, :]                                     # (n, k, d)
+    components = terms.sum(dim=2)                                        # (n, k)
     if direct is not None:
         if direct.shape != components.shape:
             raise InputError(f"direct term has shape {tuple(direct.shape)}, expected {tuple(components.shape)}")

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from .errors import InputError
 
-__all__ = ["Policy", "AuxSettings", "FauxSettings", "TesterSettings", "AuditSettings", "load_policy",
+__all__ = ["Policy", "AuxSettings", "FauxSettings", "TesterSettings", "ScaleSettings", "AuditSettings", "load_policy",
            "default_policy_path"]
 
 
@@ -40,7 +40,8 @@ class AuxSettings(_Strict):
 class FauxSettings(_Strict):
     """The fAux check itself."""
 
-    variant: Literal["faux", "ng", "ig"] = Field("faux", description="fAux (eq. 9), fAux+NG (eq. 10) or fAux+IG.")
+    variant: Literal["faux", "ng", "ig", "projection"] = Field(
+        "faux", description="fAux (eq. 9), fAux+NG (eq. 10), fAux+IG, or the Fig. 1 projection ‖g‖·|cos(g, a)|.")
     delta: float = Field(..., gt=0, description="δ: an individual is flagged when its LIC score exceeds it.")
     max_flagged_fraction: float = Field(..., ge=0, le=1, description="Policy threshold on the flagged fraction.")
     ridge: float = Field(0.0, ge=0, description="Damping λ of (JJᵀ + λI) (METHOD.md open point 2).")
@@ -97,11 +98,33 @@ class AuditSettings(_Strict):
     drift_threshold: float | None = Field(None, gt=0, description="Threshold of drift_method; None = its default.")
 
 
+class ScaleSettings(_Strict):
+    """Streaming and sharded scoring of large files (``faux-checks score-large``, ``flows/shard.py``).
+
+    Operational settings: the scores do not depend on ``workers``, ``threads_per_worker``,
+    ``scheduler_address`` or ``shards_per_worker``; ``chunk_rows`` sets the batches rows are
+    scored in (float rounding only). See :mod:`faux_checks.streaming`.
+    """
+
+    chunk_rows: int = Field(
+        65_536, ge=256, description="Rows read, encoded and scored at a time; bounds memory (a chunk never crosses "
+        "a Parquet row group).")
+    workers: int | None = Field(
+        None, ge=0, description="Workers of the local Dask cluster; None = one per CPU core; 0 = score in this "
+        "process without Prefect/Dask.")
+    threads_per_worker: int = Field(1, ge=1, description="Threads per Dask worker (torch threads in each shard task).")
+    scheduler_address: str | None = Field(
+        None, description="Address of a running Dask scheduler (e.g. 'tcp://10.0.0.5:8786') instead of a local "
+        "cluster; its workers must reach the data, model and work-folder paths.")
+    shards_per_worker: int = Field(
+        2, ge=1, le=64, description="Shards (contiguous Parquet row-group ranges) per worker thread.")
+
+
 class Policy(_Strict):
     """The gate policy.
 
     Attributes mirror the TOML sections ``[data]``, ``[target]``, ``[faux]``, ``[aux]``,
-    ``[testers.*]``, ``[audit]``; see ``faux_checks/policies/default.toml`` for every default explained.
+    ``[testers.*]``, ``[audit]``, ``[scale]``; see ``faux_checks/policies/default.toml`` for every default explained.
     """
 
     name: str = "default"
@@ -119,6 +142,7 @@ class Policy(_Strict):
     faux: FauxSettings
     aux: AuxSettings = AuxSettings()
     testers: dict[str, TesterSettings] = Field(default_factory=dict)
+    scale: ScaleSettings = ScaleSettings()
     audit: AuditSettings = AuditSettings()
 
     @model_validator(mode="after")

@@ -340,3 +340,25 @@ def test_tester_rejects_bad_settings(rng):
     aux4 = AuxiliaryModel.from_module(_linear(np.ones(4)), kind="binary", n_features=4)
     with pytest.raises(InputError, match="expects 4 features but X has 3"):
         FAuxTester(target, aux4, output=TargetOutput("logit")).score(X)
+
+
+def test_projection_closed_form_and_aux_scale_invariance():
+    """Projection reading: |⟨g, a⟩| / ‖a‖ exactly; scaling the aux gradient leaves it unchanged (eq. 9 does not)."""
+    import torch
+
+    from faux_checks.lic import faux_projection_scores, faux_scores
+
+    gen = torch.Generator().manual_seed(3)
+    g = torch.randn(50, 6, generator=gen, dtype=torch.float64)
+    a = torch.randn(50, 1, 6, generator=gen, dtype=torch.float64)
+    expected = (g * a[:, 0]).sum(1).abs() / a[:, 0].norm(dim=1)
+    res = faux_projection_scores(g, a)
+    torch.testing.assert_close(res.scores, expected, rtol=1e-12, atol=0)
+    torch.testing.assert_close(res.evidence.sum(1).abs(), expected, rtol=1e-12, atol=1e-15)
+    torch.testing.assert_close(faux_projection_scores(g, 0.01 * a).scores, expected, rtol=1e-12, atol=0)
+    # eq. 9 is inflated 100x by the same shrinking of the aux gradient
+    torch.testing.assert_close(faux_scores(g, 0.01 * a).scores, 100 * faux_scores(g, a).scores, rtol=1e-10, atol=0)
+    # a zero aux gradient is undefined, not 0
+    a[0] = 0
+    out = faux_projection_scores(g, a)
+    assert out.undefined[0] and torch.isnan(out.scores[0]) and not out.undefined[1:].any()
