@@ -90,6 +90,8 @@ def audit_batch(model_path: str, spec_path: str | None, reference, current, poli
     from faux_checks.tabular import FeatureSpec
 
     policy = load_policy(policy_path) if policy_path or not policy_json else Policy.model_validate_json(policy_json)
+    source = policy_path or ("the policy recorded by the gate" if policy_json else "the shipped default policy")
+    get_run_logger().info("audit policy: %s (sha256 %s…)", source, policy.sha256()[:12])
     Path(evidence_dir).mkdir(parents=True, exist_ok=True)
     return run_audit(load_model(model_path), reference, current, policy=policy,
                      feature_spec=FeatureSpec.load(spec_path) if spec_path else None, evidence_dir=evidence_dir,
