@@ -62,6 +62,7 @@ class AuditInputs:
     values: np.ndarray              # (n,) encoded protected values of the audited rows
     row_index: np.ndarray           # (n,) input-row positions
     y_true: np.ndarray | None       # (n,) labels when the policy names a label column
+    feature_spec: FeatureSpec | None = None   # the spec the rows were encoded with
 
 
 def audit_inputs(frame: pd.DataFrame, *, model_path: str, feature_spec_path: str | None,
@@ -71,4 +72,5 @@ def audit_inputs(frame: pd.DataFrame, *, model_path: str, feature_spec_path: str
     model = cached_model(model_path)
     spec = FeatureSpec.load(feature_spec_path) if feature_spec_path else None
     rows = prepare_audit(frame, policy=policy, feature_spec=spec)
-    return AuditInputs(policy, model, rows.X, rows.protected, rows.values, rows.row_index, rows.y_true)
+    return AuditInputs(policy, model, rows.X, rows.protected, rows.values, rows.row_index, rows.y_true,
+                       rows.feature_spec)

@@ -2,6 +2,12 @@
 
 - FTA (``faux.fta``): share of individuals whose ‖∇ₓ P(y|x)‖_p exceeds ``threshold``
   (:class:`faux_checks.baselines.FTATester`), at most ``max_flagged_fraction`` (None = report only).
+- Weighted FTA, Unfair Map, FlipTest, FTU flip (``faux.weighted_fta``, ``faux.unfair_map``,
+  ``faux.fliptest``, ``faux.ftu_flip``): share of individuals whose score exceeds ``threshold``,
+  scored by :func:`faux_checks.check.baseline_scores` (run_check's numbers), at most
+  ``max_flagged_fraction`` (None = report only); "not applicable" (success, observed None) when
+  the tester does not fit the target (FTU flip without the protected input, FlipTest with a
+  continuous attribute).
 - Group metrics (``faux.demographic_parity_difference``, ``faux.equalized_odds_difference``):
   fairlearn's differences on the predictions P(y|x) > 0.5 across protected groups
   (:func:`faux_checks.baselines.group_metrics`), at most ``threshold``.
@@ -12,7 +18,7 @@ makes one call into the tester. Errors surface as ``exception_info`` (suite: ``u
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Dict, Optional, Union
+from typing import Any, ClassVar, Dict, Literal, Optional, Union
 
 import numpy as np
 from great_expectations.compatibility import pydantic
@@ -272,3 +278,210 @@ class ExpectEqualizedOddsDifferenceToBeAtMost(_BaselineExpectation):
     success_keys = ("model_path", "feature_spec_path", "policy_json", "threshold", "gating")
     args_keys = ("column", "model_path", "feature_spec_path", "policy_json", "threshold", "gating")
     _metric: ClassVar[str] = EO_METRIC
+
+
+# ---------------------------------------------------------------------------------- per-individual testers
+# Weighted FTA, Unfair Map, FlipTest and FTU flip: each scores the audited rows with
+# faux_checks.check.baseline_scores (the function run_check uses), and its expectation compares
+# the share of individuals over ``threshold`` with ``max_flagged_fraction``. One metric provider
+# and one thin expectation subclass per tester; the shared behaviour is in the bases.
+WEIGHTED_FTA_METRIC = "faux.weighted_fta"
+UNFAIR_MAP_METRIC = "faux.unfair_map"
+FLIPTEST_METRIC = "faux.fliptest"
+FTU_FLIP_METRIC = "faux.ftu_flip"
+
+TESTER_PARAMS: Dict[str, tuple] = {
+    "weighted_fta": ("p", "subspace"),
+    "unfair_map": ("steps", "step_size", "penalty"),
+    "fliptest": ("method", "max_n", "reg"),
+    "ftu_flip": (),
+}
+_COMMON_VALUE_KEYS = ("model_path", "feature_spec_path", "policy_json", "threshold")
+MAX_FLAGGED_FRACTION_DESCRIPTION = "Largest allowed share of individuals over threshold; None = report only."
+
+
+def _tester_flagged_fraction(tester: str, execution_engine, metric_domain_kwargs: dict, kw: dict) -> dict:
+    """Scores of ``tester`` on the audited rows, summarised against ``threshold`` (run_check's numbers)."""
+    from faux_checks.check import AuditRows, baseline_scores
+    from faux_checks.policy import TesterSettings
+
+    inputs = audit_inputs(table_records(execution_engine, metric_domain_kwargs), model_path=kw["model_path"],
+                          feature_spec_path=kw.get("feature_spec_path"), policy_json=kw["policy_json"])
+    policy = inputs.policy
+    params = {k: kw[k] for k in TESTER_PARAMS[tester] if kw.get(k) is not None}
+    settings = TesterSettings(threshold=float(kw["threshold"]), **params)
+    rows = AuditRows(X=inputs.X, protected=inputs.protected, values=inputs.values, row_index=inputs.row_index,
+                     y_true=inputs.y_true, feature_spec=inputs.feature_spec)
+    output = TargetOutput(form=policy.target_output, target_class=policy.target_class)
+    scores, description = baseline_scores(tester, settings, inputs.target_model, output, rows, seed=policy.seed)
+    summary = {"statistic": "flagged_fraction", "tester": tester, "threshold": settings.threshold,
+               **{k: getattr(settings, k) for k in TESTER_PARAMS[tester]}, "n_individuals": int(len(rows.X))}
+    if scores is None:
+        return {**summary, "value": None, "not_applicable": description}
+    flagged = scores > settings.threshold
+    return {**summary, "value": float(np.mean(flagged)), "n_flagged": int(flagged.sum()), "rule": description,
+            "p50": float(np.median(scores)), "p90": float(np.quantile(scores, 0.9))}
+
+
+class WeightedFtaFlaggedFraction(ColumnAggregateMetricProvider):
+    """``faux.weighted_fta``: ‖P_S ∇f‖_p of the audited rows against ``threshold``."""
+
+    metric_name = WEIGHTED_FTA_METRIC
+    value_keys = _COMMON_VALUE_KEYS + TESTER_PARAMS["weighted_fta"]
+
+    @metric_value(engine=PandasExecutionEngine)
+    def _pandas(cls, execution_engine, metric_domain_kwargs: dict, metric_value_kwargs: dict,
+                metrics: dict[str, Any], runtime_configuration: dict) -> dict:
+        return _tester_flagged_fraction("weighted_fta", execution_engine, metric_domain_kwargs, metric_value_kwargs)
+
+
+class UnfairMapFlaggedFraction(ColumnAggregateMetricProvider):
+    """``faux.unfair_map``: Unfair Map loss ratio of the audited rows against ``threshold``."""
+
+    metric_name = UNFAIR_MAP_METRIC
+    value_keys = _COMMON_VALUE_KEYS + TESTER_PARAMS["unfair_map"]
+
+    @metric_value(engine=PandasExecutionEngine)
+    def _pandas(cls, execution_engine, metric_domain_kwargs: dict, metric_value_kwargs: dict,
+                metrics: dict[str, Any], runtime_configuration: dict) -> dict:
+        return _tester_flagged_fraction("unfair_map", execution_engine, metric_domain_kwargs, metric_value_kwargs)
+
+
+class FlipTestFlaggedFraction(ColumnAggregateMetricProvider):
+    """``faux.fliptest``: FlipTest output change of the audited rows against ``threshold``."""
+
+    metric_name = FLIPTEST_METRIC
+    value_keys = _COMMON_VALUE_KEYS + TESTER_PARAMS["fliptest"]
+
+    @metric_value(engine=PandasExecutionEngine)
+    def _pandas(cls, execution_engine, metric_domain_kwargs: dict, metric_value_kwargs: dict,
+                metrics: dict[str, Any], runtime_configuration: dict) -> dict:
+        return _tester_flagged_fraction("fliptest", execution_engine, metric_domain_kwargs, metric_value_kwargs)
+
+
+class FtuFlipFlaggedFraction(ColumnAggregateMetricProvider):
+    """``faux.ftu_flip``: FTU flip output change of the audited rows against ``threshold``."""
+
+    metric_name = FTU_FLIP_METRIC
+    value_keys = _COMMON_VALUE_KEYS + TESTER_PARAMS["ftu_flip"]
+
+    @metric_value(engine=PandasExecutionEngine)
+    def _pandas(cls, execution_engine, metric_domain_kwargs: dict, metric_value_kwargs: dict,
+                metrics: dict[str, Any], runtime_configuration: dict) -> dict:
+        return _tester_flagged_fraction("ftu_flip", execution_engine, metric_domain_kwargs, metric_value_kwargs)
+
+
+def _default(field: str):
+    from faux_checks.policy import TesterSettings
+
+    return TesterSettings.model_fields[field].default
+
+
+class _TesterFlaggedFractionExpectation(_BaselineExpectation):
+    """Shared by the per-individual tester expectations (abstract: no metric, not registered).
+
+    ``observed_value`` = share of audited individuals whose score exceeds ``threshold``; success
+    when it is at most ``max_flagged_fraction`` (always, when that is None: report only). A tester
+    that does not apply to the target (e.g. FTU flip of a target without the protected input) is
+    a success with ``observed_value`` None and the reason in ``details.not_applicable``, as in
+    ``run_check``'s report.
+    """
+
+    threshold: float = pydantic.Field(description="Score above which an individual is flagged (tester's unit).")
+    max_flagged_fraction: Optional[float] = pydantic.Field(None, ge=0, le=1,
+                                                           description=MAX_FLAGGED_FRACTION_DESCRIPTION)
+
+    _tester: ClassVar[str] = ""
+    _limit_key: ClassVar[str] = "max_flagged_fraction"
+
+    @classmethod
+    def from_settings(cls, settings, **common) -> "_TesterFlaggedFractionExpectation":
+        """The expectation for a policy's ``TesterSettings`` (``common``: column, model_path, ...)."""
+        return cls(**common, threshold=settings.threshold, max_flagged_fraction=settings.max_flagged_fraction,
+                   gating=settings.gating, **{k: getattr(settings, k) for k in TESTER_PARAMS[cls._tester]})
+
+    @override
+    def _validate(self, metrics: Dict, runtime_configuration: Optional[dict] = None,
+                  execution_engine: Optional[ExecutionEngine] = None) -> Dict[str, Any]:
+        summary = metrics.get(self._metric)
+        if isinstance(summary, dict) and summary.get("not_applicable"):
+            return {"success": True, "result": {"observed_value": None, "details": {
+                **summary, "limit": self.max_flagged_fraction, "gating": self.gating}}}
+        return super()._validate(metrics, runtime_configuration, execution_engine)
+
+
+_KEYS = ("model_path", "feature_spec_path", "policy_json", "threshold", "max_flagged_fraction", "gating")
+
+
+class ExpectWeightedFtaFlaggedFractionToBeAtMost(_TesterFlaggedFractionExpectation):
+    """Expect the share of individuals whose target gradient along the sensitive subspace, ‖P_S ∇f‖_p, exceeds
+    threshold to be at most max_flagged_fraction (weighted FTA; S from a linear model of the protected attribute,
+    Yurochkin et al. 2020, Ruoss et al. 2020). See :class:`faux_checks.baselines.WeightedFTATester`.
+    """
+
+    p: float = pydantic.Field(_default("p"), ge=1, description="Order p of the ℓp norm (≥ 1).")
+    subspace: Literal["sensitive", "complement"] = pydantic.Field(
+        _default("subspace"), description="'sensitive': P_S ∇f; 'complement': (I − P_S) ∇f.")
+
+    metric_dependencies = (WEIGHTED_FTA_METRIC,)
+    success_keys = _KEYS + TESTER_PARAMS["weighted_fta"]
+    args_keys = ("column",) + success_keys
+    _metric: ClassVar[str] = WEIGHTED_FTA_METRIC
+    _tester: ClassVar[str] = "weighted_fta"
+
+
+class ExpectUnfairMapFlaggedFractionToBeAtMost(_TesterFlaggedFractionExpectation):
+    """Expect the share of individuals whose Unfair Map loss ratio (gradient-flow attack in the sensitive-subspace
+    fair metric, Maity et al. 2021) exceeds threshold to be at most max_flagged_fraction.
+    See :class:`faux_checks.baselines.UnfairMapTester`.
+    """
+
+    steps: int = pydantic.Field(_default("steps"), ge=1, description="Gradient-ascent steps.")
+    step_size: float = pydantic.Field(_default("step_size"), gt=0, description="Step η.")
+    penalty: float = pydantic.Field(_default("penalty"), ge=0, description="λ of the fair-metric penalty.")
+
+    metric_dependencies = (UNFAIR_MAP_METRIC,)
+    success_keys = _KEYS + TESTER_PARAMS["unfair_map"]
+    args_keys = ("column",) + success_keys
+    _metric: ClassVar[str] = UNFAIR_MAP_METRIC
+    _tester: ClassVar[str] = "unfair_map"
+
+
+class ExpectFlipTestFlaggedFractionToBeAtMost(_TesterFlaggedFractionExpectation):
+    """Expect the share of individuals whose prediction changes by more than threshold when mapped to the other
+    group by optimal transport (FlipTest, Black et al. 2020) to be at most max_flagged_fraction.
+    See :class:`faux_checks.baselines.FlipTestTester`.
+    """
+
+    method: Literal["exact", "sinkhorn", "quantile"] = pydantic.Field(
+        _default("method"), description="Exact OT, entropic OT, or the per-feature quantile map.")
+    max_n: int = pydantic.Field(_default("max_n"), ge=2, description="Rows per group in the OT problem.")
+    reg: float = pydantic.Field(_default("reg"), gt=0, description="Entropic regularisation (sinkhorn).")
+
+    metric_dependencies = (FLIPTEST_METRIC,)
+    success_keys = _KEYS + TESTER_PARAMS["fliptest"]
+    args_keys = ("column",) + success_keys
+    _metric: ClassVar[str] = FLIPTEST_METRIC
+    _tester: ClassVar[str] = "fliptest"
+
+
+class ExpectFtuFlipFlaggedFractionToBeAtMost(_TesterFlaggedFractionExpectation):
+    """Expect the share of individuals whose prediction changes by more than threshold when only the protected
+    attribute's own input columns are flipped (fairness through unawareness) to be at most max_flagged_fraction.
+    Not applicable (success, observed None) when the target does not take the protected attribute as input.
+    See :class:`faux_checks.baselines.FTUFlipTester`.
+    """
+
+    metric_dependencies = (FTU_FLIP_METRIC,)
+    success_keys = _KEYS
+    args_keys = ("column",) + success_keys
+    _metric: ClassVar[str] = FTU_FLIP_METRIC
+    _tester: ClassVar[str] = "ftu_flip"
+
+
+__all__ += [
+    "ExpectWeightedFtaFlaggedFractionToBeAtMost", "ExpectUnfairMapFlaggedFractionToBeAtMost",
+    "ExpectFlipTestFlaggedFractionToBeAtMost", "ExpectFtuFlipFlaggedFractionToBeAtMost",
+    "WeightedFtaFlaggedFraction", "UnfairMapFlaggedFraction", "FlipTestFlaggedFraction", "FtuFlipFlaggedFraction",
+    "WEIGHTED_FTA_METRIC", "UNFAIR_MAP_METRIC", "FLIPTEST_METRIC", "FTU_FLIP_METRIC", "TESTER_PARAMS",
+]

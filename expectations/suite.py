@@ -25,7 +25,12 @@ from faux_checks.policy import Policy
 from .baselines import (
     ExpectDemographicParityDifferenceToBeAtMost,
     ExpectEqualizedOddsDifferenceToBeAtMost,
+    ExpectFlipTestFlaggedFractionToBeAtMost,
     ExpectFtaFlaggedFractionToBeAtMost,
+    ExpectFtuFlipFlaggedFractionToBeAtMost,
+    ExpectUnfairMapFlaggedFractionToBeAtMost,
+    ExpectWeightedFtaFlaggedFractionToBeAtMost,
+    _TesterFlaggedFractionExpectation,
 )
 from .faux import ExpectFauxFlaggedFractionToBeAtMost
 
@@ -36,6 +41,10 @@ logger = logging.getLogger(__name__)
 FAUX_TYPE = ExpectFauxFlaggedFractionToBeAtMost.expectation_type
 TESTER_EXPECTATIONS = {
     "fta": ExpectFtaFlaggedFractionToBeAtMost,
+    "weighted_fta": ExpectWeightedFtaFlaggedFractionToBeAtMost,
+    "unfair_map": ExpectUnfairMapFlaggedFractionToBeAtMost,
+    "fliptest": ExpectFlipTestFlaggedFractionToBeAtMost,
+    "ftu_flip": ExpectFtuFlipFlaggedFractionToBeAtMost,
     "demographic_parity": ExpectDemographicParityDifferenceToBeAtMost,
     "equalized_odds": ExpectEqualizedOddsDifferenceToBeAtMost,
 }
@@ -119,6 +128,8 @@ def build_suite(
         if cls is ExpectFtaFlaggedFractionToBeAtMost:
             expectations.append(cls(**common, threshold=settings.threshold, p=settings.p,
                                     max_flagged_fraction=settings.max_flagged_fraction, gating=settings.gating))
+        elif issubclass(cls, _TesterFlaggedFractionExpectation):
+            expectations.append(cls.from_settings(settings, **common))
         else:
             if tester == "equalized_odds" and not policy.label:
                 raise InputError("testers.equalized_odds is enabled but the policy names no label column; "

@@ -59,7 +59,16 @@ class TesterSettings(_Strict):
     threshold: float = Field(..., description="Score above which an individual (or the model, for group metrics) is flagged.")
     max_flagged_fraction: float | None = Field(None, ge=0, le=1, description="For per-individual testers.")
     gating: bool = Field(False, description="If true, exceeding the limit fails the gate as fAux does.")
-    p: float = Field(2.0, ge=1, description="ℓp norm (FTA).")
+    p: float = Field(2.0, ge=1, description="ℓp norm (FTA, weighted FTA).")
+    subspace: Literal["sensitive", "complement"] = Field(
+        "sensitive", description="Weighted FTA: score P_S ∇f (sensitive subspace) or (I − P_S) ∇f.")
+    steps: int = Field(20, ge=1, le=1000, description="Unfair Map: gradient-ascent steps.")
+    step_size: float = Field(0.1, gt=0, description="Unfair Map: step η (encoded-feature units per unit gradient).")
+    penalty: float = Field(1.0, ge=0, description="Unfair Map: λ of the fair-metric penalty.")
+    method: Literal["exact", "sinkhorn", "quantile"] = Field(
+        "exact", description="FlipTest: exact OT, entropic OT, or the per-feature quantile map.")
+    max_n: int = Field(2000, ge=2, description="FlipTest (exact/sinkhorn): rows per group in the OT problem.")
+    reg: float = Field(0.01, gt=0, description="FlipTest (sinkhorn): entropic regularisation.")
 
 
 class AuditSettings(_Strict):
@@ -147,7 +156,7 @@ class Policy(_Strict):
 
     @model_validator(mode="after")
     def _known_testers(self) -> "Policy":
-        known = {"fta", "demographic_parity", "equalized_odds"}
+        known = {"fta", "weighted_fta", "unfair_map", "fliptest", "ftu_flip", "demographic_parity", "equalized_odds"}
         unknown = set(self.testers) - known
         if unknown:
             raise ValueError(f"unknown tester(s) {sorted(unknown)}; known: {sorted(known)}")

@@ -1,0 +1,164 @@
+"""Weighted FTA, Unfair Map, FlipTest and FTU flip: selectable in the policy, GX expectations in the suite.
+
+Synthetic data (300 rows): x1, x2 independent of ``sex``; x3 a proxy of it. The spec's inputs
+include ``sex`` itself (one-hot), so FTU flip applies; the unfair target leans on x3 and on the
+sex columns, the fair one uses x1, x2 only. Small settings keep the module fast (Unfair Map: 5 steps).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from pydantic import ValidationError
+
+import expectations as E
+from expectations.baselines import TESTER_PARAMS, UNFAIR_MAP_METRIC
+from faux_checks.check import run_check
+from faux_checks.models import load_model, save_torchscript
+from faux_checks.policy import Policy
+from faux_checks.tabular import FeatureSpec
+
+NEW = {"weighted_fta": "expect_weighted_fta_flagged_fraction_to_be_at_most",
+       "unfair_map": "expect_unfair_map_flagged_fraction_to_be_at_most",
+       "fliptest": "expect_flip_test_flagged_fraction_to_be_at_most",
+       "ftu_flip": "expect_ftu_flip_flagged_fraction_to_be_at_most"}
+STRICT = {"weighted_fta": {"threshold": 0.01, "max_flagged_fraction": 0.05},
+          "unfair_map": {"threshold": 1.01, "max_flagged_fraction": 0.05, "steps": 5, "step_size": 0.2},
+          "fliptest": {"threshold": 0.01, "max_flagged_fraction": 0.05, "max_n": 200},
+          "ftu_flip": {"threshold": 0.01, "max_flagged_fraction": 0.05}}
+NOT_INPUT = "not applicable: the target does not take the protected attribute as input"
+
+
+def make_policy(testers, **changes) -> Policy:
+    payload = {"protected": "sex", "label": "y", "target_output": "logit",
+               "faux": {"delta": 0.05, "max_flagged_fraction": 0.10},
+               "aux": {"hidden": [16], "epochs": 50}, "testers": testers}
+    payload.update(changes)
+    return Policy.model_validate(payload)
+
+
+def _linear(weights) -> torch.nn.Module:
+    layer = torch.nn.Linear(len(weights), 1)
+    with torch.no_grad():
+        layer.weight[:] = torch.tensor([weights])
+        layer.bias[:] = 0.0
+    return layer
+
+
+@pytest.fixture(scope="module")
+def frame() -> pd.DataFrame:
+    rng = np.random.default_rng(1)
+    n = 300
+    sex = rng.choice(["F", "M"], n)
+    male = (sex == "M").astype(float)
+    df = pd.DataFrame({"x1": rng.normal(size=n), "x2": rng.normal(size=n),
+                       "x3": 2 * male - 1 + rng.normal(scale=0.5, size=n), "sex": sex})
+    df["y"] = ((df.x1 + male + rng.normal(scale=0.5, size=n)) > 0.5).astype(int)
+    return df
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory, frame) -> dict:
+    d = tmp_path_factory.mktemp("gx-baselines")
+    spec = FeatureSpec.fit(frame, ["x1", "x2", "x3", "sex"], name="with-sex")   # x1, x2, x3, sex=F, sex=M
+    assert spec.n_features == 5
+    return {"unfair": str(save_torchscript(_linear([0.3, 0.0, 2.0, -1.0, 1.0]), d / "unfair.pt")),
+            "fair3": str(save_torchscript(_linear([1.0, -0.5, 0.0]), d / "fair3.pt")),
+            "spec": str(spec.save(d / "spec.json"))}
+
+
+def row(outcome, kind: str) -> dict:
+    (found,) = [r for r in outcome.expectations if r["type"] == kind]
+    return found
+
+
+def test_each_new_expectation_fires_with_run_check_numbers(frame, files):
+    policy = make_policy(STRICT)
+    outcome = E.validate_frame(frame, E.build_suite(policy, model_path=files["unfair"],
+                                                    feature_spec_path=files["spec"]))
+    direct = run_check(load_model(files["unfair"]), frame, policy=policy,
+                       feature_spec=FeatureSpec.load(files["spec"]))
+
+    assert [r["type"] for r in outcome.expectations][1:] == list(NEW.values())
+    for name, kind in NEW.items():
+        r, t = row(outcome, kind), direct.testers[name]
+        assert r["exception"] is None, (name, r["exception"])
+        assert r["success"] is False and t["passed"] is False, name
+        assert r["observed_value"] == pytest.approx(t["value"], abs=1e-12), name
+        assert r["observed_value"] > 0.05
+        assert t["statistic"] == "flagged_fraction" and t["limit"] == 0.05 and t["gating"] is False
+        assert set(t) == {"statistic", "value", "threshold", "limit", "gating", "passed", "p50", "p90", "summary"}
+        assert t["summary"].startswith(f"{t['value']:.2%} of individuals with ")
+    # non-gating: reported, and the decision is fAux's own
+    assert outcome.decision == direct.decision
+    assert any(r.startswith(f"non-gating, reported only: {NEW['fliptest']}") for r in outcome.reasons)
+
+
+def test_gating_new_tester_fails_a_passing_model(frame, files):
+    policy = make_policy({"weighted_fta": {**STRICT["weighted_fta"], "gating": True}})
+    direct = run_check(load_model(files["fair3"]), frame, policy=policy)
+    outcome = E.validate_frame(frame, E.build_suite(policy, model_path=files["fair3"]))
+
+    assert direct.testers["weighted_fta"]["passed"] is False
+    assert direct.decision == outcome.decision == "failed"
+    assert direct.reasons[0].startswith("gating baseline tester exceeded its limit: weighted_fta: ")
+    assert any(r.startswith(f"gating {NEW['weighted_fta']}: observed") for r in outcome.reasons)
+    assert row(outcome, NEW["weighted_fta"])["gating"] is True
+
+
+def test_ftu_flip_not_applicable_without_the_protected_input(frame, files):
+    policy = make_policy({"ftu_flip": STRICT["ftu_flip"]})
+    direct = run_check(load_model(files["fair3"]), frame, policy=policy)
+    outcome = E.validate_frame(frame, E.build_suite(policy, model_path=files["fair3"]))
+
+    t = direct.testers["ftu_flip"]
+    assert (t["value"], t["passed"], t["summary"]) == (None, True, NOT_INPUT)
+    r = row(outcome, NEW["ftu_flip"])
+    assert r["success"] is True and r["observed_value"] is None and r["exception"] is None
+    assert direct.decision == outcome.decision == "passed"
+
+
+def test_report_only_never_fails_and_missing_metric_is_no_success(frame):
+    policy = make_policy({})
+    cls = E.ExpectUnfairMapFlaggedFractionToBeAtMost
+    report_only = cls(column="sex", model_path="m.pt", policy_json=policy.model_dump_json(), threshold=2.0)
+    assert report_only._validate({UNFAIR_MAP_METRIC: {"value": 1.0}})["success"] is True
+    limited = cls(column="sex", model_path="m.pt", policy_json=policy.model_dump_json(), threshold=2.0,
+                  max_flagged_fraction=0.1)
+    assert limited._validate({UNFAIR_MAP_METRIC: {"value": 0.2}})["success"] is False
+    assert limited._validate({UNFAIR_MAP_METRIC: {"value": 0.1}})["success"] is True
+    missing = limited._validate({})
+    assert missing["success"] is False and missing["result"]["details"]["metric_missing"] is True
+
+
+def test_build_suite_passes_the_tester_settings(files):
+    testers = {"weighted_fta": {"threshold": 0.2, "p": 1.0, "subspace": "complement", "gating": True},
+               "unfair_map": {"threshold": 2.0, "steps": 7, "step_size": 0.05, "penalty": 0.5},
+               "fliptest": {"threshold": 0.1, "method": "quantile", "max_n": 50, "max_flagged_fraction": 0.3},
+               "ftu_flip": {"threshold": 0.1, "enabled": False}}
+    policy = make_policy(testers)
+    suite = E.build_suite(policy, model_path=files["unfair"], feature_spec_path=files["spec"])
+    built = {e.expectation_type: e for e in suite.expectations}
+
+    assert NEW["ftu_flip"] not in built
+    for name in ("weighted_fta", "unfair_map", "fliptest"):
+        settings = policy.testers[name]
+        for key in ("threshold", "max_flagged_fraction", "gating", *TESTER_PARAMS[name]):
+            assert getattr(built[NEW[name]], key) == getattr(settings, key), (name, key)
+
+
+def test_policy_accepts_new_testers_and_rejects_unknown_ones():
+    policy = make_policy({name: {"threshold": 0.1} for name in NEW})
+    assert policy.testers["unfair_map"].steps == 20 and policy.testers["unfair_map"].step_size == 0.1
+    assert policy.testers["unfair_map"].penalty == 1.0
+    assert policy.testers["fliptest"].method == "exact" and policy.testers["fliptest"].max_n == 2000
+    assert policy.testers["weighted_fta"].subspace == "sensitive"
+
+    with pytest.raises(ValidationError, match=r"unknown tester\(s\) \['lipschitz'\]"):
+        make_policy({"lipschitz": {"threshold": 0.1}})
+    with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
+        make_policy({"fliptest": {"threshold": 0.1, "max_rows": 10}})
+    with pytest.raises(ValidationError):
+        make_policy({"fliptest": {"threshold": 0.1, "method": "wgan"}})
