@@ -169,7 +169,12 @@ def validate_frame(frame: pd.DataFrame, suite: gx.ExpectationSuite) -> SuiteOutc
     except Exception as exc:  # GX itself failed: fail closed, say why
         logger.exception("GX validation could not run")
         return SuiteOutcome("undecided", [f"GX validation could not run: {type(exc).__name__}: {exc}"], None)
-    return _decide(result)
+    try:
+        return _decide(result)
+    except Exception as exc:  # a result we cannot read is no pass either
+        logger.exception("GX validation result could not be read")
+        return SuiteOutcome("undecided", [f"GX validation result could not be read: {type(exc).__name__}: {exc}"],
+                            None)
 
 
 def _run_gx(frame: pd.DataFrame, suite_name: str, configs: list) -> Any:

@@ -4,7 +4,8 @@ Decision rule (in this order; the first that applies wins):
 
 1. ``undecided`` when the auxiliary model's held-out quality is below ``min_aux_quality`` (or
    unknown): fAux's estimate of ∂x/∂c is only as good as f_aux (the paper's RQ4);
-2. ``undecided`` when more than ``max_undefined_fraction`` of the scores are undefined;
+2. ``undecided`` when more than ``max_undefined_fraction`` of the scores are undefined, or
+   none is defined (a non-finite score is undefined, never "not flagged");
 3. ``failed`` when the flagged fraction (LIC score > δ, over defined scores) exceeds
    ``max_flagged_fraction``, or a baseline tester marked ``gating`` exceeds its limit;
 4. ``passed`` otherwise.
@@ -20,7 +21,7 @@ import datetime as _dt
 import hashlib
 import json
 import platform
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -235,6 +236,17 @@ def _package_versions() -> dict[str, str]:
     return out
 
 
+def _aux_training(aux: AuxiliaryModel) -> dict[str, Any]:
+    """Everything that determines a trained auxiliary model besides the data: its settings as used."""
+    return {
+        "kind": aux.kind, "hidden": list(aux.hidden), "epochs": aux.epochs, "epochs_run": getattr(aux, "epochs_run_", None),
+        "lr": aux.lr, "batch_size": aux.batch_size, "batch_size_used": getattr(aux, "batch_size_", None),
+        "weight_decay": aux.weight_decay, "holdout": aux.holdout, "patience": aux.patience,
+        "output_space": aux.output_space, "seed": aux.seed, "n_train": getattr(aux, "n_train_", None),
+        "n_holdout": getattr(aux, "n_holdout_", None), "optimizer": "Adam", "dtype": "float32",
+    }
+
+
 def _encoded_level(enc: ColumnEncoding, label: str) -> np.ndarray:
     """Encoded vector (width,) of one protected group's value in the target's features."""
     if enc.kind == "numeric":
@@ -428,7 +440,7 @@ def run_check(
     tester = FAuxTester(target_model, aux, variant=faux.variant, output=output, ridge=faux.ridge,
                         protected_mask=mask if uses_direct else None, dx_dc_direct=dx_dc,
                         ig_baseline=faux.ig_baseline, ig_steps=faux.ig_steps, progress=progress)
-    lic: LICResult = tester.evaluate(X, evidence=True)
+    lic: LICResult = _fail_closed_scores(tester.evaluate(X, evidence=True), n)
     resolved = resolve_output_form(target_model, Xt[:256], output)
 
     scores_all = np.full(n_rows, np.nan)
@@ -459,6 +471,12 @@ def run_check(
         reasons.append(
             f"{fmt_count(n_undefined)} of {fmt_count(n)} LIC scores are undefined ({undefined_fraction:.2%} > "
             f"max_undefined_fraction {faux.max_undefined_fraction:.2%})"
+        )
+    elif n_defined == 0 or not np.isfinite(flagged_fraction):
+        decision = "undecided"
+        reasons.append(
+            f"no individual has a defined LIC score ({fmt_count(n_undefined)} of {fmt_count(n)} undefined); "
+            "there is nothing to decide on"
         )
     elif flagged_fraction > faux.max_flagged_fraction:
         decision = "failed"
@@ -505,6 +523,16 @@ def run_check(
         "aux_output_space": aux.output_space,
         "aux_epochs_run": getattr(aux, "epochs_run_", None),
         "aux_given": aux_model is not None,
+        "aux_training": None if aux_model is not None else _aux_training(aux),
+        "audit_sample_seed": policy.seed,
+        "aux_sample_seed": policy.seed + 1,
+        "n_audited": n,
+        "ridge": faux.ridge,
+        "torch_num_threads": torch.get_num_threads(),
+        "torch_num_interop_threads": torch.get_num_interop_threads(),
+        "torch_deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+        "platform": platform.platform(terse=True),
+        "machine": platform.machine(),
         "protected_kind": protected.kind,
         "groups": list(protected.groups),
         "packages": _package_versions(),
@@ -519,6 +547,26 @@ def run_check(
         provenance=provenance, scores=scores_all, row_index=row_index, uses_protected_directly=uses_direct,
         top_flagged=top, curve=delta_curve(lic.scores), aux_roc=aux_roc,
     )
+
+
+def _fail_closed_scores(lic: LICResult, n: int) -> LICResult:
+    """Mark every non-finite score undefined (NaN), so that it can never count as "not flagged".
+
+    The scorer already does this (:mod:`faux_checks.lic`); this guard keeps the decision closed
+    even if a scorer broke that contract (a NaN or inf score not in ``undefined``).
+
+    Raises
+    ------
+    InputError
+        If the scorer returned a number of scores other than the ``n`` audited individuals.
+    """
+    scores = np.asarray(lic.scores, dtype=np.float64)
+    undefined = np.asarray(lic.undefined, dtype=bool)
+    if scores.shape != (n,) or undefined.shape != (n,):
+        raise InputError(f"the scorer returned {scores.shape} scores and {undefined.shape} undefined flags "
+                         f"for {n:,} individuals")
+    undefined = undefined | ~np.isfinite(scores)
+    return replace(lic, scores=np.where(undefined, np.nan, scores), undefined=undefined)
 
 
 def _check_model_accepts(model, X: torch.Tensor, spec: FeatureSpec) -> None:

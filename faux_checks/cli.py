@@ -36,18 +36,39 @@ def _policy(args):
 
 
 def cmd_check(args) -> int:
-    """One model file + one data file, no registry."""
+    """One model file + one data file, no registry; any error exits 2 (with an undecided report if asked for)."""
+    report_dir = Path(args.report_dir) if args.report_dir else None
+    if report_dir is not None and (report_dir / "report.json").exists():
+        raise FauxChecksError(f"{report_dir} already holds a report; choose a new --report-dir (nothing is overwritten)")
+    if args.scores_out and Path(args.scores_out).exists():
+        raise FauxChecksError(f"{args.scores_out} exists already; choose another --scores-out (nothing is overwritten)")
+    try:
+        return _check(args, report_dir)
+    except Exception as exc:  # fail closed, and say why in the report the user asked for
+        if report_dir is not None and not (report_dir / "report.json").exists():
+            _write_undecided_report(report_dir, args, exc)
+        raise
+
+
+def _write_undecided_report(report_dir: Path, args, exc: BaseException) -> None:
+    """Best effort: an 'undecided' report.json/html naming the error (the exit code is 2 either way)."""
+    from .report import write_report
+
+    try:
+        write_report(report_dir, decision="undecided", reasons=[f"could not decide: {type(exc).__name__}: {exc}"],
+                     check=None, model={"path": str(args.model)})
+        _eprint(f"      undecided report: {report_dir / 'report.html'}")
+    except Exception as report_exc:
+        _eprint(f"faux-checks: the undecided report could not be written either: {report_exc}")
+
+
+def _check(args, report_dir: Path | None) -> int:
     from .check import run_check
     from .io import read_table, write_scores
     from .models import load_model, model_sha256
     from .report import write_report
     from .tabular import FeatureSpec
 
-    report_dir = Path(args.report_dir) if args.report_dir else None
-    if report_dir is not None and (report_dir / "report.json").exists():
-        raise FauxChecksError(f"{report_dir} already holds a report; choose a new --report-dir (nothing is overwritten)")
-    if args.scores_out and Path(args.scores_out).exists():
-        raise FauxChecksError(f"{args.scores_out} exists already; choose another --scores-out (nothing is overwritten)")
     policy = _policy(args)
     _eprint(f"[1/4] loading model {args.model}")
     model = load_model(args.model, allow_pickle=args.allow_pickle)
@@ -97,9 +118,27 @@ def _print_history_and_code(model_name: str, tracking_uri: str | None, state, ve
     decisions = [r.get("fairness_gate") for r in rows]
     print(f"flow state: {state.type.value if hasattr(state.type, 'value') else state.type} ({state.message})")
     if not state.is_completed():
+        decided = _flow_decisions(state)
+        if decided is None:  # the flow raised: it decided nothing
+            return EXIT_UNDECIDED
+        decisions = decided or decisions  # this run's own outcomes (a failed promotion is 'undecided' there)
         return EXIT_UNDECIDED if (not decisions or "undecided" in decisions or None in decisions
                                   or "running" in decisions) else EXIT_FAILED
     return EXIT_PASSED
+
+
+def _flow_decisions(state) -> list | None:
+    """Decisions of the versions a gate flow run returned, or None when it raised instead."""
+    data = getattr(state, "data", None)  # a Failed state the flow returned: its list, in a ResultRecord
+    data = getattr(data, "result", data)
+    if not isinstance(data, list):
+        try:
+            data = state.result(raise_on_failure=False)
+        except Exception:
+            return None
+    if isinstance(data, list) and all(isinstance(o, dict) for o in data):
+        return [o.get("decision") for o in data]
+    return None
 
 
 def _print_table(rows: list[dict]) -> None:

@@ -47,6 +47,10 @@ GATE_TAG = "fairness_gate"
 AUDIT_TAG = "fairness_audit"  # latest drift audit of a version: passed / failed / undecided
 _MAX_REASON_CHARS = 1000
 RUNNING = "running"
+#: Set to ``pending`` (with a ``passed`` decision) by a gate that will move the alias, and to
+#: ``done`` by :meth:`Registry.promote`: a gate killed in between leaves the version new.
+PROMOTION_TAG = "fairness_promotion"
+PENDING = "pending"
 DECISIONS = ("passed", "failed", "undecided")
 
 #: Version tags written by :meth:`Registry.register_version`.
@@ -322,7 +326,9 @@ class Registry:
         """Versions of ``name`` the gate has not decided yet.
 
         A version is new when it has no ``fairness_gate`` tag, or when that tag is still
-        ``running`` (a gate that was killed before recording its decision must be re-run).
+        ``running`` (a gate that was killed before recording its decision must be re-run), or
+        when it ``passed`` with its ``fairness_promotion`` still ``pending`` and holds no alias
+        (a gate killed, or whose promotion failed, between recording and promotion).
 
         Parameters
         ----------
@@ -339,10 +345,14 @@ class Registry:
         InputError
             If no registered model is called ``name`` (the message lists the existing names).
         """
+        versions = self._versions(name)
+        aliased = {str(v) for v in (self._registered_model(name).aliases or {}).values()}
         return [
             str(v.version)
-            for v in self._versions(name)
+            for v in versions
             if v.tags.get(GATE_TAG, RUNNING) == RUNNING
+            or (v.tags.get(GATE_TAG) == "passed" and v.tags.get(PROMOTION_TAG) == PENDING
+                and str(v.version) not in aliased)
         ]
 
     def download(self, name: str, version: str | int, dst_dir: str | Path) -> tuple[Path, Path | None]:
@@ -506,7 +516,9 @@ class Registry:
     def promote(self, name: str, version: str | int, alias: str = DEFAULT_ALIAS) -> None:
         """Point ``alias`` at ``version``, only if its recorded decision is ``passed``.
 
-        The decision is re-read from the registry, not taken from the caller.
+        The decision is re-read from the registry, not taken from the caller. A version the gate
+        left ``fairness_promotion=pending`` is marked ``done`` after the alias is set (a kill in
+        between leaves the alias on a ``passed`` version; :meth:`new_versions` skips it).
 
         Parameters
         ----------
@@ -534,6 +546,8 @@ class Registry:
                 f"{shown}, only 'passed' versions are promoted; run the fairness gate on it first"
             )
         _with_retry(self.client.set_registered_model_alias, name, alias, str(mv.version))
+        if mv.tags.get(PROMOTION_TAG) == PENDING:
+            self._set_version_tags(name, mv.version, {"fairness_promoted_at": _utc_now(), PROMOTION_TAG: "done"})
 
     def alias_version(self, name: str, alias: str = DEFAULT_ALIAS) -> str | None:
         """Version the alias points at, or None if the alias is not set.

@@ -5,6 +5,12 @@ Great Expectations suite (fAux + baselines) on the audit data → write report.j
 record the decision (MLflow run + registry tags) → move the deployment alias on ``passed`` only.
 The flow ends Failed when any version failed or is undecided (DESIGN.md contract).
 
+Fails closed at every step: an error before the decision is recorded as ``undecided``; a
+decision that cannot be recorded, or a ``passed`` version whose alias cannot be moved, is
+``undecided`` in the flow's result (flow Failed, nothing promoted, a ``*-not-recorded`` /
+``*-not-promoted`` report holds the cause) and the version stays new in the registry
+(``running``, or ``passed`` with ``fairness_promotion=pending``), so the next run gates it again.
+
 Parameters are paths and names, never DataFrames or models; tasks use no result cache
 (``NO_CACHE``), so models/DataFrames never need hashing. Retries only on registry/data I/O,
 never on :class:`~faux_checks.errors.InputError` or a policy decision.
@@ -14,6 +20,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,7 +80,8 @@ def fetch_version(model_name: str, version: str, tracking_uri: str | None, workd
 
     registry = Registry(tracking_uri)
     registry.mark_running(model_name, version)
-    model_path, spec_path = registry.download(model_name, version, Path(workdir) / f"v{version}")
+    dst = Path(workdir) / f"v{version}-{uuid.uuid4().hex[:8]}"  # fresh per attempt: retries never meet a half download
+    model_path, spec_path = registry.download(model_name, version, dst)
     return str(model_path), (str(spec_path) if spec_path else None)
 
 
@@ -103,14 +111,15 @@ def record(model_name: str, version: str, tracking_uri: str | None, outcome, rep
 
     ``data_path`` is recorded (tag ``fairness_data_path``) as the reference of later drift audits.
     """
-    from faux_checks.registry import Registry
+    from faux_checks.registry import PENDING, PROMOTION_TAG, Registry
     from faux_checks.report import report_history, write_report
 
     check = outcome.check or {}
     registry = Registry(tracking_uri)
-    write_report(report_dir, decision=outcome.decision, reasons=outcome.reasons, check=outcome.check,
-                 model=model_info, expectations=outcome.expectations, data=[data] if data else None,
-                 history=report_history(registry, model_name))
+    if not (Path(report_dir) / "report.json").exists():  # a retry keeps the report its first try wrote
+        write_report(report_dir, decision=outcome.decision, reasons=outcome.reasons, check=outcome.check,
+                     model=model_info, expectations=outcome.expectations, data=[data] if data else None,
+                     history=report_history(registry, model_name))
     metrics = {k: check[k] for k in ("flagged_fraction", "aux_quality", "n_individuals", "n_undefined")
                if isinstance(check.get(k), (int, float))}
     run_id = registry.log_gate_run(
@@ -123,7 +132,8 @@ def record(model_name: str, version: str, tracking_uri: str | None, outcome, rep
         model_name, version, decision=outcome.decision, flagged_fraction=check.get("flagged_fraction"),
         delta=check.get("delta"), aux_quality=check.get("aux_quality"),
         report_uri=str(Path(report_dir) / "report.html"), run_id=run_id,
-        extra={"fairness_data_path": str(Path(data_path).resolve()) if data_path else None,
+        extra={PROMOTION_TAG: PENDING if outcome.decision == "passed" else "none",  # promote() sets 'done'
+               "fairness_data_path": str(Path(data_path).resolve()) if data_path else None,
                "fairness_data_sha256": (data or {}).get("sha256") or (check.get("provenance") or {}).get("data_sha256")},
     )
     return run_id
@@ -150,7 +160,7 @@ def gate_version(model_name: str, version: str, frame, *, policy_path: str | Non
     """Gate one version (called inside the flow); fails closed: any error gives 'undecided'."""
     logger = get_run_logger()
     timings: dict[str, float] = {}
-    report_dir = str(Path(report_root) / f"{model_name}-v{version}-{time.strftime('%Y%m%dT%H%M%S')}")
+    report_dir = _new_report_dir(report_root, model_name, version)
     model_info = {"name": model_name, "version": version}
     t0 = time.perf_counter()
     try:
@@ -166,15 +176,29 @@ def gate_version(model_name: str, version: str, frame, *, policy_path: str | Non
         logger.error("model %s v%s could not be validated: %s", model_name, version, exc)
         outcome = _undecided(exc)
     t2 = time.perf_counter()
-    from faux_checks.report import summarise_data
+    try:
+        from faux_checks.report import summarise_data
 
-    run_id = record(model_name, version, tracking_uri, outcome, report_dir, model_info, data_path,
-                    summarise_data(frame, path=data_path) if frame is not None else None)
+        run_id = record(model_name, version, tracking_uri, outcome, report_dir, model_info, data_path,
+                        summarise_data(frame, path=data_path) if frame is not None else None)
+    except Exception as exc:  # not recorded: the version stays 'running' (new), nothing is promoted
+        logger.error("model %s v%s: the decision could not be recorded: %s", model_name, version, exc)
+        return _not_completed(model_name, version, outcome, report_dir, model_info, timings, "not-recorded",
+                              f"the decision '{outcome.decision}' could not be recorded in the registry "
+                              f"({type(exc).__name__}: {exc}); nothing was promoted and the version stays new, "
+                              "so the next gate run checks it again")
     timings["record"] = time.perf_counter() - t2
     promoted = False
     if outcome.decision == "passed":
-        promote(model_name, version, tracking_uri, alias)
-        promoted = True
+        try:
+            promote(model_name, version, tracking_uri, alias)
+            promoted = True
+        except Exception as exc:  # recorded 'passed' + promotion 'pending': re-gated by the next run
+            logger.error("model %s v%s passed but alias '%s' could not be moved: %s", model_name, version, alias, exc)
+            return _not_completed(model_name, version, outcome, report_dir, model_info, timings, "not-promoted",
+                                  f"the version passed the policy but alias '{alias}' could not be moved to it "
+                                  f"({type(exc).__name__}: {exc}); it stays pending and the next gate run "
+                                  "checks it again", run_id=run_id)
     check = outcome.check or {}
     result = VersionOutcome(
         model_name=model_name, version=version, decision=outcome.decision, reasons=outcome.reasons,
@@ -182,17 +206,59 @@ def gate_version(model_name: str, version: str, frame, *, policy_path: str | Non
         aux_quality=check.get("aux_quality"), testers=check.get("testers") or {}, report_dir=report_dir,
         run_id=run_id, promoted=promoted, timings=timings,
     )
-    create_markdown_artifact(
-        key=f"fairness-gate-{_slug(model_name)}-v{version}",
-        markdown=_markdown(result),
-        description=f"fairness gate decision for {model_name} v{version}",
-    )
-    from faux_checks.report import artifact_table, load_report
+    try:  # the decision is recorded; a Prefect artifact that cannot be written changes nothing of it
+        create_markdown_artifact(
+            key=f"fairness-gate-{_slug(model_name)}-v{version}",
+            markdown=_markdown(result),
+            description=f"fairness gate decision for {model_name} v{version}",
+        )
+        from faux_checks.report import artifact_table, load_report
 
-    create_table_artifact(key=f"fairness-gate-{_slug(model_name)}-v{version}-rules",
-                          table=artifact_table(load_report(report_dir)),
-                          description=f"fairness gate rules for {model_name} v{version}")
+        create_table_artifact(key=f"fairness-gate-{_slug(model_name)}-v{version}-rules",
+                              table=artifact_table(load_report(report_dir)),
+                              description=f"fairness gate rules for {model_name} v{version}")
+    except Exception as exc:
+        logger.warning("model %s v%s: Prefect artifact not written: %s", model_name, version, exc)
     logger.info("%s v%s: %s (%s)", model_name, version, outcome.decision, "; ".join(outcome.reasons[:2]))
+    return result
+
+
+def _new_report_dir(report_root: str, model_name: str, version: str) -> str:
+    """A report folder no other gate run uses (time stamp + random suffix)."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    return str(Path(report_root) / f"{model_name}-v{version}-{stamp}-{uuid.uuid4().hex[:6]}")
+
+
+def _not_completed(model_name: str, version: str, outcome, report_dir: str, model_info: dict, timings: dict,
+                   suffix: str, cause: str, run_id: str | None = None) -> VersionOutcome:
+    """'undecided' for a version whose decision was not recorded or not acted on, with the cause in a report.
+
+    The cause goes first in the reasons, then the check's own; the report (``<report_dir>-<suffix>``,
+    best effort: the file system may be what failed) keeps the check's numbers.
+    """
+    logger = get_run_logger()
+    reasons = [cause] + list(outcome.reasons)
+    incident_dir = f"{report_dir}-{suffix}"
+    try:
+        from faux_checks.report import write_report
+
+        write_report(incident_dir, decision="undecided", reasons=reasons, check=outcome.check, model=model_info,
+                     expectations=outcome.expectations)
+    except Exception as exc:
+        logger.error("model %s v%s: the report of the cause could not be written either: %s", model_name, version, exc)
+        incident_dir = None
+    check = outcome.check or {}
+    result = VersionOutcome(
+        model_name=model_name, version=version, decision="undecided", reasons=reasons,
+        flagged_fraction=check.get("flagged_fraction"), by_group=check.get("by_group") or [],
+        aux_quality=check.get("aux_quality"), testers=check.get("testers") or {}, report_dir=incident_dir,
+        run_id=run_id, promoted=False, timings=timings,
+    )
+    try:
+        create_markdown_artifact(key=f"fairness-gate-{_slug(model_name)}-v{version}", markdown=_markdown(result),
+                                 description=f"fairness gate decision for {model_name} v{version}")
+    except Exception as exc:
+        logger.warning("model %s v%s: Prefect artifact not written: %s", model_name, version, exc)
     return result
 
 
@@ -275,8 +341,13 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
 
 def _record_undecided(model_name, version, exc, tracking_uri, report_root, data_path=None) -> VersionOutcome:
     outcome = _undecided(exc)
-    report_dir = str(Path(report_root) / f"{model_name}-v{version}-{time.strftime('%Y%m%dT%H%M%S')}")
-    run_id = record(model_name, version, tracking_uri, outcome, report_dir, {"name": model_name, "version": version},
-                    data_path)
+    report_dir = _new_report_dir(report_root, model_name, version)
+    model_info = {"name": model_name, "version": version}
+    try:
+        run_id = record(model_name, version, tracking_uri, outcome, report_dir, model_info, data_path)
+    except Exception as rec_exc:
+        return _not_completed(model_name, version, outcome, report_dir, model_info, {}, "not-recorded",
+                              f"the decision 'undecided' could not be recorded in the registry "
+                              f"({type(rec_exc).__name__}: {rec_exc}); the version stays new")
     return VersionOutcome(model_name=model_name, version=version, decision="undecided", reasons=outcome.reasons,
                           report_dir=report_dir, run_id=run_id)

@@ -280,6 +280,21 @@ def test_promote_rereads_registry(reg, two_versions):
     assert reg.alias_version(NAME) is None
 
 
+
+def test_pending_promotion_stays_new_until_the_alias_is_set(reg, two_versions):
+    """A gate killed between recording 'passed' and moving the alias leaves the version new; once the
+    alias is on it (killed before 'done' was written) it is not gated again: re-marking it 'running'
+    would leave the alias on a version whose gate tag is not 'passed'."""
+    reg.record_decision(NAME, "1", decision="passed", flagged_fraction=0.0, delta=0.05, aux_quality=0.9,
+                        report_uri="r", run_id="x", extra={"fairness_promotion": "pending"})
+    assert reg.new_versions(NAME) == ["1", "2"]
+    reg.client.set_registered_model_alias(NAME, "deployable", "1")      # alias set, 'done' never written
+    assert reg.new_versions(NAME) == ["2"]
+    reg.promote(NAME, "1")
+    tags = reg.client.get_model_version(NAME, "1").tags
+    assert tags["fairness_promotion"] == "done" and tags["fairness_promoted_at"].endswith("+00:00")
+    assert reg.new_versions(NAME) == ["2"]
+
 # ----------------------------------------------------------------------------- history
 def test_history(reg, models, two_versions):
     reg.record_decision(NAME, "1", decision="passed", flagged_fraction=0.01, delta=0.05,
