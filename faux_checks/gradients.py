@@ -135,7 +135,7 @@ def resolve_output_form(model, X_probe: torch.Tensor, output: TargetOutput) -> T
                 raise InputError(
                     "the target model's single output lies in [0, 1] on every probe row: it could be a "
                     "probability or a logit. Declare it: output form 'probability' or 'logit' "
-                    "(policy [target] output = ..., CLI --output-form)"
+                    "(policy target_output = '...', CLI --output-form)"
                 )
             form = "logit"
         else:
