@@ -179,7 +179,7 @@ class FAuxTester:
         output = resolve_output_form(self.target_model, X[: min(n, 256)], self.output)
         with eval_mode(self.target_model):
             check_batch_independence(lambda x: self.target_model(x), X)
-        check_batch_independence(self.aux_model.outputs, X[:, keep])
+        check_batch_independence(self.aux_model.outputs, X[:8][:, keep])
         twin = _float64_copy(self.target_model) if output.form in ("probability", "softmax") else None
 
         scores = np.empty(n, dtype=np.float64)
@@ -201,18 +201,18 @@ class FAuxTester:
                     baseline=baseline[keep], n_steps=self.ig_steps,
                 )
             else:
-                J = self.aux_model.jacobian(x[:, keep], chunk_size=self.chunk_size)     # (b, k, d_aux)
+                J = self.aux_model.jacobian(x[:, keep] if mask.any() else x, chunk_size=self.chunk_size)  # (b, k, d_aux)
             direct = None
             if direct_D is not None:
                 direct = g.double() @ direct_D                                           # (b, k)
                 direct_out[sl] = direct.abs().amax(dim=1).numpy()
-            g_aux = g[:, keep]                                                           # (b, d_aux)
+            g_aux = g[:, keep] if mask.any() else g                                      # (b, d_aux)
             if self.variant == "ng":
                 res = faux_ng_scores(g_aux, J)
             elif self.variant == "projection":
                 res = faux_projection_scores(g_aux, J, direct=direct)
             else:
-                res = faux_scores(g_aux, J, ridge=self.ridge, direct=direct)
+                res = faux_scores(g_aux, J, ridge=self.ridge, direct=direct, evidence=evidence)
             scores[sl] = res.scores.numpy()
             undefined[sl] = res.undefined.numpy()
             if output.form in ("probability", "softmax"):

@@ -44,8 +44,9 @@ class LICScores:
         ‖·‖_∞ of the estimated ∂f_tar/∂c; NaN exactly where ``undefined``.
     components : Tensor of shape (n, k), float64
         The vector whose max-abs is the score (signed), NaN where undefined.
-    evidence : Tensor of shape (n, d), float64
+    evidence : Tensor of shape (n, d), float64, or None
         Per-feature terms of the largest component; they sum to that (signed) component.
+        None when the scorer was asked for no evidence.
     undefined : Tensor of shape (n,), bool
         Rows where the score cannot be computed (zero aux gradient, ill-conditioned JJᵀ without
         ridge, non-finite gradients).
@@ -88,6 +89,19 @@ def pseudo_inverse_rows(J: torch.Tensor, *, ridge: float = 0.0) -> tuple[torch.T
     the hot path; STACK.md: 15× faster). Damping and the undefined rule: METHOD.md open point 2
     (our choice).
     """
+    J64, system, undefined = _damped_gram(J, ridge=ridge)
+    k = J64.shape[1]
+    if k == 1:
+        M = J64 / system                                                # (n, 1, d)
+    else:
+        M = torch.linalg.solve(system, J64)                             # (n, k, d)
+    M = torch.where(undefined[:, None, None], torch.full((), float("nan"), dtype=torch.float64), M)
+    return M, undefined
+
+
+def _damped_gram(J: torch.Tensor, *, ridge: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """J in float64 (non-finite rows zeroed), the system JJᵀ + λI (n, k, k) with undefined rows
+    replaced by the identity, and the undefined mask (n,) (see :func:`pseudo_inverse_rows`)."""
     if ridge < 0:
         raise InputError(f"ridge must be >= 0, got {ridge}")
     J64 = J.double()
@@ -96,32 +110,26 @@ def pseudo_inverse_rows(J: torch.Tensor, *, ridge: float = 0.0) -> tuple[torch.T
     J64 = torch.where(finite[:, None, None], J64, torch.zeros((), dtype=torch.float64))
     gram = J64 @ J64.transpose(1, 2)                                    # (n, k, k)
     row_norm2 = torch.diagonal(gram, dim1=1, dim2=2)                    # (n, k)
-    zero = (row_norm2 <= ZERO_NORM2).all(dim=1)                         # (n,)
-    undefined = ~finite | zero
-    if k == 1:
-        denom = row_norm2[:, 0] + ridge                                 # (n,)
-        safe = torch.where(undefined, torch.ones_like(denom), denom)
-        M = J64 / safe[:, None, None]                                   # (n, 1, d)
-    else:
-        if ridge == 0:
-            eig = torch.linalg.eigvalsh(gram)                           # (n, k) ascending
-            ill = eig[:, 0] <= RCOND * eig[:, -1].clamp(min=ZERO_NORM2)
-            undefined = undefined | ill
-        eye = torch.eye(k, dtype=torch.float64)
-        system = gram + ridge * eye
-        system = torch.where(undefined[:, None, None], eye.expand(n, k, k), system)
-        M = torch.linalg.solve(system, J64)                             # (n, k, d)
-    M = torch.where(undefined[:, None, None], torch.full((), float("nan"), dtype=torch.float64), M)
-    return M, undefined
+    undefined = ~finite | (row_norm2 <= ZERO_NORM2).all(dim=1)          # (n,)
+    if k > 1 and ridge == 0:
+        eig = torch.linalg.eigvalsh(gram)                               # (n, k) ascending
+        undefined = undefined | (eig[:, 0] <= RCOND * eig[:, -1].clamp(min=ZERO_NORM2))
+    eye = torch.eye(k, dtype=torch.float64)
+    system = torch.where(undefined[:, None, None], eye.expand(n, k, k), gram + ridge * eye)
+    return J64, system, undefined
 
 
-def _scores_from_components(components: torch.Tensor, terms: torch.Tensor, undefined: torch.Tensor) -> LICScores:
-    """components (n, k), per-feature terms (n, k, d) -> LICScores with evidence of the max row."""
+def _scores_from_components(components: torch.Tensor, terms: torch.Tensor | None, undefined: torch.Tensor) -> LICScores:
+    """components (n, k), per-feature terms (n, k, d) or None -> LICScores with evidence of the max row."""
     filled = torch.where(undefined[:, None], torch.zeros((), dtype=components.dtype), components)
     top = filled.abs().argmax(dim=1)                                     # (n,)
-    evidence = terms[torch.arange(terms.shape[0]), top]                  # (n, d)
-    scores = filled.abs().amax(dim=1) if filled.shape[1] else torch.zeros(filled.shape[0], dtype=filled.dtype)
     nan = torch.full((), float("nan"), dtype=torch.float64)
+    scores = filled.abs().amax(dim=1) if filled.shape[1] else torch.zeros(filled.shape[0], dtype=filled.dtype)
+    if terms is None:
+        return LICScores(scores=torch.where(undefined, nan, scores),
+                         components=torch.where(undefined[:, None], nan, components),
+                         evidence=None, undefined=undefined)
+    evidence = terms[torch.arange(terms.shape[0]), top]                  # (n, d)
     return LICScores(
         scores=torch.where(undefined, nan, scores),
         components=torch.where(undefined[:, None], nan, components),
@@ -136,6 +144,7 @@ def faux_scores(
     *,
     ridge: float = 0.0,
     direct: torch.Tensor | None = None,
+    evidence: bool = True,
 ) -> LICScores:
     """Return the fAux LIC score ‖g · J⁺‖_∞ of each individual (eq. 9).
 
@@ -155,6 +164,9 @@ def faux_scores(
     direct : Tensor of shape (n, k), optional
         Direct term ∂f_tar/∂x_c · ∂x_c/∂c when c's own columns are target inputs (METHOD.md open
         point 6); added to the indirect estimate before the max-abs.
+    evidence : bool
+        Build the (n, d) per-feature evidence. Without it the (n, k, d) pseudo-inverse is never
+        formed: the k×k system is solved for J·g directly (about half the cost of the LIC step).
 
     Returns
     -------
@@ -178,10 +190,16 @@ def faux_scores(
     """
     _check_shapes(g, J)
     g64 = g.double()
-    M, undefined = pseudo_inverse_rows(J, ridge=ridge)                  # (n, k, d)
+    if evidence:
+        M, undefined = pseudo_inverse_rows(J, ridge=ridge)              # (n, k, d)
+        terms = M * g64[:, None, :]                                      # (n, k, d): g_i (J⁺)_{i,j}
+        components = terms.sum(dim=2)                                    # (n, k) = g · J⁺
+    else:
+        J64, system, undefined = _damped_gram(J, ridge=ridge)
+        Jg = torch.bmm(J64, g64[:, :, None])                             # (n, k, 1)
+        components = (Jg / system if J64.shape[1] == 1 else torch.linalg.solve(system, Jg))[:, :, 0]  # (n, k)
+        terms = None
     undefined = undefined | ~torch.isfinite(g64).all(dim=1)
-    terms = M * g64[:, None, :]                                          # (n, k, d): g_i (J⁺)_{i,j}
-    components = terms.sum(dim=2)                                        # (n, k) = g · J⁺
     if direct is not None:
         if direct.shape != components.shape:
             raise InputError(f"direct term has shape {tuple(direct.shape)}, expected {tuple(components.shape)}")

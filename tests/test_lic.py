@@ -362,3 +362,23 @@ def test_projection_closed_form_and_aux_scale_invariance():
     a[0] = 0
     out = faux_projection_scores(g, a)
     assert out.undefined[0] and torch.isnan(out.scores[0]) and not out.undefined[1:].any()
+
+
+@pytest.mark.parametrize("k", [1, 3])
+@pytest.mark.parametrize("ridge", [0.0, 0.5])
+def test_faux_scores_without_evidence_match(k, ridge):
+    """The fast path (k×k solve for J·g, no (n, k, d) pseudo-inverse) gives the same scores and undefined rows."""
+    import torch
+
+    from faux_checks.lic import faux_scores
+
+    gen = torch.Generator().manual_seed(k)
+    g = torch.randn(200, 7, generator=gen, dtype=torch.float64)
+    J = torch.randn(200, k, 7, generator=gen, dtype=torch.float64)
+    J[0] = 0.0                      # zero aux gradient: undefined on both paths
+    full = faux_scores(g, J, ridge=ridge)
+    fast = faux_scores(g, J, ridge=ridge, evidence=False)
+    assert fast.evidence is None
+    torch.testing.assert_close(fast.undefined, full.undefined)
+    torch.testing.assert_close(fast.scores, full.scores, rtol=1e-10, atol=1e-14, equal_nan=True)
+    assert fast.undefined[0] and not fast.undefined[1:].any()
