@@ -11,6 +11,7 @@ from .faux import FAuxTester, LICResult
 from .gradients import TargetOutput
 from .lic import LICScores, faux_ng_scores, faux_projection_scores, faux_scores, lic_upper_bound
 from .protected import ProtectedAttribute, encode_protected
+from .streaming import StreamSummary, score_stream
 from .tabular import FeatureSpec
 
 __version__ = "0.1.0"
@@ -24,6 +25,7 @@ __all__ = [
     "LICResult",
     "LICScores",
     "ProtectedAttribute",
+    "StreamSummary",
     "TargetOutput",
     "UndecidableError",
     "UnsafeModelError",
@@ -32,4 +34,5 @@ __all__ = [
     "faux_projection_scores",
     "faux_scores",
     "lic_upper_bound",
+    "score_stream",
 ]

@@ -298,6 +298,49 @@ def cmd_demo(args) -> int:
     return EXIT_UNDECIDED if code == EXIT_UNDECIDED else EXIT_PASSED
 
 
+def cmd_score_large(args) -> int:
+    """fAux scores of a large Parquet/CSV file in chunks, sharded on Dask workers (or in this process)."""
+    from .models import load_model, model_sha256
+    from .tabular import FeatureSpec
+
+    if Path(args.out).exists():
+        raise FauxChecksError(f"{args.out} exists already; choose another --out (nothing is overwritten)")
+    policy = _policy(args)
+    scale = policy.scale
+    workers = args.workers if args.workers is not None else scale.workers
+    scheduler = args.scheduler or scale.scheduler_address
+    chunk_rows = args.chunk_rows or scale.chunk_rows
+    t0 = time.perf_counter()
+    if workers == 0 and not scheduler:
+        from .streaming import score_stream
+
+        _eprint(f"scoring {args.data} in chunks of {chunk_rows:,} rows in this process")
+        summary = score_stream(
+            load_model(args.model, allow_pickle=args.allow_pickle), args.data, policy=policy, out_path=args.out,
+            feature_spec=FeatureSpec.load(args.feature_spec) if args.feature_spec else None,
+            aux_model=load_model(args.aux_model, allow_pickle=args.allow_pickle) if args.aux_model else None,
+            chunk_rows=chunk_rows, progress=sys.stderr.isatty(),
+            model_info={"model_path": str(args.model), "model_sha256": model_sha256(args.model)})
+    else:
+        from faux_checks.settings import configure_environment
+
+        configure_environment()
+        from flows.shard import run_score_sharded
+
+        where = f"Dask scheduler {scheduler}" if scheduler else f"a local Dask cluster of {workers or 'one per core'} workers"
+        _eprint(f"scoring {args.data} in chunks of {chunk_rows:,} rows on {where} (Prefect flow; first start ~10-20 s)")
+        summary = run_score_sharded(args.model, args.data, args.out, policy=policy, feature_spec_path=args.feature_spec,
+                                    aux_model_path=args.aux_model, workers=workers, scheduler_address=scheduler,
+                                    chunk_rows=chunk_rows, work_dir=args.work_dir, allow_pickle=args.allow_pickle)
+    _eprint(f"      done in {time.perf_counter() - t0:.1f} s; scores written to {summary.out_path}")
+    print(repr(summary))
+    for reason in summary.reasons:
+        print(f"  - {reason}")
+    for note in summary.notes:
+        print(f"  note: {note}")
+    return summary.exit_code
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="faux-checks", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -356,6 +399,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path", help="a run's report folder or its report.json")
     p.add_argument("--out", help="HTML file to write (default: report.html next to the JSON, if absent)")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("score-large", help="fAux scores of a large Parquet/CSV file, streamed and sharded on Dask")
+    p.add_argument("--model", required=True, help="TorchScript / torch.export model file")
+    p.add_argument("--data", required=True, help="Parquet (sharded by row group) or CSV audit data")
+    p.add_argument("--protected", required=True, help="protected attribute column")
+    p.add_argument("--feature-spec", help="FeatureSpec JSON; without it the numeric columns are used as they are")
+    p.add_argument("--out", required=True, help="new scores file (.parquet or .csv): one row per input row, in order")
+    p.add_argument("--label", help="label column (excluded from features)")
+    p.add_argument("--policy", help="policy TOML (default: the shipped policy); its [scale] section gives the defaults")
+    p.add_argument("--aux-model", help="TorchScript auxiliary model (raw outputs) instead of training one")
+    p.add_argument("--workers", type=int, help="local Dask workers (default: [scale] workers, one per core); "
+                   "0 = in this process, no Dask")
+    p.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. tcp://10.0.0.5:8786")
+    p.add_argument("--chunk-rows", type=int, help="rows per chunk (default: [scale] chunk_rows, 16,384)")
+    p.add_argument("--work-dir", help="folder for shard files visible to every worker (default: next to --out)")
+    p.add_argument("--output-form", choices=["auto", "logit", "probability", "softmax", "logits"],
+                   help="how to read the target's output (default: the policy's)")
+    p.add_argument("--allow-pickle", action="store_true",
+                   help="DANGEROUS: load pickled models (runs code from the file); only for files you trust")
+    p.set_defaults(func=cmd_score_large)
     return parser
 
 

@@ -116,8 +116,9 @@ class ScaleSettings(_Strict):
     """
 
     chunk_rows: int = Field(
-        65_536, ge=256, description="Rows read, encoded and scored at a time; bounds memory (a chunk never crosses "
-        "a Parquet row group).")
+        16_384, ge=256, description="Rows read, encoded and scored at a time; bounds memory (a chunk never crosses "
+        "a Parquet row group). Measured (d = 100, 2x64 MLPs): 65,536 spent half its CPU time in page faults, "
+        "temporaries above glibc's 32 MB mmap threshold being mapped and unmapped every chunk.")
     workers: int | None = Field(
         None, ge=0, description="Workers of the local Dask cluster; None = one per CPU core; 0 = score in this "
         "process without Prefect/Dask.")

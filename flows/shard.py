@@ -1,0 +1,385 @@
+"""Prefect 3 flow: fAux scores of a large file, sharded over Dask workers (issue 7).
+
+Recipe (every step calls :mod:`faux_checks.streaming`):
+
+1. plan shards: contiguous Parquet row-group ranges of about equal rows, ``shards_per_worker``
+   per worker thread of the cluster (a CSV is first copied to Parquet with one row group per
+   chunk, in one streaming pass: :func:`~faux_checks.streaming.csv_to_parquet`);
+2. training sample in two rounds on the workers: the protected column of each shard gives the
+   counts and the bottom-k sample keys (:func:`~faux_checks.streaming.key_pass`), merged into the
+   global k-th smallest key; then each shard encodes only its rows of the global sample
+   (:func:`~faux_checks.streaming.sample_pass` with ``max_key``), merged exactly in the flow
+   (:func:`~faux_checks.streaming.merge_samples`). k rows cross the network in all, not k per shard;
+3. train (or load) the auxiliary model once, in the flow's process, and save it as TorchScript
+   in the work folder: every worker loads the same file;
+4. score pass per shard on the workers, each writing a Parquet part file;
+5. concatenate the parts in shard order into the scores file and merge the counts
+   (:meth:`~faux_checks.streaming.StreamCounts.merge`); decide as
+   :func:`~faux_checks.streaming.summarize`.
+
+The scores are those of :func:`faux_checks.streaming.score_stream` on the same file: the chunks
+are the same (a chunk never crosses a row group) and so are the models and the per-row maths.
+
+Task runner: ``prefect_dask.DaskTaskRunner`` with a local ``distributed.LocalCluster``
+(``n_workers`` processes, ``threads_per_worker`` threads each) or a running scheduler at
+``scheduler_address``; see :func:`dask_task_runner` and :func:`run_score_sharded`. The local
+cluster's workers get the flow's Prefect API URL, so they do not each start a temporary server
+(measured: +10 s and ~200 MB per worker otherwise). Workers of a remote scheduler need the data,
+model and work-folder paths on a shared file system and ``PREFECT_API_URL`` set, and should be
+started without Dask's ``MALLOC_TRIM_THRESHOLD_=65536`` (``distributed.nanny.pre-spawn-environ``):
+it triples the CPU time of the score pass (see :func:`_local_cluster`).
+
+Parameters are paths, settings and small dicts; tasks use no result cache (``NO_CACHE``).
+Retries only on I/O (:func:`flows.gate._retry_io_only`), never on bad input. The flow ends
+``Failed`` when the decision is ``failed`` or ``undecided`` (DESIGN.md contract), with the
+:class:`~faux_checks.streaming.StreamSummary` as the state's data either way.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import create_markdown_artifact
+from prefect.cache_policies import NO_CACHE
+from prefect.states import Completed, Failed
+
+from .gate import _retry_io_only
+
+__all__ = ["ShardResult", "dask_task_runner", "plan_shards", "run_score_sharded", "score_sharded"]
+
+
+@dataclass
+class ShardResult:
+    """What a score task returns: the shard's counts, its part file and the worker's footprint."""
+
+    row_groups: tuple[int, int]
+    part_path: str
+    counts: object  # faux_checks.streaming.StreamCounts
+    seconds: float
+    pid: int
+    peak_rss_mb: float
+    started_at: float = 0.0  # time.time() at the task's start (timeline in the provenance)
+
+
+def plan_shards(row_group_rows, n_shards: int) -> list[tuple[int, int]]:
+    """Split row groups into at most ``n_shards`` contiguous ranges of about equal row counts.
+
+    Parameters
+    ----------
+    row_group_rows : sequence of int
+        Rows per row group, in file order.
+
+    Returns
+    -------
+    list of (start, stop)
+        Row-group ranges ``start <= i < stop`` covering every row group once, in order.
+    """
+    sizes = list(row_group_rows)
+    if not sizes:
+        return []
+    n_shards = max(1, min(int(n_shards), len(sizes)))
+    total = sum(sizes)
+    bounds, acc, start = [], 0, 0
+    for i, size in enumerate(sizes):
+        acc += size
+        left_groups, left_shards = len(sizes) - (i + 1), n_shards - len(bounds) - 1
+        if left_shards > 0 and (acc >= total * (len(bounds) + 1) / n_shards or left_groups == left_shards):
+            bounds.append((start, i + 1))
+            start = i + 1
+    bounds.append((start, len(sizes)))
+    return [b for b in bounds if b[0] < b[1]]
+
+
+@task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1, retry_condition_fn=_retry_io_only)
+def key_shard(data_path: str, policy, chunk_rows: int, row_groups: tuple[int, int]):
+    """Protected column of one shard: counts, levels and the bottom-k sample keys."""
+    from faux_checks.streaming import DataSource, key_pass
+
+    return key_pass(DataSource.open(data_path), policy=policy, chunk_rows=chunk_rows, row_groups=row_groups)
+
+
+@task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1, retry_condition_fn=_retry_io_only)
+def sample_shard(data_path: str, policy, feature_spec, chunk_rows: int, row_groups: tuple[int, int],
+                 max_key: int | None):
+    """Sample pass over one shard: its rows of the global training sample (key <= max_key), encoded."""
+    from faux_checks.streaming import DataSource, sample_pass
+
+    return sample_pass(DataSource.open(data_path), policy=policy, feature_spec=feature_spec, chunk_rows=chunk_rows,
+                       row_groups=row_groups, max_key=max_key)
+
+
+@task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1, retry_condition_fn=_retry_io_only)
+def score_shard(model_path: str, aux_path: str, data_path: str, plan, row_groups: tuple[int, int], part_path: str,
+                threads: int, allow_pickle: bool = False) -> ShardResult:
+    """Score pass over one shard with the shared TorchScript aux model; writes the shard's part file."""
+    import torch
+
+    from faux_checks.models import load_model
+    from faux_checks.streaming import DataSource, ScoresWriter, peak_rss_mb, score_pass
+
+    t0, started_at = time.perf_counter(), time.time()
+    torch.set_num_threads(threads)
+    target = load_model(model_path, allow_pickle=allow_pickle)
+    aux = plan.wrap_aux(load_model(aux_path, allow_pickle=allow_pickle))
+    Path(part_path).unlink(missing_ok=True)  # a retried task starts its part again
+    writer = ScoresWriter(part_path)
+    try:
+        counts = score_pass(target, aux, DataSource.open(data_path), plan, writer, row_groups=row_groups)
+        writer.commit()
+    except BaseException:
+        writer.abort()
+        raise
+    return ShardResult(row_groups, part_path, counts, time.perf_counter() - t0, os.getpid(), peak_rss_mb(), started_at)
+
+
+@task(cache_policy=NO_CACHE)
+def prepare(model_path: str, sample, policy, feature_spec, aux_model_path: str | None, chunk_rows: int,
+            work_dir: str, allow_pickle: bool = False):
+    """Train (or load) the aux model once on the merged sample; save it as TorchScript for the workers."""
+    from faux_checks.models import load_model
+    from faux_checks.streaming import prepare_scoring
+
+    target = load_model(model_path, allow_pickle=allow_pickle)
+    given = load_model(aux_model_path, allow_pickle=allow_pickle) if aux_model_path else None
+    plan, aux = prepare_scoring(target, sample, policy=policy, feature_spec=feature_spec,
+                                aux_model=given, chunk_rows=chunk_rows)
+    if aux_model_path:
+        return plan, aux_model_path
+    import torch
+
+    path = str(Path(work_dir) / "aux_model.pt")
+    torch.jit.save(aux.to_torchscript(), path)
+    return plan, path
+
+
+@task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1, retry_condition_fn=_retry_io_only)
+def merge_parts(part_paths: list[str], out_path: str) -> str:
+    """Concatenate the shard part files, in shard order, into the scores file."""
+    from faux_checks.streaming import merge_score_parts
+
+    return str(merge_score_parts(part_paths, out_path))
+
+
+@flow(name="fairness-score-sharded", log_prints=True)
+def score_sharded(model_path: str, data_path: str, out_path: str, policy: dict | None = None,
+                  feature_spec_path: str | None = None, aux_model_path: str | None = None,
+                  chunk_rows: int | None = None, work_dir: str | None = None, allow_pickle: bool = False):
+    """Score every row of a large Parquet/CSV file with fAux, sharded over the flow's Dask workers.
+
+    Parameters
+    ----------
+    model_path : str
+        Target model file (TorchScript / torch.export), loaded by every worker.
+    data_path : str
+        Parquet (sharded by row groups) or CSV (copied to Parquet first).
+    out_path : str
+        New scores file (``.parquet`` or CSV), one row per input row in input order; never overwritten.
+    policy : dict, optional
+        A policy as ``Policy.model_dump(mode="json")``; the shipped default when omitted.
+    feature_spec_path : str, optional
+        FeatureSpec JSON; without it the numeric columns are used as they are.
+    aux_model_path : str, optional
+        TorchScript auxiliary model (raw outputs) instead of training one.
+    chunk_rows : int, optional
+        Rows per chunk (default ``policy.scale.chunk_rows``).
+    work_dir : str, optional
+        Folder for the aux model and the part files, visible to every worker; a new hidden folder
+        next to ``out_path`` by default, removed at the end.
+
+    Returns
+    -------
+    ``Completed`` (decision passed) or ``Failed`` (failed / undecided) state whose data is the
+    :class:`~faux_checks.streaming.StreamSummary`.
+    """
+    from prefect.context import FlowRunContext
+
+    from faux_checks.errors import InputError
+    from faux_checks.policy import Policy, load_policy
+    from faux_checks.streaming import (DataSource, StreamCounts, check_missing_protected, csv_to_parquet,
+                                       merge_samples, resolve_feature_spec, summarize)
+    from faux_checks.tabular import FeatureSpec
+
+    logger = get_run_logger()
+    t0, t_wall = time.perf_counter(), time.time()
+    policy = Policy.model_validate(policy) if policy is not None else load_policy()
+    chunk_rows = int(chunk_rows or policy.scale.chunk_rows)
+    out = Path(out_path)
+    if out.exists():
+        raise InputError(f"{out} exists already; choose another output path (nothing is overwritten)")
+    own_work_dir = work_dir is None
+    work = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix=f".{out.name}.shards-", dir=out.parent))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        source = DataSource.open(data_path)
+        spec = resolve_feature_spec(source, policy, FeatureSpec.load(feature_spec_path) if feature_spec_path else None,
+                                    chunk_rows=chunk_rows)
+        notes = []
+        if source.format == "csv":
+            columns = list(dict.fromkeys([*spec.source_columns, policy.protected]))
+            source = csv_to_parquet(source, work / "data.parquet", columns=columns, chunk_rows=chunk_rows)
+            notes.append(f"CSV copied to Parquet ({source.n_row_groups} row groups of {chunk_rows:,} rows) to shard it")
+        slots = _cluster_threads(FlowRunContext.get())
+        shards = plan_shards(source.row_group_rows, slots * policy.scale.shards_per_worker)
+        if len(shards) < slots:
+            notes.append(f"{len(shards)} shard(s) for {slots} worker thread(s): the file has {source.n_row_groups} row "
+                         "group(s); write it with smaller row groups to use every worker")
+        logger.info("%s: %s rows in %d row groups -> %d shards on %d worker thread(s)", source.path,
+                    f"{source.n_rows:,}", source.n_row_groups, len(shards), slots)
+        t1 = time.perf_counter()
+        keys = merge_samples([f.result() for f in [key_shard.submit(source.path, policy, chunk_rows, rg)
+                                                    for rg in shards]])
+        check_missing_protected(keys, policy)
+        max_key = keys.threshold  # None: fewer audited rows than max_train_rows, every one is in the sample
+        pending = [sample_shard.submit(source.path, policy, spec, chunk_rows, rg, max_key) for rg in shards]
+        sample = None
+        while pending:  # merge as parts arrive, releasing each: one part at a time in this process
+            part = pending.pop(0).result()
+            sample = part if sample is None else merge_samples([sample, part])
+            del part
+        t2 = time.perf_counter()
+        plan, aux_path = prepare(model_path, sample, policy, spec, aux_model_path, chunk_rows, str(work), allow_pickle)
+        del sample
+        t3 = time.perf_counter()
+        parts = [str(work / f"part-{i:05d}.parquet") for i in range(len(shards))]
+        futures = [score_shard.submit(model_path, aux_path, source.path, plan, rg, part,
+                                      policy.scale.threads_per_worker, allow_pickle)
+                   for rg, part in zip(shards, parts)]
+        results: list[ShardResult] = [f.result() for f in futures]
+        t4 = time.perf_counter()
+        merge_parts(parts, str(out))
+        t5 = time.perf_counter()
+    finally:
+        if own_work_dir:
+            shutil.rmtree(work, ignore_errors=True)
+    counts = StreamCounts.merge([r.counts for r in results])
+    workers = {}
+    for r in results:
+        workers[r.pid] = max(workers.get(r.pid, 0.0), r.peak_rss_mb)
+    timings = {"plan": t1 - t0, "sample": t2 - t1, "aux": t3 - t2, "score": t4 - t3, "merge": t5 - t4,
+               "total": t5 - t0, "first_score": (counts.first_score_at - t_wall) if counts.first_score_at else None,
+               "shard_seconds": [r.seconds for r in results]}
+    summary = summarize(counts, plan, source=source, out_path=out, timings=timings, extra_notes=notes,
+                        model_info={"model_path": model_path, "shards": [list(s) for s in shards],
+                                    "worker_threads": slots, "worker_peak_rss_mb": workers,
+                                    "shard_timeline": [{"row_groups": list(r.row_groups), "pid": r.pid,
+                                                        "start_s": r.started_at - t_wall, "seconds": r.seconds}
+                                                       for r in results]})
+    create_markdown_artifact(key="fairness-score-sharded", markdown=_markdown(summary),
+                             description=f"sharded fAux scores of {data_path}")
+    logger.info("%r", summary)
+    if summary.decision != "passed":
+        return Failed(message=repr(summary), data=summary)
+    return Completed(message=repr(summary), data=summary)
+
+
+def _cluster_threads(ctx) -> int:
+    """Worker threads of the flow's Dask cluster (1 when the task runner is not Dask)."""
+    from prefect_dask import DaskTaskRunner
+
+    runner = getattr(ctx, "task_runner", None)
+    if not isinstance(runner, DaskTaskRunner):
+        return 1
+    return max(1, sum(runner.client.nthreads().values()))  # starts the cluster (lazily created on first use)
+
+
+def _markdown(s) -> str:
+    lines = [f"## sharded fAux scores: **{s.decision}**", "", f"- {s!r}", f"- scores: {s.out_path}",
+             f"- rows: {s.n_rows:,}, undefined: {s.n_undefined:,}, missing protected: {s.n_missing_protected:,}",
+             f"- timings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in s.timings.items() if isinstance(v, float)),
+             "", "Reasons:", *[f"- {r}" for r in s.reasons]]
+    if len(s.by_group):
+        lines += ["", "| group | n | flagged | flagged fraction | undefined |", "|---|---|---|---|---|"]
+        lines += [f"| {g} | {r.n:,} | {r.flagged:,} | {r.flagged_fraction:.4f} | {r.undefined:,} |"
+                  for g, r in s.by_group.iterrows()]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------- task runner
+def _local_cluster(**kwargs):
+    """A ``distributed.LocalCluster`` whose workers use the flow's Prefect API (no server per worker)."""
+    import dask
+    import distributed
+    from prefect.context import FlowRunContext
+
+    ctx = FlowRunContext.get()
+    env = dict(kwargs.pop("env", None) or {})
+    url = str(ctx.client.api_url) if ctx is not None and getattr(ctx, "client", None) is not None else None
+    if url:
+        env.setdefault("PREFECT_API_URL", url)
+    threads = str(kwargs.get("threads_per_worker", 1))
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        env.setdefault(var, threads)
+    for var in ("PREFECT_HOME", "DO_NOT_TRACK", "PREFECT_SERVER_ANALYTICS_ENABLED"):
+        if var in os.environ:
+            env.setdefault(var, os.environ[var])
+    # Dask starts workers with MALLOC_TRIM_THRESHOLD_=65536, which also turns off glibc's dynamic mmap
+    # threshold: every temporary above 128 kB is then mapped and unmapped per chunk. Measured on the
+    # fAux chunks (d = 100, 16,384 rows): 3x the CPU time (86k vs 251k rows per CPU-second). Unset it.
+    with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
+        return distributed.LocalCluster(env=env, **kwargs)
+
+
+def dask_task_runner(*, workers: int | None = None, threads_per_worker: int = 1, scheduler_address: str | None = None):
+    """The DaskTaskRunner for the settings: a running scheduler, or a new local cluster.
+
+    Parameters
+    ----------
+    workers : int, optional
+        Worker processes of the local cluster (default: one per CPU core).
+    threads_per_worker : int
+    scheduler_address : str, optional
+        ``tcp://host:8786`` of a running Dask scheduler; ``workers`` is then ignored.
+    """
+    from prefect_dask import DaskTaskRunner
+
+    from faux_checks.errors import InputError
+
+    if scheduler_address:
+        return DaskTaskRunner(address=scheduler_address)
+    if workers is not None and workers < 1:
+        raise InputError(f"workers must be >= 1 for a Dask cluster, got {workers}; score in one process with "
+                         "faux_checks.streaming.score_stream (CLI: --workers 0)")
+    return DaskTaskRunner(cluster_class=_local_cluster, cluster_kwargs={
+        "n_workers": int(workers or os.cpu_count() or 1), "threads_per_worker": int(threads_per_worker),
+        "processes": True, "dashboard_address": None, "silence_logs": logging.ERROR})
+
+
+def run_score_sharded(model_path, data_path, out_path, *, policy=None, feature_spec_path=None, aux_model_path=None,
+                      workers: int | None = None, scheduler_address: str | None = None, chunk_rows: int | None = None,
+                      work_dir: str | None = None, allow_pickle: bool = False):
+    """Run :func:`score_sharded` on a Dask task runner built from the settings; return the summary.
+
+    ``workers``, ``scheduler_address`` and ``chunk_rows`` default to the policy's ``[scale]``.
+
+    Returns
+    -------
+    faux_checks.streaming.StreamSummary
+
+    Raises
+    ------
+    InputError
+        Bad input, raised by a task (the flow's exception is re-raised here).
+    """
+    from faux_checks.policy import Policy, load_policy
+
+    policy = policy if isinstance(policy, Policy) else (Policy.model_validate(policy) if policy else load_policy())
+    scale = policy.scale
+    runner = dask_task_runner(workers=workers if workers is not None else scale.workers,
+                              threads_per_worker=scale.threads_per_worker,
+                              scheduler_address=scheduler_address or scale.scheduler_address)
+    state = score_sharded.with_options(task_runner=runner)(
+        model_path=str(model_path), data_path=str(data_path), out_path=str(out_path),
+        policy=policy.model_dump(mode="json"), feature_spec_path=str(feature_spec_path) if feature_spec_path else None,
+        aux_model_path=str(aux_model_path) if aux_model_path else None, chunk_rows=chunk_rows,
+        work_dir=work_dir, allow_pickle=allow_pickle, return_state=True)
+    result = state.result(raise_on_failure=False)
+    if isinstance(result, BaseException):
+        raise result
+    return result
