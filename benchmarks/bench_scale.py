@@ -210,7 +210,7 @@ class TreeMonitor(threading.Thread):
                     t = p.cpu_times()
                     self.peak[p.pid] = max(self.peak.get(p.pid, 0.0), rss)
                     self.cpu[p.pid] = t.user + t.system
-                    if p.pid not in self.role:
+                    if self.role.get(p.pid, "other") == "other":  # a just-spawned process has no cmdline yet
                         self.role[p.pid] = classify(p, self.root.pid)
                 except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                     continue
