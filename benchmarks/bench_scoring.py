@@ -1,0 +1,583 @@
+"""Throughput and memory benchmark of fAux scoring (FAuxTester.evaluate) at n = 1,000,000.
+
+Set-up (all random, no training, so the numbers measure the scorer and not a data set):
+
+- X: n x d float32 standard normal (d = 100), one tensor (1M x 100 float32 = 400 MB, counted
+  in every peak RSS below).
+- target: ``Sequential(Linear(d,64), ReLU, Linear(64,64), ReLU, Linear(64,1))`` with torch's
+  default random init, declared as output form ``"logit"`` (tested class 1).
+- aux: an untrained :class:`faux_checks.auxiliary.AuxNet` with hidden (64, 64), mean 0 and
+  scale 1, wrapped with ``AuxiliaryModel.from_module`` (no training): binary c (1 raw logit,
+  k = 1 Jacobian row) and 3-class c (3 raw logits, k = 2 Jacobian rows: log-odds vs group 0).
+
+Measured, each case in a fresh worker process so that ``ru_maxrss`` is the peak of that case
+alone (``ru_maxrss`` is the *process* peak: torch itself, X, models, the scorer's temporaries
+and its output arrays):
+
+- floor: the autograd floor over the same rows and chunk size, float32, batch-sum trick: one
+  forward + one backward of the target logit plus one forward + k backwards of the aux outputs
+  per chunk; nothing is kept (pure compute).
+- faux / ng: ``FAuxTester(..., variant=...).evaluate(X, evidence=False)`` on all n rows.
+- ig: ``variant="ig"`` (32 steps, captum) on the first ``--ig-n`` rows (reported as rows/s).
+- faux-binary-evidence: binary fAux with ``evidence=True`` (adds the (n, d) float32 evidence).
+- whatif-*: NOT the library: :func:`whatif_evaluate`, the same computation with the changes
+  proposed in the profile (for evidence of what they would give).
+- naive: a per-individual loop, ``torch.autograd.functional.jacobian`` of the target
+  probability and of the aux outputs for one row at a time plus ``g @ pinv(J)``, on
+  ``--naive-n`` rows, extrapolated per row (faux cases only).
+- profile (``--profile``): the stages of ``FAuxTester.evaluate`` re-run one by one with the
+  library's own functions, timed (wall and CPU) with the peak-RSS rise of each, plus the LIC
+  step's internal operations and alternatives, and the floor's parts and chunk sizes.
+
+Floor and case runs are interleaved (floor, case, floor, case, ...), ``--repeats`` times
+(default 2); the best of each is kept. Wall and CPU time (``time.process_time``) are both
+recorded: on a shared machine, other processes stretch wall time.
+
+The last line printed is ``ratio_to_floor=<x> rows_per_s=<y> peak_rss_mb=<z>`` for binary-c
+fAux (evidence=False).
+
+Run: ``python benchmarks/bench_scoring.py`` (15-60 minutes on 2 busy CPU cores at n = 1M);
+``--n 100000`` for a quick run. See benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+
+# run from a checkout without installing: the repository root holds the faux_checks package
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+D = 100
+HIDDEN = (64, 64)
+GOAL_RATIO = 1.5
+GOAL_ROWS_PER_S = 200_000
+GOAL_RSS_MB = 2048
+
+CASES = (
+    "faux-binary",
+    "faux-3class",
+    "ng-binary",
+    "ng-3class",
+    "ig-binary",
+    "ig-3class",
+    "faux-binary-evidence",
+    "whatif-binary",
+    "whatif-3class",
+)
+
+
+# ---------------------------------------------------------------------------- helpers
+def peak_rss_mb() -> float:
+    """Process peak resident set size in MiB (Linux reports ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def timed(fn):
+    """(wall s, CPU s of all this process's threads, fn's output)."""
+    c0, t0 = time.process_time(), time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, time.process_time() - c0, out
+
+
+def best_of(fn, repeats: int):
+    """(best wall s, best CPU s, last output) over ``repeats`` calls."""
+    walls, cpus, out = [], [], None
+    for _ in range(repeats):
+        w, c, out = timed(fn)
+        walls.append(w)
+        cpus.append(c)
+    return min(walls), min(cpus), out
+
+
+def build(n: int, c_kind: str, seed: int = 0):
+    import torch
+    from torch import nn
+
+    from faux_checks.auxiliary import AuxiliaryModel, AuxNet
+
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)
+    X = torch.randn(n, D, generator=gen, dtype=torch.float32)
+    target = nn.Sequential(
+        nn.Linear(D, HIDDEN[0]), nn.ReLU(), nn.Linear(HIDDEN[0], HIDDEN[1]), nn.ReLU(), nn.Linear(HIDDEN[1], 1)
+    )
+    target.eval()
+    m = 1 if c_kind == "binary" else 3
+    net = AuxNet(D, m, HIDDEN, torch.zeros(D), torch.ones(D))
+    for p in net.parameters():
+        p.requires_grad_(False)
+    aux = AuxiliaryModel.from_module(net, kind="binary" if c_kind == "binary" else "multiclass", n_features=D)
+    return X, target, aux
+
+
+def floor_pass(target, aux, X, chunk_size: int, parts: str = "both") -> None:
+    """The autograd floor: target gradient + k aux gradients per chunk, float32, nothing kept."""
+    import torch
+
+    k = aux.n_jacobian_outputs
+    n = X.shape[0]
+    for start in range(0, n, chunk_size):
+        xs = X[start : start + chunk_size]
+        if parts in ("both", "target"):
+            x = xs.detach().requires_grad_(True)
+            torch.autograd.grad(target(x)[:, 0].sum(), x)
+        if parts in ("both", "aux"):
+            xa = xs.detach().requires_grad_(True)
+            out = aux.outputs(xa)
+            for j in range(k):
+                torch.autograd.grad(out[:, j].sum(), xa, retain_graph=j < k - 1)
+
+
+def naive_loop(target, aux, X) -> None:
+    """Per-individual reference: autograd.functional.jacobian per row, then |g · pinv(J)|_inf."""
+    import torch
+    from torch.autograd.functional import jacobian
+
+    def prob(v):
+        return torch.sigmoid(target(v[None])[0, 0])
+
+    def aux_out(v):
+        return aux.outputs(v[None])[0]
+
+    for i in range(X.shape[0]):
+        x = X[i]
+        g = jacobian(prob, x)                      # (d,)
+        J = jacobian(aux_out, x)                   # (k, d)
+        float((g @ torch.linalg.pinv(J)).abs().max())
+
+
+# ---------------------------------------------------------------------------- what-if (not the library)
+def fast_lic(g, J):
+    """fAux eq. 9 without (b, k, d) float64 temporaries and without evidence.
+
+    Gram JJᵀ (b, k, k) and g·Jᵀ (b, k) by batched matmul in float64; components by a k x k solve
+    with a (b, k, 1) right-hand side (k = 1: a division). Same zero-gradient rule as the library;
+    non-finite J or g is detected on the (b, k, k) and (b, k) reductions instead of elementwise on
+    (b, k, d) (a NaN or inf anywhere in a row of J or g makes its Gram or g·Jᵀ non-finite: inf·0
+    is NaN; float32 J cannot overflow a float64 Gram). The ill-conditioning rule (eigvalsh) is left
+    out here (see the profile for its cost and a closed form for k = 2).
+    Returns (scores (b,), undefined (b,)).
+    """
+    import torch
+
+    J64, g64 = J.double(), g.double()
+    gram = J64 @ J64.transpose(1, 2)                                      # (b, k, k)
+    gJ = J64 @ g64[:, :, None]                                            # (b, k, 1)
+    finite = torch.isfinite(gram).flatten(1).all(dim=1) & torch.isfinite(gJ).flatten(1).all(dim=1)
+    undefined = ~finite | (torch.diagonal(gram, dim1=1, dim2=2) <= 1e-30).all(dim=1)
+    if gram.shape[1] == 1:
+        comp = gJ[:, :, 0] / gram[:, 0]
+    else:
+        eye = torch.eye(gram.shape[1], dtype=torch.float64)
+        comp = torch.linalg.solve(torch.where(undefined[:, None, None], eye, gram), gJ)[:, :, 0]
+    scores = torch.where(undefined, torch.full((), float("nan"), dtype=torch.float64), comp.abs().amax(dim=1))
+    return scores, undefined
+
+
+def whatif_evaluate(target, aux, X, chunk_size: int):
+    """FAuxTester.evaluate(X, evidence=False) for variant faux, no protected columns, with the
+    proposed changes: finiteness checked per chunk (no whole-X isfinite temporaries), the
+    batch-independence probes on 8 rows (no X[:, keep] copy of all n), no column copies when no
+    column is masked, and :func:`fast_lic`. Target gradient and aux Jacobian: the library's own."""
+    import numpy as np
+    import torch
+
+    from faux_checks import TargetOutput
+    from faux_checks.gradients import (
+        check_batch_independence,
+        eval_mode,
+        iter_chunks,
+        output_jacobian,
+        resolve_output_form,
+        target_probability_and_gradient,
+    )
+
+    n = X.shape[0]
+    output = resolve_output_form(target, X[:256], TargetOutput(form="logit"))
+    with eval_mode(target):
+        check_batch_independence(lambda x: target(x), X[:8])
+    check_batch_independence(aux.outputs, X[:8])
+    scores = np.empty(n)
+    undefined = np.empty(n, dtype=bool)
+    prob = np.empty(n)
+    for sl in iter_chunks(n, chunk_size):
+        x = X[sl]
+        if not bool(torch.isfinite(x).all()):
+            raise ValueError("non-finite X")
+        p, g = target_probability_and_gradient(target, x, output, chunk_size=chunk_size)
+        J = output_jacobian(aux.outputs, x, chunk_size=chunk_size)
+        s, u = fast_lic(g, J)
+        scores[sl] = s.numpy()
+        undefined[sl] = u.numpy()
+        prob[sl] = p.numpy()
+    return scores, undefined, prob
+
+
+# ---------------------------------------------------------------------------- worker: one case
+def run_case(case: str, args) -> dict:
+    import numpy as np
+    import torch
+
+    from faux_checks import FAuxTester, TargetOutput
+
+    torch.set_num_threads(args.threads)
+    variant, c_kind = case.split("-")[:2]
+    evidence = case.endswith("-evidence")
+    X, target, aux = build(args.n, c_kind)
+    rows = X if variant != "ig" else X[: args.ig_n].clone()
+    n_rows = rows.shape[0]
+    res: dict = {"case": case, "variant": variant, "c": c_kind, "k": aux.n_jacobian_outputs,
+                 "n": n_rows, "evidence": evidence, "chunk_size": args.chunk_size,
+                 "threads": args.threads, "rss_after_setup_mb": peak_rss_mb()}
+
+    if variant == "whatif":
+        def run():
+            return whatif_evaluate(target, aux, rows, args.chunk_size)
+    else:
+        tester = FAuxTester(target, aux, variant=variant, output=TargetOutput(form="logit", target_class=1),
+                            ig_steps=args.ig_steps, chunk_size=args.chunk_size)
+
+        def run():
+            r = tester.evaluate(rows, evidence=evidence)
+            return r.scores, r.undefined, r.probability
+
+    floors, cases, rss_floor = [], [], None
+    for _ in range(args.repeats):                       # interleaved: floor, case, floor, case, ...
+        floors.append(timed(lambda: floor_pass(target, aux, rows, args.chunk_size))[:2])
+        if rss_floor is None:
+            rss_floor = peak_rss_mb()
+        w, c, out = timed(run)
+        cases.append((w, c))
+        scores, undefined, _ = out
+        del out
+    res["rss_after_floor_mb"] = rss_floor
+    res["peak_rss_mb"] = peak_rss_mb()                  # before the naive loop (which adds nothing large)
+    res["floor_s"] = min(f[0] for f in floors)
+    res["floor_cpu_s"] = min(f[1] for f in floors)
+    res["time_s"] = min(c[0] for c in cases)
+    res["cpu_s"] = min(c[1] for c in cases)
+    res["all_times_s"] = [c[0] for c in cases]
+    res["all_floor_s"] = [f[0] for f in floors]
+    res["rows_per_s"] = n_rows / res["time_s"]
+    res["floor_rows_per_s"] = n_rows / res["floor_s"]
+    res["ratio_to_floor"] = res["time_s"] / res["floor_s"]
+    res["ratio_to_floor_cpu"] = res["cpu_s"] / res["floor_cpu_s"]
+    res["ratio_paired_median"] = statistics.median(c[0] / f[0] for c, f in zip(cases, floors))
+    res["undefined"] = int(np.sum(undefined))
+    res["score_median"] = float(np.nanmedian(scores))
+
+    if variant == "faux" and not evidence and args.naive_n > 0:
+        sub = X[: args.naive_n].clone()
+        t_naive = timed(lambda: naive_loop(target, aux, sub))[0]
+        res["naive_rows_per_s"] = args.naive_n / t_naive
+        res["speedup_vs_naive"] = res["rows_per_s"] / res["naive_rows_per_s"]
+    return res
+
+
+# ---------------------------------------------------------------------------- worker: profile
+@contextmanager
+def _stage(acc: dict, rss: dict, key: str):
+    """Accumulate wall and CPU time of a stage; record the rise of the process peak RSS in it."""
+    r0 = peak_rss_mb()
+    c0, t0 = time.process_time(), time.perf_counter()
+    yield
+    w, c = acc.get(key, (0.0, 0.0))
+    acc[key] = (w + time.perf_counter() - t0, c + time.process_time() - c0)
+    rss[key] = rss.get(key, 0.0) + peak_rss_mb() - r0
+
+
+def run_profile(c_kind: str, args) -> dict:
+    """Re-run FAuxTester.evaluate (variant faux, evidence=False) stage by stage with the library's
+    own functions, then time the LIC step's parts and alternatives on one chunk's g and J."""
+    import numpy as np
+    import torch
+
+    from faux_checks import TargetOutput
+    from faux_checks.gradients import (
+        as_tensor,
+        check_batch_independence,
+        eval_mode,
+        iter_chunks,
+        resolve_output_form,
+        target_probability_and_gradient,
+    )
+    from faux_checks.lic import _scores_from_components, faux_scores, pseudo_inverse_rows
+
+    torch.set_num_threads(args.threads)
+    X, target, aux = build(args.n, c_kind)
+    n, d = X.shape
+    k = aux.n_jacobian_outputs
+    cs = args.chunk_size
+    out: dict = {"case": f"profile-{c_kind}", "n": n, "chunk_size": cs, "k": k, "threads": args.threads,
+                 "rss_after_setup_mb": peak_rss_mb()}
+    best: dict = {}
+    rss_rise: dict = {}
+    for rep in range(args.repeats):
+        st: dict = {}
+        rr: dict = {}
+        with _stage(st, rr, "as_tensor + torch.isfinite(X).all() on all n"):
+            Xt = as_tensor(X)
+            bool(torch.isfinite(Xt).all())
+        with _stage(st, rr, "resolve_output_form (256 rows)"):
+            output = resolve_output_form(target, Xt[:256], TargetOutput(form="logit"))
+        with _stage(st, rr, "batch-independence probe, target"):
+            with eval_mode(target):
+                check_batch_independence(lambda x: target(x), Xt)
+        keep = torch.ones(d, dtype=torch.bool)
+        with _stage(st, rr, "batch-independence probe, aux (copies X[:, keep] of all n)"):
+            check_batch_independence(aux.outputs, Xt[:, keep])
+        with _stage(st, rr, "output arrays (np.empty)"):
+            scores = np.empty(n); undefined = np.empty(n, dtype=bool); prob = np.empty(n)
+        for sl in iter_chunks(n, cs):
+            x = Xt[sl]
+            with _stage(st, rr, "target gradient (target_probability_and_gradient)"):
+                p, g = target_probability_and_gradient(target, x, output, chunk_size=cs)
+            with _stage(st, rr, "x[:, keep] + g[:, keep] column copies"):
+                xk = x[:, keep]
+                gk = g[:, keep]
+            with _stage(st, rr, "aux Jacobian (aux.jacobian)"):
+                J = aux.jacobian(xk, chunk_size=cs)
+            with _stage(st, rr, "lic: pseudo_inverse_rows (float64 M (b,k,d))"):
+                M, und = pseudo_inverse_rows(J)
+            with _stage(st, rr, "lic: g.double(), isfinite(g), terms = M*g (b,k,d), sum"):
+                g64 = gk.double()
+                und = und | ~torch.isfinite(g64).all(dim=1)
+                terms = M * g64[:, None, :]
+                comps = terms.sum(dim=2)
+            with _stage(st, rr, "lic: _scores_from_components (evidence gather, NaN fills)"):
+                r = _scores_from_components(comps, terms, und)
+            with _stage(st, rr, "numpy copies into the output arrays"):
+                scores[sl] = r.scores.numpy(); undefined[sl] = r.undefined.numpy(); prob[sl] = p.numpy()
+            del M, terms, r, J, g, gk, xk
+        for key, (w, c) in st.items():
+            bw, bc = best.get(key, (float("inf"), float("inf")))
+            best[key] = (min(bw, w), min(bc, c))
+        if rep == 0:
+            rss_rise = rr
+    out["stages_s"] = {key: v[0] for key, v in best.items()}
+    out["stages_cpu_s"] = {key: v[1] for key, v in best.items()}
+    out["stages_total_s"] = sum(out["stages_s"].values())
+    out["stages_total_cpu_s"] = sum(out["stages_cpu_s"].values())
+    out["stages_rss_rise_mb"] = rss_rise
+    out["floor_s"], out["floor_cpu_s"], _ = best_of(lambda: floor_pass(target, aux, X, cs), args.repeats)
+    out["floor_target_s"], out["floor_target_cpu_s"], _ = best_of(
+        lambda: floor_pass(target, aux, X, cs, "target"), args.repeats)
+    out["floor_aux_s"], out["floor_aux_cpu_s"], _ = best_of(lambda: floor_pass(target, aux, X, cs, "aux"), args.repeats)
+
+    # the LIC step on one chunk's g and J, library vs alternative, and its internal operations
+    sl = slice(0, min(cs, n))
+    _, g, = target_probability_and_gradient(target, X[sl], TargetOutput(form="logit"), chunk_size=cs)
+    J = aux.jacobian(X[sl], chunk_size=cs)
+    scale = n / (sl.stop - sl.start)
+    reps = max(3, args.repeats)
+    ref = faux_scores(g, J).scores
+    alt = {}
+    for name, fn in (("library faux_scores (evidence terms always built)", lambda: faux_scores(g, J).scores),
+                     ("fast_lic: float64 batched matmul, (b,k,1) solve, no (b,k,d) temporaries",
+                      lambda: fast_lic(g, J)[0])):
+        w, c, val = best_of(fn, reps)
+        rel = float(np.nanmax(np.abs(val.numpy() - ref.numpy()) / np.abs(ref.numpy())))
+        alt[name] = {"wall_s": w * scale, "cpu_s": c * scale, "max_rel_diff": rel}
+    out["lic_alternatives"] = alt
+
+    J64, g64 = J.double(), g.double()
+    gram = J64 @ J64.transpose(1, 2)
+    nanf = torch.full((), float("nan"), dtype=torch.float64)
+    nomask = torch.zeros(J64.shape[0], dtype=torch.bool)
+    ops = [("J.double(): (b,k,d) float64 copy", lambda: J.double()),
+           ("torch.isfinite(J64).flatten(1).all(1)", lambda: torch.isfinite(J64).flatten(1).all(dim=1)),
+           ("gram = J64 @ J64ᵀ (b,k,k)", lambda: J64 @ J64.transpose(1, 2)),
+           ("terms = M * g64 (b,k,d) + sum(2)", lambda: (J64 * g64[:, None, :]).sum(dim=2)),
+           ("g·Jᵀ by batched matmul (b,k,1)", lambda: J64 @ g64[:, :, None]),
+           ("evidence gather terms[arange, top] (b,d)", lambda: J64[torch.arange(J64.shape[0]), 0]),
+           ("torch.where NaN fill of a (b,k,d) tensor", lambda: torch.where(nomask[:, None, None], nanf, J64))]
+    if k == 1:
+        ops.append(("M = J64 / ‖a‖² (b,1,d)", lambda: J64 / gram[:, 0, :, None]))
+    else:
+        def closed_form_k2():
+            a, b_, c = gram[:, 0, 0], gram[:, 0, 1], gram[:, 1, 1]
+            half_tr, disc = 0.5 * (a + c), torch.sqrt((0.5 * (a - c)) ** 2 + b_ * b_)
+            return half_tr - disc, half_tr + disc
+
+        def solve_1thread():
+            prev = torch.get_num_threads()
+            torch.set_num_threads(1)
+            try:
+                return torch.linalg.solve(gram, J64)
+            finally:
+                torch.set_num_threads(prev)
+
+        ops += [("torch.linalg.eigvalsh(gram): the conditioning check", lambda: torch.linalg.eigvalsh(gram)),
+                ("closed-form 2x2 eigenvalues (same check, k=2)", closed_form_k2),
+                (f"torch.linalg.solve(gram, J64) -> M (b,k,d), {args.threads} threads", lambda: torch.linalg.solve(gram, J64)),
+                ("torch.linalg.solve(gram, J64) -> M (b,k,d), 1 thread", solve_1thread),
+                ("torch.linalg.inv_ex(gram) @ J64 -> M (b,k,d)", lambda: torch.linalg.inv_ex(gram)[0] @ J64),
+                ("torch.linalg.solve(gram, J64 @ g) -> components (b,k,1)",
+                 lambda: torch.linalg.solve(gram, J64 @ g64[:, :, None]))]
+    # inside target_probability_and_gradient (logit form) on the same chunk
+    xs = X[sl]
+
+    def autograd_logit():
+        x = xs.detach().requires_grad_(True)
+        z = target(x)[:, 0]
+        return torch.autograd.grad(z.sum(), x)[0], z.detach()
+
+    gz, z = autograd_logit()
+    dp = torch.sigmoid(z.double()) * torch.sigmoid(-z.double())
+    buf = torch.empty(gz.shape, dtype=torch.float64)
+    ops += [("target: autograd of the logit (float32, = floor's target part)", autograd_logit),
+            ("target: g = gz.double() * σ'(z) (b,d) float64", lambda: gz.double() * dp[:, None]),
+            ("target: copy g into the (b,d) float64 grads buffer", lambda: buf.copy_(gz)),
+            ("target: float32 gz·J (b,k) then × σ'(z) (b,) in float64, the alternative",
+             lambda: (J @ gz[:, :, None])[:, :, 0].double() * dp[:, None])]
+    inner = {}
+    for name, fn in ops:
+        w, c, _ = best_of(fn, reps)
+        inner[name] = {"wall_s": w * scale, "cpu_s": c * scale}
+    out["lic_internals"] = inner
+
+    sweep = {}
+    for c in (4_096, 16_384, 65_536, 262_144):
+        w, cpu, _ = best_of(lambda: floor_pass(target, aux, X, c), args.repeats)
+        sweep[c] = {"rows_per_s": n / w, "cpu_s": cpu}
+    out["floor_by_chunk"] = sweep
+    out["peak_rss_mb"] = peak_rss_mb()
+    return out
+
+
+# ---------------------------------------------------------------------------- driver
+def spawn(worker: str, args) -> dict:
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", worker,
+           "--n", str(args.n), "--ig-n", str(args.ig_n), "--ig-steps", str(args.ig_steps),
+           "--naive-n", str(args.naive_n), "--chunk-size", str(args.chunk_size),
+           "--repeats", str(args.repeats), "--threads", str(args.threads)]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout + proc.stderr)
+        raise SystemExit(f"worker {worker} failed with exit code {proc.returncode}")
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    res["load_avg_1min_after"] = os.getloadavg()[0]
+    print(f"  [{worker}: {time.perf_counter() - t0:.1f} s, load average {res['load_avg_1min_after']:.1f}]",
+          file=sys.stderr, flush=True)
+    return res
+
+
+def print_table(results: list[dict], args) -> None:
+    print(f"\nfAux scoring benchmark: d={D}, target and aux 2x{HIDDEN[0]} ReLU MLPs (random init; aux = untrained "
+          f"AuxNet via AuxiliaryModel.from_module), chunk_size={args.chunk_size:,}, torch threads={args.threads}, "
+          f"{args.repeats} interleaved floor/case runs, best kept; {os.cpu_count()} CPUs, "
+          f"load average during the run {min(r['load_avg_1min_after'] for r in results):.1f}"
+          f"-{max(r['load_avg_1min_after'] for r in results):.1f}")
+    print("x floor: best wall / best floor wall, same process; paired: median over runs of (case / floor just before);"
+          " CPU: in CPU time")
+    print("setup / peak MB: the worker process's ru_maxrss after X + models / at the end (process peak: torch, X, "
+          "models, temporaries, outputs)\n")
+    hdr = (f"{'case':<21}{'k':>2}{'rows':>11}{'time s':>8}{'rows/s':>10}{'floor rows/s':>13}"
+           f"{'x floor':>8}{'paired':>7}{'CPU':>6}{'setup MB':>9}{'peak MB':>8}{'vs naive':>9}")
+    print(hdr)
+    print("-" * len(hdr))
+    for r in results:
+        sp = r.get("speedup_vs_naive")
+        print(f"{r['case']:<21}{r['k']:>2}{r['n']:>11,}{r['time_s']:>8.2f}{r['rows_per_s']:>10,.0f}"
+              f"{r['floor_rows_per_s']:>13,.0f}{r['ratio_to_floor']:>8.2f}{r['ratio_paired_median']:>7.2f}"
+              f"{r['ratio_to_floor_cpu']:>6.2f}{r['rss_after_setup_mb']:>9,.0f}{r['peak_rss_mb']:>8,.0f}"
+              f"{('-' if sp is None else f'{sp:,.0f}x'):>9}")
+    for r in results:
+        if "naive_rows_per_s" in r:
+            print(f"naive per-row autograd.functional.jacobian loop ({r['c']} c, {args.naive_n:,} rows): "
+                  f"{r['naive_rows_per_s']:,.0f} rows/s -> {r['n'] / r['naive_rows_per_s'] / 60:,.1f} min for "
+                  f"{r['n']:,} rows")
+    if any(r["variant"] == "whatif" for r in results):
+        print("whatif-*: not the library; benchmarks/bench_scoring.py:whatif_evaluate with the profile's proposed changes")
+    main = next((r for r in results if r["case"] == "faux-binary"), None)
+    if main:
+        ok = lambda b: "PASS" if b else "FAIL"  # noqa: E731
+        print(f"\ngoals (binary c, fAux, evidence=False, n={main['n']:,}):")
+        print(f"  ratio to floor {main['ratio_to_floor']:.2f} <= {GOAL_RATIO}: {ok(main['ratio_to_floor'] <= GOAL_RATIO)}"
+              f"  (paired median {main['ratio_paired_median']:.2f}, CPU time {main['ratio_to_floor_cpu']:.2f})")
+        print(f"  rows/s {main['rows_per_s']:,.0f} >= {GOAL_ROWS_PER_S:,}: {ok(main['rows_per_s'] >= GOAL_ROWS_PER_S)}"
+              f"  (the floor itself ran at {main['floor_rows_per_s']:,.0f} rows/s in this process)")
+        print(f"  peak RSS {main['peak_rss_mb']:,.0f} MB < {GOAL_RSS_MB:,} MB: {ok(main['peak_rss_mb'] < GOAL_RSS_MB)}"
+              + ("" if main["n"] >= 1_000_000 else "  (n < 1M: not the goal's size)"))
+
+
+def print_profile(p: dict) -> None:
+    print(f"\nstage profile of FAuxTester.evaluate (faux, evidence=False), {p['case']}, n={p['n']:,}, k={p['k']}, "
+          f"chunk={p['chunk_size']:,}, best of runs; columns: wall s, CPU s, share of CPU, peak-RSS rise MB "
+          f"(first run; setup {p['rss_after_setup_mb']:,.0f} MB)")
+    tc = p["stages_total_cpu_s"]
+    for key, c in sorted(p["stages_cpu_s"].items(), key=lambda kv: -kv[1]):
+        print(f"  {p['stages_s'][key]:8.3f} {c:8.3f} {100 * c / tc:5.1f}% {p['stages_rss_rise_mb'].get(key, 0):7,.0f}  {key}")
+    print(f"  {p['stages_total_s']:8.3f} {tc:8.3f}  total")
+    print(f"  autograd floor, same process: {p['floor_s']:.3f} s wall, {p['floor_cpu_s']:.3f} s CPU "
+          f"(target part {p['floor_target_s']:.3f} / {p['floor_target_cpu_s']:.3f}, aux part {p['floor_aux_s']:.3f} / "
+          f"{p['floor_aux_cpu_s']:.3f}); stages / floor = {p['stages_total_s'] / p['floor_s']:.2f} wall, "
+          f"{tc / p['floor_cpu_s']:.2f} CPU")
+    print("  LIC step on one chunk, scaled to n (wall s, CPU s):")
+    for key, v in p["lic_alternatives"].items():
+        print(f"    {v['wall_s']:7.3f} {v['cpu_s']:7.3f}  {key}  (max rel diff vs library {v['max_rel_diff']:.1e})")
+    print("  LIC and target-gradient internal operations on one chunk, scaled to n (wall s, CPU s):")
+    for key, v in p["lic_internals"].items():
+        print(f"    {v['wall_s']:7.3f} {v['cpu_s']:7.3f}  {key}")
+    print("  autograd floor by chunk size (rows/s wall, CPU s): " + ", ".join(
+        f"{int(c):,}: {v['rows_per_s']:,.0f} / {v['cpu_s']:.2f}" for c, v in p["floor_by_chunk"].items()))
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, default=1_000_000, help="individuals (default 1,000,000)")
+    ap.add_argument("--ig-n", type=int, default=20_000, help="rows for the IG variant (default 20,000)")
+    ap.add_argument("--ig-steps", type=int, default=32)
+    ap.add_argument("--naive-n", type=int, default=2_000, help="rows for the per-row jacobian loop (0: skip)")
+    ap.add_argument("--chunk-size", type=int, default=None, help="rows per chunk (default: the library's DEFAULT_CHUNK)")
+    ap.add_argument("--repeats", type=int, default=2, help="interleaved floor/case runs; the best is kept (default 2)")
+    ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (default 2)")
+    ap.add_argument("--cases", default=",".join(CASES), help=f"comma-separated subset of {','.join(CASES)}")
+    ap.add_argument("--profile", action="store_true", help="also profile the stages of binary and 3-class fAux")
+    ap.add_argument("--json", default=None, help="also write all results to this JSON file")
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.chunk_size is None:
+        from faux_checks.gradients import DEFAULT_CHUNK
+
+        args.chunk_size = DEFAULT_CHUNK
+
+    if args.worker:
+        if args.worker.startswith("profile-"):
+            res = run_profile(args.worker.split("-", 1)[1], args)
+        else:
+            res = run_case(args.worker, args)
+        print(json.dumps(res))
+        return
+
+    cases = [c for c in args.cases.split(",") if c]
+    unknown = set(cases) - set(CASES)
+    if unknown:
+        ap.error(f"unknown case(s) {sorted(unknown)}; choose from {CASES}")
+    results = [spawn(c, args) for c in cases]
+    profiles = [spawn(f"profile-{c}", args) for c in ("binary", "3class")] if args.profile else []
+    main_res = next((r for r in results if r["case"] == "faux-binary"), None)
+    if main_res is None:
+        main_res = spawn("faux-binary", args)
+        results.append(main_res)
+    print_table(results, args)
+    for p in profiles:
+        print_profile(p)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"results": results, "profiles": profiles, "args": vars(args)}, fh, indent=2)
+    print(f"ratio_to_floor={main_res['ratio_to_floor']:.3f} rows_per_s={main_res['rows_per_s']:.0f} "
+          f"peak_rss_mb={main_res['peak_rss_mb']:.0f}")
+
+
+if __name__ == "__main__":
+    main()
