@@ -15,30 +15,15 @@ from faux_checks.cli import main
 from faux_checks.models import save_torchscript
 from faux_checks.policy import load_policy
 
-FEATURES = ["f0", "f1", "f2", "f3", "proxy"]
+import _support
+from _support import FAIR, FEATURES, UNFAIR
 
 
 def make_data(n: int = 1500, seed: int = 0) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    sex = rng.choice(["F", "M"], n)
-    z = rng.normal(size=(n, 4))
-    df = pd.DataFrame(z, columns=FEATURES[:4])
-    df["proxy"] = (sex == "M") * 2.0 + rng.normal(scale=0.5, size=n)
-    df["sex"] = sex
-    df["y"] = (z[:, 0] > 0).astype(int)
-    return df
+    return _support.make_data(n, seed)
 
 
-def linear_model(weights) -> torch.nn.Module:
-    lin = torch.nn.Linear(len(weights), 1)
-    with torch.no_grad():
-        lin.weight[:] = torch.tensor([weights], dtype=torch.float32)
-        lin.bias.zero_()
-    return lin
-
-
-FAIR = [1.0, 0.5, 0.0, 0.0, 0.0]     # ignores the proxy of sex
-UNFAIR = [1.0, 0.0, 0.0, 0.0, 2.0]   # leans on the proxy
+linear_model = _support.linear
 
 
 @pytest.fixture(scope="module")

@@ -9,29 +9,17 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from _support import linear, make_data
 
 pytestmark = pytest.mark.slow
 
-FEATURES = ["f0", "f1", "f2", "f3", "proxy"]
 
 
 def _data(n=800, seed=0) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    sex = rng.choice(["F", "M"], n)
-    z = rng.normal(size=(n, 4))
-    df = pd.DataFrame(z, columns=FEATURES[:4])
-    df["proxy"] = (sex == "M") * 2.0 + rng.normal(scale=0.5, size=n)
-    df["sex"] = sex
-    df["y"] = (z[:, 0] > 0).astype(int)
-    return df
+    return make_data(n, seed)
 
 
-def _linear(weights) -> torch.nn.Module:
-    lin = torch.nn.Linear(len(weights), 1)
-    with torch.no_grad():
-        lin.weight[:] = torch.tensor([weights], dtype=torch.float32)
-        lin.bias.zero_()
-    return lin
+_linear = linear
 
 
 @pytest.fixture(scope="module")
