@@ -283,33 +283,73 @@ def run_case(case: str, args) -> dict:
 
 
 # ---------------------------------------------------------------------------- worker: profile
-@contextmanager
-def _stage(acc: dict, rss: dict, key: str):
-    """Accumulate wall and CPU time of a stage; record the rise of the process peak RSS in it."""
-    r0 = peak_rss_mb()
-    c0, t0 = time.process_time(), time.perf_counter()
-    yield
-    w, c = acc.get(key, (0.0, 0.0))
-    acc[key] = (w + time.perf_counter() - t0, c + time.process_time() - c0)
-    rss[key] = rss.get(key, 0.0) + peak_rss_mb() - r0
+class CallProfiler:
+    """Wraps library functions by name and times the real ``FAuxTester.evaluate`` through them.
+
+    Times are exclusive (a wrapped call's time minus the wrapped calls inside it) and keyed by the
+    call path, e.g. ``faux_scores > _damped_gram``; what evaluate spends outside every wrapped
+    function is reported as its body. Wrapping by name keeps the profile in step with the library
+    as it changes: a function that no longer exists is skipped.
+    """
+
+    def __init__(self):
+        self.wall: dict = {}
+        self.cpu: dict = {}
+        self.calls: dict = {}
+        self.rss: dict = {}
+        self._stack: list = []
+        self._restore: list = []
+
+    def reset(self) -> None:
+        self.wall, self.cpu, self.calls, self.rss = {}, {}, {}, {}
+
+    def wrap(self, owner, attr: str) -> None:
+        orig = owner.__dict__.get(attr) if isinstance(owner, type) else getattr(owner, attr, None)
+        if orig is None:
+            return
+        prof = self
+
+        def wrapper(*a, **kw):
+            path = " > ".join([f[0] for f in prof._stack] + [attr])
+            frame = [attr, 0.0, 0.0]                 # name, child wall, child CPU
+            prof._stack.append(frame)
+            r0 = peak_rss_mb()
+            c0, t0 = time.process_time(), time.perf_counter()
+            try:
+                return orig(*a, **kw)
+            finally:
+                w, c = time.perf_counter() - t0, time.process_time() - c0
+                prof._stack.pop()
+                prof.wall[path] = prof.wall.get(path, 0.0) + w - frame[1]
+                prof.cpu[path] = prof.cpu.get(path, 0.0) + c - frame[2]
+                prof.calls[path] = prof.calls.get(path, 0) + 1
+                prof.rss[path] = max(prof.rss.get(path, 0.0), peak_rss_mb() - r0)
+                if prof._stack:
+                    prof._stack[-1][1] += w
+                    prof._stack[-1][2] += c
+
+        setattr(owner, attr, wrapper)
+        self._restore.append((owner, attr, orig))
+
+    def unwrap(self) -> None:
+        for owner, attr, orig in reversed(self._restore):
+            setattr(owner, attr, orig)
+        self._restore = []
 
 
 def run_profile(c_kind: str, args) -> dict:
-    """Re-run FAuxTester.evaluate (variant faux, evidence=False) stage by stage with the library's
-    own functions, then time the LIC step's parts and alternatives on one chunk's g and J."""
+    """Profile the real FAuxTester.evaluate (variant faux, evidence=False) by wrapping the library
+    functions it calls, then time the LIC step's parts and alternatives on one chunk's g and J."""
     import numpy as np
     import torch
 
-    from faux_checks import TargetOutput
-    from faux_checks.gradients import (
-        as_tensor,
-        check_batch_independence,
-        eval_mode,
-        iter_chunks,
-        resolve_output_form,
-        target_probability_and_gradient,
-    )
-    from faux_checks.lic import _scores_from_components, faux_scores, pseudo_inverse_rows
+    import faux_checks.auxiliary as auxmod
+    import faux_checks.faux as fx
+    import faux_checks.gradients as grad_mod
+    import faux_checks.lic as lic
+    from faux_checks import FAuxTester, TargetOutput
+    from faux_checks.gradients import target_probability_and_gradient
+    from faux_checks.lic import faux_scores
 
     torch.set_num_threads(args.threads)
     X, target, aux = build(args.n, c_kind)
@@ -318,55 +358,46 @@ def run_profile(c_kind: str, args) -> dict:
     cs = args.chunk_size
     out: dict = {"case": f"profile-{c_kind}", "n": n, "chunk_size": cs, "k": k, "threads": args.threads,
                  "rss_after_setup_mb": peak_rss_mb()}
-    best: dict = {}
-    rss_rise: dict = {}
-    for rep in range(args.repeats):
-        st: dict = {}
-        rr: dict = {}
-        with _stage(st, rr, "as_tensor + torch.isfinite(X).all() on all n"):
-            Xt = as_tensor(X)
-            bool(torch.isfinite(Xt).all())
-        with _stage(st, rr, "resolve_output_form (256 rows)"):
-            output = resolve_output_form(target, Xt[:256], TargetOutput(form="logit"))
-        with _stage(st, rr, "batch-independence probe, target"):
-            with eval_mode(target):
-                check_batch_independence(lambda x: target(x), Xt)
-        keep = torch.ones(d, dtype=torch.bool)
-        with _stage(st, rr, "batch-independence probe, aux (copies X[:, keep] of all n)"):
-            check_batch_independence(aux.outputs, Xt[:, keep])
-        with _stage(st, rr, "output arrays (np.empty)"):
-            scores = np.empty(n); undefined = np.empty(n, dtype=bool); prob = np.empty(n)
-        for sl in iter_chunks(n, cs):
-            x = Xt[sl]
-            with _stage(st, rr, "target gradient (target_probability_and_gradient)"):
-                p, g = target_probability_and_gradient(target, x, output, chunk_size=cs)
-            with _stage(st, rr, "x[:, keep] + g[:, keep] column copies"):
-                xk = x[:, keep]
-                gk = g[:, keep]
-            with _stage(st, rr, "aux Jacobian (aux.jacobian)"):
-                J = aux.jacobian(xk, chunk_size=cs)
-            with _stage(st, rr, "lic: pseudo_inverse_rows (float64 M (b,k,d))"):
-                M, und = pseudo_inverse_rows(J)
-            with _stage(st, rr, "lic: g.double(), isfinite(g), terms = M*g (b,k,d), sum"):
-                g64 = gk.double()
-                und = und | ~torch.isfinite(g64).all(dim=1)
-                terms = M * g64[:, None, :]
-                comps = terms.sum(dim=2)
-            with _stage(st, rr, "lic: _scores_from_components (evidence gather, NaN fills)"):
-                r = _scores_from_components(comps, terms, und)
-            with _stage(st, rr, "numpy copies into the output arrays"):
-                scores[sl] = r.scores.numpy(); undefined[sl] = r.undefined.numpy(); prob[sl] = p.numpy()
-            del M, terms, r, J, g, gk, xk
-        for key, (w, c) in st.items():
-            bw, bc = best.get(key, (float("inf"), float("inf")))
-            best[key] = (min(bw, w), min(bc, c))
-        if rep == 0:
-            rss_rise = rr
-    out["stages_s"] = {key: v[0] for key, v in best.items()}
-    out["stages_cpu_s"] = {key: v[1] for key, v in best.items()}
-    out["stages_total_s"] = sum(out["stages_s"].values())
-    out["stages_total_cpu_s"] = sum(out["stages_cpu_s"].values())
-    out["stages_rss_rise_mb"] = rss_rise
+
+    # the whole-X finiteness check evaluate does first, alone: time and peak-RSS rise
+    r0 = peak_rss_mb()
+    w, c, _ = timed(lambda: bool(torch.isfinite(X).all()))
+    out["isfinite_X"] = {"wall_s": w, "cpu_s": c, "rss_rise_mb": peak_rss_mb() - r0}
+
+    prof = CallProfiler()
+    for owner, attrs in ((fx, ("as_tensor", "resolve_output_form", "check_batch_independence", "_float64_copy",
+                               "target_probability_and_gradient", "faux_scores", "faux_ng_scores")),
+                         (auxmod.AuxiliaryModel, ("jacobian",)),
+                         (auxmod, ("output_jacobian",)),
+                         (grad_mod, ("_target_chunk", "_input_grad")),
+                         (lic, ("pseudo_inverse_rows", "_damped_gram", "_scores_from_components"))):
+        for attr in attrs:
+            prof.wrap(owner, attr)
+    tester = FAuxTester(target, aux, variant="faux", output=TargetOutput(form="logit"), chunk_size=cs)
+    best_w: dict = {}
+    best_c: dict = {}
+    totals = []
+    r0 = peak_rss_mb()
+    try:
+        for rep in range(args.repeats):
+            prof.reset()
+            w, c, _ = timed(lambda: tester.evaluate(X, evidence=False))
+            totals.append((w, c))
+            prof.wall["(evaluate body: outside the functions above)"] = w - sum(prof.wall.values())
+            prof.cpu["(evaluate body: outside the functions above)"] = c - sum(prof.cpu.values())
+            for key in prof.wall:
+                best_w[key] = min(best_w.get(key, float("inf")), prof.wall[key])
+                best_c[key] = min(best_c.get(key, float("inf")), prof.cpu[key])
+            if rep == 0:
+                out["stages_rss_rise_mb"] = dict(prof.rss)
+                out["evaluate_rss_rise_mb"] = peak_rss_mb() - r0
+                out["stages_calls"] = dict(prof.calls)
+    finally:
+        prof.unwrap()
+    out["stages_s"] = best_w
+    out["stages_cpu_s"] = best_c
+    out["evaluate_s"] = min(t[0] for t in totals)
+    out["evaluate_cpu_s"] = min(t[1] for t in totals)
     out["floor_s"], out["floor_cpu_s"], _ = best_of(lambda: floor_pass(target, aux, X, cs), args.repeats)
     out["floor_target_s"], out["floor_target_cpu_s"], _ = best_of(
         lambda: floor_pass(target, aux, X, cs, "target"), args.repeats)
@@ -374,14 +405,20 @@ def run_profile(c_kind: str, args) -> dict:
 
     # the LIC step on one chunk's g and J, library vs alternative, and its internal operations
     sl = slice(0, min(cs, n))
-    _, g, = target_probability_and_gradient(target, X[sl], TargetOutput(form="logit"), chunk_size=cs)
+    _, g = target_probability_and_gradient(target, X[sl], TargetOutput(form="logit"), chunk_size=cs)
     J = aux.jacobian(X[sl], chunk_size=cs)
     scale = n / (sl.stop - sl.start)
     reps = max(3, args.repeats)
     ref = faux_scores(g, J).scores
+    try:
+        faux_scores(g[:2], J[:2], evidence=False)
+        lib_noev = lambda: faux_scores(g, J, evidence=False).scores  # noqa: E731
+    except TypeError:                                   # a library without the evidence switch
+        lib_noev = lambda: faux_scores(g, J).scores  # noqa: E731
     alt = {}
-    for name, fn in (("library faux_scores (evidence terms always built)", lambda: faux_scores(g, J).scores),
-                     ("fast_lic: float64 batched matmul, (b,k,1) solve, no (b,k,d) temporaries",
+    for name, fn in (("library faux_scores(evidence=True)", lambda: faux_scores(g, J).scores),
+                     ("library faux_scores(evidence=False)", lib_noev),
+                     ("fast_lic (this script): finiteness on the reductions, no (b,k,d) where/isfinite",
                       lambda: fast_lic(g, J)[0])):
         w, c, val = best_of(fn, reps)
         rel = float(np.nanmax(np.abs(val.numpy() - ref.numpy()) / np.abs(ref.numpy())))
@@ -447,7 +484,9 @@ def run_profile(c_kind: str, args) -> dict:
     sweep = {}
     for c in (4_096, 16_384, 65_536, 262_144):
         w, cpu, _ = best_of(lambda: floor_pass(target, aux, X, c), args.repeats)
-        sweep[c] = {"rows_per_s": n / w, "cpu_s": cpu}
+        t = FAuxTester(target, aux, variant="faux", output=TargetOutput(form="logit"), chunk_size=c)
+        we, ce, _ = best_of(lambda: t.evaluate(X, evidence=False), args.repeats)
+        sweep[c] = {"rows_per_s": n / w, "cpu_s": cpu, "eval_rows_per_s": n / we, "eval_cpu_s": ce}
     out["floor_by_chunk"] = sweep
     out["peak_rss_mb"] = peak_rss_mb()
     return out
@@ -511,25 +550,30 @@ def print_table(results: list[dict], args) -> None:
 
 
 def print_profile(p: dict) -> None:
-    print(f"\nstage profile of FAuxTester.evaluate (faux, evidence=False), {p['case']}, n={p['n']:,}, k={p['k']}, "
-          f"chunk={p['chunk_size']:,}, best of runs; columns: wall s, CPU s, share of CPU, peak-RSS rise MB "
-          f"(first run; setup {p['rss_after_setup_mb']:,.0f} MB)")
-    tc = p["stages_total_cpu_s"]
+    print(f"\nprofile of the real FAuxTester.evaluate (faux, evidence=False), {p['case']}, n={p['n']:,}, k={p['k']}, "
+          f"chunk={p['chunk_size']:,}, threads={p['threads']}; exclusive times by call path, best of runs; columns: "
+          f"wall s, CPU s, share of CPU, calls, peak-RSS rise MB (first run; setup {p['rss_after_setup_mb']:,.0f} MB)")
+    tc = p["evaluate_cpu_s"]
     for key, c in sorted(p["stages_cpu_s"].items(), key=lambda kv: -kv[1]):
-        print(f"  {p['stages_s'][key]:8.3f} {c:8.3f} {100 * c / tc:5.1f}% {p['stages_rss_rise_mb'].get(key, 0):7,.0f}  {key}")
-    print(f"  {p['stages_total_s']:8.3f} {tc:8.3f}  total")
+        print(f"  {p['stages_s'][key]:8.3f} {c:8.3f} {100 * c / tc:5.1f}% {p['stages_calls'].get(key, 1):5d} "
+              f"{p['stages_rss_rise_mb'].get(key, 0.0):7,.0f}  {key}")
+    print(f"  {p['evaluate_s']:8.3f} {tc:8.3f}  evaluate total (peak-RSS rise {p['evaluate_rss_rise_mb']:,.0f} MB)")
+    f = p["isfinite_X"]
+    print(f"  of the body: torch.isfinite(X).all() on all n alone: {f['wall_s']:.3f} s wall, {f['cpu_s']:.3f} s CPU, "
+          f"peak-RSS rise {f['rss_rise_mb']:,.0f} MB")
     print(f"  autograd floor, same process: {p['floor_s']:.3f} s wall, {p['floor_cpu_s']:.3f} s CPU "
           f"(target part {p['floor_target_s']:.3f} / {p['floor_target_cpu_s']:.3f}, aux part {p['floor_aux_s']:.3f} / "
-          f"{p['floor_aux_cpu_s']:.3f}); stages / floor = {p['stages_total_s'] / p['floor_s']:.2f} wall, "
+          f"{p['floor_aux_cpu_s']:.3f}); evaluate / floor = {p['evaluate_s'] / p['floor_s']:.2f} wall, "
           f"{tc / p['floor_cpu_s']:.2f} CPU")
     print("  LIC step on one chunk, scaled to n (wall s, CPU s):")
     for key, v in p["lic_alternatives"].items():
-        print(f"    {v['wall_s']:7.3f} {v['cpu_s']:7.3f}  {key}  (max rel diff vs library {v['max_rel_diff']:.1e})")
+        print(f"    {v['wall_s']:7.3f} {v['cpu_s']:7.3f}  {key}  (max rel diff vs evidence=True {v['max_rel_diff']:.1e})")
     print("  LIC and target-gradient internal operations on one chunk, scaled to n (wall s, CPU s):")
     for key, v in p["lic_internals"].items():
         print(f"    {v['wall_s']:7.3f} {v['cpu_s']:7.3f}  {key}")
-    print("  autograd floor by chunk size (rows/s wall, CPU s): " + ", ".join(
-        f"{int(c):,}: {v['rows_per_s']:,.0f} / {v['cpu_s']:.2f}" for c, v in p["floor_by_chunk"].items()))
+    print("  by chunk size, rows/s wall (CPU s): " + ", ".join(
+        f"{int(c):,}: floor {v['rows_per_s']:,.0f} ({v['cpu_s']:.2f}), evaluate {v['eval_rows_per_s']:,.0f} "
+        f"({v['eval_cpu_s']:.2f})" for c, v in p["floor_by_chunk"].items()))
 
 
 def main(argv=None) -> None:

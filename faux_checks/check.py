@@ -44,6 +44,19 @@ Decision = str  # "passed" | "failed" | "undecided"
 EXIT_CODES = {"passed": 0, "failed": 1, "undecided": 2}
 
 
+def summary_line(result) -> str:
+    """One-line outcome of a check-like result: "failed: 7.2% flagged > 5.0% at δ=0.05, n=10,000".
+
+    ``result`` needs ``decision``, ``reasons``, ``flagged_fraction``, ``max_flagged_fraction``,
+    ``delta`` and ``n_individuals`` (a :class:`CheckResult` or a streaming summary).
+    """
+    if result.decision == "undecided":
+        return f"undecided: {result.reasons[0] if result.reasons else 'no reason recorded'}"
+    op = ">" if result.flagged_fraction > result.max_flagged_fraction else "<="
+    return (f"{result.decision}: {result.flagged_fraction:.1%} flagged {op} {result.max_flagged_fraction:.1%} "
+            f"at δ={result.delta:g}, n={result.n_individuals:,}")
+
+
 @dataclass(frozen=True)
 class CheckResult:
     """Outcome of one fairness check, computed eagerly and then read-only.
@@ -110,11 +123,7 @@ class CheckResult:
                    max_flagged_fraction=max_flagged_fraction, delta=delta, provenance=provenance or {})
 
     def __repr__(self) -> str:
-        if self.decision == "undecided":
-            return f"undecided: {self.reasons[0] if self.reasons else 'no reason recorded'}"
-        op = ">" if self.flagged_fraction > self.max_flagged_fraction else "<="
-        return (f"{self.decision}: {self.flagged_fraction:.1%} flagged {op} {self.max_flagged_fraction:.1%} "
-                f"at δ={self.delta:g}, n={self.n_individuals:,}")
+        return summary_line(self)
 
     def to_dict(self) -> dict:
         """JSON-ready dict with ``schema_version``; NaN becomes None."""

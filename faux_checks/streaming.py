@@ -989,14 +989,14 @@ class StreamSummary:
     @property
     def exit_code(self) -> int:
         """0 passed, 1 failed, 2 undecided (DESIGN.md contract)."""
-        return {"passed": 0, "failed": 1, "undecided": 2}[self.decision]
+        from .check import EXIT_CODES
+
+        return EXIT_CODES[self.decision]
 
     def __repr__(self) -> str:
-        if self.decision == "undecided":
-            return f"undecided: {self.reasons[0] if self.reasons else 'no reason recorded'}"
-        op = ">" if self.flagged_fraction > self.max_flagged_fraction else "<="
-        return (f"{self.decision}: {self.flagged_fraction:.1%} flagged {op} {self.max_flagged_fraction:.1%} "
-                f"at δ={self.delta:g}, n={self.n_individuals:,}")
+        from .check import summary_line
+
+        return summary_line(self)
 
     def to_dict(self) -> dict:
         """JSON-ready dict; NaN becomes None."""

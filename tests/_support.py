@@ -1,5 +1,5 @@
 """Shared inputs of the reliability tests: small audit data, TorchScript models, policies, and the
-bad-input cases of /work/shared/cases/bad-inputs.md as file bundles that the CLI, the Great
+bad-input cases of ../shared/cases/bad-inputs.md as file bundles that the CLI, the Great
 Expectations suite and the Prefect flow can all read.
 
 Data: ``f0..f3`` independent of ``sex``, ``proxy`` = 2·[sex = M] + N(0, 0.5²). The fair target
