@@ -1,6 +1,6 @@
 """Benchmark: one drift audit of a 100,000-row current batch against the 48,842-row UCI Adult reference.
 
-Setup (not timed): UCI Adult from the package (``faux_checks.datasets.load_adult``, all 48,842 rows;
+Setup (not timed): UCI Adult from the package (``faux_checks.inputs.datasets.load_adult``, all 48,842 rows;
 UCI's ``?`` kept as its own category), a FeatureSpec over ``ADULT_FEATURES``, a 2x64 MLP income
 classifier trained for a few epochs, a tmp sqlite registry holding it as a version that passed the
 gate on the reference (tags written directly, with ``fairness_data_path``), and a current batch of
@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def _adult():
-    from faux_checks.datasets import load_adult
+    from faux_checks.inputs.datasets import load_adult
 
     df = load_adult(drop_missing=False).drop(columns="split")
     for col in ("workclass", "occupation", "native-country"):
@@ -99,10 +99,10 @@ def main(argv=None) -> int:
     import torch
 
     torch.set_num_threads(args.threads)
-    from faux_checks.datasets import ADULT_FEATURES
-    from faux_checks.models import save_torchscript
+    from faux_checks.inputs.datasets import ADULT_FEATURES
+    from faux_checks.inputs.models import save_torchscript
     from faux_checks.registry import Registry
-    from faux_checks.tabular import FeatureSpec
+    from faux_checks.inputs.tabular import FeatureSpec
 
     t0 = time.perf_counter()
     reference = _adult()

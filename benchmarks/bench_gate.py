@@ -240,10 +240,10 @@ def import_times() -> dict[str, float]:
 
 def build_versions(workdir: Path, *, epochs: int, seed: int) -> dict:
     """Adult with '?' for missing categories, the spec, v1/v2 TorchScript models, the audit CSV."""
-    from faux_checks.datasets import ADULT_CATEGORICAL, ADULT_FEATURES, load_adult
+    from faux_checks.inputs.datasets import ADULT_CATEGORICAL, ADULT_FEATURES, load_adult
     from faux_checks.demo import DEFAULT_BIAS_RATE, MIN_FREQUENCY, inject_historical_bias, train_target
-    from faux_checks.models import save_torchscript
-    from faux_checks.tabular import FeatureSpec
+    from faux_checks.inputs.models import save_torchscript
+    from faux_checks.inputs.tabular import FeatureSpec
 
     times = {}
     t0 = time.perf_counter()
@@ -314,14 +314,14 @@ def instrument(clock: Clock) -> None:
     import expectations.baselines as gx_baselines
     import expectations.suite as gx_suite
     import faux_checks.check as check
-    import faux_checks.models as models
+    import faux_checks.inputs.models as models
     import faux_checks.policy as policy
     import faux_checks.registry as registry
     import faux_checks.report as report
     import flows.gate as gate
-    from faux_checks.auxiliary import AuxiliaryModel
+    from faux_checks.method.auxiliary import AuxiliaryModel
     from faux_checks.baselines import FTATester
-    from faux_checks.faux import FAuxTester
+    from faux_checks.method.faux import FAuxTester
 
     # Prefect task and flow bodies (the engine calls task.fn / flow.fn)
     for name in ("find_new_versions", "fetch_version", "load_audit_data", "validate", "record", "promote"):
@@ -580,10 +580,10 @@ def main(argv: list[str] | None = None) -> int:
             import expectations._inputs as gx_inputs
             from expectations import build_suite, validate_frame
             from faux_checks.check import run_check
-            from faux_checks.io import read_table
-            from faux_checks.models import load_model
+            from faux_checks.inputs.io import read_table
+            from faux_checks.inputs.models import load_model
             from faux_checks.policy import load_policy
-            from faux_checks.tabular import FeatureSpec
+            from faux_checks.inputs.tabular import FeatureSpec
 
             frame = read_table(setup["audit_path"])
             policy = load_policy()

@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(args.threads)
-    from faux_checks.models import save_torchscript
+    from faux_checks.inputs.models import save_torchscript
     from faux_checks.registry import Registry
 
     rng = np.random.default_rng(0)

@@ -82,7 +82,7 @@ def generate(path: Path, n: int, d: int, row_group_rows: int, seed: int = 0) -> 
 def save_models(folder: Path, d: int) -> tuple[Path, Path]:
     import torch
 
-    from faux_checks.auxiliary import AuxNet
+    from faux_checks.method.auxiliary import AuxNet
 
     torch.manual_seed(0)
     target = torch.nn.Sequential(torch.nn.Linear(d, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64), torch.nn.ReLU(),
@@ -116,7 +116,7 @@ def run_child(args) -> None:
     if args.run_workers == 0:
         import torch
 
-        from faux_checks.models import load_model
+        from faux_checks.inputs.models import load_model
         from faux_checks.streaming import score_stream
 
         torch.set_num_threads(1)
@@ -145,7 +145,7 @@ def run_control_child(args) -> None:
     import torch
 
     from faux_checks import AuxiliaryModel, FAuxTester, TargetOutput
-    from faux_checks.models import load_model
+    from faux_checks.inputs.models import load_model
 
     torch.set_num_threads(1)
     aux = AuxiliaryModel.from_module(load_model(args.aux), kind="binary", n_features=args.d, groups=("0", "1"))

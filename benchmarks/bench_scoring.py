@@ -6,7 +6,7 @@ Set-up (all random, no training, so the numbers measure the scorer and not a dat
   in every peak RSS below).
 - target: ``Sequential(Linear(d,64), ReLU, Linear(64,64), ReLU, Linear(64,1))`` with torch's
   default random init, declared as output form ``"logit"`` (tested class 1).
-- aux: an untrained :class:`faux_checks.auxiliary.AuxNet` with hidden (64, 64), mean 0 and
+- aux: an untrained :class:`faux_checks.method.auxiliary.AuxNet` with hidden (64, 64), mean 0 and
   scale 1, wrapped with ``AuxiliaryModel.from_module`` (no training): binary c (1 raw logit,
   k = 1 Jacobian row) and 3-class c (3 raw logits, k = 2 Jacobian rows: log-odds vs group 0).
 
@@ -101,7 +101,7 @@ def build(n: int, c_kind: str, seed: int = 0):
     import torch
     from torch import nn
 
-    from faux_checks.auxiliary import AuxiliaryModel, AuxNet
+    from faux_checks.method.auxiliary import AuxiliaryModel, AuxNet
 
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
@@ -191,7 +191,7 @@ def whatif_evaluate(target, aux, X, chunk_size: int):
     import torch
 
     from faux_checks import TargetOutput
-    from faux_checks.gradients import (
+    from faux_checks.method.gradients import (
         check_batch_independence,
         eval_mode,
         iter_chunks,
@@ -343,13 +343,13 @@ def run_profile(c_kind: str, args) -> dict:
     import numpy as np
     import torch
 
-    import faux_checks.auxiliary as auxmod
-    import faux_checks.faux as fx
-    import faux_checks.gradients as grad_mod
-    import faux_checks.lic as lic
+    import faux_checks.method.auxiliary as auxmod
+    import faux_checks.method.faux as fx
+    import faux_checks.method.gradients as grad_mod
+    import faux_checks.method.lic as lic
     from faux_checks import FAuxTester, TargetOutput
-    from faux_checks.gradients import target_probability_and_gradient
-    from faux_checks.lic import faux_scores
+    from faux_checks.method.gradients import target_probability_and_gradient
+    from faux_checks.method.lic import faux_scores
 
     torch.set_num_threads(args.threads)
     X, target, aux = build(args.n, c_kind)
@@ -591,7 +591,7 @@ def main(argv=None) -> None:
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.chunk_size is None:
-        from faux_checks.gradients import DEFAULT_CHUNK
+        from faux_checks.method.gradients import DEFAULT_CHUNK
 
         args.chunk_size = DEFAULT_CHUNK
 

@@ -1,6 +1,6 @@
 """Ground-truth benchmark of individual-fairness testers on fused synthetic data (fAux RQ1, RQ4).
 
-Data: :func:`faux_checks.synthetic.make_fused_data` (our reconstruction of the paper's generator)
+Data: :func:`faux_checks.groundtruth.fused.make_fused_data` (our reconstruction of the paper's generator)
 fusing UCI Adult (x̂: age, education-num, log1p capital-gain, log1p capital-loss, hours-per-week;
 y = income > 50K) with UCI Bank Marketing (x̃: age, log1p duration, log1p campaign, previous,
 emp.var.rate, cons.price.idx, cons.conf.idx, euribor3m; c = subscribed), read from
@@ -184,9 +184,9 @@ def run_cell(sources, *, bias: float, fusion: str, seed: int, n_train: int, n_au
         WeightedFTATester,
         fit_sensitive_subspace,
     )
-    from faux_checks.gradients import as_tensor, target_probability_and_gradient
-    from faux_checks.lic import faux_ng_scores, faux_scores, lic_upper_bound
-    from faux_checks.synthetic import individual_fairness_scores, make_fused_data
+    from faux_checks.method.gradients import as_tensor, target_probability_and_gradient
+    from faux_checks.method.lic import faux_ng_scores, faux_scores, lic_upper_bound
+    from faux_checks.groundtruth.fused import individual_fairness_scores, make_fused_data
 
     logit = TargetOutput(form="logit")
     train = make_fused_data(*sources, n=n_train, bias=bias, fusion=fusion, seed=1000 * seed + 1)
@@ -311,7 +311,7 @@ def group_logit_gap(aux, X, c) -> float:
 
 def _readings(g, J, gap: float) -> dict[str, np.ndarray]:
     """Readings of the k = 1 LIC score from one (g, a) pair (open points 2, 3 and 5)."""
-    from faux_checks.lic import faux_ng_scores, faux_scores
+    from faux_checks.method.lic import faux_ng_scores, faux_scores
 
     a = J[:, 0].double()                                                       # (n, d)
     inner = (g * a).sum(1).abs()                                               # |⟨g, a⟩|
@@ -332,9 +332,9 @@ def speed(sources, *, n: int, seed: int = 0, repeats: int = 2) -> dict:
 
     from faux_checks import FAuxTester, TargetOutput
     from faux_checks.baselines import FlipTestTester, FTATester, UnfairMapTester, WeightedFTATester, fit_sensitive_subspace
-    from faux_checks.gradients import as_tensor, target_probability_and_gradient
-    from faux_checks.lic import lic_upper_bound
-    from faux_checks.synthetic import make_fused_data
+    from faux_checks.method.gradients import as_tensor, target_probability_and_gradient
+    from faux_checks.method.lic import lic_upper_bound
+    from faux_checks.groundtruth.fused import make_fused_data
 
     logit = TargetOutput(form="logit")
     train = make_fused_data(*sources, n=8000, bias=0.6, fusion="concat", seed=1)
@@ -427,7 +427,7 @@ def write_report(all_cells: list[dict], speeds: dict, args, path: Path, png: Pat
     lines += [
         "## Set-up",
         "",
-        "- **Data** (`faux_checks.synthetic.make_fused_data`): D̂ = UCI Adult `adult.data` (x̂: age, education-num, "
+        "- **Data** (`faux_checks.groundtruth.fused.make_fused_data`): D̂ = UCI Adult `adult.data` (x̂: age, education-num, "
         "log1p capital-gain, log1p capital-loss, hours-per-week; y = income > 50K), D̃ = UCI Bank Marketing (x̃: age, "
         "log1p duration, log1p campaign, previous, emp.var.rate, cons.price.idx, cons.conf.idx, euribor3m; c = "
         "subscribed), both read from `shared/data`. y ~ Bernoulli(½); with probability *bias* c = y, else "

@@ -16,10 +16,10 @@ import numpy as np
 import pandas as pd
 
 from faux_checks.check import prepare_audit
-from faux_checks.models import load_model
+from faux_checks.inputs.models import load_model
 from faux_checks.policy import Policy
-from faux_checks.protected import ProtectedAttribute
-from faux_checks.tabular import FeatureSpec
+from faux_checks.inputs.protected import ProtectedAttribute
+from faux_checks.inputs.tabular import FeatureSpec
 
 
 @functools.lru_cache(maxsize=16)

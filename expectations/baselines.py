@@ -30,7 +30,7 @@ from great_expectations.expectations.metrics.metric_provider import metric_value
 
 from faux_checks.baselines import FTATester, group_metrics
 from faux_checks.errors import InputError
-from faux_checks.gradients import TargetOutput, as_tensor, resolve_output_form, target_probability_and_gradient
+from faux_checks.method.gradients import TargetOutput, as_tensor, resolve_output_form, target_probability_and_gradient
 
 from ._inputs import audit_inputs, table_records
 

@@ -53,7 +53,7 @@ class FauxCheck(ColumnAggregateMetricProvider):
     def _pandas(cls, execution_engine, metric_domain_kwargs: dict, metric_value_kwargs: dict,
                 metrics: dict[str, Any], runtime_configuration: dict) -> dict:
         from faux_checks.check import run_check
-        from faux_checks.tabular import FeatureSpec
+        from faux_checks.inputs.tabular import FeatureSpec
 
         frame = table_records(execution_engine, metric_domain_kwargs)
         spec_path = metric_value_kwargs.get("feature_spec_path")

@@ -5,14 +5,14 @@ Alignment", arXiv 2210.06288 (2022). Heavy integrations (MLflow, Prefect, Great 
 Evidently) are imported lazily, never at ``import faux_checks``.
 """
 
-from .auxiliary import AuxiliaryModel
 from .errors import FauxChecksError, InputError, UndecidableError, UnsafeModelError
-from .faux import FAuxTester, LICResult
-from .gradients import TargetOutput
-from .lic import LICScores, faux_ng_scores, faux_projection_scores, faux_scores, lic_upper_bound
-from .protected import ProtectedAttribute, encode_protected
+from .inputs.protected import ProtectedAttribute, encode_protected
+from .inputs.tabular import FeatureSpec
+from .method.auxiliary import AuxiliaryModel
+from .method.faux import FAuxTester, LICResult
+from .method.gradients import TargetOutput
+from .method.lic import LICScores, faux_ng_scores, faux_projection_scores, faux_scores, lic_upper_bound
 from .streaming import StreamSummary, score_stream
-from .tabular import FeatureSpec
 
 __version__ = "0.1.0"
 

@@ -29,13 +29,13 @@ import pandas as pd
 import torch
 
 from ._validation import as_frame, fmt_count, require_columns
-from .auxiliary import AuxiliaryModel
 from .errors import InputError
-from .faux import FAuxTester, LICResult
-from .gradients import TargetOutput, as_tensor, resolve_output_form
+from .inputs.protected import ProtectedAttribute, encode_protected
+from .inputs.tabular import ColumnEncoding, FeatureSpec
+from .method.auxiliary import AuxiliaryModel
+from .method.faux import FAuxTester, LICResult
+from .method.gradients import TargetOutput, as_tensor, resolve_output_form
 from .policy import Policy, TesterSettings
-from .protected import ProtectedAttribute, encode_protected
-from .tabular import ColumnEncoding, FeatureSpec
 
 __all__ = ["AuditRows", "CheckResult", "prepare_audit", "run_check", "SCHEMA_VERSION", "delta_curve"]
 
@@ -561,7 +561,7 @@ def run_check(
 def _fail_closed_scores(lic: LICResult, n: int) -> LICResult:
     """Mark every non-finite score undefined (NaN), so that it can never count as "not flagged".
 
-    The scorer already does this (:mod:`faux_checks.lic`); this guard keeps the decision closed
+    The scorer already does this (:mod:`faux_checks.method.lic`); this guard keeps the decision closed
     even if a scorer broke that contract (a NaN or inf score not in ``undefined``).
 
     Raises

@@ -64,10 +64,10 @@ def _write_undecided_report(report_dir: Path, args, exc: BaseException) -> None:
 
 def _check(args, report_dir: Path | None) -> int:
     from .check import run_check
-    from .io import read_table, write_scores
-    from .models import load_model, model_sha256
+    from .inputs.io import read_table, write_scores
+    from .inputs.models import load_model, model_sha256
+    from .inputs.tabular import FeatureSpec
     from .report import write_report
-    from .tabular import FeatureSpec
 
     policy = _policy(args)
     _eprint(f"[1/4] loading model {args.model}")
@@ -300,8 +300,8 @@ def cmd_demo(args) -> int:
 
 def cmd_score_large(args) -> int:
     """fAux scores of a large Parquet/CSV file in chunks, sharded on Dask workers (or in this process)."""
-    from .models import load_model, model_sha256
-    from .tabular import FeatureSpec
+    from .inputs.models import load_model, model_sha256
+    from .inputs.tabular import FeatureSpec
 
     if Path(args.out).exists():
         raise FauxChecksError(f"{args.out} exists already; choose another --out (nothing is overwritten)")

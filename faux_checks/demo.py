@@ -66,11 +66,11 @@ from torch import nn
 
 from ._threads import one_torch_thread
 from ._validation import fmt_count, require_columns
-from .datasets import ADULT_FEATURES, load_adult
 from .errors import InputError
-from .gradients import as_tensor
-from .models import save_torchscript
-from .tabular import FeatureSpec
+from .inputs.datasets import ADULT_FEATURES, load_adult
+from .inputs.models import save_torchscript
+from .inputs.tabular import FeatureSpec
+from .method.gradients import as_tensor
 
 __all__ = [
     "AUDIT_FILENAME",
@@ -261,7 +261,7 @@ class DemoVersion:
     description : str
         One sentence: what changed in this version.
     model_path : Path
-        TorchScript file (load with :func:`faux_checks.models.load_model`); output: one logit.
+        TorchScript file (load with :func:`faux_checks.inputs.models.load_model`); output: one logit.
     spec_path : Path
         FeatureSpec JSON that encodes a DataFrame into the model's inputs.
     audit_path : Path
@@ -299,7 +299,7 @@ def build_demo_versions(
 ) -> list[DemoVersion]:
     """Train and export the demo model versions v1–v4 on UCI Adult (see module docstring).
 
-    Data: :func:`faux_checks.datasets.load_adult` without missing values. Training rows: UCI's
+    Data: :func:`faux_checks.inputs.datasets.load_adult` without missing values. Training rows: UCI's
     adult.data split (30,162 rows). Audit rows: UCI's adult.test split (15,060 rows), never used
     for training, written to ``workdir / AUDIT_FILENAME`` with all columns (``sex`` and ``income``
     included, ``split`` dropped).
@@ -360,7 +360,7 @@ def build_demo_versions(
     n_flipped = int((y - y_biased).sum())
 
     common = {
-        "dataset": "UCI Adult (CC BY 4.0), faux_checks.datasets.load_adult(drop_missing=True)",
+        "dataset": "UCI Adult (CC BY 4.0), faux_checks.inputs.datasets.load_adult(drop_missing=True)",
         "train_rows": f"split == 'train' (UCI adult.data), {len(train)} rows",
         "audit_rows": f"split == 'test' (UCI adult.test), {len(audit)} rows, {AUDIT_FILENAME}",
         "protected": "sex",
@@ -463,7 +463,7 @@ def measure_demo_versions(
         cosine).
     """
     from . import AuxiliaryModel, FAuxTester, TargetOutput, encode_protected
-    from .models import load_model
+    from .inputs.models import load_model
 
     if not versions:
         raise InputError("no versions to measure")

@@ -50,8 +50,8 @@ import pandas as pd
 from ._validation import as_frame, fmt_count
 from .check import EXIT_CODES, SCHEMA_VERSION, CheckResult, _data_sha256, _jsonable, _package_versions, run_check
 from .errors import FauxChecksError, InputError
+from .inputs.tabular import FeatureSpec
 from .policy import AuditSettings, Policy
-from .tabular import FeatureSpec
 
 __all__ = [
     "AuditResult",
@@ -652,7 +652,7 @@ def predict_probability(target_model, X: np.ndarray, *, output) -> np.ndarray:
     """
     import torch
 
-    from .gradients import _raw_output, as_tensor, eval_mode, iter_chunks, resolve_output_form
+    from .method.gradients import _raw_output, as_tensor, eval_mode, iter_chunks, resolve_output_form
 
     Xt = as_tensor(X)
     resolved = resolve_output_form(target_model, Xt[:256], output)
@@ -705,7 +705,7 @@ def classification_quality(
             return ClassificationQuality("skipped", f"label column '{label}' is absent from the {name}")
     if feature_spec is None:
         return ClassificationQuality("skipped", "no feature columns to score the target model on")
-    from .gradients import TargetOutput
+    from .method.gradients import TargetOutput
 
     output = TargetOutput(form=policy.target_output, target_class=policy.target_class)
     parts = {}

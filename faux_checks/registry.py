@@ -3,8 +3,8 @@
 The gate's view of a registry is small:
 
 - a registered model has numbered **versions**; each version holds two artifacts, the target
-  model file (TorchScript / torch.export / state dict, see :mod:`faux_checks.models`) and,
-  optionally, its :class:`~faux_checks.tabular.FeatureSpec` JSON;
+  model file (TorchScript / torch.export / state dict, see :mod:`faux_checks.inputs.models`) and,
+  optionally, its :class:`~faux_checks.inputs.tabular.FeatureSpec` JSON;
 - a version the gate has not decided yet is **new**; the gate marks it ``running``, decides, then
   records the decision as version tags (``fairness_gate`` = ``passed`` / ``failed`` /
   ``undecided``, plus the numbers behind it);
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, TypeVar
 
 from .errors import FauxChecksError, InputError, UndecidableError
-from .models import model_sha256
+from .inputs.models import model_sha256
 
 __all__ = ["Registry", "default_tracking_uri", "GATE_TAG", "AUDIT_TAG", "DECISIONS"]
 
@@ -253,10 +253,10 @@ class Registry:
         name : str
             Registered model name.
         model_path : str or Path
-            Target model file (any format :func:`faux_checks.models.load_model` reads). It is not
+            Target model file (any format :func:`faux_checks.inputs.models.load_model` reads). It is not
             loaded here; the gate loads it safely.
         feature_spec_path : str or Path, optional
-            :class:`~faux_checks.tabular.FeatureSpec` JSON saved with the model.
+            :class:`~faux_checks.inputs.tabular.FeatureSpec` JSON saved with the model.
         description : str
             Version description.
         tags : mapping, optional

@@ -51,13 +51,13 @@ import pandas as pd
 import torch
 
 from ._validation import fmt_count
-from .auxiliary import AuxiliaryModel
 from .errors import InputError
-from .faux import FAuxTester
-from .gradients import TargetOutput, resolve_output_form
+from .inputs.protected import ProtectedAttribute, encode_protected
+from .inputs.tabular import FeatureSpec
+from .method.auxiliary import AuxiliaryModel
+from .method.faux import FAuxTester
+from .method.gradients import TargetOutput, resolve_output_form
 from .policy import Policy
-from .protected import ProtectedAttribute, encode_protected
-from .tabular import FeatureSpec
 
 __all__ = [
     "DataSource",
@@ -95,7 +95,7 @@ class DataSource:
     ----------
     path : str
     format : {"parquet", "csv"}
-        ``.parquet`` is Parquet; anything else is CSV (as :func:`faux_checks.io.read_table`).
+        ``.parquet`` is Parquet; anything else is CSV (as :func:`faux_checks.inputs.io.read_table`).
     columns : tuple of str
         Every column of the file.
     row_group_rows : tuple of int

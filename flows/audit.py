@@ -75,7 +75,7 @@ def fetch_version(model_name: str, version: str, tracking_uri: str | None, workd
 @task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1, retry_condition_fn=_retry_io_only)
 def load_table(path: str):
     """Read a batch (CSV/Parquet); the file is never modified."""
-    from faux_checks.io import read_table
+    from faux_checks.inputs.io import read_table
 
     return read_table(path)
 
@@ -85,9 +85,9 @@ def audit_batch(model_path: str, spec_path: str | None, reference, current, poli
                 policy_json: str | None, evidence_dir: str, model_info: dict, gate_record: dict):
     """Column drift, fairness drift and classification quality of the current batch (one library call)."""
     from faux_checks.drift import run_audit
-    from faux_checks.models import load_model
+    from faux_checks.inputs.models import load_model
     from faux_checks.policy import Policy, load_policy
-    from faux_checks.tabular import FeatureSpec
+    from faux_checks.inputs.tabular import FeatureSpec
 
     policy = load_policy(policy_path) if policy_path or not policy_json else Policy.model_validate_json(policy_json)
     source = policy_path or ("the policy recorded by the gate" if policy_json else "the shipped default policy")

@@ -88,7 +88,7 @@ def fetch_version(model_name: str, version: str, tracking_uri: str | None, workd
 @task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1, retry_condition_fn=_retry_io_only)
 def load_audit_data(data_path: str):
     """Read the audit data (CSV/Parquet); the file is never modified."""
-    from faux_checks.io import read_table
+    from faux_checks.inputs.io import read_table
 
     return read_table(data_path)
 
@@ -165,7 +165,7 @@ def gate_version(model_name: str, version: str, frame, *, policy_path: str | Non
     t0 = time.perf_counter()
     try:
         model_path, spec_path = fetch_version(model_name, version, tracking_uri, workdir)
-        from faux_checks.models import model_sha256
+        from faux_checks.inputs.models import model_sha256
 
         model_info["sha256"] = model_sha256(model_path)
         timings["load"] = time.perf_counter() - t0

@@ -121,7 +121,7 @@ def score_shard(model_path: str, aux_path: str, data_path: str, plan, row_groups
     """Score pass over one shard with the shared TorchScript aux model; writes the shard's part file."""
     import torch
 
-    from faux_checks.models import load_model
+    from faux_checks.inputs.models import load_model
     from faux_checks.streaming import DataSource, ScoresWriter, peak_rss_mb, score_pass
 
     t0, started_at = time.perf_counter(), time.time()
@@ -143,7 +143,7 @@ def score_shard(model_path: str, aux_path: str, data_path: str, plan, row_groups
 def prepare(model_path: str, sample, policy, feature_spec, aux_model_path: str | None, chunk_rows: int,
             work_dir: str, allow_pickle: bool = False):
     """Train (or load) the aux model once on the merged sample; save it as TorchScript for the workers."""
-    from faux_checks.models import load_model
+    from faux_checks.inputs.models import load_model
     from faux_checks.streaming import prepare_scoring
 
     target = load_model(model_path, allow_pickle=allow_pickle)
@@ -204,7 +204,7 @@ def score_sharded(model_path: str, data_path: str, out_path: str, policy: dict |
     from faux_checks.policy import Policy, load_policy
     from faux_checks.streaming import (DataSource, StreamCounts, check_missing_protected, csv_to_parquet,
                                        merge_samples, resolve_feature_spec, summarize)
-    from faux_checks.tabular import FeatureSpec
+    from faux_checks.inputs.tabular import FeatureSpec
 
     logger = get_run_logger()
     t0, t_wall = time.perf_counter(), time.time()

@@ -135,8 +135,8 @@ class _Forms(nn.Module):
 
 def build_cases(d: Path) -> dict[str, Case]:
     """Write every bad-input case's files under ``d`` (~1 s) and return them by id."""
-    from faux_checks.models import save_torchscript
-    from faux_checks.tabular import FeatureSpec
+    from faux_checks.inputs.models import save_torchscript
+    from faux_checks.inputs.tabular import FeatureSpec
 
     d.mkdir(parents=True, exist_ok=True)
     base = make_data(400)

@@ -58,7 +58,7 @@ def harness():
 @pytest.fixture(scope="module")
 def gated(tmp_path_factory, harness):
     """One version gated (passed, promoted) on reference.csv: its data_path is recorded."""
-    from faux_checks.models import save_torchscript
+    from faux_checks.inputs.models import save_torchscript
     from faux_checks.registry import Registry
     from flows.gate import gate
 

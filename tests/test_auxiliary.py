@@ -1,4 +1,4 @@
-"""The auxiliary model (faux_checks.auxiliary): determinism, quality, kinds, Jacobian, errors."""
+"""The auxiliary model (faux_checks.method.auxiliary): determinism, quality, kinds, Jacobian, errors."""
 
 from __future__ import annotations
 

@@ -14,8 +14,8 @@ import torch
 from torch import nn
 
 from faux_checks import AuxiliaryModel, FAuxTester, InputError, TargetOutput
-from faux_checks.gradients import target_probability_and_gradient
-from faux_checks.lic import lic_upper_bound
+from faux_checks.method.gradients import target_probability_and_gradient
+from faux_checks.method.lic import lic_upper_bound
 
 
 def _linear(w, b=0.0) -> nn.Linear:

@@ -12,7 +12,7 @@ import torch
 
 from faux_checks.check import run_check
 from faux_checks.cli import main
-from faux_checks.models import save_torchscript
+from faux_checks.inputs.models import save_torchscript
 from faux_checks.policy import load_policy
 
 import _support

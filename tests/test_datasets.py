@@ -11,7 +11,7 @@ from importlib import resources
 import pandas as pd
 import pytest
 
-from faux_checks.datasets import (
+from faux_checks.inputs.datasets import (
     ADULT_CATEGORICAL,
     ADULT_COLUMNS,
     ADULT_FEATURES,
@@ -94,7 +94,7 @@ def test_no_network(monkeypatch):
 
 
 def test_bundled_file_matches_attribution():
-    data = resources.files("faux_checks").joinpath("data")
+    data = resources.files("faux_checks.inputs").joinpath("data")
     text = data.joinpath("ATTRIBUTION.md").read_text()
     assert "CC BY 4.0" in text and "Becker" in text and "10.24432/C5XW20" in text
     # sha256 of the original UCI files (PROVENANCE.md) are recorded

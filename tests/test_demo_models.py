@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from faux_checks import FeatureSpec
-from faux_checks.datasets import ADULT_FEATURES, load_adult
+from faux_checks.inputs.datasets import ADULT_FEATURES, load_adult
 from faux_checks.demo import (
     AUDIT_FILENAME,
     TargetMLP,
@@ -20,7 +20,7 @@ from faux_checks.demo import (
     train_target,
 )
 from faux_checks.errors import InputError
-from faux_checks.models import load_model, save_torchscript
+from faux_checks.inputs.models import load_model, save_torchscript
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from faux_checks.drift import (
 )
 from faux_checks.errors import InputError
 from faux_checks.policy import AuditSettings, Policy, load_policy
-from faux_checks.tabular import FeatureSpec
+from faux_checks.inputs.tabular import FeatureSpec
 
 FEATURES = ["f0", "f1", "f2", "f3", "proxy", "cat"]
 N = 600

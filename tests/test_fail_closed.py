@@ -32,7 +32,7 @@ def _raise(*args, **kwargs):
 
 def _all_nan(undefined: bool):
     """A FAuxTester.evaluate that breaks its contract: every score NaN (flagged as undefined or not)."""
-    from faux_checks.faux import FAuxTester
+    from faux_checks.method.faux import FAuxTester
 
     real = FAuxTester.evaluate
 
@@ -46,19 +46,19 @@ def _all_nan(undefined: bool):
 
 #: (id, target to patch, replacement factory, reason expected in the report)
 FAULTS = [
-    ("model-load", "faux_checks.models.load_model", lambda: _raise, "injected fault"),
-    ("aux-training", "faux_checks.auxiliary.AuxiliaryModel.fit", lambda: _raise, "injected fault"),
-    ("scoring-raises", "faux_checks.faux.FAuxTester.evaluate", lambda: _raise, "injected fault"),
-    ("scoring-all-nan", "faux_checks.faux.FAuxTester.evaluate", lambda: _all_nan(False), "LIC scores are undefined"),
-    ("scoring-all-nan-undefined", "faux_checks.faux.FAuxTester.evaluate", lambda: _all_nan(True),
+    ("model-load", "faux_checks.inputs.models.load_model", lambda: _raise, "injected fault"),
+    ("aux-training", "faux_checks.method.auxiliary.AuxiliaryModel.fit", lambda: _raise, "injected fault"),
+    ("scoring-raises", "faux_checks.method.faux.FAuxTester.evaluate", lambda: _raise, "injected fault"),
+    ("scoring-all-nan", "faux_checks.method.faux.FAuxTester.evaluate", lambda: _all_nan(False), "LIC scores are undefined"),
+    ("scoring-all-nan-undefined", "faux_checks.method.faux.FAuxTester.evaluate", lambda: _all_nan(True),
      "LIC scores are undefined"),
-    ("scores-out", "faux_checks.io.write_scores", lambda: _raise, "injected fault"),
+    ("scores-out", "faux_checks.inputs.io.write_scores", lambda: _raise, "injected fault"),
 ]
 
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
-    from faux_checks.models import save_torchscript
+    from faux_checks.inputs.models import save_torchscript
 
     d = tmp_path_factory.mktemp("fail-closed")
     make_data(400).to_csv(d / "data.csv", index=False)
@@ -96,7 +96,7 @@ def test_cli_fault_is_undecided_with_the_cause_in_the_report(fault_id, target, f
 @pytest.mark.parametrize("undefined", [False, True])
 def test_all_undefined_scores_never_pass_even_if_the_policy_allows_them(undefined, files, tmp_path, monkeypatch):
     """max_undefined_fraction = 1 must not turn 'no defined score at all' into a pass."""
-    monkeypatch.setattr("faux_checks.faux.FAuxTester.evaluate", _all_nan(undefined))
+    monkeypatch.setattr("faux_checks.method.faux.FAuxTester.evaluate", _all_nan(undefined))
     assert _cli(files, tmp_path, policy="lenient") == 2
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     assert report["decision"] == "undecided"
@@ -104,7 +104,7 @@ def test_all_undefined_scores_never_pass_even_if_the_policy_allows_them(undefine
 
 
 def test_inf_scores_are_undefined_not_flagged_or_passed(files, monkeypatch):
-    from faux_checks.faux import FAuxTester
+    from faux_checks.method.faux import FAuxTester
 
     real = FAuxTester.evaluate
 
@@ -151,9 +151,9 @@ def suite(files):
 
 GX_FAULTS = [
     ("model-load", "expectations._inputs.load_model", lambda: _raise, "injected fault"),
-    ("aux-training", "faux_checks.auxiliary.AuxiliaryModel.fit", lambda: _raise, "injected fault"),
-    ("scoring-raises", "faux_checks.faux.FAuxTester.evaluate", lambda: _raise, "injected fault"),
-    ("scoring-all-nan", "faux_checks.faux.FAuxTester.evaluate", lambda: _all_nan(False), "LIC scores are undefined"),
+    ("aux-training", "faux_checks.method.auxiliary.AuxiliaryModel.fit", lambda: _raise, "injected fault"),
+    ("scoring-raises", "faux_checks.method.faux.FAuxTester.evaluate", lambda: _raise, "injected fault"),
+    ("scoring-all-nan", "faux_checks.method.faux.FAuxTester.evaluate", lambda: _all_nan(False), "LIC scores are undefined"),
     ("gx-run", "expectations.suite._run_gx", lambda: _raise, "GX validation could not run"),
     ("gx-result", "expectations.suite._decide", lambda: _raise, "GX validation result could not be read"),
 ]

@@ -35,7 +35,7 @@ def harness():
 
 @pytest.fixture()
 def setup(tmp_path, harness):
-    from faux_checks.models import save_torchscript
+    from faux_checks.inputs.models import save_torchscript
     from faux_checks.registry import Registry
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"

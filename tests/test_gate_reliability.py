@@ -54,7 +54,7 @@ def harness():
 @pytest.fixture(scope="module")
 def env(tmp_path_factory, harness):
     """One registry and one set of user files for the module; each test uses its own model name."""
-    from faux_checks.models import save_torchscript
+    from faux_checks.inputs.models import save_torchscript
     from faux_checks.registry import Registry
 
     d = tmp_path_factory.mktemp("gate-reliability")
@@ -110,11 +110,11 @@ def assert_alias_only_on_passed(env, name: str) -> None:
 FLOW_FAULTS = [
     ("model-download", "faux_checks.registry.Registry.download"),
     ("model-load", "expectations._inputs.load_model"),
-    ("aux-training", "faux_checks.auxiliary.AuxiliaryModel.fit"),
-    ("scoring-raises", "faux_checks.faux.FAuxTester.evaluate"),
-    ("scoring-all-nan", "faux_checks.faux.FAuxTester.evaluate"),
+    ("aux-training", "faux_checks.method.auxiliary.AuxiliaryModel.fit"),
+    ("scoring-raises", "faux_checks.method.faux.FAuxTester.evaluate"),
+    ("scoring-all-nan", "faux_checks.method.faux.FAuxTester.evaluate"),
     ("gx-validation", "expectations.validate_frame"),
-    ("audit-data", "faux_checks.io.read_table"),
+    ("audit-data", "faux_checks.inputs.io.read_table"),
 ]
 
 
@@ -123,7 +123,7 @@ def _all_nan_evaluate():
 
     import numpy as np
 
-    from faux_checks.faux import FAuxTester
+    from faux_checks.method.faux import FAuxTester
 
     real = FAuxTester.evaluate
 
@@ -391,7 +391,7 @@ def test_reruns_are_idempotent(env, processes):
 
 # ---------------------------------------------------------------------------- load and user files
 def test_five_versions_in_one_run_all_get_a_decision(env, tmp_path):
-    from faux_checks.models import save_torchscript
+    from faux_checks.inputs.models import save_torchscript
 
     reg = env["registry"]
     name = "load-5"

@@ -1,4 +1,4 @@
-"""Input gradients and Jacobians (faux_checks.gradients) against central finite differences.
+"""Input gradients and Jacobians (faux_checks.method.gradients) against central finite differences.
 
 Finite differences are taken on a float64 copy of each model (h = 1e-5, error ~1e-10), so
 they are an independent reference for both the float32 logit path and the float64 twin path.
@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from faux_checks import InputError, TargetOutput
-from faux_checks.gradients import (
+from faux_checks.method.gradients import (
     check_batch_independence,
     eval_mode,
     iter_chunks,

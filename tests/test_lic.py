@@ -1,4 +1,4 @@
-"""LIC scores (faux_checks.lic) against closed forms, and FAuxTester on linear models.
+"""LIC scores (faux_checks.method.lic) against closed forms, and FAuxTester on linear models.
 
 Every expected value here is computed independently of the code under test: in float64 with
 numpy / torch.linalg.pinv, or by hand from the weights of linear models.
@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from faux_checks import AuxiliaryModel, FAuxTester, InputError, TargetOutput
-from faux_checks.gradients import path_averaged_gradients
-from faux_checks.lic import RCOND, faux_ng_scores, faux_scores, lic_upper_bound, pseudo_inverse_rows
+from faux_checks.method.gradients import path_averaged_gradients
+from faux_checks.method.lic import RCOND, faux_ng_scores, faux_scores, lic_upper_bound, pseudo_inverse_rows
 
 
 def _rand(rng, *shape):
@@ -346,7 +346,7 @@ def test_projection_closed_form_and_aux_scale_invariance():
     """Projection reading: |⟨g, a⟩| / ‖a‖ exactly; scaling the aux gradient leaves it unchanged (eq. 9 does not)."""
     import torch
 
-    from faux_checks.lic import faux_projection_scores, faux_scores
+    from faux_checks.method.lic import faux_projection_scores, faux_scores
 
     gen = torch.Generator().manual_seed(3)
     g = torch.randn(50, 6, generator=gen, dtype=torch.float64)
@@ -370,7 +370,7 @@ def test_faux_scores_without_evidence_match(k, ridge):
     """The fast path (k×k solve for J·g, no (n, k, d) pseudo-inverse) gives the same scores and undefined rows."""
     import torch
 
-    from faux_checks.lic import faux_scores
+    from faux_checks.method.lic import faux_scores
 
     gen = torch.Generator().manual_seed(k)
     g = torch.randn(200, 7, generator=gen, dtype=torch.float64)

@@ -1,4 +1,4 @@
-"""Property tests (hypothesis) of the LIC scoring functions in faux_checks.lic.
+"""Property tests (hypothesis) of the LIC scoring functions in faux_checks.method.lic.
 
 - permuting individuals permutes their scores (no row sees another);
 - finite inputs give finite scores or explicitly undefined ones (NaN + ``undefined``), never inf;
@@ -14,7 +14,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from faux_checks.lic import faux_ng_scores, faux_scores
+from faux_checks.method.lic import faux_ng_scores, faux_scores
 
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True)
 ENTRY = st.floats(-100, 100, allow_nan=False, allow_infinity=False, allow_subnormal=False, width=32)

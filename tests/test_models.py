@@ -1,4 +1,4 @@
-"""Safe model loading (faux_checks.models): bad-inputs case C10 and the accepted formats."""
+"""Safe model loading (faux_checks.inputs.models): bad-inputs case C10 and the accepted formats."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from faux_checks import InputError, UnsafeModelError
-from faux_checks.models import load_model, model_sha256, save_torchscript
+from faux_checks.inputs.models import load_model, model_sha256, save_torchscript
 
 
 class _Payload:
@@ -116,7 +116,7 @@ def test_model_sha256(tmp_path):
 
 def test_torch_export_round_trip_is_differentiable(tmp_path):
     from faux_checks import TargetOutput
-    from faux_checks.gradients import target_probability_and_gradient
+    from faux_checks.method.gradients import target_probability_and_gradient
 
     net = _net().eval()
     x = torch.randn(6, 4)

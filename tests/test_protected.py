@@ -1,4 +1,4 @@
-"""The protected attribute (faux_checks.protected): C01, C02, C08 and the kind rules."""
+"""The protected attribute (faux_checks.inputs.protected): C01, C02, C08 and the kind rules."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = "false"
 
 from faux_checks import registry as registry_module  # noqa: E402
 from faux_checks.errors import InputError, UndecidableError  # noqa: E402
-from faux_checks.models import load_model, model_sha256  # noqa: E402
+from faux_checks.inputs.models import load_model, model_sha256  # noqa: E402
 from faux_checks.registry import Registry, default_tracking_uri  # noqa: E402
 
 NAME = "credit-scorer"

@@ -35,7 +35,7 @@ def _cli() -> list[str]:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    from faux_checks.models import save_torchscript
+    from faux_checks.inputs.models import save_torchscript
 
     d = tmp_path_factory.mktemp("repro")
     make_data(500, seed=7).to_csv(d / "data.csv", index=False)

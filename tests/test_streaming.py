@@ -198,7 +198,7 @@ def test_shard_functions_merge_to_the_single_process_result(files, tmp_path):
     plan, aux = prepare_scoring(target, sample, policy=policy, feature_spec=spec, chunk_rows=300)
     # the workers' copy of the aux model: TorchScript, saved and loaded by path
     torch.jit.save(aux.to_torchscript(), str(tmp_path / "aux.pt"))
-    from faux_checks.models import load_model
+    from faux_checks.inputs.models import load_model
 
     worker_aux = plan.wrap_aux(load_model(tmp_path / "aux.pt"))
     parts, counts = [], []
@@ -272,7 +272,7 @@ def test_policy_scale_section(tmp_path):
 
 def test_cli_score_large_in_process(files, tmp_path, capsys):
     from faux_checks.cli import main
-    from faux_checks.models import save_torchscript
+    from faux_checks.inputs.models import save_torchscript
 
     model = save_torchscript(files["target"], tmp_path / "m.pt")
     spec = files["spec"].save(tmp_path / "spec.json")
@@ -306,7 +306,7 @@ def harness():
 @pytest.mark.slow
 def test_dask_flow_two_workers_equals_single_process(files, tmp_path, harness):
     """CSV in (copied to Parquet, one row group per chunk), 2 Dask workers, same file as score_stream."""
-    from faux_checks.models import load_model, save_torchscript
+    from faux_checks.inputs.models import load_model, save_torchscript
     from flows.shard import run_score_sharded
 
     model = save_torchscript(files["target"], tmp_path / "m.pt")

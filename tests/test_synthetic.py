@@ -1,4 +1,4 @@
-"""The fused synthetic generator (faux_checks.synthetic) and its ground truth.
+"""The fused synthetic generator (faux_checks.groundtruth.fused) and its ground truth.
 
 Stand-in datasets are generated here (small, seeded): the generator takes any two labelled
 numeric datasets; the benchmark feeds it Adult and Bank Marketing.
@@ -13,9 +13,9 @@ import torch
 from torch import nn
 
 from faux_checks import InputError, TargetOutput
-from faux_checks.gradients import as_tensor, target_probability_and_gradient
-from faux_checks.lic import lic_upper_bound
-from faux_checks.synthetic import fuse, individual_fairness_scores, make_fused_data
+from faux_checks.method.gradients import as_tensor, target_probability_and_gradient
+from faux_checks.method.lic import lic_upper_bound
+from faux_checks.groundtruth.fused import fuse, individual_fairness_scores, make_fused_data
 
 D_HAT, D_TILDE = 3, 4
 

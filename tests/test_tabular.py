@@ -1,4 +1,4 @@
-"""FeatureSpec (faux_checks.tabular): encoding values, JSON round trip, infrequent levels, errors."""
+"""FeatureSpec (faux_checks.inputs.tabular): encoding values, JSON round trip, infrequent levels, errors."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from faux_checks import FeatureSpec, InputError
-from faux_checks.tabular import INFREQUENT
+from faux_checks.inputs.tabular import INFREQUENT
 
 
 @pytest.fixture

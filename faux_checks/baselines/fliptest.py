@@ -14,7 +14,7 @@ import torch
 
 from .._validation import fmt_count
 from ..errors import InputError
-from ..gradients import DEFAULT_CHUNK, TargetOutput, as_tensor, resolve_output_form
+from ..method.gradients import DEFAULT_CHUNK, TargetOutput, as_tensor, resolve_output_form
 from .ftu import _predict_probability
 
 __all__ = ["FlipTestTester", "barycentric_displacements", "quantile_displacement_fn", "transport_plan"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ..gradients import (
+from ..method.gradients import (
     DEFAULT_CHUNK,
     TargetOutput,
     as_tensor,

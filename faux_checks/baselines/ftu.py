@@ -13,7 +13,7 @@ import torch
 
 from .._validation import fmt_count
 from ..errors import InputError
-from ..gradients import DEFAULT_CHUNK, TargetOutput, as_tensor, eval_mode, iter_chunks, resolve_output_form
+from ..method.gradients import DEFAULT_CHUNK, TargetOutput, as_tensor, eval_mode, iter_chunks, resolve_output_form
 
 __all__ = ["FTUFlipTester"]
 
@@ -21,9 +21,9 @@ __all__ = ["FTUFlipTester"]
 def _predict_probability(model, X: torch.Tensor, output: TargetOutput, *, chunk_size: int = DEFAULT_CHUNK) -> np.ndarray:
     """P(y = target_class | x) per row, no gradient; ndarray of shape (n,), float64.
 
-    ``output`` must be resolved (:func:`faux_checks.gradients.resolve_output_form`). The
+    ``output`` must be resolved (:func:`faux_checks.method.gradients.resolve_output_form`). The
     sigmoid/softmax is applied in float64 to the model's float32 output, as in
-    :func:`faux_checks.gradients.target_probability_and_gradient`, so two rows with the same
+    :func:`faux_checks.method.gradients.target_probability_and_gradient`, so two rows with the same
     model output get bit-identical probabilities (an FTU flip of an ignored column scores 0).
     """
     form, cls = output.form, output.target_class

@@ -15,7 +15,7 @@ import torch
 
 from .._validation import fmt_count
 from ..errors import InputError
-from ..gradients import DEFAULT_CHUNK, TargetOutput, as_tensor, eval_mode, iter_chunks, resolve_output_form
+from ..method.gradients import DEFAULT_CHUNK, TargetOutput, as_tensor, eval_mode, iter_chunks, resolve_output_form
 from .weighted_fta import fit_sensitive_subspace
 
 __all__ = ["UnfairMapTester"]

@@ -15,7 +15,7 @@ import numpy as np
 
 from .._validation import fmt_count
 from ..errors import InputError
-from ..gradients import (
+from ..method.gradients import (
     DEFAULT_CHUNK,
     TargetOutput,
     as_tensor,

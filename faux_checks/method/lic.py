@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .errors import InputError
+from ..errors import InputError
 
 __all__ = [
     "LICScores",

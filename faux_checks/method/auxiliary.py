@@ -13,9 +13,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from ._validation import fmt_count
-from ._threads import one_torch_thread
-from .errors import InputError
+from .._threads import one_torch_thread
+from .._validation import fmt_count
+from ..errors import InputError
 from .gradients import as_tensor, output_jacobian
 
 __all__ = ["AuxiliaryModel", "AuxNet", "OutputSpace"]

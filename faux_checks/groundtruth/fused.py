@@ -38,9 +38,9 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from ._validation import fmt_count
-from .errors import InputError
-from .gradients import TargetOutput, as_tensor, resolve_output_form
+from .._validation import fmt_count
+from ..errors import InputError
+from ..method.gradients import TargetOutput, as_tensor, resolve_output_form
 
 __all__ = ["CDrivenMap", "FusedData", "FUSIONS", "fuse", "individual_fairness_scores", "make_fused_data"]
 
@@ -295,7 +295,7 @@ def individual_fairness_scores(target_model, data: FusedData, *, output: TargetO
     -----
     Castiglione et al. 2022, Definition 1; the swap is our generator's (module docstring).
     """
-    from .baselines.ftu import _predict_probability
+    from ..baselines.ftu import _predict_probability
 
     X = as_tensor(data.X)
     resolved = resolve_output_form(target_model, X[:256], output)

@@ -30,8 +30,8 @@ from typing import Literal, Sequence
 import numpy as np
 import pandas as pd
 
-from ._validation import as_frame, fmt_count, require_columns
-from .errors import InputError
+from .._validation import as_frame, fmt_count, require_columns
+from ..errors import InputError
 
 __all__ = ["ColumnEncoding", "FeatureSpec", "INFREQUENT"]
 

@@ -1,7 +1,7 @@
 """Bundled benchmark data: UCI Adult (Census Income), read from the package, never the network.
 
-The file ``faux_checks/data/adult.csv.gz`` is UCI's ``adult.data`` followed by ``adult.test``
-(48,842 rows), with only the changes listed in ``faux_checks/data/ATTRIBUTION.md`` (a header line,
+The file ``faux_checks/inputs/data/adult.csv.gz`` is UCI's ``adult.data`` followed by ``adult.test``
+(48,842 rows), with only the changes listed in ``faux_checks/inputs/data/ATTRIBUTION.md`` (a header line,
 adult.test's first line removed, the trailing ``.`` of adult.test's labels removed). Licence CC BY
 4.0; cite Becker, B. & Kohavi, R. (1996), Adult, UCI Machine Learning Repository,
 https://doi.org/10.24432/C5XW20.
@@ -15,7 +15,7 @@ from typing import Literal
 
 import pandas as pd
 
-from .errors import InputError
+from ..errors import InputError
 
 __all__ = [
     "ADULT_COLUMNS",
@@ -89,7 +89,7 @@ def load_adult(*, drop_missing: bool = True, split: Literal["all", "train", "tes
     -----
     Source: Becker & Kohavi (1996), UCI Machine Learning Repository, dataset 2 "Adult",
     https://doi.org/10.24432/C5XW20, CC BY 4.0. The exact changes made to UCI's files and their
-    sha256 are in ``faux_checks/data/ATTRIBUTION.md``.
+    sha256 are in ``faux_checks/inputs/data/ATTRIBUTION.md``.
 
     Examples
     --------
@@ -101,7 +101,7 @@ def load_adult(*, drop_missing: bool = True, split: Literal["all", "train", "tes
     """
     if split not in ("all", "train", "test"):
         raise InputError(f"split must be 'all', 'train' or 'test', got {split!r}")
-    with resources.files("faux_checks").joinpath("data", _RESOURCE).open("rb") as raw:
+    with resources.files("faux_checks.inputs").joinpath("data", _RESOURCE).open("rb") as raw:
         with gzip.open(raw, "rt", encoding="ascii") as text:
             df = pd.read_csv(text, skipinitialspace=True, na_values="?", keep_default_na=False)
     if list(df.columns) != ADULT_COLUMNS or len(df) != ADULT_N_ROWS:

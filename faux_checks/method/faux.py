@@ -13,9 +13,9 @@ from typing import Literal
 import numpy as np
 import torch
 
-from ._validation import fmt_count
+from .._validation import fmt_count
+from ..errors import InputError
 from .auxiliary import AuxiliaryModel
-from .errors import InputError
 from .gradients import (
     DEFAULT_CHUNK,
     TargetOutput,
@@ -48,7 +48,7 @@ class LICResult:
         Zero/degenerate aux gradient, non-finite values, or (probability/softmax output forms)
         a target probability saturated to exactly 0 or 1, whose gradient is 0 by rounding.
     evidence : ndarray of shape (n, d), float32, or None
-        Per-feature terms of the score (see :func:`faux_checks.lic.faux_scores`).
+        Per-feature terms of the score (see :func:`faux_checks.method.lic.faux_scores`).
     probability : ndarray of shape (n,), float64
         The target's P(y = target_class | x).
     direct : ndarray of shape (n,), float64, or None
@@ -79,7 +79,7 @@ class FAuxTester:
     variant : {"faux", "ng", "ig", "projection"}
         ``"faux"``: eq. 9 with gradients; ``"ng"``: eq. 10 (normalised gradients);
         ``"ig"``: eq. 9 with path-averaged integrated gradients (captum); ``"projection"``:
-        ‖g‖·|cos(g, a)| (our reading of the paper's Fig. 1, :func:`faux_checks.lic.faux_projection_scores`).
+        ‖g‖·|cos(g, a)| (our reading of the paper's Fig. 1, :func:`faux_checks.method.lic.faux_projection_scores`).
     output : TargetOutput
         Output form of the target and the tested class.
     ridge : float

@@ -19,8 +19,8 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from ._validation import fmt_count
-from .errors import InputError
+from .._validation import fmt_count
+from ..errors import InputError
 
 __all__ = ["ProtectedAttribute", "encode_protected"]
 

@@ -29,8 +29,8 @@ from typing import Callable, Iterator, Literal
 import numpy as np
 import torch
 
-from ._validation import fmt_count
-from .errors import InputError
+from .._validation import fmt_count
+from ..errors import InputError
 
 __all__ = [
     "TargetOutput",
