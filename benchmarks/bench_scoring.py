@@ -191,14 +191,13 @@ def whatif_evaluate(target, aux, X, chunk_size: int):
     import torch
 
     from faux_checks import TargetOutput
+    from faux_checks.method._batching import eval_mode, iter_chunks
     from faux_checks.method.gradients import (
         check_batch_independence,
-        eval_mode,
-        iter_chunks,
         output_jacobian,
-        resolve_output_form,
         target_probability_and_gradient,
     )
+    from faux_checks.method.output import resolve_output_form
 
     n = X.shape[0]
     output = resolve_output_form(target, X[:256], TargetOutput(form="logit"))
@@ -365,7 +364,7 @@ def run_profile(c_kind: str, args) -> dict:
     out["isfinite_X"] = {"wall_s": w, "cpu_s": c, "rss_rise_mb": peak_rss_mb() - r0}
 
     prof = CallProfiler()
-    for owner, attrs in ((fx, ("as_tensor", "resolve_output_form", "check_batch_independence", "_float64_copy",
+    for owner, attrs in ((fx, ("as_tensor", "resolve_output_form", "check_batch_independence", "float64_copy",
                                "target_probability_and_gradient", "faux_scores", "faux_ng_scores")),
                          (auxmod.AuxiliaryModel, ("jacobian",)),
                          (auxmod, ("output_jacobian",)),
@@ -591,7 +590,7 @@ def main(argv=None) -> None:
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.chunk_size is None:
-        from faux_checks.method.gradients import DEFAULT_CHUNK
+        from faux_checks.method._batching import DEFAULT_CHUNK
 
         args.chunk_size = DEFAULT_CHUNK
 

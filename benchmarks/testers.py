@@ -184,7 +184,8 @@ def run_cell(sources, *, bias: float, fusion: str, seed: int, n_train: int, n_au
         WeightedFTATester,
         fit_sensitive_subspace,
     )
-    from faux_checks.method.gradients import as_tensor, target_probability_and_gradient
+    from faux_checks.method._batching import as_tensor
+    from faux_checks.method.gradients import target_probability_and_gradient
     from faux_checks.method.lic import faux_ng_scores, faux_scores, lic_upper_bound
     from faux_checks.groundtruth.fused import individual_fairness_scores, make_fused_data
 
@@ -331,8 +332,15 @@ def speed(sources, *, n: int, seed: int = 0, repeats: int = 2) -> dict:
     import torch
 
     from faux_checks import FAuxTester, TargetOutput
-    from faux_checks.baselines import FlipTestTester, FTATester, UnfairMapTester, WeightedFTATester, fit_sensitive_subspace
-    from faux_checks.method.gradients import as_tensor, target_probability_and_gradient
+    from faux_checks.baselines import (
+        FlipTestTester,
+        FTATester,
+        UnfairMapTester,
+        WeightedFTATester,
+        fit_sensitive_subspace,
+    )
+    from faux_checks.method._batching import as_tensor
+    from faux_checks.method.gradients import target_probability_and_gradient
     from faux_checks.method.lic import lic_upper_bound
     from faux_checks.groundtruth.fused import make_fused_data
 

@@ -30,7 +30,9 @@ from great_expectations.expectations.metrics.metric_provider import metric_value
 
 from faux_checks.baselines import FTATester, group_metrics
 from faux_checks.errors import InputError
-from faux_checks.method.gradients import TargetOutput, as_tensor, resolve_output_form, target_probability_and_gradient
+from faux_checks.method._batching import as_tensor
+from faux_checks.method.gradients import target_probability_and_gradient
+from faux_checks.method.output import TargetOutput, resolve_output_form
 
 from ._inputs import audit_inputs, table_records
 

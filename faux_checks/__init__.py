@@ -10,8 +10,8 @@ from .inputs.protected import ProtectedAttribute, encode_protected
 from .inputs.tabular import FeatureSpec
 from .method.auxiliary import AuxiliaryModel
 from .method.faux import FAuxTester, LICResult
-from .method.gradients import TargetOutput
 from .method.lic import LICScores, faux_ng_scores, faux_projection_scores, faux_scores, lic_upper_bound
+from .method.output import TargetOutput
 from .streaming import StreamSummary, score_stream
 
 __version__ = "0.1.0"

@@ -17,8 +17,6 @@ by accident.
 
 from __future__ import annotations
 
-import datetime as _dt
-import hashlib
 import json
 import platform
 from dataclasses import dataclass, field, replace
@@ -32,10 +30,12 @@ from ._validation import as_frame, fmt_count, require_columns
 from .errors import InputError
 from .inputs.protected import ProtectedAttribute, encode_protected
 from .inputs.tabular import ColumnEncoding, FeatureSpec
+from .method._batching import as_tensor
 from .method.auxiliary import AuxiliaryModel
 from .method.faux import FAuxTester, LICResult
-from .method.gradients import TargetOutput, as_tensor, resolve_output_form
+from .method.output import TargetOutput, resolve_output_form
 from .policy import Policy, TesterSettings
+from .provenance import data_sha256, jsonable, package_versions, utc_now
 
 __all__ = ["AuditRows", "CheckResult", "prepare_audit", "run_check", "SCHEMA_VERSION", "delta_curve"]
 
@@ -127,7 +127,7 @@ class CheckResult:
 
     def to_dict(self) -> dict:
         """JSON-ready dict with ``schema_version``; NaN becomes None."""
-        return _jsonable({
+        return jsonable({
             "schema_version": SCHEMA_VERSION,
             "decision": self.decision,
             "exit_code": self.exit_code,
@@ -185,24 +185,6 @@ class CheckResult:
                 for c, v in mean_abs.head(top).items()]
 
 
-def _jsonable(obj):
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, (np.floating, float)):
-        return None if not np.isfinite(obj) else float(obj)
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    if isinstance(obj, np.ndarray):
-        return _jsonable(obj.tolist())
-    if obj is pd.NA or obj is pd.NaT:
-        return None
-    return obj
-
-
 def delta_curve(scores: np.ndarray, n_points: int = 60) -> dict[str, list[float]]:
     """Flagged fraction as a function of δ (log grid over the defined scores' range).
 
@@ -224,25 +206,6 @@ def delta_curve(scores: np.ndarray, n_points: int = 60) -> dict[str, list[float]
     sorted_s = np.sort(s)
     frac = 1.0 - np.searchsorted(sorted_s, grid, side="right") / len(s)
     return {"delta": grid.tolist(), "flagged_fraction": frac.tolist()}
-
-
-def _data_sha256(frame: pd.DataFrame) -> str:
-    hashed = pd.util.hash_pandas_object(frame, index=False).to_numpy()
-    h = hashlib.sha256(hashed.tobytes())
-    h.update(json.dumps(list(map(str, frame.columns))).encode())
-    return h.hexdigest()
-
-
-def _package_versions() -> dict[str, str]:
-    from importlib import metadata
-
-    out = {"python": platform.python_version()}
-    for pkg in ("faux-checks", "torch", "numpy", "pandas", "scikit-learn", "captum"):
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            out[pkg] = "not installed"
-    return out
 
 
 def _aux_training(aux: AuxiliaryModel) -> dict[str, Any]:
@@ -515,12 +478,12 @@ def run_check(
         )
 
     provenance = {
-        "checked_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "checked_at": utc_now(),
         "seed": policy.seed,
         "policy_name": policy.name,
         "policy_sha256": policy.sha256(),
         "policy": policy.model_dump(mode="json"),
-        "data_sha256": _data_sha256(frame),
+        "data_sha256": data_sha256(frame),
         "n_input_rows": n_rows,
         "feature_spec": feature_spec.name,
         "n_features": d,
@@ -544,7 +507,7 @@ def run_check(
         "machine": platform.machine(),
         "protected_kind": protected.kind,
         "groups": list(protected.groups),
-        "packages": _package_versions(),
+        "packages": package_versions(),
         **(model_info or {}),
     }
     top = _top_flagged(lic, row_index, evidence, flagged)

@@ -70,7 +70,7 @@ from .errors import InputError
 from .inputs.datasets import ADULT_FEATURES, load_adult
 from .inputs.models import save_torchscript
 from .inputs.tabular import FeatureSpec
-from .method.gradients import as_tensor
+from .method._batching import as_tensor
 
 __all__ = [
     "AUDIT_FILENAME",

@@ -48,7 +48,8 @@ import numpy as np
 import pandas as pd
 
 from ._validation import as_frame, fmt_count
-from .check import EXIT_CODES, SCHEMA_VERSION, CheckResult, _data_sha256, _jsonable, _package_versions, run_check
+from .check import CheckResult, EXIT_CODES, run_check, SCHEMA_VERSION
+from .provenance import data_sha256, installed_versions, jsonable, package_versions
 from .errors import FauxChecksError, InputError
 from .inputs.tabular import FeatureSpec
 from .policy import AuditSettings, Policy
@@ -63,7 +64,6 @@ __all__ = [
     "column_drift",
     "decide_audit",
     "fairness_drift",
-    "predict_probability",
     "run_audit",
     "screen_columns",
 ]
@@ -71,6 +71,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _TARGET, _PREDICTION = "__target__", "__prediction__"  # classification columns (never user names)
+#: Integrations whose versions an audit records next to the core packages.
+OPTIONAL_PACKAGES = ("evidently", "scipy", "prefect", "mlflow", "great-expectations", "matplotlib", "jsonschema")
 
 
 # ---------------------------------------------------------------------------------- results
@@ -143,7 +145,7 @@ class DriftResult:
 
     def to_dict(self) -> dict:
         counted = self.counted
-        return _jsonable({
+        return jsonable({
             "n_reference": self.n_reference, "n_current": self.n_current, "error": self.error,
             "n_compared": len(counted), "n_drifted": sum(bool(c.drifted) for c in counted),
             "drifted_share": self.drifted_share,
@@ -188,7 +190,7 @@ class FairnessDrift:
         return self.flagged_fraction_current - self.flagged_fraction_reference
 
     def to_dict(self) -> dict:
-        return _jsonable({
+        return jsonable({
             "error": self.error,
             "flagged_fraction_reference": self.flagged_fraction_reference,
             "flagged_fraction_current": self.flagged_fraction_current,
@@ -225,7 +227,7 @@ class ClassificationQuality:
     html_path: str | None = None
 
     def to_dict(self) -> dict:
-        return _jsonable({"status": self.status, "reason": self.reason, "metrics": self.metrics,
+        return jsonable({"status": self.status, "reason": self.reason, "metrics": self.metrics,
                           "n_reference": self.n_reference, "n_current": self.n_current,
                           "evidently_html": Path(self.html_path).name if self.html_path else None})
 
@@ -266,7 +268,7 @@ class AuditResult:
                    limits=[_limit("audit", None, None, "not computed", reason)],
                    drift=DriftResult(columns=[], n_reference=0, n_current=0, error=reason),
                    fairness=FairnessDrift(reference=None, current=None, error=reason),
-                   classification=ClassificationQuality("skipped", reason), provenance=_jsonable(provenance or {}))
+                   classification=ClassificationQuality("skipped", reason), provenance=jsonable(provenance or {}))
 
     @property
     def exit_code(self) -> int:
@@ -283,7 +285,7 @@ class AuditResult:
 
     def to_dict(self) -> dict:
         """JSON-ready dict with ``schema_version`` (the fAux checks' own dicts under ``fairness``)."""
-        return _jsonable({
+        return jsonable({
             "schema_version": SCHEMA_VERSION,
             "decision": self.decision,
             "exit_code": self.exit_code,
@@ -619,7 +621,7 @@ def _group_changes(ref: CheckResult, cur: CheckResult, min_rows: int) -> list[di
             note = "flagged fraction undefined in a batch (no defined score)"
         out.append({"group": group, "n_reference": n_r, "n_current": n_c, "flagged_fraction_reference": ff_r,
                     "flagged_fraction_current": ff_c, "increase": ff_c - ff_r, "compared": not note, "note": note})
-    return _jsonable(out)
+    return jsonable(out)
 
 
 def _common_histogram(ref: np.ndarray, cur: np.ndarray, bins: int = 40) -> dict:
@@ -636,43 +638,6 @@ def _common_histogram(ref: np.ndarray, cur: np.ndarray, bins: int = 40) -> dict:
 
 
 # ---------------------------------------------------------------------------------- step 3: classification
-def predict_probability(target_model, X: np.ndarray, *, output) -> np.ndarray:
-    """P(y = target_class | x) of every row, without gradients.
-
-    Parameters
-    ----------
-    target_model : torch module
-    X : ndarray of shape (n, d), float32
-    output : TargetOutput
-        Declared form (``"auto"`` is resolved on the first 256 rows, as in the check).
-
-    Returns
-    -------
-    ndarray of shape (n,), float64
-    """
-    import torch
-
-    from .method.gradients import _raw_output, as_tensor, eval_mode, iter_chunks, resolve_output_form
-
-    Xt = as_tensor(X)
-    resolved = resolve_output_form(target_model, Xt[:256], output)
-    form, cls = resolved.form, resolved.target_class
-    out = np.empty(len(Xt))
-    with torch.no_grad(), eval_mode(target_model):
-        for sl in iter_chunks(len(Xt), 65_536):
-            raw = _raw_output(target_model, Xt[sl]).double()       # (b, m)
-            if form == "logit":
-                p = torch.sigmoid(raw[:, 0] if cls == 1 else -raw[:, 0])
-            elif form == "probability":
-                p = raw[:, 0] if cls == 1 else 1.0 - raw[:, 0]
-            elif form == "softmax":
-                p = raw[:, cls]
-            else:
-                p = torch.softmax(raw, dim=1)[:, cls]
-            out[sl] = p.numpy()
-    return out
-
-
 def _binary_labels(series: pd.Series, name: str) -> tuple[np.ndarray | None, str]:
     values = pd.to_numeric(series, errors="coerce")
     bad = values.isna() & series.notna()
@@ -705,7 +670,8 @@ def classification_quality(
             return ClassificationQuality("skipped", f"label column '{label}' is absent from the {name}")
     if feature_spec is None:
         return ClassificationQuality("skipped", "no feature columns to score the target model on")
-    from .method.gradients import TargetOutput
+    from .method._batching import as_tensor
+    from .method.output import TargetOutput, predict_probability, resolve_output_form
 
     output = TargetOutput(form=policy.target_output, target_class=policy.target_class)
     parts = {}
@@ -719,8 +685,8 @@ def classification_quality(
             return ClassificationQuality("skipped", f"the {name} holds a single class of '{label}' "
                                                     f"({fmt_count(keep.sum())} labelled rows)")
         try:
-            X = feature_spec.encode(frame.loc[keep])
-            prob = predict_probability(target_model, X, output=output)
+            Xt = as_tensor(feature_spec.encode(frame.loc[keep]))
+            prob = predict_probability(target_model, Xt, resolve_output_form(target_model, Xt[:256], output))
         except Exception as exc:  # bad input (InputError) or a model that cannot take X
             return ClassificationQuality("skipped", f"the target model cannot score the {name}: {exc}")
         parts[name] = pd.DataFrame({_TARGET: target, _PREDICTION: prob})
@@ -778,7 +744,7 @@ def _finite(value) -> float | None:
 
 # ---------------------------------------------------------------------------------- decision
 def _limit(rule: str, observed, limit, status: str, detail: str) -> dict:
-    return _jsonable({"rule": rule, "observed": observed, "limit": limit, "status": status, "detail": detail})
+    return jsonable({"rule": rule, "observed": observed, "limit": limit, "status": status, "detail": detail})
 
 
 def decide_audit(
@@ -1009,25 +975,13 @@ def run_audit(
         "audited_at": fairness.current.provenance.get("checked_at") if fairness.current is not None else None,
         "policy_name": policy.name, "policy_sha256": policy.sha256(), "policy": policy.model_dump(mode="json"),
         "seed": policy.seed, "feature_spec": None if feature_spec is None else feature_spec.name,
-        "reference": {"sha256": _data_sha256(reference), "n_rows": len(reference)},
-        "current": {"sha256": _data_sha256(current), "n_rows": len(current)},
-        "packages": {**_package_versions(), **_optional_versions()},
+        "reference": {"sha256": data_sha256(reference), "n_rows": len(reference)},
+        "current": {"sha256": data_sha256(current), "n_rows": len(current)},
+        "packages": {**package_versions(), **installed_versions(OPTIONAL_PACKAGES)},
         "gate_record": gate_record or {},
         **(model_info or {}),
     }
     result = AuditResult(decision=decision, reasons=reasons, limits=limits, drift=drift, fairness=fairness,
-                         classification=classification, timings=timings, provenance=_jsonable(provenance))
+                         classification=classification, timings=timings, provenance=jsonable(provenance))
     logger.info("%r", result)
     return result
-
-
-def _optional_versions() -> dict[str, str]:
-    from importlib import metadata
-
-    out = {}
-    for pkg in ("evidently", "scipy", "prefect", "mlflow", "great-expectations", "matplotlib", "jsonschema"):
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            out[pkg] = "not installed"
-    return out

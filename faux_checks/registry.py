@@ -33,6 +33,7 @@ from typing import Any, Callable, Mapping, TypeVar
 
 from .errors import FauxChecksError, InputError, UndecidableError
 from .inputs.models import model_sha256
+from .provenance import utc_now
 
 __all__ = ["Registry", "default_tracking_uri", "GATE_TAG", "AUDIT_TAG", "DECISIONS"]
 
@@ -154,10 +155,6 @@ def _tag_value(value: Any) -> str:
     if isinstance(value, float):
         return repr(value)
     return str(value)
-
-
-def _utc_now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def _version_key(version: Any) -> int:
@@ -450,7 +447,7 @@ class Registry:
             If the model or version does not exist.
         """
         mv = self._version(name, version)
-        self._set_version_tags(name, mv.version, {"fairness_started_at": _utc_now(), GATE_TAG: RUNNING})
+        self._set_version_tags(name, mv.version, {"fairness_started_at": utc_now(), GATE_TAG: RUNNING})
 
     def record_decision(
         self,
@@ -506,7 +503,7 @@ class Registry:
                 "fairness_aux_quality": _tag_value(aux_quality),
                 "fairness_report": _tag_value(report_uri),
                 "fairness_run_id": _tag_value(run_id),
-                "fairness_checked_at": _utc_now(),
+                "fairness_checked_at": utc_now(),
             }
         )
         tags[GATE_TAG] = decision  # last: dict order is the write order
@@ -547,7 +544,7 @@ class Registry:
             )
         _with_retry(self.client.set_registered_model_alias, name, alias, str(mv.version))
         if mv.tags.get(PROMOTION_TAG) == PENDING:
-            self._set_version_tags(name, mv.version, {"fairness_promoted_at": _utc_now(), PROMOTION_TAG: "done"})
+            self._set_version_tags(name, mv.version, {"fairness_promoted_at": utc_now(), PROMOTION_TAG: "done"})
 
     def alias_version(self, name: str, alias: str = DEFAULT_ALIAS) -> str | None:
         """Version the alias points at, or None if the alias is not set.
@@ -702,7 +699,7 @@ class Registry:
                 "fairness_audit_reason": text if len(text) <= _MAX_REASON_CHARS else text[: _MAX_REASON_CHARS - 1] + "…",
                 "fairness_audit_report": _tag_value(report_uri),
                 "fairness_audit_run_id": _tag_value(run_id),
-                "fairness_audit_at": _utc_now(),
+                "fairness_audit_at": utc_now(),
             }
         )
         tags[AUDIT_TAG] = decision  # last, as record_decision does

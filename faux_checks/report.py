@@ -19,7 +19,6 @@ flagged fraction across versions and audits; library versions and seeds.
 from __future__ import annotations
 
 import base64
-import datetime as _dt
 import html
 import io
 import json
@@ -52,6 +51,8 @@ logger = logging.getLogger(__name__)
 REPORT_SCHEMA_VERSION = "1.1"
 KINDS = ("gate", "audit")
 _EXIT_CODES = {"passed": 0, "failed": 1, "undecided": 2}
+#: Integrations whose versions a report lists next to those the check recorded.
+REPORT_PACKAGES = ("great-expectations", "prefect", "mlflow", "evidently", "scipy", "matplotlib", "jsonschema")
 
 #: HTML section ids of each kind of report, in page order.
 SECTION_IDS: dict[str, tuple[str, ...]] = {
@@ -119,13 +120,13 @@ def load_report(path: str | Path) -> dict:
 # ---------------------------------------------------------------------------------- building
 def summarise_data(frame, *, path: str | Path | None = None, name: str = "audit data") -> dict:
     """Row count, content hash and missing values per column of a batch (report ``data`` entry)."""
-    from .check import _data_sha256
+    from .provenance import data_sha256
 
     missing = frame.isna().sum()
     return {
         "name": name,
         "path": None if path is None else str(Path(path).resolve()),
-        "sha256": _data_sha256(frame),
+        "sha256": data_sha256(frame),
         "n_rows": int(len(frame)),
         "n_columns": int(frame.shape[1]),
         "missing_by_column": {str(c): int(v) for c, v in missing.items() if v},
@@ -256,16 +257,13 @@ def _batch(summary: dict | None, check: dict | None, name: str) -> dict:
 
 
 def _environment(check: dict | None, audit: dict | None) -> dict:
-    from importlib import metadata
+    from .provenance import installed_versions
 
     prov = (check or {}).get("provenance") or {}
     packages = dict(prov.get("packages") or {})
     packages.update(((audit or {}).get("provenance") or {}).get("packages") or {})
-    for pkg in ("great-expectations", "prefect", "mlflow", "evidently", "scipy", "matplotlib", "jsonschema"):
-        try:
-            packages.setdefault(pkg, metadata.version(pkg))
-        except metadata.PackageNotFoundError:
-            packages.setdefault(pkg, "not installed")
+    for pkg, version in installed_versions(REPORT_PACKAGES).items():
+        packages.setdefault(pkg, version)
     policy = prov.get("policy") or ((audit or {}).get("provenance") or {}).get("policy") or {}
     return {
         "python": platform.python_version(),
@@ -315,7 +313,7 @@ def build_report(
         raise InputError(f"report kind must be one of {list(KINDS)}, got {kind!r}")
     if decision not in _EXIT_CODES:
         raise InputError(f"decision must be one of {list(_EXIT_CODES)}, got {decision!r}")
-    from .check import _jsonable
+    from .provenance import jsonable, utc_now
 
     prov = (check or {}).get("provenance") or {}
     audit_prov = (audit or {}).get("provenance") or {}
@@ -328,7 +326,7 @@ def build_report(
         batches = [_batch(by_name.get("reference"), (audit or {}).get("reference_check"), "reference"),
                    _batch(by_name.get("current"), check, "current")]
     model = {str(k): v for k, v in (model or {}).items()}
-    now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    now = utc_now()
     if check is not None:
         this_ff = check.get("flagged_fraction")
     else:
@@ -360,7 +358,7 @@ def build_report(
         "environment": _environment(check, audit),
         "artifacts": dict(artifacts or {}),
     }
-    return _jsonable(payload)
+    return jsonable(payload)
 
 
 def write_report(report_dir: str | Path, *, decision: str, reasons: list[str], check: dict | None,

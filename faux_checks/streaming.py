@@ -56,7 +56,7 @@ from .inputs.protected import ProtectedAttribute, encode_protected
 from .inputs.tabular import FeatureSpec
 from .method.auxiliary import AuxiliaryModel
 from .method.faux import FAuxTester
-from .method.gradients import TargetOutput, resolve_output_form
+from .method.output import TargetOutput, resolve_output_form
 from .policy import Policy
 
 __all__ = [
@@ -1000,9 +1000,9 @@ class StreamSummary:
 
     def to_dict(self) -> dict:
         """JSON-ready dict; NaN becomes None."""
-        from .check import _jsonable
+        from .provenance import jsonable
 
-        return _jsonable({
+        return jsonable({
             "decision": self.decision, "exit_code": self.exit_code, "reasons": self.reasons,
             "flagged_fraction": self.flagged_fraction, "max_flagged_fraction": self.max_flagged_fraction,
             "delta": self.delta, "n_rows": self.n_rows, "n_individuals": self.n_individuals,
@@ -1017,7 +1017,7 @@ class StreamSummary:
 def summarize(counts: StreamCounts, plan: ScoringPlan, *, source: DataSource, out_path: str | Path,
               timings: dict | None = None, model_info: dict | None = None, extra_notes: Sequence[str] = ()) -> StreamSummary:
     """Decide from the merged counts (same rule order as ``run_check``, without baseline testers)."""
-    from .check import _package_versions
+    from .provenance import package_versions, utc_now
 
     policy, faux = plan.policy, plan.policy.faux
     n, n_undefined, n_flagged = counts.n_individuals, counts.n_undefined, counts.n_flagged
@@ -1072,7 +1072,7 @@ def summarize(counts: StreamCounts, plan: ScoringPlan, *, source: DataSource, ou
     path = Path(source.path)
     stat = path.stat() if path.exists() else None
     provenance = {
-        "checked_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "checked_at": utc_now(),
         "seed": policy.seed, "policy_name": policy.name, "policy_sha256": policy.sha256(),
         "policy": policy.model_dump(mode="json"), "data_path": str(path), "data_format": source.format,
         "data_bytes": stat.st_size if stat else None,
@@ -1083,7 +1083,7 @@ def summarize(counts: StreamCounts, plan: ScoringPlan, *, source: DataSource, ou
         "aux_output_space": plan.aux["output_space"], "aux_epochs_run": plan.aux["epochs_run"],
         "aux_given": plan.aux["given"], "aux_train_rows": plan.aux["train_rows"], "protected_kind": plan.codec.kind,
         "groups": list(plan.codec.groups), "max_score": counts.max_score, "first_score_at": counts.first_score_at,
-        "packages": _package_versions(),
+        "packages": package_versions(),
         **(model_info or {}),
     }
     return StreamSummary(

@@ -14,14 +14,9 @@ import torch
 from torch import nn
 
 from faux_checks import InputError, TargetOutput
-from faux_checks.method.gradients import (
-    check_batch_independence,
-    eval_mode,
-    iter_chunks,
-    output_jacobian,
-    resolve_output_form,
-    target_probability_and_gradient,
-)
+from faux_checks.method._batching import eval_mode, iter_chunks
+from faux_checks.method.gradients import check_batch_independence, output_jacobian, target_probability_and_gradient
+from faux_checks.method.output import resolve_output_form
 
 H = 1e-5
 

@@ -13,7 +13,8 @@ import torch
 from torch import nn
 
 from faux_checks import InputError, TargetOutput
-from faux_checks.method.gradients import as_tensor, target_probability_and_gradient
+from faux_checks.method._batching import as_tensor
+from faux_checks.method.gradients import target_probability_and_gradient
 from faux_checks.method.lic import lic_upper_bound
 from faux_checks.groundtruth.fused import fuse, individual_fairness_scores, make_fused_data
 

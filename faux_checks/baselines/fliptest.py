@@ -14,8 +14,8 @@ import torch
 
 from .._validation import fmt_count
 from ..errors import InputError
-from ..method.gradients import DEFAULT_CHUNK, TargetOutput, as_tensor, resolve_output_form
-from .ftu import _predict_probability
+from ..method._batching import DEFAULT_CHUNK, as_tensor
+from ..method.output import TargetOutput, predict_probability, resolve_output_form
 
 __all__ = ["FlipTestTester", "barycentric_displacements", "quantile_displacement_fn", "transport_plan"]
 
@@ -204,7 +204,7 @@ class FlipTestTester:
                 nn = NearestNeighbors(n_neighbors=1).fit(Xn[s])
                 neighbour.append(nn.kneighbors(Xn[m], return_distance=False)[:, 0])
         output = resolve_output_form(self.target_model, X[:256], self.output)
-        base = _predict_probability(self.target_model, X, output, chunk_size=self.chunk_size)    # (n,)
+        base = predict_probability(self.target_model, X, output, chunk_size=self.chunk_size)    # (n,)
         best = np.zeros(n, dtype=np.float64)
         for a in range(len(groups)):
             for b in range(a + 1, len(groups)):
@@ -217,7 +217,7 @@ class FlipTestTester:
                 for src, disp in moves:
                     rows = members[src]
                     moved = Xn[rows] + disp[neighbour[src]]                 # (n_src, d)
-                    p_moved = _predict_probability(self.target_model, torch.from_numpy(moved).float(), output,
+                    p_moved = predict_probability(self.target_model, torch.from_numpy(moved).float(), output,
                                                    chunk_size=self.chunk_size)
                     best[rows] = np.maximum(best[rows], np.abs(base[rows] - p_moved))
         return best

@@ -5,13 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ..method.gradients import (
-    DEFAULT_CHUNK,
-    TargetOutput,
-    as_tensor,
-    resolve_output_form,
-    target_probability_and_gradient,
-)
+from ..method._batching import DEFAULT_CHUNK, as_tensor
+from ..method.gradients import target_probability_and_gradient
+from ..method.output import TargetOutput, resolve_output_form
 
 __all__ = ["FTATester"]
 

@@ -13,40 +13,10 @@ import torch
 
 from .._validation import fmt_count
 from ..errors import InputError
-from ..method.gradients import DEFAULT_CHUNK, TargetOutput, as_tensor, eval_mode, iter_chunks, resolve_output_form
+from ..method._batching import DEFAULT_CHUNK, as_tensor
+from ..method.output import TargetOutput, predict_probability, resolve_output_form
 
 __all__ = ["FTUFlipTester"]
-
-
-def _predict_probability(model, X: torch.Tensor, output: TargetOutput, *, chunk_size: int = DEFAULT_CHUNK) -> np.ndarray:
-    """P(y = target_class | x) per row, no gradient; ndarray of shape (n,), float64.
-
-    ``output`` must be resolved (:func:`faux_checks.method.gradients.resolve_output_form`). The
-    sigmoid/softmax is applied in float64 to the model's float32 output, as in
-    :func:`faux_checks.method.gradients.target_probability_and_gradient`, so two rows with the same
-    model output get bit-identical probabilities (an FTU flip of an ignored column scores 0).
-    """
-    form, cls = output.form, output.target_class
-    out = np.empty(X.shape[0], dtype=np.float64)
-    with torch.no_grad(), eval_mode(model):
-        for sl in iter_chunks(X.shape[0], chunk_size):
-            raw = model(X[sl].float())
-            if isinstance(raw, (tuple, list)):
-                raw = raw[0]
-            raw = (raw[:, None] if raw.ndim == 1 else raw).double()   # (b, m)
-            if form == "logit":
-                z = raw[:, 0] if cls == 1 else -raw[:, 0]
-                p = torch.sigmoid(z)
-            elif form == "probability":
-                p = raw[:, 0] if cls == 1 else 1.0 - raw[:, 0]
-            elif form == "softmax":
-                p = raw[:, cls]
-            elif form == "logits":
-                p = torch.softmax(raw, dim=1)[:, cls]
-            else:
-                raise InputError(f"resolve the output form first (got {form!r})")
-            out[sl] = p.numpy()
-    return out
 
 
 class FTUFlipTester:
@@ -119,7 +89,7 @@ class FTUFlipTester:
         n, d = X.shape
         cols = self._columns(d)
         output = resolve_output_form(self.target_model, X[:256], self.output)
-        base = _predict_probability(self.target_model, X, output, chunk_size=self.chunk_size)   # (n,)
+        base = predict_probability(self.target_model, X, output, chunk_size=self.chunk_size)   # (n,)
         block = X[:, cols]                                                                       # (n, m)
         if len(cols) == 1:
             a, b = (float(v) for v in self.levels)
@@ -133,7 +103,7 @@ class FTUFlipTester:
                 )
             flipped = X.clone()
             flipped[:, cols[0]] = a + b - col
-            return np.abs(base - _predict_probability(self.target_model, flipped, output, chunk_size=self.chunk_size))
+            return np.abs(base - predict_probability(self.target_model, flipped, output, chunk_size=self.chunk_size))
         ok = ((block == 0) | (block == 1)).all(dim=1) & (block.sum(dim=1) == 1)
         if not bool(ok.all()):
             raise InputError(
@@ -149,6 +119,6 @@ class FTUFlipTester:
             flipped = X.clone()
             flipped[:, cols] = 0.0
             flipped[:, cols[group]] = 1.0
-            change = np.abs(base - _predict_probability(self.target_model, flipped, output, chunk_size=self.chunk_size))
+            change = np.abs(base - predict_probability(self.target_model, flipped, output, chunk_size=self.chunk_size))
             best = np.where(rows.numpy(), np.maximum(best, change), best)
         return best

@@ -15,7 +15,8 @@ import torch
 
 from .._validation import fmt_count
 from ..errors import InputError
-from ..method.gradients import DEFAULT_CHUNK, TargetOutput, as_tensor, eval_mode, iter_chunks, resolve_output_form
+from ..method._batching import DEFAULT_CHUNK, as_tensor, eval_mode, iter_chunks
+from ..method.output import TargetOutput, log_odds, predict_probability, raw_output, resolve_output_form
 from .weighted_fta import fit_sensitive_subspace
 
 __all__ = ["UnfairMapTester"]
@@ -26,14 +27,15 @@ MIN_LOSS = 1e-12
 
 
 def _log_odds(model, x: torch.Tensor, output: TargetOutput) -> torch.Tensor:
-    """Differentiable log-odds of the tested class, (b, d) -> (b,)."""
-    out = model(x)
-    if isinstance(out, (tuple, list)):
-        out = out[0]
-    out = out[:, None] if out.ndim == 1 else out
+    """Differentiable log-odds of the tested class, (b, d) -> (b,).
+
+    Probability forms are clamped to [1e-7, 1 − 1e-7] (a finite loss at a saturated start);
+    class scores go through log-softmax.
+    """
+    out = raw_output(model, x)                                            # (b, m)
     form, cls = output.form, output.target_class
     if form == "logit":
-        return out[:, 0] if cls == 1 else -out[:, 0]
+        return log_odds(out, output)
     if form == "probability":
         p = out[:, 0].clamp(1e-7, 1 - 1e-7)
         z = torch.log(p) - torch.log1p(-p)
@@ -186,9 +188,7 @@ class UnfairMapTester:
         basis = torch.as_tensor(B, dtype=torch.float32)
         output = resolve_output_form(self.target_model, X[:256], self.output)
         if y is None:
-            from .ftu import _predict_probability
-
-            labels = torch.as_tensor(_predict_probability(self.target_model, X, output, chunk_size=self.chunk_size) > 0.5)
+            labels = torch.as_tensor(predict_probability(self.target_model, X, output, chunk_size=self.chunk_size) > 0.5)
         else:
             y = np.asarray(y)
             if len(y) != n:

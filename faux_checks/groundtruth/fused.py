@@ -40,7 +40,8 @@ import pandas as pd
 
 from .._validation import fmt_count
 from ..errors import InputError
-from ..method.gradients import TargetOutput, as_tensor, resolve_output_form
+from ..method._batching import as_tensor
+from ..method.output import TargetOutput, predict_probability, resolve_output_form
 
 __all__ = ["CDrivenMap", "FusedData", "FUSIONS", "fuse", "individual_fairness_scores", "make_fused_data"]
 
@@ -295,10 +296,8 @@ def individual_fairness_scores(target_model, data: FusedData, *, output: TargetO
     -----
     Castiglione et al. 2022, Definition 1; the swap is our generator's (module docstring).
     """
-    from ..baselines.ftu import _predict_probability
-
     X = as_tensor(data.X)
     resolved = resolve_output_form(target_model, X[:256], output)
-    p = _predict_probability(target_model, X, resolved, chunk_size=chunk_size)
-    p_swap = _predict_probability(target_model, as_tensor(data.swapped()), resolved, chunk_size=chunk_size)
+    p = predict_probability(target_model, X, resolved, chunk_size=chunk_size)
+    p_swap = predict_probability(target_model, as_tensor(data.swapped()), resolved, chunk_size=chunk_size)
     return np.abs(p - p_swap)

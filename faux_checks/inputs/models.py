@@ -23,7 +23,7 @@ from typing import Callable
 import torch
 
 from ..errors import InputError, UnsafeModelError
-from ..method.gradients import eval_mode
+from ..method._batching import eval_mode
 
 __all__ = ["load_model", "save_torchscript", "model_sha256"]
 

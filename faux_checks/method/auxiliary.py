@@ -16,7 +16,8 @@ from torch import nn
 from .._threads import one_torch_thread
 from .._validation import fmt_count
 from ..errors import InputError
-from .gradients import as_tensor, output_jacobian
+from ._batching import as_tensor
+from .gradients import output_jacobian
 
 __all__ = ["AuxiliaryModel", "AuxNet", "OutputSpace"]
 

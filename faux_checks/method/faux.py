@@ -15,20 +15,11 @@ import torch
 
 from .._validation import fmt_count
 from ..errors import InputError
+from ._batching import DEFAULT_CHUNK, as_tensor, eval_mode, iter_chunks
 from .auxiliary import AuxiliaryModel
-from .gradients import (
-    DEFAULT_CHUNK,
-    TargetOutput,
-    _float64_copy,
-    as_tensor,
-    check_batch_independence,
-    eval_mode,
-    iter_chunks,
-    path_averaged_gradients,
-    resolve_output_form,
-    target_probability_and_gradient,
-)
+from .gradients import check_batch_independence, path_averaged_gradients, target_probability_and_gradient
 from .lic import faux_ng_scores, faux_projection_scores, faux_scores
+from .output import TargetOutput, float64_copy, probability, raw_output, resolve_output_form
 
 __all__ = ["FAuxTester", "LICResult", "Variant"]
 
@@ -180,7 +171,7 @@ class FAuxTester:
         with eval_mode(self.target_model):
             check_batch_independence(lambda x: self.target_model(x), X)
         check_batch_independence(self.aux_model.outputs, X[:8][:, keep])
-        twin = _float64_copy(self.target_model) if output.form in ("probability", "softmax") else None
+        twin = float64_copy(self.target_model) if output.form in ("probability", "softmax") else None
 
         scores = np.empty(n, dtype=np.float64)
         undefined = np.empty(n, dtype=bool)
@@ -248,20 +239,11 @@ class FAuxTester:
 
     def _prob_fn(self, output: TargetOutput, twin):
         model = twin if twin is not None else self.target_model
-        form, cls = output.form, output.target_class
 
         def prob(x: torch.Tensor) -> torch.Tensor:
             with eval_mode(model):
-                out = model(x.double() if twin is not None else x)
-            out = out[:, None] if out.ndim == 1 else out
-            if form == "logit":
-                z = out[:, 0] if cls == 1 else -out[:, 0]
-                return torch.sigmoid(z)
-            if form == "probability":
-                return out[:, 0] if cls == 1 else 1 - out[:, 0]
-            if form == "softmax":
-                return out[:, cls]
-            return torch.softmax(out, dim=1)[:, cls]
+                out = raw_output(model, x.double() if twin is not None else x)     # (b, m)
+            return probability(out, output)                                        # (b,)
 
         return prob
 

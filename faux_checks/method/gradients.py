@@ -1,6 +1,6 @@
 """Per-individual input gradients and Jacobians, batched, in bounded memory.
 
-Notation (METHOD.md): g = ∇ₓ f_tar(x) of shape (n, d); J = ∂f_aux/∂x of shape (n, k, d).
+Notation (docs/method.md): g = ∇ₓ f_tar(x) of shape (n, d); J = ∂f_aux/∂x of shape (n, k, d).
 
 All functions here
 
@@ -12,162 +12,31 @@ All functions here
   over individuals;
 - take X in chunks of ``chunk_size`` rows, so memory is bounded by the chunk, not n.
 
-The target model's output form is declared (``TargetOutput``) and the gradient is always that of
-P(y = target_class | x), as in the paper. For a logit output the probability's gradient is
-formed by the chain rule σ'(z)·∇z with σ'(z) computed in float64, so a saturated float32
-probability does not zero the gradient (METHOD.md, Adult evidence: 244 rows had g = 0 exactly).
-For probability outputs the model is differentiated in a float64 copy for the same reason.
+The target model's output form is declared (:class:`~faux_checks.method.output.TargetOutput`)
+and the gradient is always that of P(y = target_class | x), as in the paper. For a logit output
+the probability's gradient is formed by the chain rule σ'(z)·∇z with σ'(z) computed in float64,
+so a saturated float32 probability does not zero the gradient (docs/method.md, Adult evidence:
+244 rows had g = 0 exactly). For probability outputs the model is differentiated in a float64
+copy for the same reason.
 """
 
 from __future__ import annotations
 
-import contextlib
-import copy
-from dataclasses import dataclass
-from typing import Callable, Iterator, Literal
+from typing import Callable
 
-import numpy as np
 import torch
 
 from .._validation import fmt_count
 from ..errors import InputError
+from ._batching import DEFAULT_CHUNK, eval_mode, iter_chunks
+from .output import TargetOutput, float64_copy, log_odds, probability, raw_output
 
 __all__ = [
-    "TargetOutput",
-    "eval_mode",
-    "resolve_output_form",
-    "target_probability_and_gradient",
+    "check_batch_independence",
     "output_jacobian",
     "path_averaged_gradients",
-    "check_batch_independence",
-    "iter_chunks",
+    "target_probability_and_gradient",
 ]
-
-OutputForm = Literal["auto", "logit", "probability", "softmax", "logits"]
-DEFAULT_CHUNK = 16_384  # rows; 65,536 spent ~half its CPU in page faults (bench_scale/bench_scoring: 2.37x -> 2.05x the floor)
-
-
-@dataclass(frozen=True)
-class TargetOutput:
-    """How to read the target model's output as P(y = target_class | x).
-
-    Attributes
-    ----------
-    form : {"auto", "logit", "probability", "softmax", "logits"}
-        ``"logit"``: one column (or a vector) of log-odds; ``"probability"``: one column of
-        sigmoid probabilities; ``"softmax"``: m ≥ 2 columns of probabilities summing to 1;
-        ``"logits"``: m ≥ 2 columns of unnormalised class scores (softmax applied here).
-        ``"auto"`` resolves on a probe batch and refuses when the form is ambiguous (one column
-        with every value in [0, 1]).
-    target_class : int
-        Class whose probability is tested (default 1, the favourable outcome of a binary target).
-    """
-
-    form: OutputForm = "auto"
-    target_class: int = 1
-
-
-@contextlib.contextmanager
-def eval_mode(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
-    """Run ``model`` in eval mode and restore every submodule's previous mode afterwards.
-
-    A ``torch.export`` module refuses ``eval()`` (its graph was fixed at export time); it is
-    used as it is, and :func:`check_batch_independence` still catches train-mode layers.
-    """
-    modules = list(model.modules()) if hasattr(model, "modules") else []
-    previous = [m.training for m in modules]
-    try:
-        if hasattr(model, "eval"):
-            try:
-                model.eval()
-            except NotImplementedError:  # torch.export's GraphModule: "Calling eval() is not supported"
-                pass
-        yield model
-    finally:
-        for m, was_training in zip(modules, previous):
-            m.training = was_training
-
-
-def iter_chunks(n: int, chunk_size: int) -> Iterator[slice]:
-    """Slices of at most ``chunk_size`` rows covering range(n)."""
-    if chunk_size < 1:
-        raise InputError(f"chunk_size must be >= 1, got {chunk_size}")
-    for start in range(0, n, chunk_size):
-        yield slice(start, min(start + chunk_size, n))
-
-
-def _raw_output(model, x: torch.Tensor) -> torch.Tensor:
-    out = model(x)
-    if isinstance(out, (tuple, list)):
-        out = out[0]
-    if not isinstance(out, torch.Tensor):
-        raise InputError(f"the target model returned {type(out).__name__}, expected a tensor")
-    if out.ndim == 1:
-        out = out[:, None]
-    if out.ndim != 2 or out.shape[0] != x.shape[0]:
-        raise InputError(
-            f"the target model returned shape {tuple(out.shape)} for {x.shape[0]} rows; expected (n,) or (n, m)"
-        )
-    return out
-
-
-def resolve_output_form(model, X_probe: torch.Tensor, output: TargetOutput) -> TargetOutput:
-    """Check the declared output form against a probe batch; resolve ``"auto"``.
-
-    Parameters
-    ----------
-    X_probe : Tensor of shape (n_probe, d)
-
-    Raises
-    ------
-    InputError
-        The form does not fit the output's width, ``target_class`` is out of range, or
-        ``"auto"`` cannot tell a probability from a logit.
-    """
-    with torch.no_grad(), eval_mode(model):
-        out = _raw_output(model, X_probe.float())
-    m = out.shape[1]
-    form = output.form
-    if form == "auto":
-        if m == 1:
-            inside = bool(((out >= 0) & (out <= 1)).all())
-            if inside:
-                raise InputError(
-                    "the target model's single output lies in [0, 1] on every probe row: it could be a "
-                    "probability or a logit. Declare it: output form 'probability' or 'logit' "
-                    "(policy target_output = '...', CLI --output-form)"
-                )
-            form = "logit"
-        else:
-            sums_to_one = bool(torch.allclose(out.sum(dim=1), torch.ones(len(out)), atol=1e-4)) and bool((out >= 0).all())
-            form = "softmax" if sums_to_one else "logits"
-    if form in ("logit", "probability") and m != 1:
-        raise InputError(
-            f"output form '{form}' needs one output column but the target model returns {m}; "
-            "declare 'softmax' (probabilities) or 'logits' (class scores)"
-        )
-    if form in ("softmax", "logits"):
-        if m < 2:
-            raise InputError(f"output form '{form}' needs at least 2 output columns, the model returns {m}")
-        if not 0 <= output.target_class < m:
-            raise InputError(f"target_class {output.target_class} is out of range for {m} output columns (0..{m - 1})")
-    elif output.target_class not in (0, 1):
-        raise InputError(f"target_class {output.target_class} is out of range for a binary output (0 or 1)")
-    if form == "probability" and not bool(((out >= 0) & (out <= 1)).all()):
-        raise InputError("output form 'probability' declared but the model returns values outside [0, 1]; declare 'logit'")
-    return TargetOutput(form=form, target_class=output.target_class)
-
-
-def _float64_copy(model):
-    try:
-        twin = copy.deepcopy(model)
-        twin.double()
-        return twin
-    except Exception as exc:  # pragma: no cover - depends on the model's code
-        raise InputError(
-            f"cannot differentiate the target model in float64 ({exc}); export it with a logit output "
-            "and declare output form 'logit'"
-        ) from exc
 
 
 def target_probability_and_gradient(
@@ -186,7 +55,7 @@ def target_probability_and_gradient(
         The target model; put in eval mode for the call, mode restored afterwards.
     X : Tensor of shape (n, d), float32
     output : TargetOutput
-        A resolved form (see :func:`resolve_output_form`).
+        A resolved form (see :func:`~faux_checks.method.output.resolve_output_form`).
 
     Returns
     -------
@@ -206,7 +75,7 @@ def target_probability_and_gradient(
     probs = torch.empty(n, dtype=torch.float64)
     grads = torch.empty(X.shape, dtype=torch.float64)
     use_twin = output.form in ("probability", "softmax")
-    net = (_twin if _twin is not None else _float64_copy(model)) if use_twin else model
+    net = (_twin if _twin is not None else float64_copy(model)) if use_twin else model
     with eval_mode(net):
         for sl in iter_chunks(n, chunk_size):
             p, g = _target_chunk(net, X[sl], output)
@@ -224,22 +93,13 @@ def _input_grad(y: torch.Tensor, x: torch.Tensor, *, retain_graph: bool = False)
 
 
 def _target_chunk(net, x: torch.Tensor, output: TargetOutput) -> tuple[torch.Tensor, torch.Tensor]:
-    form, cls = output.form, output.target_class
-    if form in ("probability", "softmax"):
+    if output.form in ("probability", "softmax"):
         x = x.double().requires_grad_(True)
-        out = _raw_output(net, x)                                   # (b, m) float64
-        p = out[:, 0] if form == "probability" else out[:, cls]
-        if form == "probability" and cls == 0:
-            p = 1.0 - p
+        p = probability(raw_output(net, x), output)                     # (b,) float64
         g = _input_grad(p.sum(), x)
         return p.detach(), g
     x = x.float().requires_grad_(True)
-    out = _raw_output(net, x)                                       # (b, m)
-    if form == "logit":
-        z = out[:, 0] if cls == 1 else -out[:, 0]                   # log-odds of the tested class
-    else:  # logits: log-odds of class cls against the rest, exact and stable
-        others = torch.cat([out[:, :cls], out[:, cls + 1 :]], dim=1)
-        z = out[:, cls] - torch.logsumexp(others, dim=1)
+    z = log_odds(raw_output(net, x), output)                         # (b,) log-odds of the tested class
     gz = _input_grad(z.sum(), x)                                     # (b, d)
     z64 = z.detach().double()
     p = torch.sigmoid(z64)
@@ -305,7 +165,7 @@ def path_averaged_gradients(
     n_outputs : int
         k.
     baseline : Tensor of shape (d,)
-        Path start x' (METHOD.md open point 4).
+        Path start x' (docs/method.md, open point 4).
     n_steps : int
         Gauss-Legendre steps.
 
@@ -350,13 +210,3 @@ def check_batch_independence(fn: Callable[[torch.Tensor], torch.Tensor], X: torc
             "batch. Export the model with batch-independent layers (e.g. BatchNorm with running statistics)"
         )
 
-
-def as_tensor(X) -> torch.Tensor:
-    """A float32 tensor view of X (ndarray or tensor) of shape (n, d)."""
-    if isinstance(X, torch.Tensor):
-        t = X.detach()
-    else:
-        t = torch.from_numpy(np.ascontiguousarray(X))
-    if t.ndim != 2:
-        raise InputError(f"X must have shape (n, d), got {tuple(t.shape)}")
-    return t.float()
