@@ -24,7 +24,7 @@ Timing. Library and adapter functions are wrapped (in this process only; no libr
 changed) with a timer that records each call's wall time, this process's CPU time (all threads)
 and the timed calls it was nested in: the Prefect task bodies (``task.fn``), ``gate_version``,
 ``run_check``, ``prepare_audit``, ``AuxiliaryModel.fit``, ``FAuxTester.evaluate``, the baselines
-inside ``run_check`` (``_run_baselines``), the Great Expectations baseline metrics
+inside ``run_check`` (``run_baselines``), the Great Expectations baseline metrics
 (``audit_inputs``, ``FTATester.score``, ``_group_metric``), ``CheckResult.to_dict``,
 ``gx.get_context``, model loading, the report writer and the report helpers the flow body calls,
 every public ``Registry`` method, the Prefect artifacts and the ephemeral server's start. A
@@ -34,7 +34,7 @@ wrapped name that this checkout lacks is listed as "not timed". The split of one
 - load: the ``fetch_version`` task body (mark running + registry download with its sha256
   check) + the flow's ``model_sha256`` + the model load inside the GX metric;
 - prepare / aux fit / scoring / baselines / check other: ``run_check``'s parts
-  (``prepare_audit``, ``AuxiliaryModel.fit``, ``FAuxTester.evaluate``, ``_run_baselines``, rest);
+  (``prepare_audit``, ``AuxiliaryModel.fit``, ``FAuxTester.evaluate``, ``run_baselines``, rest);
 - GX overhead: the ``validate`` task body minus ``run_check`` minus the model load;
 - recording: the ``record`` task body (report files + MLflow run + version tags), ``promote``
   (alias) for a passed version, and the report helpers the flow body calls outside any task;
@@ -218,7 +218,7 @@ def import_times() -> dict[str, float]:
     import torch  # noqa: F401
 
     import faux_checks  # noqa: F401
-    import faux_checks.check  # noqa: F401
+    import faux_checks.gate.check  # noqa: F401
     out["torch + faux_checks"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     import mlflow  # noqa: F401
@@ -313,9 +313,9 @@ def instrument(clock: Clock) -> None:
     import expectations._inputs as gx_inputs
     import expectations.baselines as gx_baselines
     import expectations.suite as gx_suite
-    import faux_checks.check as check
+    import faux_checks.gate.check as check
     import faux_checks.inputs.models as models
-    import faux_checks.policy as policy
+    import faux_checks.gate.policy as policy
     import faux_checks.registry as registry
     import faux_checks.report as report
     import flows.gate as gate
@@ -358,7 +358,7 @@ def instrument(clock: Clock) -> None:
     clock.patch(check, "run_check", "run_check")              # expectations.faux imports it at call time
     clock.patch(check, "prepare_audit", "prepare_audit")      # as run_check calls it
     clock.patch(gx_inputs, "prepare_audit", "prepare_audit")  # as the GX baseline metrics call it
-    clock.patch(check, "_run_baselines", "_run_baselines")
+    clock.patch(check, "run_baselines", "run_baselines")
     clock.patch(check.CheckResult, "to_dict", "CheckResult.to_dict")
     clock.patch(AuxiliaryModel, "fit", "AuxiliaryModel.fit")
     clock.patch(FAuxTester, "evaluate", "FAuxTester.evaluate")
@@ -398,7 +398,7 @@ def version_split(clock: Clock, label: str) -> dict[str, float]:
     prep = c.total("prepare_audit", label, under="run_check")
     aux = c.total("AuxiliaryModel.fit", label, under="run_check")
     scoring = c.total("FAuxTester.evaluate", label, under="run_check")
-    baselines = c.total("_run_baselines", label, under="run_check")
+    baselines = c.total("run_baselines", label, under="run_check")
     record = c.total("task:record", label)
     promote = c.total("task:promote", label)
     report_in_flow = sum(c.total(h, label, not_under=TASK_EVENTS) for h in FLOW_BODY_REPORT_HELPERS)
@@ -579,10 +579,10 @@ def main(argv: list[str] | None = None) -> int:
         if not args.skip_direct:
             import expectations._inputs as gx_inputs
             from expectations import build_suite, validate_frame
-            from faux_checks.check import run_check
+            from faux_checks.gate.check import run_check
             from faux_checks.inputs.io import read_table
             from faux_checks.inputs.models import load_model
-            from faux_checks.policy import load_policy
+            from faux_checks.gate.policy import load_policy
             from faux_checks.inputs.tabular import FeatureSpec
 
             frame = read_table(setup["audit_path"])
@@ -602,7 +602,7 @@ def main(argv: list[str] | None = None) -> int:
                 row = {"run_check": t_rc, "validate_frame": t_vf, "gx_overhead": t_vf - t_rc}
                 for key, (fn, under) in {"prepare": ("prepare_audit", "run_check"), "aux_fit": ("AuxiliaryModel.fit", None),
                                          "scoring": ("FAuxTester.evaluate", None),
-                                         "baselines": ("_run_baselines", None)}.items():
+                                         "baselines": ("run_baselines", None)}.items():
                     row[key] = clock.total(fn, d, under=under)
                     row[f"{key}_in_gx"] = clock.total(fn, g, under="run_check")
                 row["check_other"] = t_rc - row["prepare"] - row["aux_fit"] - row["scoring"] - row["baselines"]
@@ -674,7 +674,7 @@ def main(argv: list[str] | None = None) -> int:
         print_split(cpu, labels)
         print("  load = fetch_version task (mark running, registry download, sha256 check) + flow sha256 + model load;")
         print("  prepare .. chk other = run_check's parts (prepare_audit, AuxiliaryModel.fit, FAuxTester.evaluate,")
-        print("  _run_baselines, rest); GX over = validate task body - run_check - model load; recording = record task")
+        print("  run_baselines, rest); GX over = validate task body - run_check - model load; recording = record task")
         print("  (report.json/html, MLflow run, version tags) + promote + report helpers the flow body calls; Prefect =")
         print("  total - task bodies - library work in the flow body (sha256, report helpers);")
         print(f"  shared = once per flow run: find_new_versions task {wall['shared']['find_new_versions']:.2f} s and "

@@ -108,7 +108,7 @@ def run_child(args) -> None:
     from faux_checks.settings import configure_environment
 
     configure_environment()
-    from faux_checks.policy import Policy
+    from faux_checks.gate.policy import Policy
 
     policy = Policy.model_validate(policy_dict(args))
     aux = None if args.train_aux else args.aux
@@ -117,7 +117,7 @@ def run_child(args) -> None:
         import torch
 
         from faux_checks.inputs.models import load_model
-        from faux_checks.streaming import score_stream
+        from faux_checks.gate.stream.run import score_stream
 
         torch.set_num_threads(1)
         summary = score_stream(load_model(args.model), args.data, policy=policy, out_path=args.out,

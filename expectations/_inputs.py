@@ -1,7 +1,7 @@
 """Inputs shared by the metric providers (private): models, policy, feature spec, audit rows.
 
 Everything here is plumbing between GX and :mod:`faux_checks`; no fairness logic. The row
-selection is :func:`faux_checks.check.prepare_audit`, the same as in ``run_check``, so that the
+selection is :func:`faux_checks.gate.rows.prepare_audit`, the same as in ``run_check``, so that the
 baseline expectations score exactly the individuals the fAux check audits.
 """
 
@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from faux_checks.check import prepare_audit
+from faux_checks.gate.rows import prepare_audit
 from faux_checks.inputs.models import load_model
-from faux_checks.policy import Policy
+from faux_checks.gate.policy import Policy
 from faux_checks.inputs.protected import ProtectedAttribute
 from faux_checks.inputs.tabular import FeatureSpec
 

@@ -4,7 +4,7 @@
   (:class:`faux_checks.baselines.FTATester`), at most ``max_flagged_fraction`` (None = report only).
 - Weighted FTA, Unfair Map, FlipTest, FTU flip (``faux.weighted_fta``, ``faux.unfair_map``,
   ``faux.fliptest``, ``faux.ftu_flip``): share of individuals whose score exceeds ``threshold``,
-  scored by :func:`faux_checks.check.baseline_scores` (run_check's numbers), at most
+  scored by :func:`faux_checks.gate.testers.baseline_scores` (run_check's numbers), at most
   ``max_flagged_fraction`` (None = report only); "not applicable" (success, observed None) when
   the tester does not fit the target (FTU flip without the protected input, FlipTest with a
   continuous attribute).
@@ -284,7 +284,7 @@ class ExpectEqualizedOddsDifferenceToBeAtMost(_BaselineExpectation):
 
 # ---------------------------------------------------------------------------------- per-individual testers
 # Weighted FTA, Unfair Map, FlipTest and FTU flip: each scores the audited rows with
-# faux_checks.check.baseline_scores (the function run_check uses), and its expectation compares
+# faux_checks.gate.testers.baseline_scores (the function run_check uses), and its expectation compares
 # the share of individuals over ``threshold`` with ``max_flagged_fraction``. One metric provider
 # and one thin expectation subclass per tester; the shared behaviour is in the bases.
 WEIGHTED_FTA_METRIC = "faux.weighted_fta"
@@ -304,8 +304,9 @@ MAX_FLAGGED_FRACTION_DESCRIPTION = "Largest allowed share of individuals over th
 
 def _tester_flagged_fraction(tester: str, execution_engine, metric_domain_kwargs: dict, kw: dict) -> dict:
     """Scores of ``tester`` on the audited rows, summarised against ``threshold`` (run_check's numbers)."""
-    from faux_checks.check import AuditRows, baseline_scores
-    from faux_checks.policy import TesterSettings
+    from faux_checks.gate.rows import AuditRows
+    from faux_checks.gate.testers import baseline_scores
+    from faux_checks.gate.policy import TesterSettings
 
     inputs = audit_inputs(table_records(execution_engine, metric_domain_kwargs), model_path=kw["model_path"],
                           feature_spec_path=kw.get("feature_spec_path"), policy_json=kw["policy_json"])
@@ -374,7 +375,7 @@ class FtuFlipFlaggedFraction(ColumnAggregateMetricProvider):
 
 
 def _default(field: str):
-    from faux_checks.policy import TesterSettings
+    from faux_checks.gate.policy import TesterSettings
 
     return TesterSettings.model_fields[field].default
 

@@ -1,6 +1,6 @@
 """The fAux individual-fairness check as a Great Expectations expectation.
 
-``faux.check`` (metric provider) makes one call into :func:`faux_checks.check.run_check` on the
+``faux.check`` (metric provider) makes one call into :func:`faux_checks.gate.check.run_check` on the
 whole batch and returns ``CheckResult.to_dict()``; :class:`ExpectFauxFlaggedFractionToBeAtMost`
 succeeds when that check's decision is ``"passed"``. Modelled on GX's
 ``expect_column_mean_to_be_between`` / ``column_mean`` (STYLE.md §7).
@@ -17,7 +17,7 @@ from great_expectations.expectations.expectation import ColumnAggregateExpectati
 from great_expectations.expectations.metrics.column_aggregate_metric_provider import ColumnAggregateMetricProvider
 from great_expectations.expectations.metrics.metric_provider import metric_value
 
-from faux_checks.policy import Policy
+from faux_checks.gate.policy import Policy
 
 from ._inputs import cached_model, table_records
 
@@ -35,7 +35,7 @@ FEATURE_SPEC_PATH_DESCRIPTION = (
     "Path of the FeatureSpec JSON the target model was trained with; None = numeric columns as they are."
 )
 AUX_MODEL_PATH_DESCRIPTION = "Path of a given auxiliary model; None = trained on the audit rows (seeded)."
-POLICY_JSON_DESCRIPTION = "The gate policy as JSON (faux_checks.policy.Policy.model_dump_json())."
+POLICY_JSON_DESCRIPTION = "The gate policy as JSON (faux_checks.gate.policy.Policy.model_dump_json())."
 MAX_FLAGGED_FRACTION_DESCRIPTION = (
     "Largest allowed share of flagged individuals; must equal the policy's faux.max_flagged_fraction."
 )
@@ -52,7 +52,7 @@ class FauxCheck(ColumnAggregateMetricProvider):
     @metric_value(engine=PandasExecutionEngine)
     def _pandas(cls, execution_engine, metric_domain_kwargs: dict, metric_value_kwargs: dict,
                 metrics: dict[str, Any], runtime_configuration: dict) -> dict:
-        from faux_checks.check import run_check
+        from faux_checks.gate.check import run_check
         from faux_checks.inputs.tabular import FeatureSpec
 
         frame = table_records(execution_engine, metric_domain_kwargs)
@@ -70,7 +70,7 @@ class FauxCheck(ColumnAggregateMetricProvider):
 class ExpectFauxFlaggedFractionToBeAtMost(ColumnAggregateExpectation):
     __doc__ = f"""{EXPECTATION_SHORT_DESCRIPTION}
 
-    Runs the whole fAux gate (:func:`faux_checks.check.run_check`) once on the batch; success is
+    Runs the whole fAux gate (:func:`faux_checks.gate.check.run_check`) once on the batch; success is
     the check's decision being ``"passed"``. A weak auxiliary model or too many undefined scores
     make the check ``undecided``, which is not a success either.
 

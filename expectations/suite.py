@@ -20,9 +20,10 @@ import great_expectations as gx
 import pandas as pd
 
 from faux_checks.errors import InputError
-from faux_checks.policy import Policy
+from faux_checks.gate.policy import Policy
 
 from .baselines import (
+    _TesterFlaggedFractionExpectation,
     ExpectDemographicParityDifferenceToBeAtMost,
     ExpectEqualizedOddsDifferenceToBeAtMost,
     ExpectFlipTestFlaggedFractionToBeAtMost,
@@ -30,7 +31,6 @@ from .baselines import (
     ExpectFtuFlipFlaggedFractionToBeAtMost,
     ExpectUnfairMapFlaggedFractionToBeAtMost,
     ExpectWeightedFtaFlaggedFractionToBeAtMost,
-    _TesterFlaggedFractionExpectation,
 )
 from .faux import ExpectFauxFlaggedFractionToBeAtMost
 

@@ -6,13 +6,13 @@ Evidently) are imported lazily, never at ``import faux_checks``.
 """
 
 from .errors import FauxChecksError, InputError, UndecidableError, UnsafeModelError
+from .gate.stream.run import StreamSummary, score_stream
 from .inputs.protected import ProtectedAttribute, encode_protected
 from .inputs.tabular import FeatureSpec
 from .method.auxiliary import AuxiliaryModel
 from .method.faux import FAuxTester, LICResult
 from .method.lic import LICScores, faux_ng_scores, faux_projection_scores, faux_scores, lic_upper_bound
 from .method.output import TargetOutput
-from .streaming import StreamSummary, score_stream
 
 __version__ = "0.1.0"
 

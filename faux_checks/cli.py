@@ -23,7 +23,7 @@ def _eprint(*args) -> None:
 
 
 def _policy(args):
-    from .policy import load_policy
+    from .gate.policy import load_policy
 
     overrides = {"protected": getattr(args, "protected", None), "label": getattr(args, "label", None)}
     if getattr(args, "output_form", None):
@@ -63,7 +63,7 @@ def _write_undecided_report(report_dir: Path, args, exc: BaseException) -> None:
 
 
 def _check(args, report_dir: Path | None) -> int:
-    from .check import run_check
+    from .gate.check import run_check
     from .inputs.io import read_table, write_scores
     from .inputs.models import load_model, model_sha256
     from .inputs.tabular import FeatureSpec
@@ -312,7 +312,7 @@ def cmd_score_large(args) -> int:
     chunk_rows = args.chunk_rows or scale.chunk_rows
     t0 = time.perf_counter()
     if workers == 0 and not scheduler:
-        from .streaming import score_stream
+        from .gate.stream.run import score_stream
 
         _eprint(f"scoring {args.data} in chunks of {chunk_rows:,} rows in this process")
         summary = score_stream(

@@ -11,14 +11,14 @@
    Wasserstein distance divides by the reference's standard deviation, 0 there); a column
    constant in both batches is compared here (same value: no drift). Every such choice is a
    note on the column, in the report and in the log.
-2. **Fairness drift**: the fAux check (:func:`faux_checks.check.run_check`) on both batches with
+2. **Fairness drift**: the fAux check (:func:`faux_checks.gate.check.run_check`) on both batches with
    the same policy and seed (at most ``[audit] max_rows`` rows each, a seeded sample): flagged
    fraction overall and per protected group, and a two-sample Kolmogorov-Smirnov test on the
    defined LIC scores (scipy ``ks_2samp``).
 3. **Classification quality** of the target model (Evidently ``ClassificationPreset``) when the
    policy names a label column that both batches hold.
 
-Decision (policy ``[audit]``, :class:`~faux_checks.policy.AuditSettings`):
+Decision (policy ``[audit]``, :class:`~faux_checks.gate.policy.AuditSettings`):
 
 - ``failed`` when any limit is exceeded: the protected attribute drifted; the share of drifted
   feature/protected columns is above ``max_drifted_share``; the current fAux check fails the
@@ -48,11 +48,13 @@ import numpy as np
 import pandas as pd
 
 from ._validation import as_frame, fmt_count
-from .check import CheckResult, EXIT_CODES, run_check, SCHEMA_VERSION
-from .provenance import data_sha256, installed_versions, jsonable, package_versions
 from .errors import FauxChecksError, InputError
+from .gate.check import run_check
+from .gate.decision import EXIT_CODES
+from .gate.policy import AuditSettings, Policy
+from .gate.result import SCHEMA_VERSION, CheckResult
 from .inputs.tabular import FeatureSpec
-from .policy import AuditSettings, Policy
+from .provenance import data_sha256, installed_versions, jsonable, package_versions
 
 __all__ = [
     "AuditResult",

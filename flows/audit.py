@@ -86,7 +86,7 @@ def audit_batch(model_path: str, spec_path: str | None, reference, current, poli
     """Column drift, fairness drift and classification quality of the current batch (one library call)."""
     from faux_checks.drift import run_audit
     from faux_checks.inputs.models import load_model
-    from faux_checks.policy import Policy, load_policy
+    from faux_checks.gate.policy import Policy, load_policy
     from faux_checks.inputs.tabular import FeatureSpec
 
     policy = load_policy(policy_path) if policy_path or not policy_json else Policy.model_validate_json(policy_json)

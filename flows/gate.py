@@ -97,7 +97,7 @@ def load_audit_data(data_path: str):
 def validate(frame, policy_path: str | None, model_path: str, spec_path: str | None, aux_model_path: str | None):
     """Build the suite from the policy and validate it; any exception becomes 'undecided'."""
     from expectations import build_suite, validate_frame
-    from faux_checks.policy import load_policy
+    from faux_checks.gate.policy import load_policy
 
     policy = load_policy(policy_path)
     suite = build_suite(policy, model_path=model_path, feature_spec_path=spec_path, aux_model_path=aux_model_path)

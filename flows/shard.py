@@ -1,23 +1,23 @@
 """Prefect 3 flow: fAux scores of a large file, sharded over Dask workers (issue 7).
 
-Recipe (every step calls :mod:`faux_checks.streaming`):
+Recipe (every step calls :mod:`faux_checks.gate.stream`):
 
 1. plan shards: contiguous Parquet row-group ranges of about equal rows, ``shards_per_worker``
    per worker thread of the cluster (a CSV is first copied to Parquet with one row group per
-   chunk, in one streaming pass: :func:`~faux_checks.streaming.csv_to_parquet`);
+   chunk, in one streaming pass: :func:`~faux_checks.gate.stream.source.csv_to_parquet`);
 2. training sample in two rounds on the workers: the protected column of each shard gives the
-   counts and the bottom-k sample keys (:func:`~faux_checks.streaming.key_pass`), merged into the
+   counts and the bottom-k sample keys (:func:`~faux_checks.gate.stream.sample.key_pass`), merged into the
    global k-th smallest key; then each shard encodes only its rows of the global sample
-   (:func:`~faux_checks.streaming.sample_pass` with ``max_key``), merged exactly in the flow
-   (:func:`~faux_checks.streaming.merge_samples`). k rows cross the network in all, not k per shard;
+   (:func:`~faux_checks.gate.stream.sample.sample_pass` with ``max_key``), merged exactly in the flow
+   (:func:`~faux_checks.gate.stream.sample.merge_samples`). k rows cross the network in all, not k per shard;
 3. train (or load) the auxiliary model once, in the flow's process, and save it as TorchScript
    in the work folder: every worker loads the same file;
 4. score pass per shard on the workers, each writing a Parquet part file;
 5. concatenate the parts in shard order into the scores file and merge the counts
-   (:meth:`~faux_checks.streaming.StreamCounts.merge`); decide as
-   :func:`~faux_checks.streaming.summarize`.
+   (:meth:`~faux_checks.gate.stream.score.StreamCounts.merge`); decide as
+   :func:`~faux_checks.gate.stream.run.summarize`.
 
-The scores are those of :func:`faux_checks.streaming.score_stream` on the same file: the chunks
+The scores are those of :func:`faux_checks.gate.stream.run.score_stream` on the same file: the chunks
 are the same (a chunk never crosses a row group) and so are the models and the per-row maths.
 
 Task runner: ``prefect_dask.DaskTaskRunner`` with a local ``distributed.LocalCluster``
@@ -32,7 +32,7 @@ it triples the CPU time of the score pass (see :func:`_local_cluster`).
 Parameters are paths, settings and small dicts; tasks use no result cache (``NO_CACHE``).
 Retries only on I/O (:func:`flows.gate._retry_io_only`), never on bad input. The flow ends
 ``Failed`` when the decision is ``failed`` or ``undecided`` (DESIGN.md contract), with the
-:class:`~faux_checks.streaming.StreamSummary` as the state's data either way.
+:class:`~faux_checks.gate.stream.run.StreamSummary` as the state's data either way.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class ShardResult:
 
     row_groups: tuple[int, int]
     part_path: str
-    counts: object  # faux_checks.streaming.StreamCounts
+    counts: object  # faux_checks.gate.stream.score.StreamCounts
     seconds: float
     pid: int
     peak_rss_mb: float
@@ -100,7 +100,8 @@ def plan_shards(row_group_rows, n_shards: int) -> list[tuple[int, int]]:
 @task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1, retry_condition_fn=_retry_io_only)
 def key_shard(data_path: str, policy, chunk_rows: int, row_groups: tuple[int, int]):
     """Protected column of one shard: counts, levels and the bottom-k sample keys."""
-    from faux_checks.streaming import DataSource, key_pass
+    from faux_checks.gate.stream.sample import key_pass
+    from faux_checks.gate.stream.source import DataSource
 
     return key_pass(DataSource.open(data_path), policy=policy, chunk_rows=chunk_rows, row_groups=row_groups)
 
@@ -109,7 +110,8 @@ def key_shard(data_path: str, policy, chunk_rows: int, row_groups: tuple[int, in
 def sample_shard(data_path: str, policy, feature_spec, chunk_rows: int, row_groups: tuple[int, int],
                  max_key: int | None):
     """Sample pass over one shard: its rows of the global training sample (key <= max_key), encoded."""
-    from faux_checks.streaming import DataSource, sample_pass
+    from faux_checks.gate.stream.sample import sample_pass
+    from faux_checks.gate.stream.source import DataSource
 
     return sample_pass(DataSource.open(data_path), policy=policy, feature_spec=feature_spec, chunk_rows=chunk_rows,
                        row_groups=row_groups, max_key=max_key)
@@ -122,7 +124,8 @@ def score_shard(model_path: str, aux_path: str, data_path: str, plan, row_groups
     import torch
 
     from faux_checks.inputs.models import load_model
-    from faux_checks.streaming import DataSource, ScoresWriter, peak_rss_mb, score_pass
+    from faux_checks.gate.stream.score import ScoresWriter, peak_rss_mb, score_pass
+    from faux_checks.gate.stream.source import DataSource
 
     t0, started_at = time.perf_counter(), time.time()
     torch.set_num_threads(threads)
@@ -144,7 +147,7 @@ def prepare(model_path: str, sample, policy, feature_spec, aux_model_path: str |
             work_dir: str, allow_pickle: bool = False):
     """Train (or load) the aux model once on the merged sample; save it as TorchScript for the workers."""
     from faux_checks.inputs.models import load_model
-    from faux_checks.streaming import prepare_scoring
+    from faux_checks.gate.stream.plan import prepare_scoring
 
     target = load_model(model_path, allow_pickle=allow_pickle)
     given = load_model(aux_model_path, allow_pickle=allow_pickle) if aux_model_path else None
@@ -162,7 +165,7 @@ def prepare(model_path: str, sample, policy, feature_spec, aux_model_path: str |
 @task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1, retry_condition_fn=_retry_io_only)
 def merge_parts(part_paths: list[str], out_path: str) -> str:
     """Concatenate the shard part files, in shard order, into the scores file."""
-    from faux_checks.streaming import merge_score_parts
+    from faux_checks.gate.stream.score import merge_score_parts
 
     return str(merge_score_parts(part_paths, out_path))
 
@@ -196,14 +199,17 @@ def score_sharded(model_path: str, data_path: str, out_path: str, policy: dict |
     Returns
     -------
     ``Completed`` (decision passed) or ``Failed`` (failed / undecided) state whose data is the
-    :class:`~faux_checks.streaming.StreamSummary`.
+    :class:`~faux_checks.gate.stream.run.StreamSummary`.
     """
     from prefect.context import FlowRunContext
 
     from faux_checks.errors import InputError
-    from faux_checks.policy import Policy, load_policy
-    from faux_checks.streaming import (DataSource, StreamCounts, check_missing_protected, csv_to_parquet,
-                                       merge_samples, resolve_feature_spec, summarize)
+    from faux_checks.gate.policy import Policy, load_policy
+    from faux_checks.gate.stream.plan import check_missing_protected, resolve_feature_spec
+    from faux_checks.gate.stream.run import summarize
+    from faux_checks.gate.stream.sample import merge_samples
+    from faux_checks.gate.stream.score import StreamCounts
+    from faux_checks.gate.stream.source import DataSource, csv_to_parquet
     from faux_checks.inputs.tabular import FeatureSpec
 
     logger = get_run_logger()
@@ -345,7 +351,7 @@ def dask_task_runner(*, workers: int | None = None, threads_per_worker: int = 1,
         return DaskTaskRunner(address=scheduler_address)
     if workers is not None and workers < 1:
         raise InputError(f"workers must be >= 1 for a Dask cluster, got {workers}; score in one process with "
-                         "faux_checks.streaming.score_stream (CLI: --workers 0)")
+                         "faux_checks.gate.stream.run.score_stream (CLI: --workers 0)")
     return DaskTaskRunner(cluster_class=_local_cluster, cluster_kwargs={
         "n_workers": int(workers or os.cpu_count() or 1), "threads_per_worker": int(threads_per_worker),
         "processes": True, "dashboard_address": None, "silence_logs": logging.ERROR})
@@ -360,14 +366,14 @@ def run_score_sharded(model_path, data_path, out_path, *, policy=None, feature_s
 
     Returns
     -------
-    faux_checks.streaming.StreamSummary
+    faux_checks.gate.stream.run.StreamSummary
 
     Raises
     ------
     InputError
         Bad input, raised by a task (the flow's exception is re-raised here).
     """
-    from faux_checks.policy import Policy, load_policy
+    from faux_checks.gate.policy import Policy, load_policy
 
     policy = policy if isinstance(policy, Policy) else (Policy.model_validate(policy) if policy else load_policy())
     scale = policy.scale

@@ -15,9 +15,9 @@ from pydantic import ValidationError
 
 import expectations as E
 from expectations.baselines import TESTER_PARAMS, UNFAIR_MAP_METRIC
-from faux_checks.check import run_check
+from faux_checks.gate.check import run_check
 from faux_checks.inputs.models import load_model, save_torchscript
-from faux_checks.policy import Policy
+from faux_checks.gate.policy import Policy
 from faux_checks.inputs.tabular import FeatureSpec
 
 NEW = {"weighted_fta": "expect_weighted_fta_flagged_fraction_to_be_at_most",

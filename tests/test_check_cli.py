@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 import torch
 
-from faux_checks.check import run_check
+from faux_checks.gate.check import run_check
 from faux_checks.cli import main
 from faux_checks.inputs.models import save_torchscript
-from faux_checks.policy import load_policy
+from faux_checks.gate.policy import load_policy
 
 import _support
 from _support import FAIR, FEATURES, UNFAIR

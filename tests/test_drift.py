@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
-from faux_checks.check import CheckResult
+from faux_checks.gate.result import CheckResult
 from faux_checks.drift import (
     ClassificationQuality,
     ColumnDrift,
@@ -22,7 +22,7 @@ from faux_checks.drift import (
     screen_columns,
 )
 from faux_checks.errors import InputError
-from faux_checks.policy import AuditSettings, Policy, load_policy
+from faux_checks.gate.policy import AuditSettings, Policy, load_policy
 from faux_checks.inputs.tabular import FeatureSpec
 
 FEATURES = ["f0", "f1", "f2", "f3", "proxy", "cat"]

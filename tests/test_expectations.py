@@ -21,10 +21,10 @@ import torch  # noqa: E402
 import expectations as E  # noqa: E402
 from expectations.baselines import DP_METRIC, EO_METRIC, FTA_METRIC  # noqa: E402
 from expectations.faux import FAUX_METRIC  # noqa: E402
-from faux_checks.check import run_check  # noqa: E402
+from faux_checks.gate.check import run_check  # noqa: E402
 from faux_checks.errors import InputError  # noqa: E402
 from faux_checks.inputs.models import load_model, save_torchscript  # noqa: E402
-from faux_checks.policy import Policy  # noqa: E402
+from faux_checks.gate.policy import Policy  # noqa: E402
 from faux_checks.inputs.tabular import FeatureSpec  # noqa: E402
 
 FAUX = "expect_faux_flagged_fraction_to_be_at_most"

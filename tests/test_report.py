@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 import torch
 
-from faux_checks.check import run_check
+from faux_checks.gate.check import run_check
 from faux_checks.drift import run_audit
 from faux_checks.errors import InputError
-from faux_checks.policy import Policy
+from faux_checks.gate.policy import Policy
 from faux_checks.report import (
     REPORT_SCHEMA_VERSION,
     SECTION_IDS,

@@ -12,22 +12,13 @@ import pytest
 import torch
 
 from faux_checks import AuxiliaryModel, FAuxTester, FeatureSpec, InputError, TargetOutput
-from faux_checks.check import run_check
-from faux_checks.policy import Policy, load_policy
-from faux_checks.streaming import (
-    DataSource,
-    ScoresWriter,
-    StreamCounts,
-    csv_to_parquet,
-    key_pass,
-    merge_samples,
-    merge_score_parts,
-    prepare_scoring,
-    row_keys,
-    sample_pass,
-    score_pass,
-    score_stream,
-)
+from faux_checks.gate.check import run_check
+from faux_checks.gate.policy import Policy, load_policy
+from faux_checks.gate.stream.plan import prepare_scoring
+from faux_checks.gate.stream.run import score_stream
+from faux_checks.gate.stream.sample import key_pass, merge_samples, row_keys, sample_pass
+from faux_checks.gate.stream.score import ScoresWriter, StreamCounts, merge_score_parts, score_pass
+from faux_checks.gate.stream.source import DataSource, csv_to_parquet
 
 N = 2400
 

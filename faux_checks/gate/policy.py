@@ -1,7 +1,7 @@
 """The gate policy: what is tested, with which settings, and what fails a deployment.
 
 Loaded from TOML and validated by pydantic; unknown keys are errors (a typo must never turn a
-check off silently). The shipped default, ``faux_checks/policies/default.toml``, explains every
+check off silently). The shipped default, ``faux_checks/gate/policies/default.toml``, explains every
 number with the measurement behind it.
 """
 
@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .errors import InputError
+from ..errors import InputError
 
 __all__ = ["Policy", "AuxSettings", "FauxSettings", "TesterSettings", "ScaleSettings", "AuditSettings", "load_policy",
            "default_policy_path"]
@@ -112,7 +112,7 @@ class ScaleSettings(_Strict):
 
     Operational settings: the scores do not depend on ``workers``, ``threads_per_worker``,
     ``scheduler_address`` or ``shards_per_worker``; ``chunk_rows`` sets the batches rows are
-    scored in (float rounding only). See :mod:`faux_checks.streaming`.
+    scored in (float rounding only). See :mod:`faux_checks.gate.stream`.
     """
 
     chunk_rows: int = Field(
@@ -134,7 +134,7 @@ class Policy(_Strict):
     """The gate policy.
 
     Attributes mirror the TOML sections ``[data]``, ``[target]``, ``[faux]``, ``[aux]``,
-    ``[testers.*]``, ``[audit]``, ``[scale]``; see ``faux_checks/policies/default.toml`` for every default explained.
+    ``[testers.*]``, ``[audit]``, ``[scale]``; see ``faux_checks/gate/policies/default.toml`` for every default explained.
     """
 
     name: str = "default"

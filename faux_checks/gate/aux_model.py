@@ -1,0 +1,116 @@
+"""The auxiliary model of a check: trained on the audited rows (seeded), or given; and its quality.
+
+fAux estimates ∂x/∂c through the auxiliary model f_aux, so a check is only as good as f_aux: its
+quality (held-out ROC-AUC, macro AUC or R²) is measured here and decides rule 1 of the gate
+(:mod:`faux_checks.gate.decision`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+
+from ..inputs.protected import ProtectedAttribute
+from ..method._batching import as_tensor
+from ..method.auxiliary import AuxiliaryModel
+from .policy import Policy
+
+__all__ = ["AuxFit", "aux_training", "fit_aux", "given_aux", "new_aux", "quality_on", "roc_curve"]
+
+
+class AuxFit(NamedTuple):
+    """An auxiliary model ready to differentiate, with its quality and ROC curve (binary c)."""
+
+    model: AuxiliaryModel
+    quality: float
+    metric: str
+    roc: dict[str, list[float]]
+
+
+def new_aux(policy: Policy, kind: str, *, progress: bool = False) -> AuxiliaryModel:
+    """An untrained auxiliary model with the policy's ``[aux]`` settings, seeded with ``policy.seed``."""
+    settings = policy.aux
+    return AuxiliaryModel(kind=kind, hidden=settings.hidden, epochs=settings.epochs, holdout=settings.holdout,
+                          output_space=settings.output_space, seed=policy.seed, progress=progress)
+
+
+def given_aux(aux_model, policy: Policy, protected: ProtectedAttribute, n_features: int) -> AuxiliaryModel:
+    """A given auxiliary model (an :class:`AuxiliaryModel`, or a torch module of raw outputs) as an AuxiliaryModel."""
+    if isinstance(aux_model, AuxiliaryModel):
+        return aux_model
+    return AuxiliaryModel.from_module(aux_model, kind=protected.kind, output_space=policy.aux.output_space,
+                                      groups=protected.groups, n_features=n_features)
+
+
+def fit_aux(X_aux: np.ndarray, protected: ProtectedAttribute, values: np.ndarray, policy: Policy, *,
+            aux_model=None, progress: bool = False) -> AuxFit:
+    """Train the auxiliary model on the audited rows, or take the given one and measure it on them.
+
+    Parameters
+    ----------
+    X_aux : ndarray of shape (n, d_aux)
+        Encoded features of the audited rows, without the protected attribute's own columns.
+    protected : ProtectedAttribute
+    values : ndarray of shape (n,)
+        Encoded protected values of the audited rows.
+    aux_model : AuxiliaryModel or torch module, optional
+        Given auxiliary model; its quality is measured on the audited rows.
+
+    Notes
+    -----
+    Trained on at most ``policy.aux.max_train_rows`` audited rows, a sample seeded with
+    ``policy.seed + 1`` (the audit sample used ``policy.seed``); quality on its held-out rows.
+    """
+    n = len(X_aux)
+    if aux_model is not None:
+        aux = given_aux(aux_model, policy, protected, X_aux.shape[1])
+        return AuxFit(aux, *quality_on(aux, X_aux, values, protected))
+    rng = np.random.default_rng(policy.seed + 1)   # aux training sample; the audit sample used seed
+    train = np.arange(n)
+    if n > policy.aux.max_train_rows:
+        train = np.sort(rng.choice(n, policy.aux.max_train_rows, replace=False))
+    aux = new_aux(policy, protected.kind, progress=progress)
+    aux.fit(X_aux[train], values[train], groups=protected.groups)
+    y, score = aux.holdout_
+    return AuxFit(aux, aux.quality_, aux.quality_metric_, roc_curve(y, score, aux.kind))
+
+
+def quality_on(aux: AuxiliaryModel, X_aux: np.ndarray, values: np.ndarray, protected: ProtectedAttribute):
+    """Quality of a given aux model on rows it did not train on: (quality, metric, ROC curve)."""
+    from sklearn.metrics import r2_score, roc_auc_score
+
+    with torch.no_grad():
+        raw = aux.net_(as_tensor(X_aux))
+    raw = raw[:, None] if raw.ndim == 1 else raw
+    if protected.kind == "binary":
+        score = torch.sigmoid(raw[:, 0]).double().numpy()
+        return float(roc_auc_score(values, score)), "roc_auc (given aux model, on the audit rows)", roc_curve(values, score, "binary")
+    if protected.kind == "multiclass":
+        score = torch.softmax(raw.double(), dim=1).numpy()
+        return (float(roc_auc_score(values, score, multi_class="ovr", average="macro")),
+                "roc_auc_ovr_macro (given aux model, on the audit rows)", {})
+    return float(r2_score(values, raw[:, 0].double().numpy())), "r2 (given aux model, on the audit rows)", {}
+
+
+def roc_curve(y, score, kind) -> dict[str, list[float]]:
+    """ROC curve of a binary aux model (at most 200 points; empty for other kinds or one class)."""
+    if kind != "binary" or len(y) == 0 or len(np.unique(y)) < 2:
+        return {}
+    from sklearn.metrics import roc_curve
+
+    fpr, tpr, _ = roc_curve(y, score)
+    keep = np.unique(np.linspace(0, len(fpr) - 1, min(len(fpr), 200)).astype(int))
+    return {"fpr": fpr[keep].tolist(), "tpr": tpr[keep].tolist()}
+
+
+def aux_training(aux: AuxiliaryModel) -> dict[str, Any]:
+    """Everything that determines a trained auxiliary model besides the data: its settings as used."""
+    return {
+        "kind": aux.kind, "hidden": list(aux.hidden), "epochs": aux.epochs, "epochs_run": getattr(aux, "epochs_run_", None),
+        "lr": aux.lr, "batch_size": aux.batch_size, "batch_size_used": getattr(aux, "batch_size_", None),
+        "weight_decay": aux.weight_decay, "holdout": aux.holdout, "patience": aux.patience,
+        "output_space": aux.output_space, "seed": aux.seed, "n_train": getattr(aux, "n_train_", None),
+        "n_holdout": getattr(aux, "n_holdout_", None), "optimizer": "Adam", "dtype": "float32",
+    }

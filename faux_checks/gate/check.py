@@ -1,0 +1,249 @@
+"""The gate's check in memory: :func:`run_check` -> :class:`~faux_checks.gate.result.CheckResult`.
+
+The steps, each in its own module of this folder:
+
+1. the rows to audit, encoded, and a target model that accepts them (:mod:`.rows`);
+2. the auxiliary model, trained on those rows or given, and its quality (:mod:`.aux_model`);
+3. the fAux scores, a non-finite score always undefined (:class:`~faux_checks.method.faux.FAuxTester`);
+4. the policy's baseline testers on the same rows (:mod:`.testers`);
+5. the decision (:func:`~faux_checks.gate.decision.decide_check`) and the provenance.
+
+Bad input raises :class:`~faux_checks.errors.InputError` (the CLI exits 2); adapters turn any
+exception into an ``undecided`` result with :meth:`CheckResult.undecided`. Nothing here passes
+by accident.
+"""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .._validation import as_frame, fmt_count
+from ..errors import InputError
+from ..inputs.tabular import FeatureSpec
+from ..method._batching import as_tensor
+from ..method.auxiliary import AuxiliaryModel
+from ..method.faux import FAuxTester, LICResult
+from ..method.output import TargetOutput, resolve_output_form
+from ..provenance import data_sha256, package_versions, utc_now
+from .aux_model import AuxFit, aux_training, fit_aux
+from .decision import decide_check, undefined_note
+from .policy import Policy
+from .result import CheckResult, delta_curve
+from .rows import AuditRows, check_model_accepts, direct_derivative, prepare_audit
+from .testers import run_baselines
+
+__all__ = ["run_check"]
+
+
+def run_check(
+    target_model,
+    data: pd.DataFrame,
+    *,
+    policy: Policy,
+    feature_spec: FeatureSpec | None = None,
+    aux_model=None,
+    progress: bool = False,
+    model_info: dict | None = None,
+) -> CheckResult:
+    """Run the fAux individual-fairness check and the policy's baseline testers, then decide.
+
+    Parameters
+    ----------
+    target_model : torch.nn.Module or TorchScript module
+        Maps the encoded features (n, d) to the declared output (policy ``target_output``).
+    data : DataFrame of shape (n, any)
+        Audit rows: the target's source columns, the protected column and (optionally) the label.
+        Never modified.
+    policy : Policy
+        δ, limits, testers and settings.
+    feature_spec : FeatureSpec, optional
+        Encoding of the target's inputs. Without it the model receives the numeric columns as they
+        are, in file order, minus the protected and label columns.
+    aux_model : AuxiliaryModel or torch module, optional
+        A given auxiliary model (raw outputs); its quality is measured on the audit rows.
+        Trained on the audit rows (seeded, held-out quality) when omitted.
+    progress : bool
+        Progress bars on aux training and scoring.
+    model_info : dict, optional
+        Added to the provenance (model name, version, sha256, ...).
+
+    Returns
+    -------
+    CheckResult
+
+    Raises
+    ------
+    InputError
+        Missing columns, missing values, a feature count the model does not accept, an
+        ambiguous output form, and every other bad input; the message names the column, the
+        row count and the fix.
+
+    Notes
+    -----
+    fAux: Castiglione et al. 2022, eq. 9-10 (arXiv 2210.06288). The steps are in the module
+    docstring, the decision rule in :func:`~faux_checks.gate.decision.decide_check`.
+    """
+    frame = as_frame(data)
+    audit = prepare_audit(frame, policy=policy, feature_spec=feature_spec)
+    Xt = as_tensor(audit.X)
+    check_model_accepts(target_model, Xt, audit.feature_spec)
+    uses_direct, mask, dx_dc = _direct_term(audit, policy)
+    aux = fit_aux(audit.X[:, ~mask], audit.protected, audit.values, policy, aux_model=aux_model, progress=progress)
+    output = TargetOutput(form=policy.target_output, target_class=policy.target_class)
+    lic = _faux_scores(target_model, aux.model, audit.X, policy, output, mask if uses_direct else None, dx_dc,
+                       progress=progress)
+    resolved = resolve_output_form(target_model, Xt[:256], output)
+
+    faux = policy.faux
+    n, n_undefined = len(audit.X), int(lic.undefined.sum())
+    flagged = lic.flagged(faux.delta)                                     # (n,) defined scores above δ
+    n_defined = n - n_undefined
+    flagged_fraction = float(flagged.sum() / n_defined) if n_defined else float("nan")
+    group_labels = audit.protected.group_labels(audit.values)
+    testers = run_baselines(policy, target_model, resolved, audit.X, lic, group_labels, audit.y_true, audit=audit)
+    decision, reasons = decide_check(
+        faux=faux, min_aux_quality=policy.min_aux_quality, aux_quality=aux.quality, aux_metric=aux.metric, n=n,
+        n_undefined=n_undefined, n_flagged=int(flagged.sum()), flagged_fraction=flagged_fraction, testers=testers)
+    reasons += _notes(policy, audit, lic, n_undefined, uses_direct)
+
+    spec = audit.feature_spec
+    evidence = pd.DataFrame(spec.aggregate(lic.evidence.astype(np.float64)), columns=spec.source_columns,
+                            index=audit.row_index)                       # (n, source columns)
+    scores_all = np.full(len(frame), np.nan)                              # (n_input_rows,)
+    scores_all[audit.row_index] = lic.scores
+    provenance = _provenance(frame, policy, audit, resolved, aux, given=aux_model is not None, model_info=model_info)
+    return CheckResult(
+        decision=decision, reasons=reasons, flagged_fraction=flagged_fraction,
+        max_flagged_fraction=faux.max_flagged_fraction, delta=faux.delta, n_individuals=n,
+        n_undefined=n_undefined, n_missing_protected=audit.protected.n_missing,
+        by_group=_by_group(lic, flagged, group_labels), aux_quality=aux.quality, aux_quality_metric=aux.metric,
+        evidence=evidence, testers=testers, provenance=provenance, scores=scores_all, row_index=audit.row_index,
+        uses_protected_directly=uses_direct, top_flagged=_top_flagged(lic, audit.row_index, evidence, flagged),
+        curve=delta_curve(lic.scores), aux_roc=aux.roc,
+    )
+
+
+def _direct_term(audit: AuditRows, policy: Policy) -> tuple[bool, np.ndarray, np.ndarray | None]:
+    """Whether the target takes the protected attribute as input, its columns' mask (d,) and ∂x/∂c (d, k)."""
+    uses_direct = policy.protected in audit.feature_spec.source_columns
+    if not uses_direct:
+        return False, np.zeros(audit.X.shape[1], dtype=bool), None
+    mask, dx_dc = direct_derivative(audit.feature_spec, audit.protected)
+    return True, mask, dx_dc
+
+
+def _faux_scores(target_model, aux: AuxiliaryModel, X: np.ndarray, policy: Policy, output: TargetOutput,
+                 protected_mask: np.ndarray | None, dx_dc: np.ndarray | None, *, progress: bool) -> LICResult:
+    """The policy's fAux variant on every audited row, with evidence; undefined scores kept undefined."""
+    faux = policy.faux
+    tester = FAuxTester(target_model, aux, variant=faux.variant, output=output, ridge=faux.ridge,
+                        protected_mask=protected_mask, dx_dc_direct=dx_dc, ig_baseline=faux.ig_baseline,
+                        ig_steps=faux.ig_steps, progress=progress)
+    return _fail_closed_scores(tester.evaluate(X, evidence=True), len(X))
+
+
+def _notes(policy: Policy, audit: AuditRows, lic: LICResult, n_undefined: int, uses_direct: bool) -> list[str]:
+    """What follows the decision's reason: undefined scores, dropped rows, the direct term."""
+    notes = []
+    if n_undefined:
+        notes.append(undefined_note(n_undefined))
+    if audit.protected.n_missing:
+        notes.append(f"{fmt_count(audit.protected.n_missing)} rows with a missing protected value were dropped (policy)")
+    if uses_direct:
+        notes.append(
+            f"the target model takes the protected attribute '{policy.protected}' as an input: its direct effect "
+            "is added to the LIC score (max direct term "
+            f"{np.nanmax(lic.direct) if lic.direct is not None and len(lic.direct) else float('nan'):.3g})"
+        )
+    return notes
+
+
+def _provenance(frame: pd.DataFrame, policy: Policy, audit: AuditRows, resolved: TargetOutput, aux: AuxFit, *,
+                given: bool, model_info: dict | None) -> dict[str, Any]:
+    """Everything that makes the decision reproducible: hashes, settings as used, seeds, versions."""
+    faux, model = policy.faux, aux.model
+    return {
+        "checked_at": utc_now(),
+        "seed": policy.seed,
+        "policy_name": policy.name,
+        "policy_sha256": policy.sha256(),
+        "policy": policy.model_dump(mode="json"),
+        "data_sha256": data_sha256(frame),
+        "n_input_rows": len(frame),
+        "feature_spec": audit.feature_spec.name,
+        "n_features": audit.X.shape[1],
+        "variant": faux.variant,
+        "target_output": resolved.form,
+        "target_class": resolved.target_class,
+        "target_differentiation": ("P(y|x) by σ'(z)·∇z in float64 from the logit" if resolved.form in ("logit", "logits")
+                                   else "P(y|x) in a float64 copy of the model"),
+        "aux_output_space": model.output_space,
+        "aux_epochs_run": getattr(model, "epochs_run_", None),
+        "aux_given": given,
+        "aux_training": None if given else aux_training(model),
+        "audit_sample_seed": policy.seed,
+        "aux_sample_seed": policy.seed + 1,
+        "n_audited": len(audit.X),
+        "ridge": faux.ridge,
+        "torch_num_threads": torch.get_num_threads(),
+        "torch_num_interop_threads": torch.get_num_interop_threads(),
+        "torch_deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+        "platform": platform.platform(terse=True),
+        "machine": platform.machine(),
+        "protected_kind": audit.protected.kind,
+        "groups": list(audit.protected.groups),
+        "packages": package_versions(),
+        **(model_info or {}),
+    }
+
+
+def _fail_closed_scores(lic: LICResult, n: int) -> LICResult:
+    """Mark every non-finite score undefined (NaN), so that it can never count as "not flagged".
+
+    The scorer already does this (:mod:`faux_checks.method.lic`); this guard keeps the decision closed
+    even if a scorer broke that contract (a NaN or inf score not in ``undefined``).
+
+    Raises
+    ------
+    InputError
+        If the scorer returned a number of scores other than the ``n`` audited individuals.
+    """
+    scores = np.asarray(lic.scores, dtype=np.float64)
+    undefined = np.asarray(lic.undefined, dtype=bool)
+    if scores.shape != (n,) or undefined.shape != (n,):
+        raise InputError(f"the scorer returned {scores.shape} scores and {undefined.shape} undefined flags "
+                         f"for {n:,} individuals")
+    undefined = undefined | ~np.isfinite(scores)
+    return replace(lic, scores=np.where(undefined, np.nan, scores), undefined=undefined)
+
+
+def _by_group(lic: LICResult, flagged: np.ndarray, labels: np.ndarray) -> pd.DataFrame:
+    df = pd.DataFrame({"group": labels, "score": lic.scores, "flagged": flagged, "undefined": lic.undefined})
+    out = df.groupby("group", observed=True).agg(
+        n=("score", "size"), flagged=("flagged", "sum"), undefined=("undefined", "sum"),
+        mean_score=("score", "mean"), p90_score=("score", lambda s: float(np.nanquantile(s, 0.9)) if s.notna().any() else np.nan),
+    )
+    defined = (out["n"] - out["undefined"]).replace(0, np.nan)
+    out["flagged_fraction"] = out["flagged"] / defined
+    return out[["n", "flagged", "flagged_fraction", "undefined", "mean_score", "p90_score"]]
+
+
+def _top_flagged(lic: LICResult, row_index: np.ndarray, evidence: pd.DataFrame, flagged: np.ndarray, k: int = 10) -> list[dict]:
+    if not flagged.any():
+        return []
+    idx = np.flatnonzero(flagged)
+    order = idx[np.argsort(-lic.scores[idx])][:k]
+    out = []
+    for i in order:
+        ev = evidence.iloc[i]
+        cols = ev.abs().sort_values(ascending=False).head(3)
+        out.append({"row": int(row_index[i]), "lic_score": float(lic.scores[i]),
+                    "probability": float(lic.probability[i]),
+                    "top_evidence": [{"column": str(c), "evidence": float(ev[c])} for c in cols.index]})
+    return out

@@ -1,0 +1,169 @@
+"""The outcome of one check: :class:`CheckResult`, computed eagerly and then read-only."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..provenance import jsonable
+from .decision import EXIT_CODES, summary_line
+
+__all__ = ["CheckResult", "Decision", "SCHEMA_VERSION", "delta_curve"]
+
+SCHEMA_VERSION = "1.0"
+Decision = str  # "passed" | "failed" | "undecided"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """Outcome of one fairness check, computed eagerly and then read-only.
+
+    Attributes
+    ----------
+    decision : {"passed", "failed", "undecided"}
+    reasons : list of str
+        The rule that produced the decision first, then notes.
+    flagged_fraction : float
+        Share of individuals with a defined LIC score above ``delta`` (NaN when not computed).
+    max_flagged_fraction, delta : float
+        From the policy.
+    n_individuals, n_undefined, n_missing_protected : int
+        Audited rows; rows with an undefined score; rows dropped for a missing protected value.
+    by_group : DataFrame or None
+        Per protected group: ``n``, ``flagged``, ``flagged_fraction``, ``undefined``,
+        ``mean_score``, ``p90_score``.
+    aux_quality : float
+        Held-out ROC-AUC / macro AUC / R² of the auxiliary model (``aux_quality_metric``).
+    evidence : DataFrame or None
+        Shape (n_individuals, n_source_columns): per-feature evidence summed to source columns.
+    testers : dict
+        Baseline testers' summaries (name -> dict with the statistic and its limit).
+    provenance : dict
+        Model/data/policy hashes, seed, settings and package versions.
+    scores : ndarray of shape (n_input_rows,) or None
+        LIC score per input row, in input order; NaN for rows not audited or undefined.
+    row_index : ndarray of shape (n_individuals,) or None
+        Input-row positions of the audited individuals.
+    """
+
+    decision: Decision
+    reasons: list[str]
+    flagged_fraction: float
+    max_flagged_fraction: float
+    delta: float
+    n_individuals: int = 0
+    n_undefined: int = 0
+    n_missing_protected: int = 0
+    by_group: pd.DataFrame | None = None
+    aux_quality: float = float("nan")
+    aux_quality_metric: str = ""
+    evidence: pd.DataFrame | None = None
+    testers: dict[str, Any] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+    scores: np.ndarray | None = None
+    row_index: np.ndarray | None = None
+    uses_protected_directly: bool = False
+    top_flagged: list[dict] = field(default_factory=list)
+    curve: dict[str, list[float]] = field(default_factory=dict)
+    aux_roc: dict[str, list[float]] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        """0 passed, 1 failed, 2 undecided (docs/architecture.md, contracts)."""
+        return EXIT_CODES[self.decision]
+
+    @classmethod
+    def undecided(cls, reason: str, *, delta: float = float("nan"), max_flagged_fraction: float = float("nan"),
+                  provenance: dict | None = None) -> "CheckResult":
+        """A result for a check that could not be computed (never a pass)."""
+        return cls(decision="undecided", reasons=[reason], flagged_fraction=float("nan"),
+                   max_flagged_fraction=max_flagged_fraction, delta=delta, provenance=provenance or {})
+
+    def __repr__(self) -> str:
+        return summary_line(self)
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict with ``schema_version``; NaN becomes None."""
+        return jsonable({
+            "schema_version": SCHEMA_VERSION,
+            "decision": self.decision,
+            "exit_code": self.exit_code,
+            "reasons": self.reasons,
+            "flagged_fraction": self.flagged_fraction,
+            "max_flagged_fraction": self.max_flagged_fraction,
+            "delta": self.delta,
+            "n_individuals": self.n_individuals,
+            "n_undefined": self.n_undefined,
+            "n_missing_protected": self.n_missing_protected,
+            "uses_protected_directly": self.uses_protected_directly,
+            "aux_quality": self.aux_quality,
+            "aux_quality_metric": self.aux_quality_metric,
+            "by_group": None if self.by_group is None else self.by_group.reset_index().to_dict(orient="records"),
+            "testers": self.testers,
+            "top_flagged": self.top_flagged,
+            "evidence_summary": self.evidence_summary(),
+            "flagged_fraction_vs_delta": self.curve,
+            "score_histogram": self.score_histogram(),
+            "aux_roc": self.aux_roc,
+            "provenance": self.provenance,
+        })
+
+    def to_json(self, **kwargs) -> str:
+        """``json.dumps(self.to_dict())``."""
+        return json.dumps(self.to_dict(), **{"indent": 2, **kwargs})
+
+    def flagged(self) -> np.ndarray | None:
+        """Bool array (n_input_rows,): rows whose defined score exceeds δ."""
+        if self.scores is None:
+            return None
+        return np.nan_to_num(self.scores, nan=-np.inf) > self.delta
+
+    def score_histogram(self, bins: int = 40) -> dict[str, list[float]]:
+        """Histogram of the defined LIC scores on a log10 axis: ``edges`` (bins+1) and ``counts`` (bins)."""
+        if self.scores is None:
+            return {}
+        s = self.scores[np.isfinite(self.scores)]
+        s = s[s > 0]
+        if len(s) == 0:
+            return {}
+        lo, hi = np.log10(s.min()), np.log10(s.max())
+        counts, edges = np.histogram(np.log10(s), bins=bins, range=(lo, hi if hi > lo else lo + 1))
+        return {"log10_edges": edges.tolist(), "counts": counts.tolist()}
+
+    def evidence_summary(self, top: int = 10) -> list[dict]:
+        """Source columns ranked by mean |evidence| over flagged individuals (all if none flagged)."""
+        if self.evidence is None or self.scores is None or self.row_index is None:
+            return []
+        flagged = self.flagged()[self.row_index]
+        ev = self.evidence[flagged] if flagged.any() else self.evidence
+        mean_abs = ev.abs().mean().sort_values(ascending=False)
+        total = float(mean_abs.sum()) or 1.0
+        return [{"column": str(c), "mean_abs_evidence": float(v), "share": float(v) / total}
+                for c, v in mean_abs.head(top).items()]
+
+
+def delta_curve(scores: np.ndarray, n_points: int = 60) -> dict[str, list[float]]:
+    """Flagged fraction as a function of δ (log grid over the defined scores' range).
+
+    Parameters
+    ----------
+    scores : ndarray of shape (n,), NaN where undefined
+
+    Returns
+    -------
+    dict with ``delta`` and ``flagged_fraction`` lists of length ``n_points``.
+    """
+    s = scores[np.isfinite(scores)]
+    if len(s) == 0:
+        return {"delta": [], "flagged_fraction": []}
+    positive = s[s > 0]
+    lo = float(np.quantile(positive, 0.01)) if len(positive) else 1e-6
+    hi = float(s.max()) * 1.05 if s.max() > 0 else 1.0
+    grid = np.geomspace(max(lo, 1e-9), max(hi, lo * 10), n_points)
+    sorted_s = np.sort(s)
+    frac = 1.0 - np.searchsorted(sorted_s, grid, side="right") / len(s)
+    return {"delta": grid.tolist(), "flagged_fraction": frac.tolist()}

@@ -1,0 +1,141 @@
+"""Who is audited, and how the protected attribute enters the target: the rows of a check.
+
+:func:`prepare_audit` is the one definition of "who is audited", shared by ``run_check`` and the
+Great Expectations baseline metrics, so that every tester scores the same individuals.
+:func:`direct_derivative` gives ∂x/∂c for the protected attribute's own input columns when the
+target takes it as an input (the direct term of the LIC score).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .._validation import require_columns
+from ..errors import InputError
+from ..inputs.protected import ProtectedAttribute, encode_protected
+from ..inputs.tabular import ColumnEncoding, FeatureSpec
+from .policy import Policy
+
+__all__ = ["AuditRows", "check_model_accepts", "direct_derivative", "encoded_level", "prepare_audit"]
+
+
+@dataclass(frozen=True)
+class AuditRows:
+    """The individuals a check audits, encoded (output of :func:`prepare_audit`).
+
+    Attributes
+    ----------
+    X : ndarray of shape (n, d), float32
+        Encoded features of the audited rows.
+    protected : ProtectedAttribute
+        Encoded over all kept input rows.
+    values : ndarray of shape (n,)
+        Protected values of the audited rows.
+    row_index : ndarray of shape (n,)
+        Their input-row positions.
+    y_true : ndarray of shape (n,) or None
+        Labels, when the policy names a label column.
+    feature_spec : FeatureSpec
+        The spec used (a passthrough spec when none was given).
+    """
+
+    X: np.ndarray
+    protected: ProtectedAttribute
+    values: np.ndarray
+    row_index: np.ndarray
+    y_true: np.ndarray | None
+    feature_spec: FeatureSpec
+
+
+def prepare_audit(frame: pd.DataFrame, *, policy: Policy, feature_spec: FeatureSpec | None = None) -> AuditRows:
+    """Select and encode the rows to audit: missing-protected rule, then the seeded ``max_rows`` sample.
+
+    The one definition of "who is audited", shared by :func:`~faux_checks.gate.check.run_check`
+    and the Great Expectations baseline metrics so that every tester scores the same individuals.
+
+    Raises
+    ------
+    InputError
+        Empty data, missing columns (named, with what is present), missing protected values
+        (column and count), a label column among the features, or any encoding error.
+    """
+    if len(frame) == 0:
+        raise InputError("the audit data has 0 rows")
+    required = [policy.protected] + ([policy.label] if policy.label else [])
+    require_columns(frame, required, what="audit data")
+    protected = encode_protected(frame[policy.protected], name=policy.protected, kind=policy.protected_kind,
+                                 missing=policy.missing_protected)
+    if feature_spec is None:
+        feature_spec = FeatureSpec.passthrough(frame, exclude=required)
+    elif policy.label and policy.label in feature_spec.source_columns:
+        raise InputError(f"the label column '{policy.label}' is one of the target's input columns; "
+                         "remove it from the feature spec")
+    row_index = np.flatnonzero(protected.kept)
+    values = protected.values
+    if policy.max_rows is not None and len(row_index) > policy.max_rows:
+        pick = np.sort(np.random.default_rng(policy.seed).choice(len(row_index), policy.max_rows, replace=False))
+        row_index, values = row_index[pick], values[pick]
+    X = feature_spec.encode(frame.iloc[row_index])
+    y_true = frame[policy.label].to_numpy()[row_index] if policy.label else None
+    return AuditRows(X=X, protected=protected, values=values, row_index=row_index, y_true=y_true,
+                     feature_spec=feature_spec)
+
+
+def encoded_level(enc: ColumnEncoding, label: str) -> np.ndarray:
+    """Encoded vector (width,) of one protected group's value in the target's features."""
+    if enc.kind == "numeric":
+        try:
+            value = {"True": 1.0, "False": 0.0}[label] if label in ("True", "False") else float(label)
+        except ValueError as exc:
+            raise InputError(f"protected group '{label}' of numeric input column '{enc.name}' is not a number") from exc
+        scale = enc.std if enc.std > 0 else 1.0
+        return np.array([(value - enc.mean) / scale])
+    vec = np.zeros(enc.width)
+    if label in enc.levels:
+        vec[enc.levels.index(label)] = 1.0
+    elif "__infrequent__" in enc.levels:
+        vec[enc.levels.index("__infrequent__")] = 1.0
+    else:
+        raise InputError(f"protected group '{label}' is not a level of input column '{enc.name}' ({list(enc.levels)})")
+    return vec
+
+
+def direct_derivative(spec: FeatureSpec, protected: ProtectedAttribute) -> tuple[np.ndarray, np.ndarray]:
+    """∂x/∂c for the target's own protected-attribute features (docs/method.md, the direct term).
+
+    Returns
+    -------
+    mask : ndarray of shape (d,), bool
+        Encoded features of the protected column.
+    dx_dc : ndarray of shape (d, k)
+        Binary/multi-class: encoded value of group j minus that of group 0 (j = 1..m−1), i.e.
+        the change of x when the individual's group changes, in the same parametrisation as the
+        aux model's k outputs; continuous: 1/std (per unit of c).
+    """
+    mask = spec.feature_mask(protected.name)
+    enc = spec.columns[spec.source_columns.index(protected.name)]
+    if protected.kind == "continuous":
+        cols = np.array([[1.0 / (enc.std if enc.std > 0 else 1.0)]])
+    else:
+        base = encoded_level(enc, protected.groups[0])
+        cols = np.stack([encoded_level(enc, g) - base for g in protected.groups[1:]], axis=1)  # (width, k)
+    dx_dc = np.zeros((spec.n_features, cols.shape[1]))
+    dx_dc[mask] = cols
+    return mask, dx_dc
+
+
+def check_model_accepts(model, X: torch.Tensor, spec: FeatureSpec) -> None:
+    """Raise InputError unless the target model takes the encoded features (two probe rows)."""
+    try:
+        with torch.no_grad():
+            model(X[:2])
+    except Exception as exc:
+        raise InputError(
+            f"the target model does not accept X with {X.shape[1]} encoded features (FeatureSpec '{spec.name}', "
+            f"columns {spec.source_columns[:12]}{' ...' if len(spec.source_columns) > 12 else ''}): "
+            f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}. Pass the feature spec the model was trained with"
+        ) from None

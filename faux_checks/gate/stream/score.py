@@ -1,0 +1,286 @@
+"""The score pass: every chunk encoded, scored, written in input order and counted exactly.
+
+:class:`StreamCounts` keeps per-group running counts that merge in any order (shards);
+:class:`ScoresWriter` appends one row per input row to the scores file, which appears under its
+name only when the run succeeds.
+"""
+
+from __future__ import annotations
+
+import math
+import resource
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..._validation import fmt_count
+from ...errors import InputError
+from ...method.auxiliary import AuxiliaryModel
+from .plan import ScoringPlan
+from .source import DataSource, encode_chunk, read_chunks
+
+__all__ = ["SCORE_COLUMNS", "ScoresWriter", "StreamCounts", "merge_score_parts", "peak_rss_mb", "score_pass"]
+
+SCORE_COLUMNS = ("row", "lic_score", "flagged", "status", "group")
+
+
+@dataclass
+class StreamCounts:
+    """Running counts of the score pass; exact, and mergeable in any order (:meth:`merge`).
+
+    Attributes
+    ----------
+    groups : tuple of str
+    n, flagged, undefined : ndarray of shape (n_groups,), int64
+        Audited rows, flagged rows (defined score > δ), undefined scores, per group.
+    score_sums : list of list of float
+        Per group, the sum of the defined scores of each chunk; the mean uses ``math.fsum`` (exactly
+        rounded, so it does not depend on the order chunks or shards are merged in).
+    n_rows, n_missing_protected, n_chunks : int
+    first_score_at : float or None
+        ``time.time()`` when the first chunk's scores were written.
+    max_score : float
+        Largest defined score (NaN when none).
+    """
+
+    groups: tuple[str, ...]
+    n: np.ndarray
+    flagged: np.ndarray
+    undefined: np.ndarray
+    score_sums: list
+    n_rows: int = 0
+    n_missing_protected: int = 0
+    n_chunks: int = 0
+    first_score_at: float | None = None
+    max_score: float = float("nan")
+
+    @classmethod
+    def empty(cls, groups: Sequence[str]) -> "StreamCounts":
+        g = len(groups)
+        return cls(tuple(groups), np.zeros(g, np.int64), np.zeros(g, np.int64), np.zeros(g, np.int64),
+                   [[] for _ in range(g)])
+
+    def add(self, group_index: np.ndarray, scores: np.ndarray, undefined: np.ndarray, flagged: np.ndarray) -> None:
+        """Add one chunk's audited rows (all arrays of shape (m,))."""
+        g = len(self.groups)
+        self.n += np.bincount(group_index, minlength=g)
+        self.flagged += np.bincount(group_index, weights=flagged, minlength=g).astype(np.int64)
+        self.undefined += np.bincount(group_index, weights=undefined, minlength=g).astype(np.int64)
+        defined = ~undefined
+        sums = np.bincount(group_index[defined], weights=scores[defined], minlength=g)
+        counts = np.bincount(group_index[defined], minlength=g)
+        for j in np.flatnonzero(counts):
+            self.score_sums[j].append(float(sums[j]))
+        if defined.any():
+            top = float(scores[defined].max())
+            self.max_score = top if not math.isfinite(self.max_score) else max(self.max_score, top)
+
+    @classmethod
+    def merge(cls, parts: Sequence["StreamCounts"]) -> "StreamCounts":
+        """Counts over the union of the parts' rows (exact)."""
+        if not parts:
+            raise InputError("no counts to merge (no shards)")
+        out = cls.empty(parts[0].groups)
+        for p in parts:
+            if p.groups != out.groups:
+                raise InputError(f"shard counts disagree on the protected groups: {p.groups} vs {out.groups}")
+            out.n += p.n
+            out.flagged += p.flagged
+            out.undefined += p.undefined
+            for j in range(len(out.groups)):
+                out.score_sums[j].extend(p.score_sums[j])
+            out.n_rows += p.n_rows
+            out.n_missing_protected += p.n_missing_protected
+            out.n_chunks += p.n_chunks
+            if p.first_score_at is not None:
+                out.first_score_at = min(out.first_score_at or p.first_score_at, p.first_score_at)
+            if math.isfinite(p.max_score):
+                out.max_score = p.max_score if not math.isfinite(out.max_score) else max(out.max_score, p.max_score)
+        return out
+
+    @property
+    def n_individuals(self) -> int:
+        return int(self.n.sum())
+
+    @property
+    def n_flagged(self) -> int:
+        return int(self.flagged.sum())
+
+    @property
+    def n_undefined(self) -> int:
+        return int(self.undefined.sum())
+
+    def by_group(self) -> pd.DataFrame:
+        """Per group: ``n``, ``flagged``, ``flagged_fraction`` (over defined scores), ``undefined``, ``mean_score``."""
+        defined = self.n - self.undefined
+        with np.errstate(invalid="ignore", divide="ignore"):
+            frac = np.where(defined > 0, self.flagged / np.maximum(defined, 1), np.nan)
+        mean = [math.fsum(s) / d if d else float("nan") for s, d in zip(self.score_sums, defined)]
+        out = pd.DataFrame({"n": self.n, "flagged": self.flagged, "flagged_fraction": frac,
+                            "undefined": self.undefined, "mean_score": mean},
+                           index=pd.Index(self.groups, name="group"))
+        return out[out["n"] > 0]
+
+
+class ScoresWriter:
+    """Appends score rows to ``path`` (Parquet by suffix ``.parquet``, else CSV) via a ``.partial`` file.
+
+    The file appears under its name only on :meth:`commit`; :meth:`abort` removes the partial
+    file, so a failed run never leaves a file that looks complete. Never overwrites.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        if self.path.exists():
+            raise InputError(f"{self.path} exists already; choose another output path (nothing is overwritten)")
+        self.partial = self.path.with_name(self.path.name + ".partial")
+        if self.partial.exists():
+            raise InputError(f"{self.partial} exists (another run writing it?); remove it or choose another path")
+        self.format = "parquet" if self.path.suffix == ".parquet" else "csv"
+        self._writer = None
+        self._header = True
+
+    def write(self, rows, scores, flagged, status, group) -> None:
+        """One chunk: arrays of shape (m,); ``flagged``/``group`` are ignored where status != 'scored'/audited."""
+        scored = status == "scored"
+        if self.format == "parquet":
+            self.write_table(_score_table(rows, scores, flagged, status, group))
+            return
+        frame = pd.DataFrame({"row": rows, "lic_score": scores,
+                              "flagged": pd.array(np.where(scored, flagged, False), dtype="boolean"),
+                              "status": status, "group": group})
+        frame.loc[~scored, "flagged"] = pd.NA
+        frame.to_csv(self.partial, mode="a", header=self._header, index=False)
+        self._header = False
+
+    def write_table(self, table) -> None:
+        """Append an Arrow table with the score columns."""
+        if self.format == "csv":
+            frame = table.to_pandas()
+            frame["flagged"] = frame["flagged"].astype("boolean")
+            frame.to_csv(self.partial, mode="a", header=self._header, index=False)
+            self._header = False
+            return
+        import pyarrow.parquet as pq
+
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(str(self.partial), table.schema)
+        self._writer.write_table(table, row_group_size=max(len(table), 1))
+
+    def commit(self) -> Path:
+        if self._writer is not None:
+            self._writer.close()
+        elif self.format == "parquet":  # no rows: still a valid (empty) file
+            import pyarrow.parquet as pq
+
+            pq.write_table(_score_table(*[np.empty(0)] * 5), str(self.partial))
+        if not self.partial.exists():
+            self.partial.write_text(",".join(SCORE_COLUMNS) + "\n")
+        self.partial.replace(self.path)
+        return self.path
+
+    def abort(self) -> None:
+        if self._writer is not None:
+            try:
+                self._writer.close()
+            except Exception:  # pragma: no cover - best effort on the way out
+                pass
+        self.partial.unlink(missing_ok=True)
+
+
+def _score_table(rows, scores, flagged, status, group):
+    import pyarrow as pa
+
+    status = np.asarray(status, dtype=object)
+    scored = status == "scored"
+    audited = status != "not_audited"
+    return pa.Table.from_arrays(
+        [pa.array(np.asarray(rows, dtype=np.int64)), pa.array(np.asarray(scores, dtype=np.float64)),
+         pa.array(np.asarray(flagged, dtype=bool), mask=~scored), pa.array(status, type=pa.string()),
+         pa.array(np.asarray(group, dtype=object), type=pa.string(), mask=~audited)],
+        names=list(SCORE_COLUMNS))
+
+
+def score_pass(target_model, aux_model: AuxiliaryModel, source: DataSource, plan: ScoringPlan, writer: ScoresWriter,
+               *, row_groups: tuple[int, int] | None = None, progress: bool = False) -> StreamCounts:
+    """Score every row of ``source`` (or a shard's row groups) chunk by chunk; write and count.
+
+    Returns
+    -------
+    StreamCounts
+        Of the rows read.
+
+    Raises
+    ------
+    InputError
+        A feature value the spec cannot encode (names the chunk's rows), a missing protected value
+        with ``missing_protected = "error"``, and FAuxTester's own input errors.
+    """
+    tester = plan.tester(target_model, aux_model)
+    codec, delta = plan.codec, plan.policy.faux.delta
+    counts = StreamCounts.empty(codec.groups)
+    names = np.asarray(codec.groups, dtype=object)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=source.n_rows, desc="fAux scores", unit="row", unit_scale=True, leave=False)
+    for start, frame in read_chunks(source, plan.columns, chunk_rows=plan.chunk_rows, row_groups=row_groups):
+        n = len(frame)
+        prot = frame[codec.name]
+        missing = prot.isna().to_numpy()
+        if missing.any() and plan.policy.missing_protected == "error":
+            raise InputError(f"protected attribute '{codec.name}' has {fmt_count(missing.sum())} missing values in rows "
+                             f"{fmt_count(start)}-{fmt_count(start + n - 1)}; drop or impute them, or set missing = \"drop\"")
+        kept = np.flatnonzero(~missing)
+        scores = np.full(n, np.nan)
+        flagged = np.zeros(n, dtype=bool)
+        status = np.full(n, "not_audited", dtype=object)
+        group = np.full(n, None, dtype=object)
+        if len(kept):
+            sub = frame if len(kept) == n else frame.iloc[kept]
+            X = encode_chunk(plan.feature_spec, sub, source, start, n)
+            idx = codec.group_index(codec.encode(sub[codec.name]))
+            lic = tester.evaluate(X, evidence=False)
+            hit = lic.flagged(delta)
+            counts.add(idx, lic.scores, lic.undefined, hit)
+            scores[kept] = lic.scores
+            flagged[kept] = hit
+            status[kept] = np.where(lic.undefined, "undefined", "scored")
+            group[kept] = names[idx]
+        counts.n_rows += n
+        counts.n_missing_protected += int(missing.sum())
+        counts.n_chunks += 1
+        writer.write(np.arange(start, start + n, dtype=np.int64), scores, flagged, status, group)
+        if counts.first_score_at is None:
+            counts.first_score_at = time.time()
+        if bar is not None:
+            bar.update(n)
+    if bar is not None:
+        bar.close()
+    return counts
+
+
+def merge_score_parts(part_paths: Sequence[str | Path], out_path: str | Path) -> Path:
+    """Concatenate shard part files (Parquet, in shard order) into one scores file, row group by row group."""
+    import pyarrow.parquet as pq
+
+    writer = ScoresWriter(out_path)
+    try:
+        for part in part_paths:
+            pf = pq.ParquetFile(str(part))
+            for rg in range(pf.metadata.num_row_groups):
+                writer.write_table(pf.read_row_group(rg))
+        return writer.commit()
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set size so far, in MiB (``ru_maxrss``)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
