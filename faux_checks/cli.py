@@ -52,7 +52,7 @@ def cmd_check(args) -> int:
 
 def _write_undecided_report(report_dir: Path, args, exc: BaseException) -> None:
     """Best effort: an 'undecided' report.json/html naming the error (the exit code is 2 either way)."""
-    from .report import write_report
+    from .report.build import write_report
 
     try:
         write_report(report_dir, decision="undecided", reasons=[f"could not decide: {type(exc).__name__}: {exc}"],
@@ -67,7 +67,7 @@ def _check(args, report_dir: Path | None) -> int:
     from .inputs.io import read_table, write_scores
     from .inputs.models import load_model, model_sha256
     from .inputs.tabular import FeatureSpec
-    from .report import write_report
+    from .report.build import write_report
 
     policy = _policy(args)
     _eprint(f"[1/4] loading model {args.model}")
@@ -236,7 +236,8 @@ def cmd_audit(args) -> int:
 
 def cmd_report(args) -> int:
     """Validate a stored report.json against its schema and (re)render its self-contained HTML."""
-    from .report import load_report, render_html
+    from .report.html import render_html
+    from .report.schema import load_report
 
     source = Path(args.path)
     report = load_report(source)

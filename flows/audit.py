@@ -2,7 +2,7 @@
 
 Recipe: find the version holding the deployment alias and the data it was gated on (its
 ``fairness_data_path`` tag, or ``reference_path``) → download its model and feature spec →
-read both batches → :func:`faux_checks.drift.run_audit` (column drift, fairness drift,
+read both batches → :func:`faux_checks.audit.drift.run_audit` (column drift, fairness drift,
 classification quality; Evidently's HTML kept as evidence) → write report.json/html → log an
 MLflow run in ``faux-checks-audit`` and tag the version ``fairness_audit`` =
 ``passed``/``failed``/``undecided`` with ``fairness_audit_reason`` → Prefect markdown and
@@ -84,7 +84,7 @@ def load_table(path: str):
 def audit_batch(model_path: str, spec_path: str | None, reference, current, policy_path: str | None,
                 policy_json: str | None, evidence_dir: str, model_info: dict, gate_record: dict):
     """Column drift, fairness drift and classification quality of the current batch (one library call)."""
-    from faux_checks.drift import run_audit
+    from faux_checks.audit.drift import run_audit
     from faux_checks.inputs.models import load_model
     from faux_checks.gate.policy import Policy, load_policy
     from faux_checks.inputs.tabular import FeatureSpec
@@ -102,7 +102,8 @@ def audit_batch(model_path: str, spec_path: str | None, reference, current, poli
 def write_audit_report(result, report_dir: str, model_info: dict, data: list[dict], tracking_uri: str | None) -> dict:
     """report.json (schema-validated) and report.html, next to Evidently's HTML."""
     from faux_checks.registry import Registry
-    from faux_checks.report import load_report, report_history, write_report
+    from faux_checks.report.build import report_history, write_report
+    from faux_checks.report.schema import load_report
 
     current = result.fairness.current
     artifacts = {p.stem.replace("_", " "): p.name for p in sorted(Path(report_dir).glob("evidently_*.html"))}
@@ -172,8 +173,9 @@ def audit(model_name: str, data_path: str, reference_path: str | None = None, po
     -------
     dict (the audit summary) when the audit passed; otherwise a ``Failed`` state carrying it.
     """
-    from faux_checks.drift import AuditResult
-    from faux_checks.report import artifact_markdown, artifact_table, summarise_data
+    from faux_checks.audit.results import AuditResult
+    from faux_checks.report.artifacts import artifact_markdown, artifact_table
+    from faux_checks.report.build import summarise_data
     from faux_checks.settings import default_home
 
     logger = get_run_logger()

@@ -112,7 +112,7 @@ def record(model_name: str, version: str, tracking_uri: str | None, outcome, rep
     ``data_path`` is recorded (tag ``fairness_data_path``) as the reference of later drift audits.
     """
     from faux_checks.registry import PENDING, PROMOTION_TAG, Registry
-    from faux_checks.report import report_history, write_report
+    from faux_checks.report.build import report_history, write_report
 
     check = outcome.check or {}
     registry = Registry(tracking_uri)
@@ -177,7 +177,7 @@ def gate_version(model_name: str, version: str, frame, *, policy_path: str | Non
         outcome = _undecided(exc)
     t2 = time.perf_counter()
     try:
-        from faux_checks.report import summarise_data
+        from faux_checks.report.build import summarise_data
 
         run_id = record(model_name, version, tracking_uri, outcome, report_dir, model_info, data_path,
                         summarise_data(frame, path=data_path) if frame is not None else None)
@@ -212,7 +212,8 @@ def gate_version(model_name: str, version: str, frame, *, policy_path: str | Non
             markdown=_markdown(result),
             description=f"fairness gate decision for {model_name} v{version}",
         )
-        from faux_checks.report import artifact_table, load_report
+        from faux_checks.report.artifacts import artifact_table
+        from faux_checks.report.schema import load_report
 
         create_table_artifact(key=f"fairness-gate-{_slug(model_name)}-v{version}-rules",
                               table=artifact_table(load_report(report_dir)),
@@ -240,7 +241,7 @@ def _not_completed(model_name: str, version: str, outcome, report_dir: str, mode
     reasons = [cause] + list(outcome.reasons)
     incident_dir = f"{report_dir}-{suffix}"
     try:
-        from faux_checks.report import write_report
+        from faux_checks.report.build import write_report
 
         write_report(incident_dir, decision="undecided", reasons=reasons, check=outcome.check, model=model_info,
                      expectations=outcome.expectations)

@@ -1,4 +1,4 @@
-"""Drift audit library (faux_checks.drift): column screening (C04), Evidently drift, audit decision."""
+"""Drift audit library (faux_checks.audit): column screening (C04), Evidently drift, audit decision."""
 
 from __future__ import annotations
 
@@ -11,16 +11,10 @@ import pytest
 import torch
 
 from faux_checks.gate.result import CheckResult
-from faux_checks.drift import (
-    ClassificationQuality,
-    ColumnDrift,
-    DriftResult,
-    FairnessDrift,
-    column_drift,
-    decide_audit,
-    run_audit,
-    screen_columns,
-)
+from faux_checks.audit.columns import column_drift, screen_columns
+from faux_checks.audit.decision import decide_audit
+from faux_checks.audit.drift import run_audit
+from faux_checks.audit.results import ClassificationQuality, ColumnDrift, DriftResult, FairnessDrift
 from faux_checks.errors import InputError
 from faux_checks.gate.policy import AuditSettings, Policy, load_policy
 from faux_checks.inputs.tabular import FeatureSpec
@@ -92,7 +86,7 @@ def test_screen_columns_says_what_it_skips_and_converts():
 def test_column_drift_handles_c04_columns_with_evidently(tmp_path, caplog):
     ref, cur = _c04(_data(), 0), _c04(_data(seed=1), 1)
     cur["f0"] += 1.5                                           # one real drift
-    with caplog.at_level(logging.INFO, logger="faux_checks.drift"):
+    with caplog.at_level(logging.INFO, logger="faux_checks.audit"):
         drift = column_drift(ref, cur, COLUMNS, categorical=("sex",), html_path=tmp_path / "drift.html")
     by = {c.column: c for c in drift.columns}
     assert [c.column for c in drift.columns] == list(COLUMNS)
@@ -187,7 +181,7 @@ def _drift(sex_drifted=False, n_feature_drifted=0, n_features=4) -> DriftResult:
 
 
 def _fairness(ref_ff=0.05, cur_ff=0.06, ks=(0.05, 0.5), cur_decision="passed", cur_groups=None) -> FairnessDrift:
-    from faux_checks.drift import _group_changes
+    from faux_checks.audit.fairness import _group_changes
 
     ref, cur = _check(ref_ff), _check(cur_ff, cur_decision, cur_groups or (("F", 300, None), ("M", 300, None)))
     return FairnessDrift(reference=ref, current=cur, ks_statistic=ks[0], ks_pvalue=ks[1], n_reference_scores=600,

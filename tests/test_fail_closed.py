@@ -122,7 +122,7 @@ def test_inf_scores_are_undefined_not_flagged_or_passed(files, monkeypatch):
 
 
 def test_report_writer_fault_exits_2(files, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("faux_checks.report.write_report", _raise)
+    monkeypatch.setattr("faux_checks.report.build.write_report", _raise)
     assert _cli(files, tmp_path) == 2
     assert "injected fault" in capsys.readouterr().err
     assert not (tmp_path / "report" / "report.json").exists()

@@ -14,20 +14,13 @@ import pytest
 import torch
 
 from faux_checks.gate.check import run_check
-from faux_checks.drift import run_audit
+from faux_checks.audit.drift import run_audit
 from faux_checks.errors import InputError
 from faux_checks.gate.policy import Policy
-from faux_checks.report import (
-    REPORT_SCHEMA_VERSION,
-    SECTION_IDS,
-    artifact_markdown,
-    artifact_table,
-    history_points,
-    load_report,
-    summarise_data,
-    validate_report,
-    write_report,
-)
+from faux_checks.report.artifacts import artifact_markdown, artifact_table
+from faux_checks.report.build import history_points, summarise_data, write_report
+from faux_checks.report.html import SECTION_IDS
+from faux_checks.report.schema import REPORT_SCHEMA_VERSION, load_report, validate_report
 
 FEATURES = ["f0", "f1", "f2", "proxy"]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -193,10 +186,10 @@ def test_html_has_every_section_and_no_external_resource(reports, kind):
 
 @pytest.mark.parametrize("kind", ["gate", "audit"])
 def test_plots_are_real_png_images(reports, kind):
-    from faux_checks.report import _plots
+    from faux_checks.report.plots import render_plots
 
     report = load_report(reports[kind]["json"])
-    plots = _plots(report)
+    plots = render_plots(report)
     assert set(plots) == PLOTS[kind]
     page = _page(reports[kind]["html"])
     assert len(page.imgs) == len(PLOTS[kind])

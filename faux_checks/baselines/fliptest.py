@@ -218,6 +218,6 @@ class FlipTestTester:
                     rows = members[src]
                     moved = Xn[rows] + disp[neighbour[src]]                 # (n_src, d)
                     p_moved = predict_probability(self.target_model, torch.from_numpy(moved).float(), output,
-                                                   chunk_size=self.chunk_size)
+                                                  chunk_size=self.chunk_size)
                     best[rows] = np.maximum(best[rows], np.abs(base[rows] - p_moved))
         return best

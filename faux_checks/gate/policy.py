@@ -75,7 +75,7 @@ class AuditSettings(_Strict):
     """Limits of the scheduled drift audit of the deployed version (``flows/audit.py``).
 
     The audit compares the data the version was gated on (reference) with a current batch;
-    exceeding any limit fails it (see :func:`faux_checks.drift.run_audit`).
+    exceeding any limit fails it (see :func:`faux_checks.audit.drift.run_audit`).
     """
 
     max_drifted_share: float = Field(

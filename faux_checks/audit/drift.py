@@ -1,0 +1,146 @@
+"""The drift audit of a deployed version: :func:`run_audit` runs the three steps and decides."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .._validation import as_frame
+from ..errors import InputError
+from ..gate.policy import Policy
+from ..inputs.tabular import FeatureSpec
+from ..provenance import data_sha256, installed_versions, jsonable, package_versions
+from .classification import classification_quality, finite_or_none
+from .columns import column_drift
+from .decision import decide_audit
+from .fairness import fairness_drift
+from .results import AuditResult
+
+__all__ = ["audit_columns", "run_audit"]
+
+logger = logging.getLogger(__name__)
+
+#: Integrations whose versions an audit records next to the core packages.
+OPTIONAL_PACKAGES = ("evidently", "scipy", "prefect", "mlflow", "great-expectations", "matplotlib", "jsonschema")
+
+
+def audit_columns(feature_spec: FeatureSpec | None, reference: pd.DataFrame, current: pd.DataFrame, *,
+                  policy: Policy) -> dict[str, str]:
+    """Columns compared for drift and their roles: target inputs, protected, then others shared."""
+    inputs = feature_spec.source_columns if feature_spec is not None else []
+    columns = {c: "feature" for c in inputs if c != policy.protected}
+    columns[policy.protected] = "protected"
+    for c in reference.columns:
+        if c not in columns and c != policy.label and c in current.columns:
+            columns[str(c)] = "other"
+    return columns
+
+
+def run_audit(
+    target_model,
+    reference: pd.DataFrame,
+    current: pd.DataFrame,
+    *,
+    policy: Policy,
+    feature_spec: FeatureSpec | None = None,
+    evidence_dir: str | Path | None = None,
+    model_info: dict | None = None,
+    gate_record: dict | None = None,
+) -> AuditResult:
+    """Audit a deployed model on a current batch against its reference data (module docstring).
+
+    Parameters
+    ----------
+    target_model : torch module
+        The deployed version's model.
+    reference : DataFrame
+        The data the version was gated on. Not modified.
+    current : DataFrame
+        The current batch. Not modified.
+    policy : Policy
+        The gate policy; its ``[audit]`` section sets the limits.
+    feature_spec : FeatureSpec, optional
+        The version's encoding; without it the reference's numeric columns (minus protected and
+        label) are passed to the model as they are, for both batches.
+    evidence_dir : path, optional
+        Existing folder for Evidently's HTML reports (``evidently_drift.html``,
+        ``evidently_classification.html``).
+    model_info : dict, optional
+        Added to the provenance (name, version, sha256).
+    gate_record : dict, optional
+        What the gate recorded (``flagged_fraction``, ``data_sha256``): compared with the
+        reference check and noted when they differ.
+
+    Returns
+    -------
+    AuditResult
+        Never raises for bad data: what could not be computed makes the audit ``undecided``
+        with the reason (the column, the row counts).
+    """
+    timings: dict[str, float] = {}
+    reference, current = as_frame(reference), as_frame(current)
+    evidence = Path(evidence_dir) if evidence_dir is not None else None
+    t0 = time.perf_counter()
+    if feature_spec is None:
+        exclude = [policy.protected] + ([policy.label] if policy.label else [])
+        try:
+            feature_spec = FeatureSpec.passthrough(reference, exclude=exclude, name="passthrough (reference columns)")
+        except InputError as exc:  # the fAux step reports it; drift still runs
+            logger.warning("audit: no feature columns: %s", exc)
+    columns = audit_columns(feature_spec, reference, current, policy=policy)
+    categorical = (policy.protected,) if policy.protected_kind != "continuous" else ()
+    drift = column_drift(reference, current, columns, categorical=categorical, settings=policy.audit,
+                         html_path=None if evidence is None else evidence / "evidently_drift.html")
+    timings["column_drift"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    fairness = fairness_drift(target_model, reference, current, policy=policy, feature_spec=feature_spec,
+                              model_info=model_info)
+    timings["fairness_drift"] = time.perf_counter() - t0
+    if fairness.error:
+        logger.warning("audit: %s", fairness.error)
+
+    t0 = time.perf_counter()
+    classification = classification_quality(
+        target_model, reference, current, policy=policy, feature_spec=feature_spec,
+        html_path=None if evidence is None else evidence / "evidently_classification.html")
+    timings["classification"] = time.perf_counter() - t0
+    if classification.status == "skipped":
+        logger.info("audit: classification quality skipped: %s", classification.reason)
+
+    timings.update({f"column_drift.{k}": v for k, v in drift.timings.items()})
+    timings.update({f"fairness_drift.{k}": v for k, v in fairness.timings.items()})
+    decision, reasons, limits = decide_audit(policy.audit, drift, fairness, classification,
+                                             protected=policy.protected, n_current=len(current))
+    skipped = drift.skipped
+    if skipped:
+        reasons.append("drift not computed for " + "; ".join(f"'{c.column}' ({c.note})" for c in skipped))
+    noted = [c for c in drift.columns if c.status == "compared" and c.note]
+    if noted:
+        reasons.append("drift notes: " + "; ".join(f"'{c.column}': {c.note}" for c in noted))
+    if fairness.sample_note:
+        reasons.append(fairness.sample_note)
+    if gate_record and fairness.reference is not None:
+        recorded = finite_or_none(gate_record.get("flagged_fraction"))
+        now = fairness.flagged_fraction_reference
+        if recorded is not None and np.isfinite(now) and abs(recorded - now) > 1e-9:
+            reasons.append(f"the gate recorded a flagged fraction of {recorded:.2%} on the reference; the audit's "
+                           f"reference check gives {now:.2%} (sampled rows, or the data/policy changed since)")
+    provenance = {
+        "audited_at": fairness.current.provenance.get("checked_at") if fairness.current is not None else None,
+        "policy_name": policy.name, "policy_sha256": policy.sha256(), "policy": policy.model_dump(mode="json"),
+        "seed": policy.seed, "feature_spec": None if feature_spec is None else feature_spec.name,
+        "reference": {"sha256": data_sha256(reference), "n_rows": len(reference)},
+        "current": {"sha256": data_sha256(current), "n_rows": len(current)},
+        "packages": {**package_versions(), **installed_versions(OPTIONAL_PACKAGES)},
+        "gate_record": gate_record or {},
+        **(model_info or {}),
+    }
+    result = AuditResult(decision=decision, reasons=reasons, limits=limits, drift=drift, fairness=fairness,
+                         classification=classification, timings=timings, provenance=jsonable(provenance))
+    logger.info("%r", result)
+    return result

@@ -1,0 +1,277 @@
+"""The MLflow side of the registry: the store's URI, retries on sqlite locks, and lookups.
+
+:class:`RegistryClient` holds the MLflow client and the lookups every registry operation starts
+with (a registered model, its versions, an experiment); :mod:`.versions` and :mod:`.trail`
+build on it. MLflow is imported inside the functions that need it (≈1.4 s import), never at
+``import faux_checks``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, TypeVar
+
+from ..errors import FauxChecksError, InputError
+
+__all__ = [
+    "AUDIT_EXPERIMENT",
+    "AUDIT_TAG",
+    "DEFAULT_ALIAS",
+    "GATE_EXPERIMENT",
+    "GATE_TAG",
+    "MODELS_EXPERIMENT",
+    "PENDING",
+    "PROMOTION_TAG",
+    "RUNNING",
+    "RegistryClient",
+    "default_tracking_uri",
+    "error_code",
+    "name_filter",
+    "tag_value",
+    "with_retry",
+]
+
+T = TypeVar("T")
+
+MODELS_EXPERIMENT = "faux-checks-models"
+GATE_EXPERIMENT = "faux-checks-gate"
+AUDIT_EXPERIMENT = "faux-checks-audit"
+DEFAULT_ALIAS = "deployable"
+
+GATE_TAG = "fairness_gate"
+AUDIT_TAG = "fairness_audit"  # latest drift audit of a version: passed / failed / undecided
+RUNNING = "running"
+#: Set to ``pending`` (with a ``passed`` decision) by a gate that will move the alias, and to
+#: ``done`` by :meth:`Registry.promote`: a gate killed in between leaves the version new.
+PROMOTION_TAG = "fairness_promotion"
+PENDING = "pending"
+
+# sqlite lock contention surfaces as sqlite3.OperationalError, wrapped by SQLAlchemy and then by
+# MLflow (MlflowException TEMPORARILY_UNAVAILABLE); only these messages are retried.
+_LOCKED_MARKERS = ("database is locked", "database table is locked", "database schema is locked")
+_RETRY_TRIES = 5
+_RETRY_BASE_DELAY_S = 0.1
+_sleep = time.sleep  # patched in tests
+
+
+def default_tracking_uri() -> str:
+    """Return the tracking/registry URI faux-checks uses when none is given.
+
+    Returns
+    -------
+    str
+        ``$MLFLOW_TRACKING_URI`` when that variable is set and non-empty; otherwise
+        ``sqlite:///<dir>/mlflow.db`` with ``<dir>`` = ``$FAUX_CHECKS_HOME`` or
+        ``~/.faux-checks``. The directory is created if needed; run artifacts of experiments
+        created by :class:`Registry` go to ``<dir>/mlartifacts``.
+
+    Raises
+    ------
+    InputError
+        If ``<dir>`` cannot be created (the message gives the path and the OS error).
+    """
+    env = os.environ.get("MLFLOW_TRACKING_URI", "").strip()
+    if env:
+        return env
+    home = Path(os.environ.get("FAUX_CHECKS_HOME") or "~/.faux-checks").expanduser().resolve()
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(
+            f"cannot create the faux-checks home directory {home} ({exc}); set FAUX_CHECKS_HOME "
+            "to a writable directory or MLFLOW_TRACKING_URI to an MLflow server"
+        ) from exc
+    return f"sqlite:///{home / 'mlflow.db'}"
+
+
+def _sqlite_path(uri: str) -> Path | None:
+    """Path of the database file of a ``sqlite:///`` URI, None for any other URI."""
+    prefix = "sqlite:///"
+    if not uri.startswith(prefix):
+        return None
+    path = uri[len(prefix):].split("?", 1)[0]
+    if not path or path == ":memory:":
+        return None
+    return Path(path)
+
+
+def _is_sqlite_locked(exc: BaseException) -> bool:
+    """True if ``exc`` or an exception in its cause/context chain is an sqlite lock error."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        message = str(current).lower()
+        if any(marker in message for marker in _LOCKED_MARKERS):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def with_retry(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Call ``fn``; retry up to 5 tries in all, with exponential backoff, on sqlite lock errors only."""
+    for attempt in range(_RETRY_TRIES):
+        try:
+            return fn(*args, **kwargs)
+        except FauxChecksError:
+            raise
+        except Exception as exc:
+            if attempt == _RETRY_TRIES - 1 or not _is_sqlite_locked(exc):
+                raise
+            _sleep(_RETRY_BASE_DELAY_S * 2**attempt)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def error_code(exc: BaseException) -> str | None:
+    """MLflow's error code of an exception (``RESOURCE_DOES_NOT_EXIST``, ...), None for others."""
+    return getattr(exc, "error_code", None)
+
+
+def tag_value(value: Any) -> str:
+    """Tag/param string of a value: floats round-trip exactly (repr), None is ``""``."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def _version_key(version: Any) -> int:
+    try:
+        return int(version)
+    except (TypeError, ValueError):  # pragma: no cover - MLflow versions are integers
+        return 0
+
+
+def name_filter(name: str) -> str:
+    """An MLflow search filter on a registered model's name, quoted to fit the name."""
+    if "'" not in name:
+        return f"name = '{name}'"
+    if '"' not in name:
+        return f'name = "{name}"'
+    raise InputError(f"registered model name {name!r} holds both quote characters; rename the model")
+
+
+class RegistryClient:
+    """The MLflow client of a :class:`~faux_checks.registry.Registry` and its lookups.
+
+    Parameters
+    ----------
+    tracking_uri : str, optional
+        MLflow tracking and registry URI; default :func:`default_tracking_uri`.
+
+    Raises
+    ------
+    InputError
+        If ``tracking_uri`` is an sqlite URI whose directory does not exist.
+    """
+
+    def __init__(self, tracking_uri: str | None = None) -> None:
+        import mlflow
+
+        self.tracking_uri = tracking_uri or default_tracking_uri()
+        db_path = _sqlite_path(self.tracking_uri)
+        if db_path is not None and not db_path.parent.is_dir():
+            raise InputError(
+                f"the directory of the sqlite registry {self.tracking_uri} does not exist "
+                f"({db_path.parent}); create it first or pass another tracking_uri"
+            )
+        self._artifact_root = (db_path.parent / "mlartifacts").resolve().as_uri() if db_path is not None else None
+        self.client = mlflow.MlflowClient(tracking_uri=self.tracking_uri, registry_uri=self.tracking_uri)
+        self._experiment_ids: dict[str, str] = {}
+
+    def __repr__(self) -> str:
+        return f"Registry({self.tracking_uri!r})"
+
+    def _experiment_id(self, experiment: str) -> str:
+        if experiment in self._experiment_ids:
+            return self._experiment_ids[experiment]
+        exp = with_retry(self.client.get_experiment_by_name, experiment)
+        if exp is None:
+            try:
+                experiment_id = with_retry(
+                    self.client.create_experiment, experiment, artifact_location=self._artifact_root
+                )
+            except Exception as exc:  # another process created it meanwhile
+                if error_code(exc) != "RESOURCE_ALREADY_EXISTS":
+                    raise
+                exp = with_retry(self.client.get_experiment_by_name, experiment)
+                experiment_id = exp.experiment_id
+        else:
+            if exp.lifecycle_stage == "deleted":
+                raise InputError(
+                    f"MLflow experiment '{experiment}' is deleted in {self.tracking_uri}; restore it "
+                    "(MlflowClient.restore_experiment) or delete it permanently (mlflow gc)"
+                )
+            experiment_id = exp.experiment_id
+        self._experiment_ids[experiment] = experiment_id
+        return experiment_id
+
+    def _ensure_registered_model(self, name: str) -> None:
+        try:
+            with_retry(self.client.get_registered_model, name)
+            return
+        except Exception as exc:
+            if error_code(exc) != "RESOURCE_DOES_NOT_EXIST":
+                raise
+        try:
+            with_retry(self.client.create_registered_model, name)
+        except Exception as exc:
+            if error_code(exc) != "RESOURCE_ALREADY_EXISTS":  # created meanwhile by another writer
+                raise
+
+    def _registered_model(self, name: str):
+        try:
+            return with_retry(self.client.get_registered_model, name)
+        except Exception as exc:
+            if error_code(exc) != "RESOURCE_DOES_NOT_EXIST":
+                raise
+        existing = self._model_names()
+        shown = ", ".join(repr(n) for n in existing[:30]) + (" ..." if len(existing) > 30 else "")
+        raise InputError(
+            f"no registered model named {name!r} in {self.tracking_uri}; existing models "
+            f"({len(existing)}): [{shown}]. Check the name or register the model first"
+        )
+
+    def _model_names(self) -> list[str]:
+        names: list[str] = []
+        token = None
+        while True:
+            page = with_retry(self.client.search_registered_models, max_results=1000, page_token=token)
+            names.extend(m.name for m in page)
+            token = page.token
+            if not token:
+                return sorted(names)
+
+    def _versions(self, name: str) -> list:
+        self._registered_model(name)  # InputError naming the existing models
+        versions = []
+        token = None
+        while True:
+            page = with_retry(
+                self.client.search_model_versions, name_filter(name), max_results=10_000, page_token=token
+            )
+            versions.extend(v for v in page if v.name == name)
+            token = page.token
+            if not token:
+                return sorted(versions, key=lambda v: _version_key(v.version))
+
+    def _version(self, name: str, version: str | int):
+        self._registered_model(name)
+        try:
+            return with_retry(self.client.get_model_version, name, str(version))
+        except Exception as exc:
+            if error_code(exc) not in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"):
+                raise
+        existing = [str(v.version) for v in self._versions(name)]
+        raise InputError(
+            f"registered model '{name}' has no version {version!r}; existing versions: {existing}"
+        )
+
+    def _set_version_tags(self, name: str, version: Any, tags: Mapping[str, str]) -> None:
+        for key, value in tags.items():
+            with_retry(self.client.set_model_version_tag, name, str(version), key, value)

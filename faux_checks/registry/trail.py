@@ -1,0 +1,350 @@
+"""The decision trail: the gate's and the audit's decisions as version tags, MLflow runs and the alias.
+
+A version the gate has not decided yet is **new**; the gate marks it ``running``, decides, then
+records the decision as version tags (``fairness_gate`` = ``passed`` / ``failed`` /
+``undecided``, plus the numbers behind it); only a version whose recorded decision is ``passed``
+can receive the deployment **alias** (``models:/name@deployable``); every decision also gets an
+MLflow **run** holding metrics, parameters and the report files: the audit trail.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..errors import InputError, UndecidableError
+from ..gate.decision import DECISIONS
+from ..provenance import utc_now
+from .client import (
+    AUDIT_EXPERIMENT,
+    AUDIT_TAG,
+    DEFAULT_ALIAS,
+    GATE_EXPERIMENT,
+    GATE_TAG,
+    PENDING,
+    PROMOTION_TAG,
+    RUNNING,
+    RegistryClient,
+    error_code,
+    name_filter,
+    tag_value,
+    with_retry,
+)
+
+__all__ = ["DecisionTrail"]
+
+_MAX_REASON_CHARS = 1000
+# MLflow REST limits per log_batch call
+_BATCH_METRICS, _BATCH_PARAMS = 1000, 100
+_MAX_PARAM_CHARS, _MAX_RUN_TAG_CHARS = 6000, 8000  # longer values are truncated by MLflow
+
+
+class DecisionTrail(RegistryClient):
+    """Decisions recorded on versions and as MLflow runs (half of :class:`~faux_checks.registry.Registry`)."""
+
+    def mark_running(self, name: str, version: str | int) -> None:
+        """Tag a version ``fairness_gate=running`` (it stays new until a decision is recorded).
+
+        Raises
+        ------
+        InputError
+            If the model or version does not exist.
+        """
+        mv = self._version(name, version)
+        self._set_version_tags(name, mv.version, {"fairness_started_at": utc_now(), GATE_TAG: RUNNING})
+
+    def record_decision(
+        self,
+        name: str,
+        version: str | int,
+        *,
+        decision: str,
+        flagged_fraction: float | None,
+        delta: float | None,
+        aux_quality: float | None,
+        report_uri: str,
+        run_id: str,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Record the gate's decision on a version as tags.
+
+        Writes ``fairness_flagged_fraction``, ``fairness_delta``, ``fairness_aux_quality``,
+        ``fairness_report``, ``fairness_run_id``, ``fairness_checked_at`` (UTC, ISO 8601), the
+        ``extra`` tags as given, and last ``fairness_gate``: a gate killed while recording leaves
+        the version ``running``, hence new.
+
+        Parameters
+        ----------
+        name : str
+            Registered model name.
+        version : str or int
+            Version number.
+        decision : {"passed", "failed", "undecided"}
+            The gate's outcome.
+        flagged_fraction, delta, aux_quality : float or None
+            Numbers behind the decision; None (not computed) is written as ``""``.
+        report_uri : str
+            Where the compliance report lies (e.g. :meth:`run_artifact_uri` of the audit run).
+        run_id : str
+            The audit run (:meth:`log_gate_run`).
+        extra : mapping, optional
+            Further tags, keys kept as given (values converted to strings).
+
+        Raises
+        ------
+        InputError
+            If ``decision`` is not one of the three outcomes, or the model or version does not exist.
+        """
+        if decision not in DECISIONS:
+            raise InputError(f"decision must be one of {list(DECISIONS)}, got {decision!r}")
+        mv = self._version(name, version)
+        tags = {str(k): tag_value(v) for k, v in (extra or {}).items()}
+        tags.pop(GATE_TAG, None)
+        tags.update(
+            {
+                "fairness_flagged_fraction": tag_value(flagged_fraction),
+                "fairness_delta": tag_value(delta),
+                "fairness_aux_quality": tag_value(aux_quality),
+                "fairness_report": tag_value(report_uri),
+                "fairness_run_id": tag_value(run_id),
+                "fairness_checked_at": utc_now(),
+            }
+        )
+        tags[GATE_TAG] = decision  # last: dict order is the write order
+        self._set_version_tags(name, mv.version, tags)
+
+    def promote(self, name: str, version: str | int, alias: str = DEFAULT_ALIAS) -> None:
+        """Point ``alias`` at ``version``, only if its recorded decision is ``passed``.
+
+        The decision is re-read from the registry, not taken from the caller. A version the gate
+        left ``fairness_promotion=pending`` is marked ``done`` after the alias is set (a kill in
+        between leaves the alias on a ``passed`` version; :meth:`new_versions` skips it).
+
+        Parameters
+        ----------
+        name : str
+            Registered model name.
+        version : str or int
+            Version number.
+        alias : str
+            Alias to set (``models:/name@alias``); default ``"deployable"``.
+
+        Raises
+        ------
+        InputError
+            If the model or version does not exist.
+        UndecidableError
+            If the version's ``fairness_gate`` tag is not ``passed`` (absent, running, failed or
+            undecided); the alias is left unchanged.
+        """
+        mv = self._version(name, version)
+        state = mv.tags.get(GATE_TAG)
+        if state != "passed":
+            shown = "absent (never gated)" if state is None else repr(state)
+            raise UndecidableError(
+                f"version {mv.version} of '{name}' cannot get alias '{alias}': its {GATE_TAG} tag is "
+                f"{shown}, only 'passed' versions are promoted; run the fairness gate on it first"
+            )
+        with_retry(self.client.set_registered_model_alias, name, alias, str(mv.version))
+        if mv.tags.get(PROMOTION_TAG) == PENDING:
+            self._set_version_tags(name, mv.version, {"fairness_promoted_at": utc_now(), PROMOTION_TAG: "done"})
+
+    def log_gate_run(
+        self,
+        name: str,
+        version: str | int,
+        *,
+        report_dir: str | Path,
+        metrics: Mapping[str, float | None],
+        params: Mapping[str, Any],
+        tags: Mapping[str, Any],
+        kind: str = "gate",
+    ) -> str:
+        """Log one gate decision as an MLflow run in experiment ``"faux-checks-gate"``.
+
+        Parameters
+        ----------
+        name : str
+            Registered model name.
+        version : str or int
+            Version number checked.
+        report_dir : str or Path
+            Directory whose files (recursively) are logged as the run's artifacts.
+        metrics : mapping of str to float
+            Numeric metrics; None values (not computed) are not logged.
+        params : mapping
+            Parameters (values converted to strings).
+        tags : mapping
+            Run tags; ``faux_checks.model_name`` / ``faux_checks.model_version`` /
+            ``faux_checks.kind`` are added.
+        kind : {"gate", "audit"}
+            ``"audit"`` logs into experiment ``"faux-checks-audit"`` instead (:meth:`log_audit_run`).
+
+        Returns
+        -------
+        str
+            The run id; its artifact URI is :meth:`run_artifact_uri`.
+
+        Raises
+        ------
+        InputError
+            If the model or version does not exist, ``report_dir`` is not a directory, a metric
+            is not a number, a parameter (tag) value is longer than 6,000 (8,000) characters (MLflow
+            would truncate it), or MLflow rejects a value.
+        """
+        from mlflow.entities import Metric, Param
+
+        if kind not in ("gate", "audit"):
+            raise InputError(f"kind must be 'gate' or 'audit', got {kind!r}")
+        mv = self._version(name, version)
+        report_dir = Path(report_dir)
+        if not report_dir.is_dir():
+            raise InputError(f"report directory {report_dir} does not exist (log_gate_run '{name}' v{mv.version})")
+        now_ms = int(time.time() * 1000)
+        metric_rows = []
+        for key, value in metrics.items():
+            if value is None:
+                continue
+            try:
+                if isinstance(value, (str, bytes)):
+                    raise TypeError
+                number = float(value)  # numpy / torch scalars too
+            except (TypeError, ValueError):
+                raise InputError(
+                    f"metric {key!r} must be a number, got {type(value).__name__} {value!r}"
+                ) from None
+            metric_rows.append(Metric(str(key), number, now_ms, 0))
+        param_rows = [Param(str(k), tag_value(v)) for k, v in params.items()]
+        run_tags = {str(k): tag_value(v) for k, v in tags.items()}
+        # MLflow would silently truncate longer values (with a log warning): refuse instead
+        for what, values, limit in (
+            ("parameter", {p.key: p.value for p in param_rows}, _MAX_PARAM_CHARS),
+            ("tag", run_tags, _MAX_RUN_TAG_CHARS),
+        ):
+            for key, text in values.items():
+                if len(text) > limit:
+                    raise InputError(
+                        f"gate run {what} {key!r} has {len(text):,} characters, over MLflow's limit of "
+                        f"{limit:,}; write it to a file in report_dir instead"
+                    )
+        run_tags.update({"faux_checks.model_name": name, "faux_checks.model_version": str(mv.version),
+                         "faux_checks.kind": kind})
+
+        experiment_id = self._experiment_id(GATE_EXPERIMENT if kind == "gate" else AUDIT_EXPERIMENT)
+        run = with_retry(
+            self.client.create_run, experiment_id, run_name=f"{name}-v{mv.version}-{kind}", tags=run_tags
+        )
+        run_id = run.info.run_id
+        try:
+            for i in range(0, len(metric_rows), _BATCH_METRICS):
+                with_retry(self.client.log_batch, run_id, metrics=metric_rows[i : i + _BATCH_METRICS])
+            for i in range(0, len(param_rows), _BATCH_PARAMS):
+                with_retry(self.client.log_batch, run_id, params=param_rows[i : i + _BATCH_PARAMS])
+            with_retry(self.client.log_artifacts, run_id, str(report_dir))
+        except BaseException as exc:
+            with_retry(self.client.set_terminated, run_id, "FAILED")
+            if error_code(exc) == "INVALID_PARAMETER_VALUE":
+                raise InputError(f"MLflow rejected a value of the gate run for '{name}' v{mv.version}: {exc}") from exc
+            raise
+        with_retry(self.client.set_terminated, run_id, "FINISHED")
+        return run_id
+
+    def log_audit_run(self, name: str, version: str | int, **kwargs: Any) -> str:
+        """Log one drift audit as an MLflow run in experiment ``"faux-checks-audit"``.
+
+        Same parameters, return value and errors as :meth:`log_gate_run` (``kind="audit"``).
+        """
+        return self.log_gate_run(name, version, kind="audit", **kwargs)
+
+    def record_audit(
+        self,
+        name: str,
+        version: str | int,
+        *,
+        decision: str,
+        reason: str,
+        report_uri: str,
+        run_id: str,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Record the latest drift audit of a version as tags (the gate's tags are left alone).
+
+        Writes ``fairness_audit_reason`` (the rule that decided, cut to 1,000 characters),
+        ``fairness_audit_report``, ``fairness_audit_run_id``, ``fairness_audit_at`` (UTC), the
+        ``extra`` tags as given, and last ``fairness_audit`` = ``decision``.
+
+        Raises
+        ------
+        InputError
+            If ``decision`` is not one of the three outcomes, or the model or version does not exist.
+        """
+        if decision not in DECISIONS:
+            raise InputError(f"decision must be one of {list(DECISIONS)}, got {decision!r}")
+        mv = self._version(name, version)
+        tags = {str(k): tag_value(v) for k, v in (extra or {}).items()}
+        tags.pop(AUDIT_TAG, None)
+        text = str(reason)
+        tags.update(
+            {
+                "fairness_audit_reason": text if len(text) <= _MAX_REASON_CHARS else text[: _MAX_REASON_CHARS - 1] + "…",
+                "fairness_audit_report": tag_value(report_uri),
+                "fairness_audit_run_id": tag_value(run_id),
+                "fairness_audit_at": utc_now(),
+            }
+        )
+        tags[AUDIT_TAG] = decision  # last, as record_decision does
+        self._set_version_tags(name, mv.version, tags)
+
+    def audit_runs(self, name: str) -> list[dict[str, Any]]:
+        """Every drift audit of ``name`` logged by :meth:`log_audit_run`, oldest first.
+
+        Returns
+        -------
+        list of dict
+            Per run: ``run_id``, ``version``, ``started_at`` (UTC, ISO 8601), the run's tags
+            (``decision``, ``reason``, ...; ``mlflow.*`` left out) and its metrics under
+            ``metrics``. Empty when the model was never audited.
+        """
+        exp = with_retry(self.client.get_experiment_by_name, AUDIT_EXPERIMENT)
+        if exp is None:
+            return []
+        run_filter = name_filter(name).replace("name", "tags.`faux_checks.model_name`", 1)
+        rows: list[dict[str, Any]] = []
+        token = None
+        while True:
+            page = with_retry(
+                self.client.search_runs, [exp.experiment_id],
+                filter_string=run_filter,
+                order_by=["attributes.start_time ASC"], max_results=1000, page_token=token,
+            )
+            for run in page:
+                tags = {k: v for k, v in run.data.tags.items() if not k.startswith("mlflow.")}
+                rows.append({
+                    **tags,
+                    "run_id": run.info.run_id,
+                    "version": tags.get("faux_checks.model_version"),
+                    "started_at": _dt.datetime.fromtimestamp(run.info.start_time / 1000, _dt.timezone.utc).isoformat(
+                        timespec="seconds"),
+                    "metrics": dict(run.data.metrics),
+                })
+            token = page.token
+            if not token:
+                return rows
+
+    def run_artifact_uri(self, run_id: str) -> str:
+        """Artifact URI of a run (where :meth:`log_gate_run` put the report files).
+
+        Raises
+        ------
+        InputError
+            If no run has this id.
+        """
+        try:
+            run = with_retry(self.client.get_run, run_id)
+        except Exception as exc:
+            if error_code(exc) in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"):
+                raise InputError(f"no MLflow run with id {run_id!r} in {self.tracking_uri}") from exc
+            raise
+        return run.info.artifact_uri

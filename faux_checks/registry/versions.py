@@ -1,0 +1,296 @@
+"""Model versions in the registry: registration, the versions still to gate, download, history, aliases.
+
+A registered model has numbered **versions**; each version holds two artifacts, the target model
+file (TorchScript / torch.export / state dict, see :mod:`faux_checks.inputs.models`) and,
+optionally, its :class:`~faux_checks.inputs.tabular.FeatureSpec` JSON.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import uuid
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..errors import InputError
+from ..inputs.models import model_sha256
+from .client import (
+    DEFAULT_ALIAS,
+    GATE_TAG,
+    MODELS_EXPERIMENT,
+    PENDING,
+    PROMOTION_TAG,
+    RUNNING,
+    RegistryClient,
+    tag_value,
+    with_retry,
+)
+
+__all__ = ["MODEL_FILE_TAG", "MODEL_SHA_TAG", "ModelVersions", "SPEC_FILE_TAG", "SPEC_SHA_TAG"]
+
+#: Version tags written by :meth:`ModelVersions.register_version`.
+MODEL_SHA_TAG = "model_sha256"
+MODEL_FILE_TAG = "model_file"
+SPEC_FILE_TAG = "feature_spec_file"
+SPEC_SHA_TAG = "feature_spec_sha256"
+_ARTIFACT_DIR = "model"  # artifact sub-folder of the registration run that becomes the version's source
+
+
+class ModelVersions(RegistryClient):
+    """Registration and reading of model versions (half of :class:`~faux_checks.registry.Registry`)."""
+
+    def register_version(
+        self,
+        name: str,
+        model_path: str | Path,
+        feature_spec_path: str | Path | None = None,
+        *,
+        description: str = "",
+        tags: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Register a model file (and its feature spec) as a new version of ``name``.
+
+        The files are logged as plain artifacts of a new run in experiment
+        ``"faux-checks-models"`` (no pickling, no ``log_model``), and the run's ``model/``
+        artifact folder becomes the version's source. The registered model is created if absent.
+
+        Parameters
+        ----------
+        name : str
+            Registered model name.
+        model_path : str or Path
+            Target model file (any format :func:`faux_checks.inputs.models.load_model` reads). It is not
+            loaded here; the gate loads it safely.
+        feature_spec_path : str or Path, optional
+            :class:`~faux_checks.inputs.tabular.FeatureSpec` JSON saved with the model.
+        description : str
+            Version description.
+        tags : mapping, optional
+            Extra version tags (values are converted to strings).
+
+        Returns
+        -------
+        str
+            The new version number, e.g. ``"3"``.
+
+        Raises
+        ------
+        InputError
+            If ``name`` is empty, a file does not exist, or both files have the same file name.
+        """
+        if not isinstance(name, str) or not name.strip():
+            raise InputError(f"registered model name must be a non-empty string, got {name!r}")
+        model_path = Path(model_path)
+        if not model_path.is_file():
+            raise InputError(f"model file {model_path} does not exist (register_version '{name}')")
+        spec_path = Path(feature_spec_path) if feature_spec_path is not None else None
+        if spec_path is not None:
+            if not spec_path.is_file():
+                raise InputError(f"feature spec file {spec_path} does not exist (register_version '{name}')")
+            if spec_path.name == model_path.name:
+                raise InputError(
+                    f"the model file and the feature spec have the same file name {model_path.name!r}; "
+                    "rename one of them (both are stored in the same artifact folder)"
+                )
+        version_tags = {str(k): tag_value(v) for k, v in (tags or {}).items()}
+        version_tags[MODEL_SHA_TAG] = model_sha256(model_path)
+        version_tags[MODEL_FILE_TAG] = model_path.name
+        if spec_path is not None:
+            version_tags[SPEC_FILE_TAG] = spec_path.name
+            version_tags[SPEC_SHA_TAG] = model_sha256(spec_path)
+
+        experiment_id = self._experiment_id(MODELS_EXPERIMENT)
+        run = with_retry(
+            self.client.create_run,
+            experiment_id,
+            run_name=f"{name}-register",
+            tags={"faux_checks.model_name": name, "faux_checks.kind": "register"},
+        )
+        run_id = run.info.run_id
+        try:
+            with_retry(self.client.log_artifact, run_id, str(model_path), _ARTIFACT_DIR)
+            if spec_path is not None:
+                with_retry(self.client.log_artifact, run_id, str(spec_path), _ARTIFACT_DIR)
+        except BaseException:
+            with_retry(self.client.set_terminated, run_id, "FAILED")
+            raise
+        with_retry(self.client.set_terminated, run_id, "FINISHED")
+
+        self._ensure_registered_model(name)
+        version = with_retry(
+            self.client.create_model_version,
+            name,
+            source=f"{run.info.artifact_uri.rstrip('/')}/{_ARTIFACT_DIR}",
+            run_id=run_id,
+            tags=version_tags,
+            description=description or None,
+        )
+        return str(version.version)
+
+    def new_versions(self, name: str) -> list[str]:
+        """Versions of ``name`` the gate has not decided yet.
+
+        A version is new when it has no ``fairness_gate`` tag, or when that tag is still
+        ``running`` (a gate that was killed before recording its decision must be re-run), or
+        when it ``passed`` with its ``fairness_promotion`` still ``pending`` and holds no alias
+        (a gate killed, or whose promotion failed, between recording and promotion).
+
+        Parameters
+        ----------
+        name : str
+            Registered model name.
+
+        Returns
+        -------
+        list of str
+            Version numbers, ascending.
+
+        Raises
+        ------
+        InputError
+            If no registered model is called ``name`` (the message lists the existing names).
+        """
+        versions = self._versions(name)
+        aliased = {str(v) for v in (self._registered_model(name).aliases or {}).values()}
+        return [
+            str(v.version)
+            for v in versions
+            if v.tags.get(GATE_TAG, RUNNING) == RUNNING
+            or (v.tags.get(GATE_TAG) == "passed" and v.tags.get(PROMOTION_TAG) == PENDING
+                and str(v.version) not in aliased)
+        ]
+
+    def download(self, name: str, version: str | int, dst_dir: str | Path) -> tuple[Path, Path | None]:
+        """Download a version's model file and feature spec into ``dst_dir``.
+
+        Parameters
+        ----------
+        name : str
+            Registered model name.
+        version : str or int
+            Version number.
+        dst_dir : str or Path
+            Empty or non-existent directory (created); existing files are never overwritten.
+
+        Returns
+        -------
+        model_path : Path
+            The model file, checked against the version's ``model_sha256`` tag.
+        feature_spec_path : Path or None
+            The feature spec JSON, or None if the version has none.
+
+        Raises
+        ------
+        InputError
+            If the model or version does not exist, ``dst_dir`` is a file or a non-empty
+            directory, the version's artifacts do not identify a single model file, or the
+            downloaded model does not match its recorded sha256.
+        """
+        import mlflow
+
+        mv = self._version(name, version)
+        dst = Path(dst_dir)
+        if dst.exists() and (not dst.is_dir() or any(dst.iterdir())):
+            raise InputError(
+                f"download destination {dst} exists and is not an empty directory; pass an empty or "
+                "new directory (nothing is overwritten)"
+            )
+        dst.mkdir(parents=True, exist_ok=True)
+        # From the version's source, not "models:/name/version": MLflow resolves a models:/ URI
+        # through the *global* registry URI (ignoring the one passed), i.e. ./mlflow.db.
+        local = Path(
+            with_retry(
+                mlflow.artifacts.download_artifacts,
+                artifact_uri=mv.source,
+                dst_path=str(dst),
+                tracking_uri=self.tracking_uri,
+            )
+        )
+        if local.is_dir() and local != dst:  # the source folder itself was copied: flatten it
+            staging = local.rename(dst / f".staging-{uuid.uuid4().hex}")  # a file may be named like it
+            for item in list(staging.iterdir()):
+                item.rename(dst / item.name)
+            staging.rmdir()
+        files = sorted(p for p in dst.rglob("*") if p.is_file())
+        model_file = mv.tags.get(MODEL_FILE_TAG)
+        if model_file is None:
+            if len(files) != 1:
+                raise InputError(
+                    f"version {mv.version} of '{name}' was not registered by faux-checks (no "
+                    f"'{MODEL_FILE_TAG}' tag) and holds {len(files)} files "
+                    f"{[str(p.relative_to(dst)) for p in files][:10]}; set the '{MODEL_FILE_TAG}' tag "
+                    "to the model's file name"
+                )
+            model_path = files[0]
+        else:
+            model_path = dst / model_file
+        if not model_path.is_file():
+            raise InputError(
+                f"version {mv.version} of '{name}': model file {model_file!r} not found among its "
+                f"artifacts {[str(p.relative_to(dst)) for p in files][:10]} (source {mv.source})"
+            )
+        expected = mv.tags.get(MODEL_SHA_TAG)
+        if expected and model_sha256(model_path) != expected:
+            raise InputError(
+                f"version {mv.version} of '{name}': downloaded model {model_path.name} has sha256 "
+                f"{model_sha256(model_path)[:12]}… but the registry recorded {expected[:12]}…; the "
+                "artifact was changed after registration, register the model again"
+            )
+        spec_file = mv.tags.get(SPEC_FILE_TAG)
+        spec_path = dst / spec_file if spec_file else None
+        if spec_path is not None and not spec_path.is_file():
+            raise InputError(
+                f"version {mv.version} of '{name}': feature spec {spec_file!r} not found among its "
+                f"artifacts {[str(p.relative_to(dst)) for p in files][:10]}"
+            )
+        return model_path, spec_path
+
+    def alias_version(self, name: str, alias: str = DEFAULT_ALIAS) -> str | None:
+        """Version the alias points at, or None if the alias is not set.
+
+        Raises
+        ------
+        InputError
+            If no registered model is called ``name``.
+        """
+        aliases = self._registered_model(name).aliases or {}
+        version = aliases.get(alias)
+        return None if version is None else str(version)
+
+    def history(self, name: str) -> list[dict[str, Any]]:
+        """Every version of ``name`` with its tags and aliases, ascending by version.
+
+        Parameters
+        ----------
+        name : str
+            Registered model name.
+
+        Returns
+        -------
+        list of dict
+            One dict per version: the version's own tags (``fairness_*``, ``model_sha256``, ...;
+            MLflow's internal ``mlflow.*`` tags left out, a version never gated has no
+            ``fairness_gate`` key), then ``version`` (str), ``aliases`` (list of str, empty if
+            none), ``run_id`` and ``created_at`` (UTC, ISO 8601).
+
+        Raises
+        ------
+        InputError
+            If no registered model is called ``name``.
+        """
+        aliases_of: dict[str, list[str]] = {}
+        for alias, version in (self._registered_model(name).aliases or {}).items():
+            aliases_of.setdefault(str(version), []).append(alias)
+        rows = []
+        for mv in self._versions(name):
+            row: dict[str, Any] = {k: v for k, v in mv.tags.items() if not k.startswith("mlflow.")}
+            row.update(
+                version=str(mv.version),
+                aliases=sorted(aliases_of.get(str(mv.version), [])),
+                run_id=mv.run_id,
+                created_at=_dt.datetime.fromtimestamp(mv.creation_timestamp / 1000, _dt.timezone.utc).isoformat(
+                    timespec="seconds"
+                ),
+            )
+            rows.append(row)
+        return rows

@@ -1,0 +1,304 @@
+"""The report dict (``report.json``) of a gate or audit run, and :func:`write_report`.
+
+The JSON is built from plain dicts (:meth:`CheckResult.to_dict`,
+:meth:`faux_checks.audit.results.AuditResult.to_dict`, the registry's history) and validated
+against the schema (:mod:`.schema`) before anything is written; the HTML is rendered from the
+JSON alone (:mod:`.html`), so ``faux-checks report`` can re-render any stored report.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import platform
+from pathlib import Path
+
+from ..errors import InputError
+from ..gate.decision import EXIT_CODES
+from ..provenance import data_sha256, installed_versions, jsonable, utc_now
+from .html import render_html
+from .schema import REPORT_SCHEMA_VERSION, validate_report
+
+__all__ = ["KINDS", "build_report", "history_points", "report_history", "summarise_data", "write_report"]
+
+logger = logging.getLogger(__name__)
+
+KINDS = ("gate", "audit")
+#: Integrations whose versions a report lists next to those the check recorded.
+REPORT_PACKAGES = ("great-expectations", "prefect", "mlflow", "evidently", "scipy", "matplotlib", "jsonschema")
+
+
+def summarise_data(frame, *, path: str | Path | None = None, name: str = "audit data") -> dict:
+    """Row count, content hash and missing values per column of a batch (report ``data`` entry)."""
+    missing = frame.isna().sum()
+    return {
+        "name": name,
+        "path": None if path is None else str(Path(path).resolve()),
+        "sha256": data_sha256(frame),
+        "n_rows": int(len(frame)),
+        "n_columns": int(frame.shape[1]),
+        "missing_by_column": {str(c): int(v) for c, v in missing.items() if v},
+        "empty_columns": [str(c) for c, v in missing.items() if len(frame) and v == len(frame)],
+    }
+
+
+def history_points(versions: list[dict], audits: list[dict]) -> list[dict]:
+    """Flagged fraction over time: one point per gate decision and per audit.
+
+    Parameters
+    ----------
+    versions : list of dict
+        :meth:`Registry.history` rows (``fairness_gate``, ``fairness_flagged_fraction``,
+        ``fairness_checked_at``, ``fairness_run_id``).
+    audits : list of dict
+        :meth:`Registry.audit_runs` rows (``decision``, ``metrics``, ``started_at``).
+
+    Returns
+    -------
+    list of dict
+        ``kind`` (gate/audit), ``version``, ``decision``, ``flagged_fraction`` (None when not
+        computed), ``at`` (UTC ISO 8601), ``run_id``; oldest first.
+    """
+    def number(v):
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            return None
+        return f if f == f and abs(f) != float("inf") else None
+
+    points = []
+    for row in versions:
+        decision = row.get("fairness_gate")
+        if decision in EXIT_CODES:
+            points.append({"kind": "gate", "version": str(row.get("version")), "decision": decision,
+                           "flagged_fraction": number(row.get("fairness_flagged_fraction")),
+                           "at": row.get("fairness_checked_at") or row.get("created_at") or "",
+                           "run_id": row.get("fairness_run_id") or None})
+    for run in audits:
+        decision = run.get("decision")
+        if decision in EXIT_CODES:
+            points.append({"kind": "audit", "version": str(run.get("version")), "decision": decision,
+                           "flagged_fraction": number((run.get("metrics") or {}).get("flagged_fraction_current")),
+                           "at": run.get("started_at") or "", "run_id": run.get("run_id")})
+    return sorted(points, key=lambda p: p["at"])
+
+
+def report_history(registry, model_name: str) -> list[dict]:
+    """:func:`history_points` of a registered model (``registry``: a :class:`Registry`).
+
+    A registry that cannot be read gives an empty history (logged), never a lost report.
+    """
+    try:
+        return history_points(registry.history(model_name), registry.audit_runs(model_name))
+    except Exception as exc:  # the report is still written; the history section says it is empty
+        logger.warning("history of '%s' not available for the report: %s", model_name, exc)
+        return []
+
+
+def _gate_rules(decision: str, reasons: list[str], check: dict | None) -> list[dict]:
+    """Each rule of the gate's decision (:func:`~faux_checks.gate.decision.decide_check`) with its observed value and limit."""
+    if not check:
+        return [{"rule": "check", "observed": None, "limit": None, "status": "not computed",
+                 "detail": reasons[0] if reasons else "the fAux check could not be computed"}]
+    policy = (check.get("provenance") or {}).get("policy") or {}
+    faux = policy.get("faux") or {}
+    rules = []
+    aux, min_aux = check.get("aux_quality"), policy.get("min_aux_quality")
+    rules.append({"rule": "min_aux_quality", "observed": aux, "limit": min_aux,
+                  "status": "not computed" if aux is None else ("exceeded" if min_aux is not None and aux < min_aux
+                                                                else "ok"),
+                  "detail": f"auxiliary model {check.get('aux_quality_metric') or 'quality'} "
+                            f"{'n/a' if aux is None else f'{aux:.3f}'} (undecided below {min_aux})"})
+    n, undefined = check.get("n_individuals") or 0, check.get("n_undefined") or 0
+    max_undef = faux.get("max_undefined_fraction")
+    frac = undefined / n if n else None
+    rules.append({"rule": "max_undefined_fraction", "observed": frac, "limit": max_undef,
+                  "status": "not computed" if frac is None else (
+                      "exceeded" if max_undef is not None and frac > max_undef else "ok"),
+                  "detail": f"{undefined:,} of {n:,} LIC scores undefined (undecided above {max_undef})"})
+    ff, mff = check.get("flagged_fraction"), check.get("max_flagged_fraction")
+    rules.append({"rule": "max_flagged_fraction", "observed": ff, "limit": mff,
+                  "status": "not computed" if ff is None else ("exceeded" if mff is not None and ff > mff else "ok"),
+                  "detail": f"flagged fraction {'n/a' if ff is None else f'{ff:.2%}'} at δ = {check.get('delta')} "
+                            f"(fails above {mff})"})
+    for name, t in (check.get("testers") or {}).items():
+        if t.get("gating"):
+            rules.append({"rule": f"tester:{name}", "observed": t.get("value"), "limit": t.get("limit"),
+                          "status": "not computed" if t.get("value") is None else ("ok" if t.get("passed") else "exceeded"),
+                          "detail": t.get("summary") or ""})
+    return rules
+
+
+def _comparison(check: dict | None) -> list[dict]:
+    """fAux and the baseline testers side by side (statistic, value, threshold, limit, passed)."""
+    if not check:
+        return []
+    prov = check.get("provenance") or {}
+    ff, mff = check.get("flagged_fraction"), check.get("max_flagged_fraction")
+    rows = [{"tester": f"fAux ({prov.get('variant') or 'faux'})", "statistic": "flagged_fraction", "value": ff,
+             "threshold": check.get("delta"), "limit": mff, "gating": True,
+             "passed": None if ff is None or mff is None else ff <= mff,
+             "summary": (f"{ff:.2%} of individuals with LIC score > δ = {check.get('delta')}" if ff is not None
+                         else "not computed")}]
+    for name, t in (check.get("testers") or {}).items():
+        rows.append({"tester": name, "statistic": t.get("statistic"), "value": t.get("value"),
+                     "threshold": t.get("threshold"), "limit": t.get("limit"), "gating": bool(t.get("gating")),
+                     "passed": t.get("passed"), "summary": t.get("summary") or ""})
+    return rows
+
+
+def _batch(summary: dict | None, check: dict | None, name: str) -> dict:
+    summary = dict(summary or {})
+    prov = (check or {}).get("provenance") or {}
+    out = {
+        "name": summary.get("name") or name,
+        "path": summary.get("path"),
+        "sha256": summary.get("sha256") or prov.get("data_sha256"),
+        "n_rows": summary.get("n_rows", prov.get("n_input_rows")),
+        "n_individuals": (check or {}).get("n_individuals"),
+        "n_missing_protected": (check or {}).get("n_missing_protected"),
+        "n_undefined": (check or {}).get("n_undefined"),
+        "missing_by_column": summary.get("missing_by_column") or {},
+        "empty_columns": summary.get("empty_columns") or [],
+    }
+    return out
+
+
+def _environment(check: dict | None, audit: dict | None) -> dict:
+    prov = (check or {}).get("provenance") or {}
+    packages = dict(prov.get("packages") or {})
+    packages.update(((audit or {}).get("provenance") or {}).get("packages") or {})
+    for pkg, version in installed_versions(REPORT_PACKAGES).items():
+        packages.setdefault(pkg, version)
+    policy = prov.get("policy") or ((audit or {}).get("provenance") or {}).get("policy") or {}
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+        "packages": {str(k): str(v) for k, v in packages.items()},
+        "seeds": {"policy_seed": policy.get("seed", prov.get("seed")),
+                  "note": "one seed drives the auxiliary model's initialisation and batch order, its hold-out "
+                          "split and every row sample (max_rows)"},
+    }
+
+
+def build_report(
+    *,
+    decision: str,
+    reasons: list[str],
+    check: dict | None,
+    kind: str = "gate",
+    model: dict | None = None,
+    expectations: list[dict] | None = None,
+    audit: dict | None = None,
+    history: list[dict] | None = None,
+    data: list[dict] | None = None,
+    artifacts: dict[str, str] | None = None,
+) -> dict:
+    """The report dict (not validated; :func:`write_report` validates before writing).
+
+    Parameters
+    ----------
+    decision, reasons : the run's outcome; ``reasons[0]`` is the rule that produced it.
+    check : dict or None
+        :meth:`CheckResult.to_dict` of the fAux check (an audit's: on the current batch).
+    kind : {"gate", "audit"}
+    model : dict, optional
+        ``name``, ``version``, ``sha256``, ``path``, ...
+    expectations : list of dict, optional
+        Great Expectations results (gate).
+    audit : dict, optional
+        :meth:`AuditResult.to_dict` (kind ``"audit"``).
+    history : list of dict, optional
+        :func:`history_points`; this run's own point is appended.
+    data : list of dict, optional
+        :func:`summarise_data` of each batch (gate: the audit data; audit: reference, current).
+    artifacts : dict, optional
+        Name -> file name of other evidence in the run folder (e.g. Evidently's HTML).
+    """
+    if kind not in KINDS:
+        raise InputError(f"report kind must be one of {list(KINDS)}, got {kind!r}")
+    if decision not in EXIT_CODES:
+        raise InputError(f"decision must be one of {list(EXIT_CODES)}, got {decision!r}")
+    prov = (check or {}).get("provenance") or {}
+    audit_prov = (audit or {}).get("provenance") or {}
+    policy = prov.get("policy") or audit_prov.get("policy")
+    data = list(data or [])
+    if kind == "gate":
+        batches = [_batch(data[0] if data else None, check, "audit data")]
+    else:
+        by_name = {d.get("name"): d for d in data}
+        batches = [_batch(by_name.get("reference"), (audit or {}).get("reference_check"), "reference"),
+                   _batch(by_name.get("current"), check, "current")]
+    model = {str(k): v for k, v in (model or {}).items()}
+    now = utc_now()
+    if check is not None:
+        this_ff = check.get("flagged_fraction")
+    else:
+        this_ff = None
+    points = list(history or [])
+    points.append({"kind": kind, "version": str(model.get("version", "")), "decision": decision,
+                   "flagged_fraction": this_ff, "at": now, "run_id": None, "this_run": True})
+    rules = (audit or {}).get("limits") if kind == "audit" else _gate_rules(decision, reasons, check)
+    payload = {
+        "schema_version": REPORT_SCHEMA_VERSION,
+        "kind": kind,
+        "created_at": now,
+        "decision": decision,
+        "exit_code": EXIT_CODES[decision],
+        "rule": reasons[0] if reasons else "no reason recorded",
+        "reasons": list(reasons),
+        "rules": rules or [],
+        "model": model,
+        "policy": policy,
+        "policy_sha256": prov.get("policy_sha256") or audit_prov.get("policy_sha256"),
+        "data": batches,
+        "aux": None if not check else {"quality": check.get("aux_quality"), "metric": check.get("aux_quality_metric"),
+                                       "roc": check.get("aux_roc") or {}},
+        "comparison": _comparison(check),
+        "expectations": list(expectations or []),
+        "check": check,
+        "audit": audit,
+        "history": points,
+        "environment": _environment(check, audit),
+        "artifacts": dict(artifacts or {}),
+    }
+    return jsonable(payload)
+
+
+def write_report(report_dir: str | Path, *, decision: str, reasons: list[str], check: dict | None,
+                 model: dict | None = None, expectations: list[dict] | None = None, kind: str = "gate",
+                 audit: dict | None = None, history: list[dict] | None = None, data: list[dict] | None = None,
+                 artifacts: dict[str, str] | None = None) -> dict[str, Path]:
+    """Write ``report.json`` (schema-validated) and ``report.html`` into ``report_dir``.
+
+    Parameters
+    ----------
+    report_dir : path
+        Created if absent; must not already hold a report (nothing is overwritten).
+    decision, reasons, check, model, expectations, kind, audit, history, data, artifacts :
+        See :func:`build_report`.
+
+    Returns
+    -------
+    dict with ``json`` and ``html`` paths.
+
+    Raises
+    ------
+    InputError
+        If ``report_dir`` already holds report.json or report.html, or the report does not
+        match the schema (nothing is written then).
+    """
+    report_dir = Path(report_dir)
+    report_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"json": report_dir / "report.json", "html": report_dir / "report.html"}
+    for p in paths.values():
+        if p.exists():
+            raise InputError(f"{p} exists already; choose a new --report-dir (reports are never overwritten)")
+    payload = build_report(decision=decision, reasons=reasons, check=check, kind=kind, model=model,
+                           expectations=expectations, audit=audit, history=history, data=data, artifacts=artifacts)
+    validate_report(payload)
+    text = json.dumps(payload, indent=2, allow_nan=False)
+    page = render_html(payload)
+    paths["json"].write_text(text)
+    paths["html"].write_text(page)
+    return paths

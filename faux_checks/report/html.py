@@ -1,0 +1,145 @@
+"""The self-contained ``report.html``, rendered from the report dict with a Jinja2 template.
+
+The template (``templates/report.html.j2``) lays out the sections; :func:`render_html` prepares
+what they show. The page has no external resources (no CDN, no fonts, no scripts): plots are
+PNGs embedded as base64 (:mod:`.plots`), so it opens offline.
+
+Sections (HTML ids, :data:`SECTION_IDS`): the decision and the rule that produced it; every
+rule with its observed value and limit; model version and hash; data hashes, row counts,
+missing and undefined counts; the policy; (audit) column drift, score drift and classification
+quality; auxiliary-model quality and ROC; fAux and baseline testers side by side; LIC score
+histogram with δ and flagged fraction vs δ; per-group flagged fraction; the columns that carry
+the evidence over flagged individuals; Great Expectations results (gate); the history of the
+flagged fraction across versions and audits; library versions and seeds.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any
+
+from ._format import fmt, pct
+from .plots import render_plots
+
+__all__ = ["SECTION_IDS", "render_html"]
+
+#: HTML section ids of each kind of report, in page order.
+SECTION_IDS: dict[str, tuple[str, ...]] = {
+    "gate": ("decision", "rules", "model", "data", "policy", "aux", "comparison", "scores", "groups", "evidence",
+             "expectations", "history", "environment"),
+    "audit": ("decision", "rules", "model", "data", "policy", "drift", "score-drift", "classification", "aux",
+              "comparison", "scores", "groups", "evidence", "history", "environment"),
+}
+TITLES = {
+    "decision": "Decision", "rules": "Rules and limits", "model": "Model", "data": "Data",
+    "policy": "Policy", "drift": "Column drift", "score-drift": "Fairness drift",
+    "classification": "Classification quality", "aux": "Auxiliary model", "comparison": "fAux and baselines",
+    "scores": "LIC scores", "groups": "Protected groups", "evidence": "Evidence",
+    "expectations": "Great Expectations", "history": "History", "environment": "Environment",
+}
+DECISION_COLOURS = {"passed": "#1b7f3b", "failed": "#b3261e"}
+UNDECIDED_COLOUR = "#8a6d00"
+STATUS_CLASSES = {"ok": "ok", "exceeded": "bad", "not computed": "warn"}
+
+
+def render_html(report: dict[str, Any]) -> str:
+    """Self-contained HTML of a report dict (:func:`faux_checks.report.build.build_report`); no external resources."""
+    return _template().render(**_page(report))
+
+
+@lru_cache(maxsize=1)
+def _template():
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.PackageLoader("faux_checks.report", "templates"), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(
+        fmt=fmt, pct=pct, thousands=lambda v: f"{v:,}", status_class=lambda status: STATUS_CLASSES.get(status, ""),
+        columns_of=lambda rows: list(dict.fromkeys(k for r in rows for k in r)),     # every key, first seen first
+        field_rows=lambda d: [{"field": k, "value": v} for k, v in d.items()],
+    )
+    return env.get_template("report.html.j2")
+
+
+def _page(report: dict[str, Any]) -> dict[str, Any]:
+    """What the template shows, section by section (every value already chosen; the template lays out)."""
+    kind = report.get("kind", "gate")
+    check = report.get("check") or {}
+    audit = report.get("audit") or {}
+    decision = report.get("decision", "undecided")
+    policy = report.get("policy") or {}
+    faux = policy.get("faux") or {}
+    policy_summary = {"name": policy.get("name"), "protected": policy.get("protected"), "label": policy.get("label"),
+                      "δ (delta)": faux.get("delta"), "max_flagged_fraction": faux.get("max_flagged_fraction"),
+                      "min_aux_quality": policy.get("min_aux_quality"), "variant": faux.get("variant"),
+                      "sha256": report.get("policy_sha256")}
+    if kind == "audit":
+        policy_summary.update({f"audit.{k}": v for k, v in (policy.get("audit") or {}).items()})
+    env = report.get("environment") or {}
+    return {
+        "kind": kind,
+        "decision": decision,
+        "colour": DECISION_COLOURS.get(decision, UNDECIDED_COLOUR),
+        "exit_code": report.get("exit_code"),
+        "rule": report.get("rule", ""),
+        "reasons": report.get("reasons") or [],
+        "rules": report.get("rules") or [],
+        "model": report.get("model") or {},
+        "created_at": report.get("created_at", ""),
+        "schema_version": report.get("schema_version", ""),
+        "batches": [dict(b, missing_text=", ".join(f"{k} {v:,}" for k, v in (b.get("missing_by_column") or {}).items())
+                         or "none", empty_text=", ".join(b.get("empty_columns") or []))
+                    for b in report.get("data") or []],
+        "sample_note": (audit.get("fairness") or {}).get("sample_note") or "",
+        "policy": policy,
+        "policy_summary": policy_summary,
+        "policy_json": json.dumps(policy, indent=2),
+        **(_audit_sections(audit, check) if kind == "audit" else {}),
+        "aux": report.get("aux") or {},
+        "comparison": report.get("comparison") or [],
+        "check": check,
+        "top_flagged": [{"row": t["row"], "lic_score": t["lic_score"], "probability": t["probability"],
+                         "top_evidence": ", ".join(f"{e['column']} ({e['evidence']:+.3g})" for e in t["top_evidence"])}
+                        for t in check.get("top_flagged") or []],
+        "expectations": report.get("expectations") or [],
+        "history": report.get("history") or [],
+        "environment": {"python": env.get("python"), "platform": env.get("platform"), **(env.get("seeds") or {})},
+        "packages": env.get("packages") or {},
+        "artifacts": report.get("artifacts") or {},
+        "provenance_json": json.dumps({k: v for k, v in (check.get("provenance") or {}).items() if k != "policy"},
+                                      indent=2),
+        "plots": render_plots(report),
+        "sections": [(sid, TITLES[sid]) for sid in SECTION_IDS.get(kind, SECTION_IDS["gate"])],
+    }
+
+
+def _audit_sections(audit: dict, check: dict) -> dict[str, Any]:
+    """The audit's own sections: column drift, fairness drift, classification quality."""
+    fairness = audit.get("fairness") or {}
+    overall = {"group": "(all)", "n_reference": (audit.get("reference_check") or {}).get("n_individuals"),
+               "n_current": check.get("n_individuals"),
+               "flagged_fraction_reference": fairness.get("flagged_fraction_reference"),
+               "flagged_fraction_current": fairness.get("flagged_fraction_current"),
+               "increase": fairness.get("increase"), "compared": True, "note": ""}
+    cls = audit.get("classification") or {}
+    return {
+        "drift": audit.get("drift") or {},
+        "fairness": fairness,
+        "fairness_summary": {
+            "fAux decision (reference)": fairness.get("decision_reference"),
+            "fAux decision (current)": fairness.get("decision_current"),
+            "aux quality (reference)": fairness.get("aux_quality_reference"),
+            "aux quality (current)": fairness.get("aux_quality_current"),
+            "KS statistic (LIC scores)": fairness.get("ks_statistic"),
+            "KS p-value": fairness.get("ks_pvalue"),
+            "scores compared": f"{fairness.get('n_reference_scores', 0):,} vs {fairness.get('n_current_scores', 0):,}",
+            "sampling": fairness.get("sample_note") or "all rows"},
+        "fairness_rows": [overall] + list(fairness.get("by_group") or []),
+        "classification": cls,
+        "classification_rows": [
+            {"metric": k, "reference": v.get("reference"), "current": v.get("current"),
+             "change": (None if v.get("reference") is None or v.get("current") is None
+                        else v["current"] - v["reference"])}
+            for k, v in (cls.get("metrics") or {}).items()],
+    }
