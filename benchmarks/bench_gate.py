@@ -8,8 +8,8 @@ What runs (one process, CPU only):
    (``load_adult(drop_missing=False)``); the FeatureSpec refuses NaN, so in a copy the missing
    categorical values (workclass, occupation, native-country) become the explicit level ``"?"``.
    A FeatureSpec is fitted on that copy's training rows (UCI adult.data) over ``ADULT_FEATURES``
-   with ``min_frequency=50``, as :func:`faux_checks.demo.build_demo_versions` does, and two target
-   models are trained with :func:`faux_checks.demo.train_target` (20 epochs, seed 0): v1 on the
+   with ``min_frequency=50``, as :func:`faux_checks_app.demo.build_demo_versions` does, and two target
+   models are trained with :func:`faux_checks_app.demo.train_target` (20 epochs, seed 0): v1 on the
    recorded labels, v2 on labels with the demo's historical bias (rate 0.75); neither takes sex
    as an input. The audit file is the whole filled copy (48,842 rows, CSV). Both versions are
    registered in the MLflow registry (the first MLflow use of the process: database creation).
@@ -81,8 +81,9 @@ GOAL_PER_VERSION_S = 60.0
 GOAL_OVERHEAD_SHARE = 0.25
 TASKS = ("find_new_versions", "fetch_version", "load_audit_data", "validate", "record", "promote")
 TASK_EVENTS = tuple(f"task:{t}" for t in TASKS)
-#: faux_checks.report functions that flows.gate may call in the flow body, outside the tasks
-FLOW_BODY_REPORT_HELPERS = ("summarise_data", "load_report", "artifact_table", "artifact_markdown")
+#: (module of faux_checks.report, function) that flows.gate may call in the flow body, outside the tasks
+FLOW_BODY_REPORT_HELPERS = (("build", "summarise_data"), ("schema", "load_report"), ("artifacts", "artifact_table"),
+                            ("artifacts", "artifact_markdown"))
 
 
 # ---------------------------------------------------------------------------- environment
@@ -241,7 +242,7 @@ def import_times() -> dict[str, float]:
 def build_versions(workdir: Path, *, epochs: int, seed: int) -> dict:
     """Adult with '?' for missing categories, the spec, v1/v2 TorchScript models, the audit CSV."""
     from faux_checks.inputs.datasets import ADULT_CATEGORICAL, ADULT_FEATURES, load_adult
-    from faux_checks.demo import DEFAULT_BIAS_RATE, MIN_FREQUENCY, inject_historical_bias, train_target
+    from faux_checks_app.demo import DEFAULT_BIAS_RATE, MIN_FREQUENCY, inject_historical_bias, train_target
     from faux_checks.inputs.models import save_torchscript
     from faux_checks.inputs.tabular import FeatureSpec
 
@@ -317,7 +318,10 @@ def instrument(clock: Clock) -> None:
     import faux_checks.inputs.models as models
     import faux_checks.gate.policy as policy
     import faux_checks.registry as registry
-    import faux_checks.report as report
+    import faux_checks.registry.versions as registry_versions
+    import faux_checks.report.artifacts as report_artifacts
+    import faux_checks.report.build as report_build
+    import faux_checks.report.schema as report_schema
     import flows.gate as gate
     from faux_checks.method.auxiliary import AuxiliaryModel
     from faux_checks.baselines import FTATester
@@ -365,12 +369,13 @@ def instrument(clock: Clock) -> None:
     clock.patch(FTATester, "score", "FTATester.score")
     clock.patch(gx_inputs, "load_model", "load_model")
     clock.patch(models, "model_sha256", "model_sha256")       # flows.gate imports it at call time
-    clock.patch(registry, "model_sha256", "model_sha256")     # the download's check
+    clock.patch(registry_versions, "model_sha256", "model_sha256")  # the download's check
     clock.patch(policy, "load_policy", "load_policy")
-    clock.patch(report, "write_report", "write_report")
+    clock.patch(report_build, "write_report", "write_report")
     # report helpers the flow body may call outside any task (library work, counted as recording)
-    for helper in FLOW_BODY_REPORT_HELPERS:
-        clock.patch(report, helper, helper, optional=True)
+    for module, helper in FLOW_BODY_REPORT_HELPERS:
+        clock.patch({"build": report_build, "schema": report_schema, "artifacts": report_artifacts}[module], helper,
+                    helper, optional=True)
 
     # Great Expectations
     clock.patch(expectations, "build_suite", "build_suite")
@@ -401,7 +406,7 @@ def version_split(clock: Clock, label: str) -> dict[str, float]:
     baselines = c.total("run_baselines", label, under="run_check")
     record = c.total("task:record", label)
     promote = c.total("task:promote", label)
-    report_in_flow = sum(c.total(h, label, not_under=TASK_EVENTS) for h in FLOW_BODY_REPORT_HELPERS)
+    report_in_flow = sum(c.total(h, label, not_under=TASK_EVENTS) for _, h in FLOW_BODY_REPORT_HELPERS)
     load = fetch + sha_flow + model_load
     gx_over = validate - rc - model_load
     prefect = wall - fetch - validate - record - promote - sha_flow - report_in_flow

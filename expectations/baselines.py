@@ -380,7 +380,7 @@ def _default(field: str):
     return TesterSettings.model_fields[field].default
 
 
-class _TesterFlaggedFractionExpectation(_BaselineExpectation):
+class TesterFlaggedFractionExpectation(_BaselineExpectation):
     """Shared by the per-individual tester expectations (abstract: no metric, not registered).
 
     ``observed_value`` = share of audited individuals whose score exceeds ``threshold``; success
@@ -398,7 +398,7 @@ class _TesterFlaggedFractionExpectation(_BaselineExpectation):
     _limit_key: ClassVar[str] = "max_flagged_fraction"
 
     @classmethod
-    def from_settings(cls, settings, **common) -> "_TesterFlaggedFractionExpectation":
+    def from_settings(cls, settings, **common) -> "TesterFlaggedFractionExpectation":
         """The expectation for a policy's ``TesterSettings`` (``common``: column, model_path, ...)."""
         return cls(**common, threshold=settings.threshold, max_flagged_fraction=settings.max_flagged_fraction,
                    gating=settings.gating, **{k: getattr(settings, k) for k in TESTER_PARAMS[cls._tester]})
@@ -416,7 +416,7 @@ class _TesterFlaggedFractionExpectation(_BaselineExpectation):
 _KEYS = ("model_path", "feature_spec_path", "policy_json", "threshold", "max_flagged_fraction", "gating")
 
 
-class ExpectWeightedFtaFlaggedFractionToBeAtMost(_TesterFlaggedFractionExpectation):
+class ExpectWeightedFtaFlaggedFractionToBeAtMost(TesterFlaggedFractionExpectation):
     """Expect the share of individuals whose target gradient along the sensitive subspace, ‖P_S ∇f‖_p, exceeds
     threshold to be at most max_flagged_fraction (weighted FTA; S from a linear model of the protected attribute,
     Yurochkin et al. 2020, Ruoss et al. 2020). See :class:`faux_checks.baselines.WeightedFTATester`.
@@ -433,7 +433,7 @@ class ExpectWeightedFtaFlaggedFractionToBeAtMost(_TesterFlaggedFractionExpectati
     _tester: ClassVar[str] = "weighted_fta"
 
 
-class ExpectUnfairMapFlaggedFractionToBeAtMost(_TesterFlaggedFractionExpectation):
+class ExpectUnfairMapFlaggedFractionToBeAtMost(TesterFlaggedFractionExpectation):
     """Expect the share of individuals whose Unfair Map loss ratio (gradient-flow attack in the sensitive-subspace
     fair metric, Maity et al. 2021) exceeds threshold to be at most max_flagged_fraction.
     See :class:`faux_checks.baselines.UnfairMapTester`.
@@ -450,7 +450,7 @@ class ExpectUnfairMapFlaggedFractionToBeAtMost(_TesterFlaggedFractionExpectation
     _tester: ClassVar[str] = "unfair_map"
 
 
-class ExpectFlipTestFlaggedFractionToBeAtMost(_TesterFlaggedFractionExpectation):
+class ExpectFlipTestFlaggedFractionToBeAtMost(TesterFlaggedFractionExpectation):
     """Expect the share of individuals whose prediction changes by more than threshold when mapped to the other
     group by optimal transport (FlipTest, Black et al. 2020) to be at most max_flagged_fraction.
     See :class:`faux_checks.baselines.FlipTestTester`.
@@ -468,7 +468,7 @@ class ExpectFlipTestFlaggedFractionToBeAtMost(_TesterFlaggedFractionExpectation)
     _tester: ClassVar[str] = "fliptest"
 
 
-class ExpectFtuFlipFlaggedFractionToBeAtMost(_TesterFlaggedFractionExpectation):
+class ExpectFtuFlipFlaggedFractionToBeAtMost(TesterFlaggedFractionExpectation):
     """Expect the share of individuals whose prediction changes by more than threshold when only the protected
     attribute's own input columns are flipped (fairness through unawareness) to be at most max_flagged_fraction.
     Not applicable (success, observed None) when the target does not take the protected attribute as input.

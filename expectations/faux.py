@@ -3,7 +3,7 @@
 ``faux.check`` (metric provider) makes one call into :func:`faux_checks.gate.check.run_check` on the
 whole batch and returns ``CheckResult.to_dict()``; :class:`ExpectFauxFlaggedFractionToBeAtMost`
 succeeds when that check's decision is ``"passed"``. Modelled on GX's
-``expect_column_mean_to_be_between`` / ``column_mean`` (STYLE.md §7).
+``expect_column_mean_to_be_between`` / ``column_mean`` (docs/architecture.md, "Adapters stay thin").
 """
 
 from __future__ import annotations

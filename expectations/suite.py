@@ -20,10 +20,10 @@ import great_expectations as gx
 import pandas as pd
 
 from faux_checks.errors import InputError
+from faux_checks.gate.decision import EXIT_CODES
 from faux_checks.gate.policy import Policy
 
 from .baselines import (
-    _TesterFlaggedFractionExpectation,
     ExpectDemographicParityDifferenceToBeAtMost,
     ExpectEqualizedOddsDifferenceToBeAtMost,
     ExpectFlipTestFlaggedFractionToBeAtMost,
@@ -31,6 +31,7 @@ from .baselines import (
     ExpectFtuFlipFlaggedFractionToBeAtMost,
     ExpectUnfairMapFlaggedFractionToBeAtMost,
     ExpectWeightedFtaFlaggedFractionToBeAtMost,
+    TesterFlaggedFractionExpectation,
 )
 from .faux import ExpectFauxFlaggedFractionToBeAtMost
 
@@ -77,8 +78,8 @@ class SuiteOutcome:
 
     @property
     def exit_code(self) -> int:
-        """0 passed, 1 failed, 2 undecided (DESIGN.md contract)."""
-        return {"passed": 0, "failed": 1, "undecided": 2}[self.decision]
+        """0 passed, 1 failed, 2 undecided (docs/architecture.md, contracts)."""
+        return EXIT_CODES[self.decision]
 
 
 # ---------------------------------------------------------------------------------- build
@@ -128,7 +129,7 @@ def build_suite(
         if cls is ExpectFtaFlaggedFractionToBeAtMost:
             expectations.append(cls(**common, threshold=settings.threshold, p=settings.p,
                                     max_flagged_fraction=settings.max_flagged_fraction, gating=settings.gating))
-        elif issubclass(cls, _TesterFlaggedFractionExpectation):
+        elif issubclass(cls, TesterFlaggedFractionExpectation):
             expectations.append(cls.from_settings(settings, **common))
         else:
             if tester == "equalized_odds" and not policy.label:

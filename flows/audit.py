@@ -6,7 +6,7 @@ read both batches → :func:`faux_checks.audit.drift.run_audit` (column drift, f
 classification quality; Evidently's HTML kept as evidence) → write report.json/html → log an
 MLflow run in ``faux-checks-audit`` and tag the version ``fairness_audit`` =
 ``passed``/``failed``/``undecided`` with ``fairness_audit_reason`` → Prefect markdown and
-table artifacts. The flow ends Failed unless the audit passed (DESIGN.md contract).
+table artifacts. The flow ends Failed unless the audit passed (docs/architecture.md, contracts).
 
 Policy: ``policy_path`` when given; otherwise the policy the gate recorded in its report for
 that version; otherwise the shipped default. Parameters are paths and names; tasks use no
@@ -22,17 +22,16 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
-from prefect.cache_policies import NO_CACHE
 from prefect.states import Completed, Failed
 
 from faux_checks.errors import FauxChecksError, InputError
 
-from .gate import _retry_io_only, _slug
+from .common import IO_TASK, TASK, slug
 
 __all__ = ["audit"]
 
 
-@task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1, retry_condition_fn=_retry_io_only)
+@task(**IO_TASK)
 def find_deployed(model_name: str, alias: str, tracking_uri: str | None, reference_path: str | None) -> dict:
     """The version holding ``alias``, its reference data and what the gate recorded on it."""
     from faux_checks.registry import Registry
@@ -63,7 +62,7 @@ def find_deployed(model_name: str, alias: str, tracking_uri: str | None, referen
             "sha256": row.get("model_sha256")}
 
 
-@task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1, retry_condition_fn=_retry_io_only)
+@task(**IO_TASK)
 def fetch_version(model_name: str, version: str, tracking_uri: str | None, workdir: str) -> tuple[str, str | None]:
     """Download the version's model and feature spec (its gate tags are left alone)."""
     from faux_checks.registry import Registry
@@ -72,7 +71,7 @@ def fetch_version(model_name: str, version: str, tracking_uri: str | None, workd
     return str(model_path), (str(spec_path) if spec_path else None)
 
 
-@task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1, retry_condition_fn=_retry_io_only)
+@task(**IO_TASK)
 def load_table(path: str):
     """Read a batch (CSV/Parquet); the file is never modified."""
     from faux_checks.inputs.io import read_table
@@ -80,7 +79,7 @@ def load_table(path: str):
     return read_table(path)
 
 
-@task(cache_policy=NO_CACHE)
+@task(**TASK)
 def audit_batch(model_path: str, spec_path: str | None, reference, current, policy_path: str | None,
                 policy_json: str | None, evidence_dir: str, model_info: dict, gate_record: dict):
     """Column drift, fairness drift and classification quality of the current batch (one library call)."""
@@ -98,7 +97,7 @@ def audit_batch(model_path: str, spec_path: str | None, reference, current, poli
                      model_info=model_info, gate_record=gate_record)
 
 
-@task(cache_policy=NO_CACHE)
+@task(**TASK)
 def write_audit_report(result, report_dir: str, model_info: dict, data: list[dict], tracking_uri: str | None) -> dict:
     """report.json (schema-validated) and report.html, next to Evidently's HTML."""
     from faux_checks.registry import Registry
@@ -114,7 +113,7 @@ def write_audit_report(result, report_dir: str, model_info: dict, data: list[dic
     return load_report(paths["json"])
 
 
-@task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1, retry_condition_fn=_retry_io_only)
+@task(**IO_TASK)
 def record_audit(model_name: str, version: str, tracking_uri: str | None, report: dict, report_dir: str,
                  data_path: str) -> str:
     """Log the audit run (metrics + report folder) and tag the version with the audit's decision."""
@@ -207,10 +206,10 @@ def audit(model_name: str, data_path: str, reference_path: str | None = None, po
         logger.warning("column '%s' skipped: %s", column.column, column.note)
     report = write_audit_report(result, report_dir, model_info, data, tracking_uri)
     run_id = record_audit(model_name, version, tracking_uri, report, report_dir, data_path)
-    slug = _slug(model_name)
-    create_markdown_artifact(key=f"fairness-audit-{slug}", markdown=artifact_markdown(report, report_dir=report_dir),
+    key = slug(model_name)
+    create_markdown_artifact(key=f"fairness-audit-{key}", markdown=artifact_markdown(report, report_dir=report_dir),
                              description=f"fairness drift audit of {model_name} v{version}")
-    create_table_artifact(key=f"fairness-audit-{slug}-limits", table=artifact_table(report),
+    create_table_artifact(key=f"fairness-audit-{key}-limits", table=artifact_table(report),
                           description=f"audit limits of {model_name} v{version}")
     logger.info("%s v%s audit: %s (%s)", model_name, version, result.decision, result.rule)
     summary = {"model_name": model_name, "version": version, "decision": result.decision, "reasons": result.reasons,

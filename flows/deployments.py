@@ -22,6 +22,8 @@ from typing import Sequence
 
 from prefect.schedules import Cron
 
+from .common import slug
+
 __all__ = ["audit_deployment", "build_deployments", "gate_deployment", "main"]
 
 DEFAULT_AUDIT_CRON = "0 3 * * *"
@@ -39,7 +41,7 @@ def audit_deployment(model_name: str, data_path: str, *, cron: str = DEFAULT_AUD
     from flows.audit import audit
 
     return audit.to_deployment(
-        name=f"fairness-audit-{_slug(model_name)}",
+        name=f"fairness-audit-{slug(model_name)}",
         schedule=Cron(cron, timezone=timezone),
         parameters={"model_name": model_name, "data_path": data_path, "reference_path": reference_path,
                     "policy_path": policy_path, "tracking_uri": tracking_uri, "alias": alias,
@@ -56,7 +58,7 @@ def gate_deployment(model_name: str, data_path: str, *, cron: str = DEFAULT_GATE
     from flows.gate import gate
 
     return gate.to_deployment(
-        name=f"fairness-gate-{_slug(model_name)}",
+        name=f"fairness-gate-{slug(model_name)}",
         schedule=Cron(cron, timezone=timezone),
         parameters={"model_name": model_name, "data_path": data_path, "policy_path": policy_path,
                     "tracking_uri": tracking_uri, "alias": alias, "report_root": report_root},
@@ -73,10 +75,6 @@ def build_deployments(args: argparse.Namespace) -> list:
     if args.gate_data:
         out.append(gate_deployment(args.model, args.gate_data, cron=args.gate_cron, **common))
     return out
-
-
-def _slug(name: str) -> str:
-    return "".join(ch if ch.isalnum() else "-" for ch in name.lower()).strip("-") or "model"
 
 
 def _parser() -> argparse.ArgumentParser:

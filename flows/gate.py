@@ -3,17 +3,17 @@
 Recipe per new model version: mark it running → download model + feature spec → validate the
 Great Expectations suite (fAux + baselines) on the audit data → write report.json/html →
 record the decision (MLflow run + registry tags) → move the deployment alias on ``passed`` only.
-The flow ends Failed when any version failed or is undecided (DESIGN.md contract).
+The flow ends Failed when any version failed or is undecided (docs/architecture.md, contracts).
 
-Fails closed at every step: an error before the decision is recorded as ``undecided``; a
-decision that cannot be recorded, or a ``passed`` version whose alias cannot be moved, is
+Fails closed at every step (one wrapper, :func:`_fail_closed`): an error before the decision is
+recorded as ``undecided``; a decision that cannot be recorded, or a ``passed`` version whose alias cannot be moved, is
 ``undecided`` in the flow's result (flow Failed, nothing promoted, a ``*-not-recorded`` /
 ``*-not-promoted`` report holds the cause) and the version stays new in the registry
 (``running``, or ``passed`` with ``fairness_promotion=pending``), so the next run gates it again.
 
-Parameters are paths and names, never DataFrames or models; tasks use no result cache
-(``NO_CACHE``), so models/DataFrames never need hashing. Retries only on registry/data I/O,
-never on :class:`~faux_checks.errors.InputError` or a policy decision.
+Parameters are paths and names, never DataFrames or models; tasks use no result cache and
+retry only on registry/data I/O, never on :class:`~faux_checks.errors.InputError` or a policy
+decision (:mod:`flows.common`).
 """
 
 from __future__ import annotations
@@ -26,25 +26,11 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
-from prefect.cache_policies import NO_CACHE
 from prefect.states import Completed, Failed
 
-from faux_checks.errors import FauxChecksError
+from .common import IO_TASK, TASK, slug
 
 __all__ = ["gate", "gate_version", "VersionOutcome"]
-
-
-def _retry_io_only(task, task_run, state) -> bool:
-    """Retry a task only for I/O trouble, never for bad input or a decision."""
-    try:
-        state.result()
-    except FauxChecksError:
-        return False
-    except (OSError, TimeoutError, ConnectionError):
-        return True
-    except Exception as exc:  # MLflow/sqlite raise their own types for 'database is locked'
-        return "locked" in str(exc).lower() or "connection" in str(exc).lower()
-    return False
 
 
 @dataclass
@@ -65,7 +51,7 @@ class VersionOutcome:
     timings: dict = field(default_factory=dict)
 
 
-@task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1, retry_condition_fn=_retry_io_only)
+@task(**IO_TASK)
 def find_new_versions(model_name: str, tracking_uri: str | None) -> list[str]:
     """Versions of ``model_name`` with no finished gate decision."""
     from faux_checks.registry import Registry
@@ -73,7 +59,7 @@ def find_new_versions(model_name: str, tracking_uri: str | None) -> list[str]:
     return Registry(tracking_uri).new_versions(model_name)
 
 
-@task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1, retry_condition_fn=_retry_io_only)
+@task(**IO_TASK)
 def fetch_version(model_name: str, version: str, tracking_uri: str | None, workdir: str) -> tuple[str, str | None]:
     """Mark the version running and download its model and feature spec."""
     from faux_checks.registry import Registry
@@ -85,7 +71,7 @@ def fetch_version(model_name: str, version: str, tracking_uri: str | None, workd
     return str(model_path), (str(spec_path) if spec_path else None)
 
 
-@task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1, retry_condition_fn=_retry_io_only)
+@task(**IO_TASK)
 def load_audit_data(data_path: str):
     """Read the audit data (CSV/Parquet); the file is never modified."""
     from faux_checks.inputs.io import read_table
@@ -93,7 +79,7 @@ def load_audit_data(data_path: str):
     return read_table(data_path)
 
 
-@task(cache_policy=NO_CACHE)
+@task(**TASK)
 def validate(frame, policy_path: str | None, model_path: str, spec_path: str | None, aux_model_path: str | None):
     """Build the suite from the policy and validate it; any exception becomes 'undecided'."""
     from expectations import build_suite, validate_frame
@@ -104,7 +90,7 @@ def validate(frame, policy_path: str | None, model_path: str, spec_path: str | N
     return validate_frame(frame, suite)
 
 
-@task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1, retry_condition_fn=_retry_io_only)
+@task(**IO_TASK)
 def record(model_name: str, version: str, tracking_uri: str | None, outcome, report_dir: str, model_info: dict,
            data_path: str | None = None, data: dict | None = None) -> str:
     """Write the reports, log the MLflow audit run and tag the version with the decision.
@@ -139,7 +125,7 @@ def record(model_name: str, version: str, tracking_uri: str | None, outcome, rep
     return run_id
 
 
-@task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1, retry_condition_fn=_retry_io_only)
+@task(**IO_TASK)
 def promote(model_name: str, version: str, tracking_uri: str | None, alias: str) -> None:
     """Move ``alias`` to the version (the registry re-checks that its decision is 'passed')."""
     from faux_checks.registry import Registry
@@ -157,71 +143,107 @@ def _undecided(exc: BaseException):
 def gate_version(model_name: str, version: str, frame, *, policy_path: str | None, tracking_uri: str | None,
                  alias: str, report_root: str, workdir: str, aux_model_path: str | None = None,
                  data_path: str | None = None) -> VersionOutcome:
-    """Gate one version (called inside the flow); fails closed: any error gives 'undecided'."""
-    logger = get_run_logger()
+    """Gate one version (called inside the flow): check, record, promote, publish; fails closed.
+
+    An error while checking makes the decision ``undecided`` (still recorded); a decision that
+    cannot be recorded, or a ``passed`` version whose alias cannot be moved, makes the version
+    ``undecided`` here, with the cause in a report of its own, and leaves it new in the registry.
+    """
     timings: dict[str, float] = {}
     report_dir = _new_report_dir(report_root, model_name, version)
     model_info = {"name": model_name, "version": version}
+    outcome, error = _fail_closed(f"model {model_name} v{version} could not be validated", lambda: _check_version(
+        model_name, version, frame, policy_path, tracking_uri, workdir, aux_model_path, model_info, timings))
+    if error is not None:
+        outcome = _undecided(error)
+
     t0 = time.perf_counter()
-    try:
-        model_path, spec_path = fetch_version(model_name, version, tracking_uri, workdir)
-        from faux_checks.inputs.models import model_sha256
-
-        model_info["sha256"] = model_sha256(model_path)
-        timings["load"] = time.perf_counter() - t0
-        t1 = time.perf_counter()
-        outcome = validate(frame, policy_path, model_path, spec_path, aux_model_path)
-        timings["validate"] = time.perf_counter() - t1
-    except Exception as exc:  # fail closed, but still record the undecided decision below
-        logger.error("model %s v%s could not be validated: %s", model_name, version, exc)
-        outcome = _undecided(exc)
-    t2 = time.perf_counter()
-    try:
-        from faux_checks.report.build import summarise_data
-
-        run_id = record(model_name, version, tracking_uri, outcome, report_dir, model_info, data_path,
-                        summarise_data(frame, path=data_path) if frame is not None else None)
-    except Exception as exc:  # not recorded: the version stays 'running' (new), nothing is promoted
-        logger.error("model %s v%s: the decision could not be recorded: %s", model_name, version, exc)
+    run_id, error = _fail_closed(f"model {model_name} v{version}: the decision could not be recorded", lambda: _record(
+        model_name, version, tracking_uri, outcome, report_dir, model_info, data_path, frame))
+    if error is not None:  # not recorded: the version stays 'running' (new), nothing is promoted
         return _not_completed(model_name, version, outcome, report_dir, model_info, timings, "not-recorded",
                               f"the decision '{outcome.decision}' could not be recorded in the registry "
-                              f"({type(exc).__name__}: {exc}); nothing was promoted and the version stays new, "
+                              f"({type(error).__name__}: {error}); nothing was promoted and the version stays new, "
                               "so the next gate run checks it again")
-    timings["record"] = time.perf_counter() - t2
+    timings["record"] = time.perf_counter() - t0
+
     promoted = False
     if outcome.decision == "passed":
-        try:
-            promote(model_name, version, tracking_uri, alias)
-            promoted = True
-        except Exception as exc:  # recorded 'passed' + promotion 'pending': re-gated by the next run
-            logger.error("model %s v%s passed but alias '%s' could not be moved: %s", model_name, version, alias, exc)
+        _, error = _fail_closed(f"model {model_name} v{version} passed but alias '{alias}' could not be moved",
+                                lambda: promote(model_name, version, tracking_uri, alias))
+        if error is not None:  # recorded 'passed' + promotion 'pending': re-gated by the next run
             return _not_completed(model_name, version, outcome, report_dir, model_info, timings, "not-promoted",
                                   f"the version passed the policy but alias '{alias}' could not be moved to it "
-                                  f"({type(exc).__name__}: {exc}); it stays pending and the next gate run "
+                                  f"({type(error).__name__}: {error}); it stays pending and the next gate run "
                                   "checks it again", run_id=run_id)
+        promoted = True
+
+    result = _version_outcome(model_name, version, outcome, outcome.decision, outcome.reasons, report_dir, timings,
+                              run_id=run_id, promoted=promoted)
+    _publish(result, report_dir)
+    get_run_logger().info("%s v%s: %s (%s)", model_name, version, outcome.decision, "; ".join(outcome.reasons[:2]))
+    return result
+
+
+def _fail_closed(what: str, step):
+    """Run one step of the gate: ``(its result, None)``, or ``(None, the exception)``, logged; never raises."""
+    try:
+        return step(), None
+    except Exception as exc:
+        get_run_logger().error("%s: %s", what, exc)
+        return None, exc
+
+
+def _check_version(model_name: str, version: str, frame, policy_path: str | None, tracking_uri: str | None,
+                   workdir: str, aux_model_path: str | None, model_info: dict, timings: dict):
+    """Download the version (marked running), hash its model, validate the suite on the audit data."""
+    from faux_checks.inputs.models import model_sha256
+
+    t0 = time.perf_counter()
+    model_path, spec_path = fetch_version(model_name, version, tracking_uri, workdir)
+    model_info["sha256"] = model_sha256(model_path)
+    timings["load"] = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    outcome = validate(frame, policy_path, model_path, spec_path, aux_model_path)
+    timings["validate"] = time.perf_counter() - t1
+    return outcome
+
+
+def _record(model_name: str, version: str, tracking_uri: str | None, outcome, report_dir: str, model_info: dict,
+            data_path: str | None, frame):
+    """The :func:`record` task, with the audit data's summary (rows, hash, missing values) for the report."""
+    from faux_checks.report.build import summarise_data
+
+    data = summarise_data(frame, path=data_path) if frame is not None else None
+    return record(model_name, version, tracking_uri, outcome, report_dir, model_info, data_path, data)
+
+
+def _publish(result: VersionOutcome, report_dir: str) -> None:
+    """The Prefect markdown and table artifacts of a recorded decision (best effort: the decision stands)."""
+    name, version = result.model_name, result.version
+    try:
+        create_markdown_artifact(key=f"fairness-gate-{slug(name)}-v{version}", markdown=_markdown(result),
+                                 description=f"fairness gate decision for {name} v{version}")
+        from faux_checks.report.artifacts import artifact_table
+        from faux_checks.report.schema import load_report
+
+        create_table_artifact(key=f"fairness-gate-{slug(name)}-v{version}-rules",
+                              table=artifact_table(load_report(report_dir)),
+                              description=f"fairness gate rules for {name} v{version}")
+    except Exception as exc:
+        get_run_logger().warning("model %s v%s: Prefect artifact not written: %s", name, version, exc)
+
+
+def _version_outcome(model_name: str, version: str, outcome, decision: str, reasons: list[str],
+                     report_dir: str | None, timings: dict, *, run_id: str | None, promoted: bool) -> VersionOutcome:
+    """The flow's record of one version, with the check's numbers (when the check ran)."""
     check = outcome.check or {}
-    result = VersionOutcome(
-        model_name=model_name, version=version, decision=outcome.decision, reasons=outcome.reasons,
+    return VersionOutcome(
+        model_name=model_name, version=version, decision=decision, reasons=reasons,
         flagged_fraction=check.get("flagged_fraction"), by_group=check.get("by_group") or [],
         aux_quality=check.get("aux_quality"), testers=check.get("testers") or {}, report_dir=report_dir,
         run_id=run_id, promoted=promoted, timings=timings,
     )
-    try:  # the decision is recorded; a Prefect artifact that cannot be written changes nothing of it
-        create_markdown_artifact(
-            key=f"fairness-gate-{_slug(model_name)}-v{version}",
-            markdown=_markdown(result),
-            description=f"fairness gate decision for {model_name} v{version}",
-        )
-        from faux_checks.report.artifacts import artifact_table
-        from faux_checks.report.schema import load_report
-
-        create_table_artifact(key=f"fairness-gate-{_slug(model_name)}-v{version}-rules",
-                              table=artifact_table(load_report(report_dir)),
-                              description=f"fairness gate rules for {model_name} v{version}")
-    except Exception as exc:
-        logger.warning("model %s v%s: Prefect artifact not written: %s", model_name, version, exc)
-    logger.info("%s v%s: %s (%s)", model_name, version, outcome.decision, "; ".join(outcome.reasons[:2]))
-    return result
 
 
 def _new_report_dir(report_root: str, model_name: str, version: str) -> str:
@@ -248,23 +270,14 @@ def _not_completed(model_name: str, version: str, outcome, report_dir: str, mode
     except Exception as exc:
         logger.error("model %s v%s: the report of the cause could not be written either: %s", model_name, version, exc)
         incident_dir = None
-    check = outcome.check or {}
-    result = VersionOutcome(
-        model_name=model_name, version=version, decision="undecided", reasons=reasons,
-        flagged_fraction=check.get("flagged_fraction"), by_group=check.get("by_group") or [],
-        aux_quality=check.get("aux_quality"), testers=check.get("testers") or {}, report_dir=incident_dir,
-        run_id=run_id, promoted=False, timings=timings,
-    )
+    result = _version_outcome(model_name, version, outcome, "undecided", reasons, incident_dir, timings,
+                              run_id=run_id, promoted=False)
     try:
-        create_markdown_artifact(key=f"fairness-gate-{_slug(model_name)}-v{version}", markdown=_markdown(result),
+        create_markdown_artifact(key=f"fairness-gate-{slug(model_name)}-v{version}", markdown=_markdown(result),
                                  description=f"fairness gate decision for {model_name} v{version}")
     except Exception as exc:
         logger.warning("model %s v%s: Prefect artifact not written: %s", model_name, version, exc)
     return result
-
-
-def _slug(name: str) -> str:
-    return "".join(ch if ch.isalnum() else "-" for ch in name.lower()).strip("-") or "model"
 
 
 def _markdown(o: VersionOutcome) -> str:

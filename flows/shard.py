@@ -30,8 +30,8 @@ started without Dask's ``MALLOC_TRIM_THRESHOLD_=65536`` (``distributed.nanny.pre
 it triples the CPU time of the score pass (see :func:`_local_cluster`).
 
 Parameters are paths, settings and small dicts; tasks use no result cache (``NO_CACHE``).
-Retries only on I/O (:func:`flows.gate._retry_io_only`), never on bad input. The flow ends
-``Failed`` when the decision is ``failed`` or ``undecided`` (DESIGN.md contract), with the
+Retries only on I/O (:func:`flows.common.retry_io_only`), never on bad input. The flow ends
+``Failed`` when the decision is ``failed`` or ``undecided`` (docs/architecture.md, contracts), with the
 :class:`~faux_checks.gate.stream.run.StreamSummary` as the state's data either way.
 """
 
@@ -47,10 +47,9 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
-from prefect.cache_policies import NO_CACHE
 from prefect.states import Completed, Failed
 
-from .gate import _retry_io_only
+from .common import IO_TASK, TASK
 
 __all__ = ["ShardResult", "dask_task_runner", "plan_shards", "run_score_sharded", "score_sharded"]
 
@@ -97,7 +96,7 @@ def plan_shards(row_group_rows, n_shards: int) -> list[tuple[int, int]]:
     return [b for b in bounds if b[0] < b[1]]
 
 
-@task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1, retry_condition_fn=_retry_io_only)
+@task(**IO_TASK)
 def key_shard(data_path: str, policy, chunk_rows: int, row_groups: tuple[int, int]):
     """Protected column of one shard: counts, levels and the bottom-k sample keys."""
     from faux_checks.gate.stream.sample import key_pass
@@ -106,7 +105,7 @@ def key_shard(data_path: str, policy, chunk_rows: int, row_groups: tuple[int, in
     return key_pass(DataSource.open(data_path), policy=policy, chunk_rows=chunk_rows, row_groups=row_groups)
 
 
-@task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1, retry_condition_fn=_retry_io_only)
+@task(**IO_TASK)
 def sample_shard(data_path: str, policy, feature_spec, chunk_rows: int, row_groups: tuple[int, int],
                  max_key: int | None):
     """Sample pass over one shard: its rows of the global training sample (key <= max_key), encoded."""
@@ -117,7 +116,7 @@ def sample_shard(data_path: str, policy, feature_spec, chunk_rows: int, row_grou
                        row_groups=row_groups, max_key=max_key)
 
 
-@task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1, retry_condition_fn=_retry_io_only)
+@task(**IO_TASK)
 def score_shard(model_path: str, aux_path: str, data_path: str, plan, row_groups: tuple[int, int], part_path: str,
                 threads: int, allow_pickle: bool = False) -> ShardResult:
     """Score pass over one shard with the shared TorchScript aux model; writes the shard's part file."""
@@ -142,7 +141,7 @@ def score_shard(model_path: str, aux_path: str, data_path: str, plan, row_groups
     return ShardResult(row_groups, part_path, counts, time.perf_counter() - t0, os.getpid(), peak_rss_mb(), started_at)
 
 
-@task(cache_policy=NO_CACHE)
+@task(**TASK)
 def prepare(model_path: str, sample, policy, feature_spec, aux_model_path: str | None, chunk_rows: int,
             work_dir: str, allow_pickle: bool = False):
     """Train (or load) the aux model once on the merged sample; save it as TorchScript for the workers."""
@@ -162,7 +161,7 @@ def prepare(model_path: str, sample, policy, feature_spec, aux_model_path: str |
     return plan, path
 
 
-@task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=1, retry_condition_fn=_retry_io_only)
+@task(**IO_TASK)
 def merge_parts(part_paths: list[str], out_path: str) -> str:
     """Concatenate the shard part files, in shard order, into the scores file."""
     from faux_checks.gate.stream.score import merge_score_parts
@@ -298,7 +297,7 @@ def _cluster_threads(ctx) -> int:
 def _markdown(s) -> str:
     lines = [f"## sharded fAux scores: **{s.decision}**", "", f"- {s!r}", f"- scores: {s.out_path}",
              f"- rows: {s.n_rows:,}, undefined: {s.n_undefined:,}, missing protected: {s.n_missing_protected:,}",
-             f"- timings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in s.timings.items() if isinstance(v, float)),
+             "- timings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in s.timings.items() if isinstance(v, float)),
              "", "Reasons:", *[f"- {r}" for r in s.reasons]]
     if len(s.by_group):
         lines += ["", "| group | n | flagged | flagged fraction | undefined |", "|---|---|---|---|---|"]

@@ -148,7 +148,7 @@ def test_protected_attribute_drift_fails(gated):
 
 
 def test_cli_audit_history_and_report(gated, capsys):
-    from faux_checks.cli import main
+    from faux_checks_app.cli import main
 
     path = gated["dir"] / "cli.csv"
     _data(seed=4, p_male=0.9).to_csv(path, index=False)

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from _support import build_cases
-from faux_checks.cli import main
+from faux_checks_app.cli import main
 
 CLI_CASES = ["C01-drop", "C02-Int64-drop", "C02-boolean-error", "C04-constant", "C04-mixed", "C05-dead-aux",
              "C06-train-mode", "C07-logit", "C07-probability", "C07-softmax", "C07-ambiguous", "C08-strings",

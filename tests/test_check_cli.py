@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from faux_checks.gate.check import run_check
-from faux_checks.cli import main
+from faux_checks_app.cli import main
 from faux_checks.inputs.models import save_torchscript
 from faux_checks.gate.policy import load_policy
 

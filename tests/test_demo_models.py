@@ -11,7 +11,7 @@ import torch
 
 from faux_checks import FeatureSpec
 from faux_checks.inputs.datasets import ADULT_FEATURES, load_adult
-from faux_checks.demo import (
+from faux_checks_app.demo import (
     AUDIT_FILENAME,
     TargetMLP,
     build_demo_versions,

@@ -18,7 +18,7 @@ import torch
 
 from _support import FAIR, linear, make_data, sha256, write_policy
 from faux_checks.gate.check import run_check
-from faux_checks.cli import main
+from faux_checks_app.cli import main
 from faux_checks.gate.policy import load_policy
 
 

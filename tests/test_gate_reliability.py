@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from _support import FAIR, UNFAIR, build_cases, linear, make_data, sha256, write_policy
-from faux_checks.cli import main
+from faux_checks_app.cli import main
 
 pytestmark = pytest.mark.slow
 

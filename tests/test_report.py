@@ -202,7 +202,7 @@ def test_plots_are_real_png_images(reports, kind):
 
 
 def test_report_cli_validates_and_renders(reports, tmp_path, capsys):
-    from faux_checks.cli import main
+    from faux_checks_app.cli import main
 
     gate_dir = reports["gate"]["json"].parent
     expected = reports["result"].exit_code

@@ -30,7 +30,7 @@ VOLATILE = {"checked_at"}   # wall-clock time of the run: the only field allowed
 
 def _cli() -> list[str]:
     script = Path(sys.executable).with_name("faux-checks")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "faux_checks.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "faux_checks_app.cli"]
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +89,7 @@ def test_the_users_files_are_not_modified(runs):
 
 def test_reproduced_in_this_process_too(runs, tmp_path):
     """A third run, in the test process, writes the same scores (same thread count: OMP_NUM_THREADS)."""
-    from faux_checks.cli import main
+    from faux_checks_app.cli import main
 
     d = runs["dir"]
     data = shutil.copy(d / "data.csv", tmp_path / "data.csv")

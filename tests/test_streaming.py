@@ -262,7 +262,7 @@ def test_policy_scale_section(tmp_path):
 
 
 def test_cli_score_large_in_process(files, tmp_path, capsys):
-    from faux_checks.cli import main
+    from faux_checks_app.cli import main
     from faux_checks.inputs.models import save_torchscript
 
     model = save_torchscript(files["target"], tmp_path / "m.pt")

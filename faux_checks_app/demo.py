@@ -15,7 +15,7 @@ v4   historical bias against women                    ADULT_FEATURES + sex
 
 Nothing here decides whether a version passes: the decision is the gate's, from its policy. The
 measurements behind the default policy's numbers are produced by :func:`measure_demo_versions`
-(``python -m faux_checks.demo --seeds 0 1 2``), which calls the fAux engine directly.
+(``python -m faux_checks_app.demo --seeds 0 1 2``), which calls the fAux engine directly.
 
 Historical bias (:func:`inject_historical_bias`) is label bias: the outcome of some qualified
 members of the disadvantaged group was recorded as unfavourable, so the training labels depend on
@@ -24,7 +24,7 @@ dataset; the paper's synthetic benchmark sets the y–c dependence through its d
 instead, METHOD.md.) The target model never sees the protected attribute in v2; it can only
 reproduce the bias through correlated features (proxies).
 
-Measurements (``python -m faux_checks.demo --seeds 0 1 2 --variants faux ng``; seeds 0, 1, 2 for
+Measurements (``python -m faux_checks_app.demo --seeds 0 1 2 --variants faux ng``; seeds 0, 1, 2 for
 training, bias injection and the aux model; 15,060 audit rows; aux ROC-AUC 0.933–0.940; variant
 ``faux`` = eq. 9 with the aux logit, no ridge; flagged = LIC score > δ; DP = P(ŷ=1|Male) −
 P(ŷ=1|Female), ŷ = [p > 0.5]; bias rate 0.75):
@@ -64,13 +64,13 @@ import pandas as pd
 import torch
 from torch import nn
 
-from ._threads import one_torch_thread
-from ._validation import fmt_count, require_columns
-from .errors import InputError
-from .inputs.datasets import ADULT_FEATURES, load_adult
-from .inputs.models import save_torchscript
-from .inputs.tabular import FeatureSpec
-from .method._batching import as_tensor
+from faux_checks._threads import one_torch_thread
+from faux_checks._validation import fmt_count, require_columns
+from faux_checks.errors import InputError
+from faux_checks.inputs.datasets import ADULT_FEATURES, load_adult
+from faux_checks.inputs.models import save_torchscript
+from faux_checks.inputs.tabular import FeatureSpec
+from faux_checks.method._batching import as_tensor
 
 __all__ = [
     "AUDIT_FILENAME",
@@ -372,7 +372,7 @@ def build_demo_versions(
     biased = {
         "labels": "income with historical bias against women",
         "bias": {
-            "function": "faux_checks.demo.inject_historical_bias",
+            "function": "faux_checks_app.demo.inject_historical_bias",
             "protected": "sex", "disadvantaged": "Female", "rate": bias_rate, "seed": seed,
             "flipped": n_flipped,
             "rule": "exactly round(rate * m) of the m training rows with sex == Female and income == 1, "
@@ -462,8 +462,8 @@ def measure_demo_versions(
         ``male@δ``). Variant ``"ng"`` skips versions with sex as an input (no direct term for a
         cosine).
     """
-    from . import AuxiliaryModel, FAuxTester, TargetOutput, encode_protected
-    from .inputs.models import load_model
+    from faux_checks import AuxiliaryModel, FAuxTester, TargetOutput, encode_protected
+    from faux_checks.inputs.models import load_model
 
     if not versions:
         raise InputError("no versions to measure")
@@ -511,7 +511,7 @@ def measure_demo_versions(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m faux_checks.demo``: build the versions for each seed and print the measurements."""
+    """``python -m faux_checks_app.demo``: build the versions for each seed and print the measurements."""
     import tempfile
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -1,6 +1,6 @@
 """Command line: ``faux-checks check | gate | demo | history | audit | report``.
 
-Exit codes (DESIGN.md contract): 0 passed, 1 failed the policy (deployment blocked),
+Exit codes (docs/architecture.md, contracts): 0 passed, 1 failed the policy (deployment blocked),
 2 could not decide (bad input, auxiliary model too weak, any error). A gate that cannot decide
 never exits 0.
 """
@@ -13,9 +13,10 @@ import sys
 import time
 from pathlib import Path
 
-from .errors import FauxChecksError
+from faux_checks.errors import FauxChecksError
+from faux_checks.gate.decision import EXIT_CODES
 
-EXIT_PASSED, EXIT_FAILED, EXIT_UNDECIDED = 0, 1, 2
+EXIT_PASSED, EXIT_FAILED, EXIT_UNDECIDED = EXIT_CODES["passed"], EXIT_CODES["failed"], EXIT_CODES["undecided"]
 
 
 def _eprint(*args) -> None:
@@ -23,7 +24,7 @@ def _eprint(*args) -> None:
 
 
 def _policy(args):
-    from .gate.policy import load_policy
+    from faux_checks.gate.policy import load_policy
 
     overrides = {"protected": getattr(args, "protected", None), "label": getattr(args, "label", None)}
     if getattr(args, "output_form", None):
@@ -52,7 +53,7 @@ def cmd_check(args) -> int:
 
 def _write_undecided_report(report_dir: Path, args, exc: BaseException) -> None:
     """Best effort: an 'undecided' report.json/html naming the error (the exit code is 2 either way)."""
-    from .report.build import write_report
+    from faux_checks.report.build import write_report
 
     try:
         write_report(report_dir, decision="undecided", reasons=[f"could not decide: {type(exc).__name__}: {exc}"],
@@ -63,11 +64,11 @@ def _write_undecided_report(report_dir: Path, args, exc: BaseException) -> None:
 
 
 def _check(args, report_dir: Path | None) -> int:
-    from .gate.check import run_check
-    from .inputs.io import read_table, write_scores
-    from .inputs.models import load_model, model_sha256
-    from .inputs.tabular import FeatureSpec
-    from .report.build import write_report
+    from faux_checks.gate.check import run_check
+    from faux_checks.inputs.io import read_table, write_scores
+    from faux_checks.inputs.models import load_model, model_sha256
+    from faux_checks.inputs.tabular import FeatureSpec
+    from faux_checks.report.build import write_report
 
     policy = _policy(args)
     _eprint(f"[1/4] loading model {args.model}")
@@ -109,7 +110,7 @@ def cmd_gate(args) -> int:
 
 
 def _print_history_and_code(model_name: str, tracking_uri: str | None, state, versions: list[str] | None = None) -> int:
-    from .registry import Registry
+    from faux_checks.registry import Registry
 
     rows = Registry(tracking_uri).history(model_name)
     if versions is not None:
@@ -190,7 +191,7 @@ def _read_report(uri) -> dict | None:
 
 
 def cmd_history(args) -> int:
-    from .registry import Registry
+    from faux_checks.registry import Registry
 
     registry = Registry(args.tracking_uri)
     _print_table(registry.history(args.model_name))
@@ -236,8 +237,8 @@ def cmd_audit(args) -> int:
 
 def cmd_report(args) -> int:
     """Validate a stored report.json against its schema and (re)render its self-contained HTML."""
-    from .report.html import render_html
-    from .report.schema import load_report
+    from faux_checks.report.html import render_html
+    from faux_checks.report.schema import load_report
 
     source = Path(args.path)
     report = load_report(source)
@@ -265,7 +266,7 @@ def cmd_demo(args) -> int:
 
     configure_environment()
     from .demo import build_demo_versions
-    from .registry import Registry
+    from faux_checks.registry import Registry
 
     workdir = Path(args.workdir) if args.workdir else default_home() / "demo" / time.strftime("%Y%m%dT%H%M%S")
     if workdir.exists() and any(workdir.iterdir()):
@@ -301,8 +302,8 @@ def cmd_demo(args) -> int:
 
 def cmd_score_large(args) -> int:
     """fAux scores of a large Parquet/CSV file in chunks, sharded on Dask workers (or in this process)."""
-    from .inputs.models import load_model, model_sha256
-    from .inputs.tabular import FeatureSpec
+    from faux_checks.inputs.models import load_model, model_sha256
+    from faux_checks.inputs.tabular import FeatureSpec
 
     if Path(args.out).exists():
         raise FauxChecksError(f"{args.out} exists already; choose another --out (nothing is overwritten)")
@@ -313,7 +314,7 @@ def cmd_score_large(args) -> int:
     chunk_rows = args.chunk_rows or scale.chunk_rows
     t0 = time.perf_counter()
     if workers == 0 and not scheduler:
-        from .gate.stream.run import score_stream
+        from faux_checks.gate.stream.run import score_stream
 
         _eprint(f"scoring {args.data} in chunks of {chunk_rows:,} rows in this process")
         summary = score_stream(

@@ -1,0 +1,39 @@
+"""What every faux-checks flow shares: retries on I/O only, and names for Prefect artifacts.
+
+Tasks that read data or talk to the registry retry twice, one second apart, but only for I/O
+trouble (:func:`retry_io_only`): never for bad input (:class:`~faux_checks.errors.FauxChecksError`)
+or a decision. Tasks use no result cache (``NO_CACHE``): their parameters are paths and names,
+and models or DataFrames never need hashing.
+"""
+
+from __future__ import annotations
+
+from prefect.cache_policies import NO_CACHE
+
+from faux_checks.errors import FauxChecksError
+
+__all__ = ["IO_TASK", "TASK", "retry_io_only", "slug"]
+
+
+def retry_io_only(task, task_run, state) -> bool:
+    """Retry a task only for I/O trouble, never for bad input or a decision."""
+    try:
+        state.result()
+    except FauxChecksError:
+        return False
+    except (OSError, TimeoutError, ConnectionError):
+        return True
+    except Exception as exc:  # MLflow/sqlite raise their own types for 'database is locked'
+        return "locked" in str(exc).lower() or "connection" in str(exc).lower()
+    return False
+
+
+#: ``@task(**TASK)``: a task without result cache.
+TASK = {"cache_policy": NO_CACHE}
+#: ``@task(**IO_TASK)``: a task of registry or data I/O, retried on I/O trouble only.
+IO_TASK = {**TASK, "retries": 2, "retry_delay_seconds": 1, "retry_condition_fn": retry_io_only}
+
+
+def slug(name: str) -> str:
+    """A model name as a Prefect artifact key or deployment name (lower case, letters, digits, '-')."""
+    return "".join(ch if ch.isalnum() else "-" for ch in name.lower()).strip("-") or "model"
