@@ -2,10 +2,24 @@
 
 Castiglione, Wu, Srinivasa, Prince, "fAux: Testing Individual Fairness via Gradient
 Alignment", arXiv 2210.06288 (2022). Heavy integrations (MLflow, Prefect, Great Expectations,
-Evidently) are imported lazily, never at ``import faux_checks``.
+Evidently) are imported lazily, never at ``import faux_checks``; the library never imports the
+Great Expectations suite (``expectations``), the Prefect flows (``flows``) or the command line
+(``faux_checks_app``). The layout and its rules: docs/architecture.md; the maths: docs/method.md.
+
+Examples
+--------
+>>> from faux_checks import FeatureSpec, load_policy, run_check
+>>> policy = load_policy(protected="sex")                       # the shipped policy
+>>> result = run_check(model, frame, policy=policy, feature_spec=FeatureSpec.load("spec.json"))
+>>> result.decision, result.exit_code                           # ("passed", 0) / ("failed", 1) / ("undecided", 2)
 """
 
+from .audit.drift import run_audit
+from .audit.results import AuditResult
 from .errors import FauxChecksError, InputError, UndecidableError, UnsafeModelError
+from .gate.check import run_check
+from .gate.policy import Policy, load_policy
+from .gate.result import CheckResult
 from .gate.stream.run import StreamSummary, score_stream
 from .inputs.protected import ProtectedAttribute, encode_protected
 from .inputs.tabular import FeatureSpec
@@ -17,13 +31,16 @@ from .method.output import TargetOutput
 __version__ = "0.1.0"
 
 __all__ = [
+    "AuditResult",
     "AuxiliaryModel",
+    "CheckResult",
     "FAuxTester",
     "FauxChecksError",
     "FeatureSpec",
     "InputError",
     "LICResult",
     "LICScores",
+    "Policy",
     "ProtectedAttribute",
     "StreamSummary",
     "TargetOutput",
@@ -34,5 +51,8 @@ __all__ = [
     "faux_projection_scores",
     "faux_scores",
     "lic_upper_bound",
+    "load_policy",
+    "run_audit",
+    "run_check",
     "score_stream",
 ]

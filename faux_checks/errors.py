@@ -2,7 +2,7 @@
 
 Every error raised for user input is an :class:`InputError`; the CLI maps both
 :class:`InputError` and :class:`UndecidableError` to exit code 2 ("could not decide"), so a
-gate that cannot decide never passes (DESIGN.md, "Contracts users rely on").
+gate that cannot decide never passes (docs/architecture.md, "Contracts").
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ def configure_environment() -> None:
 
     Telemetry off (``DO_NOT_TRACK``, ``PREFECT_SERVER_ANALYTICS_ENABLED``,
     ``MLFLOW_DISABLE_TELEMETRY``), Prefect's home under :func:`default_home` so nothing lands
-    in ``~/.prefect``, and a 90 s ephemeral-server start timeout (STACK.md: 20 s can time out
+    in ``~/.prefect``, and a 90 s ephemeral-server start timeout (docs/stack.md: 20 s can time out
     on a cold machine).
     """
     os.environ.setdefault("DO_NOT_TRACK", "true")

@@ -21,7 +21,7 @@ Historical bias (:func:`inject_historical_bias`) is label bias: the outcome of s
 members of the disadvantaged group was recorded as unfavourable, so the training labels depend on
 the protected attribute beyond what the features explain. (This is our mechanism for a real
 dataset; the paper's synthetic benchmark sets the y–c dependence through its data generator
-instead, METHOD.md.) The target model never sees the protected attribute in v2; it can only
+instead; see docs/method.md.) The target model never sees the protected attribute in v2; it can only
 reproduce the bias through correlated features (proxies).
 
 Measurements (``python -m faux_checks_app.demo --seeds 0 1 2 --variants faux ng``; seeds 0, 1, 2 for
@@ -91,7 +91,7 @@ __all__ = [
 DEFAULT_BIAS_RATE = 0.75
 #: File name of the audit dataset written by :func:`build_demo_versions` in its workdir.
 AUDIT_FILENAME = "adult_audit.csv"
-#: Rare levels (fewer training rows than this) are grouped, METHOD.md "Evidence measured on Adult".
+#: Rare levels (fewer training rows than this) are grouped (docs/method.md, "Evidence measured on Adult").
 MIN_FREQUENCY = 50
 
 
@@ -306,7 +306,7 @@ def build_demo_versions(
 
     One FeatureSpec is fitted on the training rows over :data:`ADULT_FEATURES` (numeric columns
     standardised, categorical ones one-hot, levels with fewer than 50 training rows grouped into
-    ``__infrequent__``: METHOD.md measured rare native-country levels dominating gradients), and
+    ``__infrequent__``: rare native-country levels were measured dominating gradients, docs/method.md), and
     saved as ``adult-spec.json``. v3 and v4 use the same spec with ``sex`` appended as the last
     column (``adult-spec-with-sex.json``), so the first features of both specs coincide and one
     auxiliary model fits all versions.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Creates .venv (if absent) and installs faux-checks with everything the gate, the audit and the
 # tests need. torch is pinned to the CPU wheel first: a bare `torch` requirement would pull a
-# multi-GB CUDA build (STACK.md).
+# multi-GB CUDA build (docs/stack.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}

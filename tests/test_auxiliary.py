@@ -98,7 +98,7 @@ def test_continuous_kind(rng):
 
 
 def test_probability_output_space_is_logit_jacobian_times_p_one_minus_p(rng):
-    """METHOD.md identity a_p = p(1 − p)·a_l, checked on the same trained network."""
+    """The identity a_p = p(1 − p)·a_l (docs/method.md), checked on the same trained network."""
     X, c = _binary_data(rng)
     logit = AuxiliaryModel(seed=0, **FAST).fit(X, c)
     prob = AuxiliaryModel(seed=0, output_space="probability", **FAST).fit(X, c)

@@ -1,7 +1,8 @@
-"""Baseline testers the gate runs next to fAux (METHOD.md, "Baselines").
+"""Baseline testers the gate runs next to fAux (docs/method.md, "Baselines").
 
 Each tester is one class holding the models and settings, with ``score(X) -> (n,)`` for
-per-individual testers (STYLE.md §3). Group metrics are model-level and return a scalar.
+per-individual testers (docs/architecture.md, "How code reads"). Group metrics are model-level
+and return a scalar.
 Capability flags: ``needs_protected_input`` (c's columns must be target inputs: FTU flip) and
 ``needs_protected_values`` (``score(X, c)`` needs each scored row's group: FlipTest); the
 weighted FTA and Unfair Map testers learn their sensitive subspace once with ``fit(X, c)``.
@@ -11,8 +12,9 @@ from .fliptest import FlipTestTester
 from .fta import FTATester
 from .ftu import FTUFlipTester
 from .group_metrics import group_metrics
+from .subspace import fit_sensitive_subspace
 from .unfair_map import UnfairMapTester
-from .weighted_fta import WeightedFTATester, fit_sensitive_subspace
+from .weighted_fta import WeightedFTATester
 
 __all__ = [
     "FTATester",

@@ -3,7 +3,7 @@
 "Fairness through unawareness" check: when the encoded protected attribute c is one of the
 target model's inputs, each individual is scored by how much P(y = target_class | x) changes
 when only those columns are set to another group. It sees the direct use of c and nothing
-else: proxies of c (METHOD.md, Adult evidence) are invisible to it, which is why fAux exists.
+else: proxies of c (docs/method.md, Adult evidence) are invisible to it, which is why fAux exists.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from .._validation import fmt_count
 from ..errors import InputError
 from ..method._batching import DEFAULT_CHUNK, as_tensor, eval_mode, iter_chunks
 from ..method.output import TargetOutput, log_odds, predict_probability, raw_output, resolve_output_form
-from .weighted_fta import fit_sensitive_subspace
+from .subspace import fit_sensitive_subspace
 
 __all__ = ["UnfairMapTester"]
 
@@ -110,7 +110,7 @@ class UnfairMapTester:
     output : TargetOutput
     C, alpha : float
         Regularisation of the linear model of c (see
-        :func:`faux_checks.baselines.weighted_fta.fit_sensitive_subspace`).
+        :func:`faux_checks.baselines.subspace.fit_sensitive_subspace`).
     chunk_size : int
         Rows attacked together (the flow is batched: one backward pass per step per chunk).
 

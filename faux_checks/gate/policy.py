@@ -32,7 +32,7 @@ class AuxSettings(_Strict):
     epochs: int = Field(30, ge=1, le=1000, description="Maximum epochs (early stopping on held-out loss).")
     holdout: float = Field(0.2, gt=0, lt=1, description="Share of rows held out for early stopping and quality.")
     output_space: Literal["logit", "probability"] = Field(
-        "logit", description="Aux output differentiated for J (METHOD.md open point 1)."
+        "logit", description="Aux output differentiated for J (docs/method.md, open point 1)."
     )
     max_train_rows: int = Field(200_000, ge=100, description="Rows sampled (seeded) to train the aux model.")
 
@@ -44,7 +44,7 @@ class FauxSettings(_Strict):
         "faux", description="fAux (eq. 9), fAux+NG (eq. 10), fAux+IG, or the Fig. 1 projection ‖g‖·|cos(g, a)|.")
     delta: float = Field(..., gt=0, description="δ: an individual is flagged when its LIC score exceeds it.")
     max_flagged_fraction: float = Field(..., ge=0, le=1, description="Policy threshold on the flagged fraction.")
-    ridge: float = Field(0.0, ge=0, description="Damping λ of (JJᵀ + λI) (METHOD.md open point 2).")
+    ridge: float = Field(0.0, ge=0, description="Damping λ of (JJᵀ + λI) (docs/method.md, open point 2).")
     max_undefined_fraction: float = Field(
         0.01, ge=0, le=1, description="Above this share of undefined scores the gate is undecided."
     )

@@ -36,7 +36,11 @@ def baseline_scores(name: str, settings: TesterSettings, target_model, output: T
     description : str
         The flagging rule in words (``"… > threshold"``), or "not applicable: …".
     """
-    from ..baselines import FlipTestTester, FTATester, FTUFlipTester, UnfairMapTester, WeightedFTATester
+    from ..baselines.fliptest import FlipTestTester
+    from ..baselines.fta import FTATester
+    from ..baselines.ftu import FTUFlipTester
+    from ..baselines.unfair_map import UnfairMapTester
+    from ..baselines.weighted_fta import WeightedFTATester
 
     X, protected, values = audit.X, audit.protected, audit.values
     thr = f"{settings.threshold:g}"
@@ -101,7 +105,7 @@ def run_baselines(policy: Policy, target_model, output: TargetOutput, X: np.ndar
     :func:`flagged_summary`; group metrics (demographic parity, equalized odds) compare the
     predictions P(y | x) > 0.5 across ``groups`` (equalized odds needs ``y_true``).
     """
-    from ..baselines import group_metrics
+    from ..baselines.group_metrics import group_metrics
 
     out: dict[str, Any] = {}
     for name, settings in policy.testers.items():

@@ -4,7 +4,7 @@ Castiglione et al. 2022 (fAux, RQ1/RQ4) evaluate testers on data built by fusing
 datasets, D̂ = {(x̂ᵢ, ŷᵢ)} and D̃ = {(x̃ⱼ, ỹⱼ)}: x = f_fus(x̂ᵢ, x̃ⱼ), y = ŷᵢ, c = ỹⱼ, with a
 **bias level** b ∈ [0, 1] choosing the pairs (i, j) so that y and c become dependent. Their
 generator (Appendix A.7) is not available to us; this module is a documented reconstruction
-(METHOD.md, "Evaluating a tester"). The library never reads files: the caller passes the two
+(docs/method.md, "Ground truth"). The library never reads files: the caller passes the two
 datasets (the benchmark loads Adult and Bank Marketing from ``shared/data``).
 
 Generative model (per individual, all draws independent and seeded):

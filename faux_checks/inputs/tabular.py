@@ -2,7 +2,7 @@
 
 A :class:`FeatureSpec` is fitted once (on the training data of the target model), saved as
 JSON next to the model, and then encodes any later data the same way. It also maps each
-encoded feature back to its source column, so that per-feature evidence (METHOD.md, RQ2) can
+encoded feature back to its source column, so that per-feature evidence (docs/method.md, RQ2) can
 be reported per column (one-hot groups summed).
 
 Rules (documented, never silent):
@@ -13,7 +13,7 @@ Rules (documented, never silent):
   (``1`` and ``1.0`` are one level, so integer codes read back as floats still match); levels
   seen fewer than ``min_frequency`` times at fit time are grouped into one ``"__infrequent__"`` level
   (the same rule as scikit-learn's ``OneHotEncoder(min_frequency=...)``), since rare one-hot
-  levels were measured to dominate gradients with noise (METHOD.md, Adult evidence);
+  levels were measured to dominate gradients with noise (docs/method.md, Adult evidence);
 - at encode time a category never seen at fit time goes to ``"__infrequent__"`` when that level
   exists and is an :class:`~faux_checks.errors.InputError` otherwise;
 - missing values are an :class:`~faux_checks.errors.InputError` naming the column and the
@@ -267,7 +267,7 @@ class FeatureSpec:
         Returns
         -------
         ndarray of shape (n, n_columns)
-            One-hot groups summed (METHOD.md, "Per-feature evidence").
+            One-hot groups summed (docs/method.md, "Per-feature evidence").
         """
         per_feature = np.asarray(per_feature)
         if per_feature.ndim != 2 or per_feature.shape[1] != self.n_features:

@@ -1,7 +1,7 @@
 """The auxiliary model f_aux: predicts the protected attribute c from the features x.
 
-Follows the scikit-learn estimator contract (STYLE.md §3): the constructor only stores its
-arguments, ``fit`` returns ``self``, learned state ends with ``_``.
+Follows the scikit-learn estimator contract (docs/architecture.md, "How code reads"): the
+constructor only stores its arguments, ``fit`` returns ``self``, learned state ends with ``_``.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class AuxiliaryModel:
     holdout : float
         Share of rows held out (stratified for classes) for early stopping and ``quality_``.
     output_space : {"logit", "probability"}
-        Output differentiated by :meth:`jacobian` (METHOD.md open point 1). ``"logit"`` (default)
+        Output differentiated by :meth:`jacobian` (docs/method.md, open point 1). ``"logit"`` (default)
         does not saturate; ``"probability"`` is the paper's literal reading and explodes where
         the aux model is confident (Adult: 47% of people).
     seed : int
@@ -94,7 +94,7 @@ class AuxiliaryModel:
 
     Notes
     -----
-    Multi-class Jacobian (our choice, METHOD.md open point 1): the k − 1 log-odds of groups
+    Multi-class Jacobian (our choice, docs/method.md, open point 1): the k − 1 log-odds of groups
     1..m−1 against group 0 (``"logit"``) or their probabilities (``"probability"``); unlike raw
     logits these do not depend on the softmax's free common shift, and unlike all m
     probabilities their Jacobian is generically full rank.

@@ -1,8 +1,9 @@
 """The fAux tester: streams individuals through gradients and LIC scores in bounded memory.
 
-One class, one verb (STYLE.md §3): :class:`FAuxTester` holds the target model, the auxiliary
-model and the method settings; :meth:`FAuxTester.score` returns (n,) LIC scores and
-:meth:`FAuxTester.evaluate` the full per-individual result (scores, undefined rows, evidence).
+One class, one verb (docs/architecture.md, "How code reads"): :class:`FAuxTester` holds the
+target model, the auxiliary model and the method settings; :meth:`FAuxTester.score` returns (n,)
+LIC scores and :meth:`FAuxTester.evaluate` the full per-individual result (scores, undefined
+rows, evidence).
 """
 
 from __future__ import annotations
@@ -74,14 +75,14 @@ class FAuxTester:
     output : TargetOutput
         Output form of the target and the tested class.
     ridge : float
-        Damping λ of (JJᵀ + λI) (METHOD.md open point 2).
+        Damping λ of (JJᵀ + λI) (docs/method.md, open point 2).
     protected_mask : bool array of shape (d,), optional
         Encoded features that are the protected attribute itself (C09). They are removed from
         the aux model's input and their effect enters as a direct term.
     dx_dc_direct : array of shape (d, k), optional
         ∂x/∂c for those features (e.g. the encoded difference between group j and group 0).
     ig_baseline : {"mean", "zeros"} or array of shape (d,)
-        Integrated-gradients path start (METHOD.md open point 4); "mean" is the mean of all rows
+        Integrated-gradients path start (docs/method.md, open point 4); "mean" is the mean of all rows
         of X passed to :meth:`evaluate` (so IG scores depend on the scored set; give an array,
         e.g. the training mean, for scores that do not).
     ig_steps : int

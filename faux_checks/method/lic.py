@@ -2,7 +2,7 @@
 
 Source: Castiglione, Wu, Srinivasa, Prince, "fAux: Testing Individual Fairness via Gradient
 Alignment", arXiv 2210.06288 (2022). Equation numbers are the paper's; choices where the paper
-is silent are ours and are marked "our choice" with the METHOD.md open point they settle.
+is silent are ours and are marked "our choice" with the open point of docs/method.md they settle.
 
 Shapes: n individuals, d encoded features, k auxiliary-model outputs.
 ``g`` (n, d) is the input gradient of the target probability, ``J`` (n, k, d) the Jacobian
@@ -86,8 +86,8 @@ def pseudo_inverse_rows(J: torch.Tensor, *, ridge: float = 0.0) -> tuple[torch.T
     Notes
     -----
     fAux eq. 7-8 (J⁺ = Jᵀ(JJᵀ)⁻¹), solved as a batched k×k system in float64 (no ``pinv`` on
-    the hot path; STACK.md: 15× faster). Damping and the undefined rule: METHOD.md open point 2
-    (our choice).
+    the hot path; 15× faster, docs/stack.md). Damping and the undefined rule: docs/method.md,
+    open point 2 (our choice).
     """
     J64, system, undefined = _damped_gram(J, ridge=ridge)
     k = J64.shape[1]
@@ -158,12 +158,12 @@ def faux_scores(
         Input gradient of the target probability.
     J : Tensor of shape (n, k, d)
         Jacobian of the auxiliary model's k outputs (the output space is the caller's choice:
-        logit or probability, METHOD.md open point 1).
+        logit or probability, docs/method.md, open point 1).
     ridge : float
         Damping λ ≥ 0 added to JJᵀ (see :func:`pseudo_inverse_rows`).
     direct : Tensor of shape (n, k), optional
-        Direct term ∂f_tar/∂x_c · ∂x_c/∂c when c's own columns are target inputs (METHOD.md open
-        point 6); added to the indirect estimate before the max-abs.
+        Direct term ∂f_tar/∂x_c · ∂x_c/∂c when c's own columns are target inputs (docs/method.md,
+        "The direct term"); added to the indirect estimate before the max-abs.
     evidence : bool
         Build the (n, d) per-feature evidence. Without it the (n, k, d) pseudo-inverse is never
         formed: the k×k system is solved for J·g directly (about half the cost of the LIC step).
@@ -213,7 +213,7 @@ def faux_projection_scores(g: torch.Tensor, J: torch.Tensor, *, direct: torch.Te
     The target's sensitivity along the unit direction in which the auxiliary model's j-th
     output changes fastest. Small when *either* gradient is small or they are orthogonal, as
     the paper's Figure 1 describes, and, unlike eq. 9, independent of the aux output's scale
-    (so an under-trained aux with small logit slopes does not inflate it; METHOD.md open point 3).
+    (so an under-trained aux with small logit slopes does not inflate it; docs/method.md, open point 3).
 
     Parameters
     ----------

@@ -1,0 +1,57 @@
+"""The one-way rule (docs/architecture.md): the library never imports its integrations.
+
+``import faux_checks`` in a fresh interpreter loads neither the Great Expectations suite
+(``expectations``), the Prefect flows (``flows``), the command line (``faux_checks_app``) nor
+Prefect, Great Expectations, MLflow or Evidently; and no module under ``faux_checks/`` imports
+them anywhere, not even inside a function.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import faux_checks
+
+LIBRARY = Path(faux_checks.__file__).parent
+UPPER_LAYERS = ("flows", "expectations", "faux_checks_app")
+HEAVY = ("prefect", "great_expectations", "mlflow", "evidently")
+
+
+def test_import_faux_checks_loads_no_integration():
+    code = ("import json, sys, faux_checks; "
+            "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
+    assert "faux_checks" in loaded
+    assert not loaded & {"flows", "expectations", "prefect", "great_expectations"}, loaded
+    assert not loaded & set(UPPER_LAYERS + HEAVY), loaded
+
+
+def test_public_api_is_exported():
+    for name in ("run_check", "CheckResult", "Policy", "load_policy", "FeatureSpec", "AuxiliaryModel", "FAuxTester",
+                 "TargetOutput", "encode_protected", "FauxChecksError", "InputError", "UndecidableError"):
+        assert name in faux_checks.__all__, name
+    assert all(hasattr(faux_checks, name) for name in faux_checks.__all__)
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """Top-level names of every absolute import in a file, module level or inside a function."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_no_library_module_imports_an_upper_layer():
+    files = sorted(LIBRARY.rglob("*.py"))
+    assert len(files) > 40
+    offenders = {str(f.relative_to(LIBRARY)): sorted(_imported_modules(f) & set(UPPER_LAYERS))
+                 for f in files if _imported_modules(f) & set(UPPER_LAYERS)}
+    assert not offenders, offenders
