@@ -19,12 +19,15 @@ from ..errors import InputError
 from ._batching import DEFAULT_CHUNK, as_tensor, eval_mode, iter_chunks
 from .auxiliary import AuxiliaryModel
 from .gradients import check_batch_independence, path_averaged_gradients, target_probability_and_gradient
+from .counterfactual import SwapSettings, swap_chunk
 from .lic import faux_ng_scores, faux_projection_scores, faux_scores
 from .output import TargetOutput, float64_copy, probability, raw_output, resolve_output_form
+from .swap import SwapReference, fit_swap_reference
 
-__all__ = ["FAuxTester", "LICResult", "Variant"]
+__all__ = ["FAuxTester", "LICResult", "Variant", "VARIANTS"]
 
-Variant = Literal["faux", "ng", "ig", "projection"]
+Variant = Literal["swap", "faux", "ng", "ig", "projection"]
+VARIANTS: tuple[str, ...] = ("swap", "faux", "ng", "ig", "projection")
 
 
 @dataclass(frozen=True)
@@ -34,8 +37,9 @@ class LICResult:
     Attributes
     ----------
     scores : ndarray of shape (n,), float64
-        LIC score (NaN where undefined). Unit: change of P(y = target_class) per unit change of the
-        aux output (variants faux/ig), or |cos| in [0, 1] (ng).
+        LIC score (NaN where undefined). Unit: probability points, |Δŷ| when only c changes (variant
+        swap); change of P(y = target_class) per unit change of the aux output (variants faux/ig);
+        |cos| in [0, 1] (ng).
     undefined : ndarray of shape (n,), bool
         Zero/degenerate aux gradient, non-finite values, or (probability/softmax output forms)
         a target probability saturated to exactly 0 or 1, whose gradient is 0 by rounding.
@@ -45,6 +49,10 @@ class LICResult:
         The target's P(y = target_class | x).
     direct : ndarray of shape (n,), float64, or None
         Max-abs of the direct term alone when c's own columns are target inputs (C09).
+    counterfactual_probability : ndarray of shape (n,), float64, or None
+        Variant swap: ŷ at the counterfactual with the largest change.
+    counterfactual_target : ndarray of shape (n,), int64, or None
+        Variant swap: that counterfactual's group index (continuous c: +1 or −1 sd).
     """
 
     scores: np.ndarray
@@ -52,6 +60,8 @@ class LICResult:
     evidence: np.ndarray | None
     probability: np.ndarray
     direct: np.ndarray | None
+    counterfactual_probability: np.ndarray | None = None
+    counterfactual_target: np.ndarray | None = None
 
     def flagged(self, delta: float) -> np.ndarray:
         """Bool (n,): defined rows with score > delta. Undefined rows are never in it; count them apart."""
@@ -68,8 +78,9 @@ class FAuxTester:
         for each call.
     aux_model : AuxiliaryModel
         Fitted on the target's features minus ``protected_mask`` columns.
-    variant : {"faux", "ng", "ig", "projection"}
-        ``"faux"``: eq. 9 with gradients; ``"ng"``: eq. 10 (normalised gradients);
+    variant : {"swap", "faux", "ng", "ig", "projection"}
+        ``"swap"``: the change of ŷ in probability points when c changes to the other group(s)
+        (our reading, :mod:`faux_checks.method.swap`; needs ``reference``); ``"faux"``: eq. 9 with gradients; ``"ng"``: eq. 10 (normalised gradients);
         ``"ig"``: eq. 9 with path-averaged integrated gradients (captum); ``"projection"``:
         ‖g‖·|cos(g, a)| (our reading of the paper's Fig. 1, :func:`faux_checks.method.lic.faux_projection_scores`).
     output : TargetOutput
@@ -86,6 +97,13 @@ class FAuxTester:
         of X passed to :meth:`evaluate` (so IG scores depend on the scored set; give an array,
         e.g. the training mean, for scores that do not).
     ig_steps : int
+    reference : SwapReference, optional
+        Variant swap: the metric and group shifts fitted on reference rows.
+    swap : SwapSettings
+        Variant swap: steps, evaluation, categorical handling.
+    direct_levels : array of shape (m, d_c) or (1, d_c), optional
+        Variant swap with c's own columns as inputs: their encoding per group (continuous: their
+        change per +1 sd of c).
     chunk_size : int
         Rows per chunk; bounds memory.
     progress : bool
@@ -107,6 +125,9 @@ class FAuxTester:
         dx_dc_direct: np.ndarray | None = None,
         ig_baseline="mean",
         ig_steps: int = 32,
+        reference: SwapReference | None = None,
+        swap: SwapSettings = SwapSettings(),
+        direct_levels: np.ndarray | None = None,
         chunk_size: int = DEFAULT_CHUNK,
         progress: bool = False,
     ):
@@ -119,30 +140,36 @@ class FAuxTester:
         self.dx_dc_direct = dx_dc_direct
         self.ig_baseline = ig_baseline
         self.ig_steps = ig_steps
+        self.reference = reference
+        self.swap = swap
+        self.direct_levels = direct_levels
         self.chunk_size = chunk_size
         self.progress = progress
 
-    def score(self, X) -> np.ndarray:
-        """LIC score per individual: ndarray of shape (n,), NaN where undefined."""
-        return self.evaluate(X, evidence=False).scores
+    def score(self, X, c=None) -> np.ndarray:
+        """LIC score per individual: ndarray of shape (n,), NaN where undefined (``c``: see :meth:`evaluate`)."""
+        return self.evaluate(X, c, evidence=False).scores
 
-    def evaluate(self, X, *, evidence: bool = True) -> LICResult:
+    def evaluate(self, X, c=None, *, evidence: bool = True) -> LICResult:
         """Scores, undefined rows, evidence and target probabilities for every row of X.
 
         Parameters
         ----------
         X : ndarray or Tensor of shape (n, d)
             Encoded features as the target model sees them.
+        c : ndarray of shape (n,), optional
+            Each individual's protected group index (variant swap with a binary or multi-class c).
         evidence : bool
             Keep the (n, d) per-feature evidence (float32).
 
         Raises
         ------
         InputError
-            Bad variant, shapes, output form, or a batch-dependent model (C06).
+            Bad variant, shapes, output form, a batch-dependent model (C06), or (swap) a missing
+            reference or group vector.
         """
-        if self.variant not in ("faux", "ng", "ig", "projection"):
-            raise InputError(f"variant must be 'faux', 'ng', 'ig' or 'projection', got {self.variant!r}")
+        if self.variant not in VARIANTS:
+            raise InputError(f"variant must be one of {list(VARIANTS)}, got {self.variant!r}")
         X = as_tensor(X)
         n, d = X.shape
         if n == 0:
@@ -160,8 +187,19 @@ class FAuxTester:
                 f"the auxiliary model expects {self.aux_model.n_features_in_} features but X has {d_aux} "
                 f"(after removing {int(mask.sum())} protected columns)"
             )
+        if self.variant == "swap":
+            if self.reference is None:
+                raise InputError("variant 'swap' needs a reference fitted on the aux model's rows "
+                                 "(faux_checks.method.swap.fit_swap_reference)")
+            if self.reference.metric.shape != (d_aux, d_aux):
+                raise InputError(f"the swap reference was fitted on {self.reference.metric.shape[0]} features but the "
+                                 f"auxiliary model sees {d_aux}")
+            if self.reference.kind != "continuous":
+                if c is None or len(c) != n:
+                    raise InputError(f"variant 'swap' needs the protected group of each of the {fmt_count(n)} rows")
+                c = np.asarray(c, dtype=np.int64)
         direct_D = None
-        if mask.any():
+        if mask.any() and self.variant != "swap":
             if self.variant == "ng":
                 raise InputError("variant 'ng' cannot add the direct term of a protected input; use 'faux'")
             if self.dx_dc_direct is None:
@@ -174,6 +212,8 @@ class FAuxTester:
         check_batch_independence(self.aux_model.outputs, X[:8][:, keep])
         twin = float64_copy(self.target_model) if output.form in ("probability", "softmax") else None
 
+        if self.variant == "swap":
+            return self._evaluate_swap(X, c, output, keep.numpy(), evidence)
         scores = np.empty(n, dtype=np.float64)
         undefined = np.empty(n, dtype=bool)
         prob = np.empty(n, dtype=np.float64)
@@ -223,7 +263,54 @@ class FAuxTester:
             bar.close()
         return LICResult(scores=scores, undefined=undefined, evidence=ev, probability=prob, direct=direct_out)
 
+    def fit_reference(self, X_ref, c_ref, *, admissible=None, metric: str = "covariance") -> "FAuxTester":
+        """Fit the swap reading's reference (metric and group shifts) on rows in the aux input space; returns self.
+
+        Parameters
+        ----------
+        X_ref : array of shape (n, d_aux)
+            Reference rows as the auxiliary model sees them (e.g. its training rows).
+        c_ref : array of shape (n,)
+            Their protected attribute (group index or continuous value).
+        admissible : bool array of shape (d_aux,), optional
+            Features the counterfactual holds fixed.
+        metric : {"covariance", "euclidean"}
+
+        Raises
+        ------
+        InputError
+            See :func:`faux_checks.method.swap.fit_swap_reference`.
+        """
+        X_ref = as_tensor(X_ref)
+        with torch.no_grad():
+            raw = self.aux_model.net_(X_ref)
+        self.reference = fit_swap_reference(raw, X_ref.numpy(), c_ref, kind=self.aux_model.kind,
+                                            admissible=admissible, metric=metric)
+        return self
+
     # ------------------------------------------------------------------ helpers
+    def _evaluate_swap(self, X: torch.Tensor, c, output: TargetOutput, keep: np.ndarray, evidence: bool) -> LICResult:
+        """Variant swap: chunks through :func:`faux_checks.method.counterfactual.swap_chunk`."""
+        n, d = X.shape
+        parts = []
+        bar = _bar(n, self.progress)
+        for sl in iter_chunks(n, self.chunk_size):
+            parts.append(swap_chunk(self.target_model, self.aux_model.net_, X[sl], None if c is None else c[sl],
+                                    reference=self.reference, output=output, settings=self.swap, keep=keep,
+                                    direct_levels=self.direct_levels, evidence=evidence))
+            if bar is not None:
+                bar.update(sl.stop - sl.start)
+        if bar is not None:
+            bar.close()
+        join = lambda key: np.concatenate([getattr(p, key) for p in parts])   # noqa: E731
+        return LICResult(
+            scores=join("scores"), undefined=join("undefined"),
+            evidence=join("evidence").astype(np.float32) if evidence else None, probability=join("probability"),
+            direct=join("direct") if parts[0].direct is not None else None,
+            counterfactual_probability=join("counterfactual_probability"),
+            counterfactual_target=join("counterfactual_target"),
+        )
+
     def _baseline(self, X: torch.Tensor) -> torch.Tensor:
         if self.variant != "ig":
             return torch.zeros(X.shape[1])

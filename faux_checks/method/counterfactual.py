@@ -1,0 +1,215 @@
+"""One chunk of individuals through the swap reading: counterfactual inputs and the target's change.
+
+:func:`swap_chunk` is the loop body of :meth:`faux_checks.method.faux.FAuxTester.evaluate` for
+``variant="swap"``; the maths it calls are the pure functions of :mod:`faux_checks.method.swap`.
+For each individual and each counterfactual target (another group, or ±1 sd of a continuous c)
+it moves the auxiliary model's output to the matched value along the minimum-norm direction,
+sets c's own columns when the target takes them as inputs, and reads the target's prediction
+there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Sequence
+
+import numpy as np
+import torch
+
+from ..errors import InputError
+from .gradients import target_probability_and_gradient
+from .output import TargetOutput, predict_probability
+from .swap import SwapReference, pair_values, swap_displacement
+
+__all__ = ["SwapSettings", "SwapChunk", "swap_chunk"]
+
+
+@dataclass(frozen=True)
+class SwapSettings:
+    """How the swap reading reads each counterfactual (the policy's ``[faux]`` swap settings).
+
+    Attributes
+    ----------
+    steps : int
+        Newton steps toward the matched aux value (1: the minimum-norm move of eq. 7–8 applied once;
+        more: recompute the aux gradient at the moved point, a finite path).
+    evaluation : {"finite", "first_order"}
+        The target's actual change f(x′) − f(x), or its first-order value ∇f(x) · (x′ − x).
+    categorical : {"soft", "snap"}
+        One-hot groups keep the moved (fractional) values, or snap to their largest entry (a discrete
+        swap to the level the move points to).
+    categorical_groups : sequence of index arrays
+        Encoded positions (aux input space) of each one-hot group (needed for ``"snap"``).
+    """
+
+    steps: int = 1
+    evaluation: Literal["finite", "first_order"] = "finite"
+    categorical: Literal["soft", "snap"] = "soft"
+    categorical_groups: Sequence[np.ndarray] = ()
+
+    def __post_init__(self):
+        if self.steps < 1:
+            raise InputError(f"swap steps must be >= 1, got {self.steps}")
+        if self.evaluation not in ("finite", "first_order"):
+            raise InputError(f"swap evaluation must be 'finite' or 'first_order', got {self.evaluation!r}")
+        if self.categorical not in ("soft", "snap"):
+            raise InputError(f"swap categorical must be 'soft' or 'snap', got {self.categorical!r}")
+
+
+@dataclass(frozen=True)
+class SwapChunk:
+    """Per-individual output of :func:`swap_chunk` for b rows (numpy, float64 unless stated).
+
+    Attributes
+    ----------
+    scores : (b,)  |Δŷ| of the counterfactual with the largest change; NaN where undefined.
+    undefined : (b,) bool
+    probability : (b,)  ŷ = P(y = target_class | x).
+    counterfactual_probability : (b,)  ŷ at that counterfactual.
+    counterfactual_target : (b,) int64  its other group (index), or +1 / −1 (sd) for continuous c.
+    direct : (b,) or None  |Δŷ| from c's own columns alone (when they are target inputs).
+    evidence : (b, d) or None  ∇f((x + x′)/2) ⊙ (x′ − x): per-feature terms of the change (midpoint rule).
+    """
+
+    scores: np.ndarray
+    undefined: np.ndarray
+    probability: np.ndarray
+    counterfactual_probability: np.ndarray
+    counterfactual_target: np.ndarray
+    direct: np.ndarray | None
+    evidence: np.ndarray | None
+
+
+def _aux_value_and_grad(aux_raw, x: torch.Tensor, a: torch.Tensor | None, b: torch.Tensor | None):
+    """v (n,) and ∇ₓv (n, d) of the aux log-odds of b against a (continuous: the prediction of c)."""
+    x = x.detach().float().requires_grad_(True)
+    raw = aux_raw(x)
+    raw = raw[:, None] if raw.ndim == 1 else raw
+    v = raw[:, 0] if a is None else pair_values(raw, a, b)
+    (grad,) = torch.autograd.grad(v.sum(), x)
+    return v.detach().double(), grad.double()
+
+
+def _goals(reference: SwapReference, v: np.ndarray, x_admissible: np.ndarray, a: np.ndarray, b: np.ndarray,
+           sign: float) -> np.ndarray:
+    if reference.kind == "continuous":
+        return v + sign * reference.slope
+    out = np.empty_like(v)
+    for ga in np.unique(a):
+        rows = a == ga
+        out[rows] = reference.shifts[(int(ga), int(b[rows][0]))].goal(v[rows], x_admissible[rows])
+    return out
+
+
+def _snap(x: torch.Tensor, groups: Sequence[np.ndarray]) -> torch.Tensor:
+    for idx in groups:
+        idx = torch.as_tensor(np.asarray(idx), dtype=torch.long)
+        block = x[:, idx]
+        hot = torch.zeros_like(block)
+        hot[torch.arange(len(x)), block.argmax(dim=1)] = 1.0
+        x[:, idx] = hot
+    return x
+
+
+def swap_chunk(target_model, aux_raw, x: torch.Tensor, c: np.ndarray | None, *, reference: SwapReference,
+               output: TargetOutput, settings: SwapSettings = SwapSettings(), keep: np.ndarray | None = None,
+               direct_levels: np.ndarray | None = None, evidence: bool = False) -> SwapChunk:
+    """Swap-reading scores of one chunk of individuals.
+
+    Parameters
+    ----------
+    target_model : torch.nn.Module or TorchScript module
+    aux_raw : callable, Tensor (b, d_aux) -> Tensor (b, m) or (b, 1)
+        The auxiliary network's raw outputs (logits, or the standardised prediction of c).
+    x : Tensor of shape (b, d), float32
+        Encoded features as the target sees them.
+    c : ndarray of shape (b,) or None
+        Group index of each individual (None for a continuous c).
+    reference : SwapReference
+        Fitted on reference rows in the aux input space (:func:`~faux_checks.method.swap.fit_swap_reference`).
+    output : TargetOutput
+        Resolved output form of the target.
+    settings : SwapSettings
+    keep : bool array of shape (d,), optional
+        The target's features the aux model sees (all but c's own columns, bad-inputs case C09).
+    direct_levels : ndarray of shape (m, d_c) or (1, d_c), optional
+        Encoded value of c's own columns for each group, or (continuous) their change per +1 sd of c.
+    evidence : bool
+        Compute the (b, d) per-feature terms (one extra target gradient at the midpoint).
+
+    Returns
+    -------
+    SwapChunk
+
+    Notes
+    -----
+    Our reading (docs/method.md, "The swap reading"); module docstring of :mod:`faux_checks.method.swap`.
+    """
+    b_rows, d = x.shape
+    keep = np.ones(d, dtype=bool) if keep is None else np.asarray(keep, dtype=bool)
+    keep_t = torch.as_tensor(keep)
+    mask_t = ~keep_t
+    metric = torch.as_tensor(reference.metric, dtype=torch.float64)
+    x64 = x.double()
+    x_aux = x[:, keep_t]
+    x_adm = x_aux.double().numpy()[:, reference.admissible]
+    p0 = predict_probability(target_model, x, output)
+    continuous = reference.kind == "continuous"
+    if not continuous and c is None:
+        raise InputError("the swap reading needs each individual's protected group")
+    targets = [1.0, -1.0] if continuous else list(range(1, reference.n_groups))
+    g0 = None
+    if settings.evaluation == "first_order":
+        _, g0 = target_probability_and_gradient(target_model, x, output)
+    best = np.full(b_rows, -np.inf)
+    best_p = np.full(b_rows, np.nan)
+    best_t = np.zeros(b_rows, dtype=np.int64)
+    best_x = x64.clone()
+    undefined = np.zeros(b_rows, dtype=bool)
+    direct = np.zeros(b_rows) if mask_t.any() else None
+    for t in targets:
+        if continuous:
+            a_t = b_t = None
+            other = None
+        else:
+            a_np = np.asarray(c, dtype=np.int64)
+            other = (a_np + int(t)) % reference.n_groups
+            a_t, b_t = torch.as_tensor(a_np), torch.as_tensor(other)
+        moved = x_aux.double().clone()
+        v, grad = _aux_value_and_grad(aux_raw, moved, a_t, b_t)
+        goal = torch.as_tensor(_goals(reference, v.numpy(), x_adm, None if continuous else a_np,
+                                      None if continuous else other, t))
+        for step in range(settings.steps):
+            if step:
+                v, grad = _aux_value_and_grad(aux_raw, moved, a_t, b_t)
+            dx, undef = swap_displacement(grad, metric, goal - v)
+            moved = moved + dx
+            undefined |= undef.numpy()
+        if settings.categorical == "snap":
+            moved = _snap(moved, settings.categorical_groups)
+        x1 = x64.clone()
+        x1[:, keep_t] = moved
+        if mask_t.any():
+            if direct_levels is None:
+                raise InputError("c's own columns are target inputs but no direct_levels were given")
+            levels = torch.as_tensor(np.asarray(direct_levels, dtype=np.float64))
+            x1[:, mask_t] = x64[:, mask_t] + t * levels[0] if continuous else levels[torch.as_tensor(other)]
+            only_c = x64.clone()
+            only_c[:, mask_t] = x1[:, mask_t]
+            direct = np.maximum(direct, np.abs(predict_probability(target_model, only_c.float(), output) - p0))
+        p1 = predict_probability(target_model, x1.float(), output)
+        change = np.abs(p1 - p0) if g0 is None else np.abs(((x1 - x64) * g0).sum(dim=1).numpy())
+        better = change > best
+        best = np.where(better, change, best)
+        best_p = np.where(better, p1, best_p)
+        best_t = np.where(better, int(t) if continuous else other, best_t)
+        best_x[torch.as_tensor(better)] = x1[torch.as_tensor(better)]
+    undefined |= ~np.isfinite(best)
+    ev = None
+    if evidence:
+        _, g_mid = target_probability_and_gradient(target_model, ((x64 + best_x) / 2).float(), output)
+        ev = (g_mid * (best_x - x64)).numpy()
+        ev[undefined] = np.nan
+    return SwapChunk(scores=np.where(undefined, np.nan, best), undefined=undefined, probability=p0,
+                     counterfactual_probability=np.where(undefined, np.nan, best_p), counterfactual_target=best_t,
+                     direct=direct, evidence=ev)

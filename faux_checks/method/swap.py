@@ -1,0 +1,344 @@
+"""The swap reading of the fAux score: the change of the target's prediction, in probability points,
+when only the protected attribute changes (our reading; the evidence is in docs/benchmark.md).
+
+Eq. 9 of Castiglione et al. (2022) reports ``g · J⁺``: the change of ŷ per unit change of the
+auxiliary model's output. That unit depends on how steep the auxiliary model is, not on how much
+the protected attribute c changes a person's prediction (docs/method.md, "Why eq. 9 is not the
+gate's unit"). The swap reading keeps fAux's idea — invert the auxiliary model locally to learn
+how x moves with c — and answers the question a gate asks:
+
+1. **How far** (eq. 6, Δc): for an individual of group a and another group b, the auxiliary
+   model's log-odds of b against a, ``v = z_b(x) − z_a(x)``, is moved to the value it has for a
+   *matched* member of group b: the same quantile of group b's distribution of v among people with
+   the same admissible features (a per-group linear model of v on the admissible features, and
+   1-D optimal transport of its residuals). Without admissible features this is plain quantile
+   matching of v between the two groups. Continuous c: v is the aux prediction of c and moves by
+   the change one standard deviation of c makes to it, given the admissible features.
+2. **Along which direction** (eq. 7–8, J⁺): the minimum-norm solution of ``aᵀΔx = Δv`` in the
+   data's own metric, ``Δx = M a · Δv / (aᵀ M a)`` with ``a = ∇ₓ v`` and M the covariance of the
+   reference rows, conditional on the admissible features (which the move holds fixed). With
+   M = I this is eq. 7–8 exactly; the covariance makes it independent of feature scaling and moves
+   the features that vary with c rather than those the aux model merely uses to cancel noise
+   (the pattern, not the filter).
+3. **What changes** (eq. 5): the score is the target's actual change ``|f(x + Δx) − f(x)|``
+   (``evaluation = "finite"``) or its first-order value ``|∇f · Δx|``; the largest over the other
+   groups (continuous c: over ±1 sd). When c's own columns are target inputs they are set to group
+   b's encoding too (the direct term, bad-inputs case C09).
+
+Every function here is pure (tensors or arrays in, arrays out); :class:`~faux_checks.method.faux.FAuxTester`
+streams individuals through them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import torch
+
+from .._validation import fmt_count
+from ..errors import InputError
+
+__all__ = [
+    "GroupShift",
+    "SwapReference",
+    "covariance_metric",
+    "fit_swap_reference",
+    "matched_quantile",
+    "pair_values",
+    "swap_displacement",
+]
+
+#: Quantiles kept per group and pair for the 1-D optimal transport (1,001: 0.1% resolution).
+N_QUANTILES = 1001
+#: Ridge of the per-group linear models of v on the admissible features (relative to the row count).
+RIDGE = 1e-3
+#: aᵀMa at or below this (in squared aux-output units) is a zero direction: the row is undefined.
+ZERO_NORM2 = 1e-20
+
+Kind = Literal["binary", "multiclass", "continuous"]
+
+
+def covariance_metric(X_ref, *, admissible=None) -> np.ndarray:
+    """The metric M of the swap's minimum-norm move: the covariance of x, conditional on the admissible features.
+
+    Parameters
+    ----------
+    X_ref : ndarray of shape (n, d)
+        Reference rows in the auxiliary model's input space (encoded features).
+    admissible : bool array of shape (d,), optional
+        Features the counterfactual holds fixed (declared in the policy).
+
+    Returns
+    -------
+    ndarray of shape (d, d), float64
+        ``Σ_FF − Σ_FA Σ_AA⁺ Σ_AF`` on the free features F (the covariance of F given A, under a
+        linear model), zero on every row and column of an admissible feature.
+
+    Raises
+    ------
+    InputError
+        Fewer than 2 rows, non-finite values, a mask of the wrong shape, or no free feature.
+
+    Notes
+    -----
+    Our reading of fAux eq. 7–8 in the Mahalanobis metric: minimising ``Δxᵀ M⁺ Δx`` subject to
+    ``aᵀΔx = Δv`` and ``Δx_A = 0`` gives ``Δx = M a Δv / (aᵀ M a)`` with M the conditional covariance.
+    """
+    X = np.asarray(X_ref, dtype=np.float64)
+    if X.ndim != 2 or len(X) < 2:
+        raise InputError(f"the swap reading needs at least 2 reference rows of shape (n, d), got {X.shape}")
+    if not np.isfinite(X).all():
+        raise InputError(f"the reference rows hold {fmt_count(int((~np.isfinite(X)).any(axis=1).sum()))} rows "
+                         "with NaN/inf; clean them first")
+    d = X.shape[1]
+    A = np.zeros(d, dtype=bool) if admissible is None else np.asarray(admissible, dtype=bool)
+    if A.shape != (d,):
+        raise InputError(f"the admissible mask has shape {A.shape}, expected ({d},)")
+    if A.all():
+        raise InputError("every feature is declared admissible: nothing is left that could carry the protected "
+                         "attribute, so the swap reading cannot move x; declare fewer admissible columns")
+    sigma = np.cov(X, rowvar=False).reshape(d, d)
+    if not A.any():
+        return sigma
+    F = ~A
+    s_ff, s_fa, s_aa = sigma[np.ix_(F, F)], sigma[np.ix_(F, A)], sigma[np.ix_(A, A)]
+    conditional = s_ff - s_fa @ np.linalg.pinv(s_aa, rcond=1e-10, hermitian=True) @ s_fa.T
+    out = np.zeros_like(sigma)
+    out[np.ix_(F, F)] = (conditional + conditional.T) / 2
+    return out
+
+
+def pair_values(raw: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """The auxiliary model's log-odds of group b against group a, ``v = z_b − z_a``, per row.
+
+    Parameters
+    ----------
+    raw : Tensor of shape (n, m) or (n, 1)
+        Raw aux outputs: m logits, or one logit of group 1 (binary; read as ``[0, z]``).
+    a, b : Tensor of shape (n,), int64
+        The individual's group and the other group.
+
+    Returns
+    -------
+    Tensor of shape (n,), differentiable.
+    """
+    if raw.shape[1] == 1:
+        raw = torch.cat([torch.zeros_like(raw), raw], dim=1)
+    rows = torch.arange(raw.shape[0])
+    return raw[rows, b] - raw[rows, a]
+
+
+def matched_quantile(values: np.ndarray, q_from: np.ndarray, q_to: np.ndarray) -> np.ndarray:
+    """1-D optimal transport between two distributions given by their quantiles.
+
+    Parameters
+    ----------
+    values : ndarray of shape (n,)
+    q_from, q_to : ndarray of shape (Q,), non-decreasing
+        Quantiles of the source and target distributions on the same probability grid.
+
+    Returns
+    -------
+    ndarray of shape (n,)
+        The target distribution's value at each value's rank in the source distribution (ties
+        and flat stretches at their mid-rank; values outside the source range at its ends).
+    """
+    grid = np.linspace(0.0, 1.0, len(q_from))
+    levels, inverse = np.unique(q_from, return_inverse=True)             # ties share their mean rank
+    ranks = np.bincount(inverse, weights=grid) / np.bincount(inverse)
+    return np.interp(np.interp(values, levels, ranks), grid, q_to)
+
+
+@dataclass(frozen=True)
+class GroupShift:
+    """How the aux log-odds v = z_b − z_a differ between group a and group b, given the admissible features.
+
+    Attributes
+    ----------
+    coef_from, coef_to : ndarray of shape (1 + d_A,)
+        Intercept and slopes of the linear model of v on the admissible features, within group a
+        (from) and within group b (to).
+    quantiles_from, quantiles_to : ndarray of shape (N_QUANTILES,)
+        Quantiles of the residuals of those models within each group.
+    """
+
+    coef_from: np.ndarray
+    coef_to: np.ndarray
+    quantiles_from: np.ndarray
+    quantiles_to: np.ndarray
+
+    def goal(self, v: np.ndarray, x_admissible: np.ndarray) -> np.ndarray:
+        """The matched value of v in group b for rows of group a: (n,), (n, d_A) -> (n,)."""
+        design = np.column_stack([np.ones(len(v)), x_admissible])
+        residual = v - design @ self.coef_from
+        return design @ self.coef_to + matched_quantile(residual, self.quantiles_from, self.quantiles_to)
+
+
+@dataclass(frozen=True)
+class SwapReference:
+    """What the swap reading learns once from reference rows (:func:`fit_swap_reference`).
+
+    Attributes
+    ----------
+    kind : {"binary", "multiclass", "continuous"}
+    n_groups : int
+        m groups (0 for continuous).
+    metric : ndarray of shape (d, d)
+        :func:`covariance_metric`, or the identity for the Euclidean reading (eq. 7–8 as printed).
+    admissible : ndarray of shape (d,), bool
+    shifts : dict of (a, b) -> GroupShift
+        For every ordered pair of groups (binary and multi-class).
+    slope : float
+        Continuous c: change of the aux output per +1 standard deviation of c, given the admissible
+        features (NaN otherwise).
+    """
+
+    kind: str
+    n_groups: int
+    metric: np.ndarray
+    admissible: np.ndarray
+    shifts: dict = field(default_factory=dict)
+    slope: float = float("nan")
+
+    @property
+    def n_targets(self) -> int:
+        """Counterfactuals per individual: m − 1 other groups, or ±1 sd for continuous c."""
+        return 2 if self.kind == "continuous" else self.n_groups - 1
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable form (lists), for sharing with workers."""
+        return {
+            "kind": self.kind, "n_groups": self.n_groups, "metric": self.metric.tolist(),
+            "admissible": self.admissible.tolist(), "slope": None if np.isnan(self.slope) else self.slope,
+            "shifts": [[a, b, s.coef_from.tolist(), s.coef_to.tolist(), s.quantiles_from.tolist(),
+                        s.quantiles_to.tolist()] for (a, b), s in sorted(self.shifts.items())],
+        }
+
+    @classmethod
+    def from_dict(cls, payload: dict) -> "SwapReference":
+        """Inverse of :meth:`to_dict`."""
+        shifts = {(int(a), int(b)): GroupShift(*(np.asarray(x, dtype=np.float64) for x in rest))
+                  for a, b, *rest in payload["shifts"]}
+        slope = payload.get("slope")
+        return cls(kind=payload["kind"], n_groups=int(payload["n_groups"]),
+                   metric=np.asarray(payload["metric"], dtype=np.float64),
+                   admissible=np.asarray(payload["admissible"], dtype=bool), shifts=shifts,
+                   slope=float("nan") if slope is None else float(slope))
+
+
+def _ridge_fit(design: np.ndarray, y: np.ndarray) -> np.ndarray:
+    n = len(design)
+    penalty = RIDGE * n * np.eye(design.shape[1])
+    penalty[0, 0] = 0.0                                                  # no penalty on the intercept
+    return np.linalg.solve(design.T @ design + penalty, design.T @ y)
+
+
+def fit_swap_reference(raw_ref, X_ref, c_ref, *, kind: Kind, admissible=None,
+                       metric: Literal["covariance", "euclidean"] = "covariance") -> SwapReference:
+    """Learn the swap reading's metric and group shifts from reference rows.
+
+    Parameters
+    ----------
+    raw_ref : ndarray or Tensor of shape (n, m) or (n, 1)
+        Raw aux outputs on the reference rows (logits; continuous: the standardised prediction of c).
+    X_ref : ndarray of shape (n, d)
+        The same rows in the aux model's input space.
+    c_ref : ndarray of shape (n,)
+        Their protected attribute: group index 0..m−1, or the continuous value.
+    kind : {"binary", "multiclass", "continuous"}
+    admissible : bool array of shape (d,), optional
+        Features the counterfactual holds fixed.
+    metric : {"covariance", "euclidean"}
+        The move's metric: :func:`covariance_metric` (default) or the identity (eq. 7–8 as printed,
+        admissible rows and columns zeroed).
+
+    Returns
+    -------
+    SwapReference
+
+    Raises
+    ------
+    InputError
+        Shapes that disagree, a group with fewer than 2 reference rows, a constant continuous c,
+        or any error of :func:`covariance_metric`.
+    """
+    X = np.asarray(X_ref, dtype=np.float64)
+    raw = np.asarray(raw_ref.detach().numpy() if isinstance(raw_ref, torch.Tensor) else raw_ref, dtype=np.float64)
+    c = np.asarray(c_ref)
+    if raw.ndim == 1:
+        raw = raw[:, None]
+    if not (len(X) == len(raw) == len(c)):
+        raise InputError(f"reference rows disagree: X has {fmt_count(len(X))}, the aux outputs "
+                         f"{fmt_count(len(raw))}, the protected attribute {fmt_count(len(c))}")
+    A = np.zeros(X.shape[1], dtype=bool) if admissible is None else np.asarray(admissible, dtype=bool)
+    if metric == "covariance":
+        M = covariance_metric(X, admissible=A)
+    elif metric == "euclidean":
+        M = np.diag((~A).astype(np.float64))
+    else:
+        raise InputError(f"metric must be 'covariance' or 'euclidean', got {metric!r}")
+    XA = X[:, A]
+    grid = np.linspace(0.0, 1.0, N_QUANTILES)
+    if kind == "continuous":
+        sd = float(np.std(c))
+        if not sd > 0:
+            raise InputError("the continuous protected attribute is constant on the reference rows")
+        design = np.column_stack([np.ones(len(c)), XA, (c - c.mean()) / sd])
+        slope = float(_ridge_fit(design, raw[:, 0])[-1])
+        return SwapReference(kind=kind, n_groups=0, metric=M, admissible=A, slope=slope)
+    m = 2 if raw.shape[1] == 1 else raw.shape[1]
+    c = c.astype(np.int64)
+    counts = np.bincount(c, minlength=m)
+    if (counts < 2).any():
+        raise InputError(f"every protected group needs at least 2 reference rows for the swap reading; "
+                         f"counts {counts.tolist()}")
+    z = np.concatenate([np.zeros((len(raw), 1)), raw], axis=1) if raw.shape[1] == 1 else raw
+    shifts = {}
+    for a in range(m):
+        for b in range(m):
+            if a == b:
+                continue
+            v = z[:, b] - z[:, a]
+            parts = []
+            for g in (a, b):
+                rows = c == g
+                design = np.column_stack([np.ones(int(rows.sum())), XA[rows]])
+                coef = _ridge_fit(design, v[rows])
+                parts.append((coef, np.quantile(v[rows] - design @ coef, grid)))
+            shifts[(a, b)] = GroupShift(parts[0][0], parts[1][0], parts[0][1], parts[1][1])
+    return SwapReference(kind=kind, n_groups=m, metric=M, admissible=A, shifts=shifts)
+
+
+def swap_displacement(grad: torch.Tensor, metric: torch.Tensor, delta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The minimum-norm move ``Δx = M a · Δv / (aᵀ M a)`` that changes the aux output by Δv (first order).
+
+    Parameters
+    ----------
+    grad : Tensor of shape (n, d)
+        a = ∇ₓ v, the gradient of the aux log-odds (or prediction) being moved.
+    metric : Tensor of shape (d, d), symmetric positive semi-definite
+    delta : Tensor of shape (n,)
+        Δv, the change of the aux output to make.
+
+    Returns
+    -------
+    dx : Tensor of shape (n, d), float64
+        Zero where undefined.
+    undefined : Tensor of shape (n,), bool
+        Rows whose gradient has no component the metric can move (aᵀMa ≈ 0), or non-finite values.
+
+    Notes
+    -----
+    Our reading of fAux eq. 7–8 in the metric M (module docstring); M = I gives ``a Δv / ‖a‖²``,
+    eq. 9's direction times Δv.
+    """
+    g = grad.double()
+    Mg = g @ metric.double()                                                 # (n, d)
+    norm2 = (Mg * g).sum(dim=1)                                              # (n,)
+    finite = torch.isfinite(Mg).all(dim=1) & torch.isfinite(delta) & torch.isfinite(norm2)
+    undefined = ~finite | (norm2 <= ZERO_NORM2)
+    scale = torch.where(undefined, torch.zeros_like(norm2), delta.double() / torch.where(undefined, torch.ones_like(norm2), norm2))
+    dx = torch.where(undefined[:, None], torch.zeros_like(Mg), Mg * scale[:, None])
+    return dx, undefined
