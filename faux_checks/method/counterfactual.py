@@ -21,7 +21,7 @@ from .gradients import target_probability_and_gradient
 from .output import TargetOutput, predict_probability
 from .swap import SwapReference, pair_values, swap_displacement
 
-__all__ = ["SwapSettings", "SwapChunk", "swap_chunk"]
+__all__ = ["SwapSettings", "SwapChunk", "counterfactual_inputs", "swap_chunk"]
 
 
 @dataclass(frozen=True)
@@ -111,6 +111,64 @@ def _snap(x: torch.Tensor, groups: Sequence[np.ndarray]) -> torch.Tensor:
     return x
 
 
+def counterfactual_inputs(aux_raw, x: torch.Tensor, c: np.ndarray | None, *, reference: SwapReference,
+                          settings: SwapSettings = SwapSettings(), keep: np.ndarray | None = None,
+                          direct_levels: np.ndarray | None = None) -> list[tuple[np.ndarray, torch.Tensor, np.ndarray]]:
+    """The estimated counterfactual inputs of one chunk, one per counterfactual target.
+
+    Parameters are those of :func:`swap_chunk`.
+
+    Returns
+    -------
+    list of (target, x1, undefined)
+        ``target`` (b,) int64: the other group of each row (continuous c: +1 or −1 sd, the same for every
+        row); ``x1`` Tensor (b, d) float64: the counterfactual inputs as the target sees them;
+        ``undefined`` (b,) bool: rows whose move could not be computed (x1 equals x there).
+    """
+    b_rows, d = x.shape
+    keep = np.ones(d, dtype=bool) if keep is None else np.asarray(keep, dtype=bool)
+    keep_t = torch.as_tensor(keep)
+    metric = torch.as_tensor(reference.metric, dtype=torch.float64)
+    x64 = x.double()
+    x_aux = x[:, keep_t]
+    x_adm = x_aux.double().numpy()[:, reference.admissible]
+    continuous = reference.kind == "continuous"
+    if not continuous and c is None:
+        raise InputError("the swap reading needs each individual's protected group")
+    if not keep.all() and direct_levels is None:
+        raise InputError("c's own columns are target inputs but no direct_levels were given")
+    out = []
+    for t in ([1.0, -1.0] if continuous else range(1, reference.n_groups)):
+        if continuous:
+            a_np = other = None
+            a_t = b_t = None
+            target = np.full(b_rows, int(t), dtype=np.int64)
+        else:
+            a_np = np.asarray(c, dtype=np.int64)
+            other = (a_np + int(t)) % reference.n_groups
+            a_t, b_t = torch.as_tensor(a_np), torch.as_tensor(other)
+            target = other
+        moved = x_aux.double().clone()
+        v, grad = _aux_value_and_grad(aux_raw, moved, a_t, b_t)
+        goal = torch.as_tensor(_goals(reference, v.numpy(), x_adm, a_np, other, t))
+        undefined = np.zeros(b_rows, dtype=bool)
+        for step in range(settings.steps):
+            if step:
+                v, grad = _aux_value_and_grad(aux_raw, moved, a_t, b_t)
+            dx, undef = swap_displacement(grad, metric, goal - v)
+            moved = moved + dx
+            undefined |= undef.numpy()
+        if settings.categorical == "snap":
+            moved = _snap(moved, settings.categorical_groups)
+        x1 = x64.clone()
+        x1[:, keep_t] = moved
+        if not keep.all():
+            levels = torch.as_tensor(np.asarray(direct_levels, dtype=np.float64))
+            x1[:, ~keep_t] = x64[:, ~keep_t] + t * levels[0] if continuous else levels[torch.as_tensor(other)]
+        out.append((target, x1, undefined))
+    return out
+
+
 def swap_chunk(target_model, aux_raw, x: torch.Tensor, c: np.ndarray | None, *, reference: SwapReference,
                output: TargetOutput, settings: SwapSettings = SwapSettings(), keep: np.ndarray | None = None,
                direct_levels: np.ndarray | None = None, evidence: bool = False) -> SwapChunk:
@@ -145,19 +203,10 @@ def swap_chunk(target_model, aux_raw, x: torch.Tensor, c: np.ndarray | None, *, 
     -----
     Our reading (docs/method.md, "The swap reading"); module docstring of :mod:`faux_checks.method.swap`.
     """
-    b_rows, d = x.shape
-    keep = np.ones(d, dtype=bool) if keep is None else np.asarray(keep, dtype=bool)
-    keep_t = torch.as_tensor(keep)
-    mask_t = ~keep_t
-    metric = torch.as_tensor(reference.metric, dtype=torch.float64)
+    b_rows = x.shape[0]
     x64 = x.double()
-    x_aux = x[:, keep_t]
-    x_adm = x_aux.double().numpy()[:, reference.admissible]
+    keep_t = torch.as_tensor(np.ones(x.shape[1], dtype=bool) if keep is None else np.asarray(keep, dtype=bool))
     p0 = predict_probability(target_model, x, output)
-    continuous = reference.kind == "continuous"
-    if not continuous and c is None:
-        raise InputError("the swap reading needs each individual's protected group")
-    targets = [1.0, -1.0] if continuous else list(range(1, reference.n_groups))
     g0 = None
     if settings.evaluation == "first_order":
         _, g0 = target_probability_and_gradient(target_model, x, output)
@@ -166,43 +215,20 @@ def swap_chunk(target_model, aux_raw, x: torch.Tensor, c: np.ndarray | None, *, 
     best_t = np.zeros(b_rows, dtype=np.int64)
     best_x = x64.clone()
     undefined = np.zeros(b_rows, dtype=bool)
-    direct = np.zeros(b_rows) if mask_t.any() else None
-    for t in targets:
-        if continuous:
-            a_t = b_t = None
-            other = None
-        else:
-            a_np = np.asarray(c, dtype=np.int64)
-            other = (a_np + int(t)) % reference.n_groups
-            a_t, b_t = torch.as_tensor(a_np), torch.as_tensor(other)
-        moved = x_aux.double().clone()
-        v, grad = _aux_value_and_grad(aux_raw, moved, a_t, b_t)
-        goal = torch.as_tensor(_goals(reference, v.numpy(), x_adm, None if continuous else a_np,
-                                      None if continuous else other, t))
-        for step in range(settings.steps):
-            if step:
-                v, grad = _aux_value_and_grad(aux_raw, moved, a_t, b_t)
-            dx, undef = swap_displacement(grad, metric, goal - v)
-            moved = moved + dx
-            undefined |= undef.numpy()
-        if settings.categorical == "snap":
-            moved = _snap(moved, settings.categorical_groups)
-        x1 = x64.clone()
-        x1[:, keep_t] = moved
-        if mask_t.any():
-            if direct_levels is None:
-                raise InputError("c's own columns are target inputs but no direct_levels were given")
-            levels = torch.as_tensor(np.asarray(direct_levels, dtype=np.float64))
-            x1[:, mask_t] = x64[:, mask_t] + t * levels[0] if continuous else levels[torch.as_tensor(other)]
+    direct = np.zeros(b_rows) if not keep_t.all() else None
+    for target, x1, undef in counterfactual_inputs(aux_raw, x, c, reference=reference, settings=settings, keep=keep,
+                                                   direct_levels=direct_levels):
+        undefined |= undef
+        if direct is not None:
             only_c = x64.clone()
-            only_c[:, mask_t] = x1[:, mask_t]
+            only_c[:, ~keep_t] = x1[:, ~keep_t]
             direct = np.maximum(direct, np.abs(predict_probability(target_model, only_c.float(), output) - p0))
         p1 = predict_probability(target_model, x1.float(), output)
         change = np.abs(p1 - p0) if g0 is None else np.abs(((x1 - x64) * g0).sum(dim=1).numpy())
         better = change > best
         best = np.where(better, change, best)
         best_p = np.where(better, p1, best_p)
-        best_t = np.where(better, int(t) if continuous else other, best_t)
+        best_t = np.where(better, target, best_t)
         best_x[torch.as_tensor(better)] = x1[torch.as_tensor(better)]
     undefined |= ~np.isfinite(best)
     ev = None

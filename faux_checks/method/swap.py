@@ -186,7 +186,7 @@ class SwapReference:
     n_groups : int
         m groups (0 for continuous).
     metric : ndarray of shape (d, d)
-        :func:`covariance_metric`, or the identity for the Euclidean reading (eq. 7–8 as printed).
+        :func:`covariance_metric`, the variances only, or the identity (eq. 7–8 as printed).
     admissible : ndarray of shape (d,), bool
     shifts : dict of (a, b) -> GroupShift
         For every ordered pair of groups (binary and multi-class).
@@ -236,7 +236,7 @@ def _ridge_fit(design: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def fit_swap_reference(raw_ref, X_ref, c_ref, *, kind: Kind, admissible=None,
-                       metric: Literal["covariance", "euclidean"] = "covariance") -> SwapReference:
+                       metric: Literal["covariance", "diagonal", "euclidean"] = "covariance") -> SwapReference:
     """Learn the swap reading's metric and group shifts from reference rows.
 
     Parameters
@@ -250,9 +250,10 @@ def fit_swap_reference(raw_ref, X_ref, c_ref, *, kind: Kind, admissible=None,
     kind : {"binary", "multiclass", "continuous"}
     admissible : bool array of shape (d,), optional
         Features the counterfactual holds fixed.
-    metric : {"covariance", "euclidean"}
-        The move's metric: :func:`covariance_metric` (default) or the identity (eq. 7–8 as printed,
-        admissible rows and columns zeroed).
+    metric : {"covariance", "diagonal", "euclidean"}
+        The move's metric: :func:`covariance_metric` (default); the features' variances only (eq. 7–8
+        in standardised units, no correlations); or the identity (eq. 7–8 as printed). Admissible
+        rows and columns are zero in every metric.
 
     Returns
     -------
@@ -275,10 +276,12 @@ def fit_swap_reference(raw_ref, X_ref, c_ref, *, kind: Kind, admissible=None,
     A = np.zeros(X.shape[1], dtype=bool) if admissible is None else np.asarray(admissible, dtype=bool)
     if metric == "covariance":
         M = covariance_metric(X, admissible=A)
+    elif metric == "diagonal":
+        M = np.diag(np.where(A, 0.0, X.var(axis=0)))
     elif metric == "euclidean":
         M = np.diag((~A).astype(np.float64))
     else:
-        raise InputError(f"metric must be 'covariance' or 'euclidean', got {metric!r}")
+        raise InputError(f"metric must be 'covariance', 'diagonal' or 'euclidean', got {metric!r}")
     XA = X[:, A]
     grid = np.linspace(0.0, 1.0, N_QUANTILES)
     if kind == "continuous":
