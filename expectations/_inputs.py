@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from faux_checks.gate.rows import prepare_audit
+from faux_checks.gate.rows import AuditRows, prepare_audit
 from faux_checks.inputs.models import load_model
 from faux_checks.gate.policy import Policy
 from faux_checks.inputs.protected import ProtectedAttribute
@@ -63,6 +63,7 @@ class AuditInputs:
     row_index: np.ndarray           # (n,) input-row positions
     y_true: np.ndarray | None       # (n,) labels when the policy names a label column
     feature_spec: FeatureSpec | None = None   # the spec the rows were encoded with
+    rows: AuditRows | None = None             # the same rows, with their source frame
 
 
 def audit_inputs(frame: pd.DataFrame, *, model_path: str, feature_spec_path: str | None,
@@ -73,4 +74,4 @@ def audit_inputs(frame: pd.DataFrame, *, model_path: str, feature_spec_path: str
     spec = FeatureSpec.load(feature_spec_path) if feature_spec_path else None
     rows = prepare_audit(frame, policy=policy, feature_spec=spec)
     return AuditInputs(policy, model, rows.X, rows.protected, rows.values, rows.row_index, rows.y_true,
-                       rows.feature_spec)
+                       rows.feature_spec, rows)

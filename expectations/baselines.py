@@ -291,12 +291,14 @@ WEIGHTED_FTA_METRIC = "faux.weighted_fta"
 UNFAIR_MAP_METRIC = "faux.unfair_map"
 FLIPTEST_METRIC = "faux.fliptest"
 FTU_FLIP_METRIC = "faux.ftu_flip"
+LINKED_COLUMNS_METRIC = "faux.linked_columns"
 
 TESTER_PARAMS: Dict[str, tuple] = {
     "weighted_fta": ("p", "subspace"),
     "unfair_map": ("steps", "step_size", "penalty"),
     "fliptest": ("method", "max_n", "reg"),
     "ftu_flip": (),
+    "linked_columns": (),
 }
 _COMMON_VALUE_KEYS = ("model_path", "feature_spec_path", "policy_json", "threshold")
 MAX_FLAGGED_FRACTION_DESCRIPTION = "Largest allowed share of individuals over threshold; None = report only."
@@ -304,7 +306,6 @@ MAX_FLAGGED_FRACTION_DESCRIPTION = "Largest allowed share of individuals over th
 
 def _tester_flagged_fraction(tester: str, execution_engine, metric_domain_kwargs: dict, kw: dict) -> dict:
     """Scores of ``tester`` on the audited rows, summarised against ``threshold`` (run_check's numbers)."""
-    from faux_checks.gate.rows import AuditRows
     from faux_checks.gate.testers import baseline_scores
     from faux_checks.gate.policy import TesterSettings
 
@@ -313,10 +314,11 @@ def _tester_flagged_fraction(tester: str, execution_engine, metric_domain_kwargs
     policy = inputs.policy
     params = {k: kw[k] for k in TESTER_PARAMS[tester] if kw.get(k) is not None}
     settings = TesterSettings(threshold=float(kw["threshold"]), **params)
-    rows = AuditRows(X=inputs.X, protected=inputs.protected, values=inputs.values, row_index=inputs.row_index,
-                     y_true=inputs.y_true, feature_spec=inputs.feature_spec)
-    output = TargetOutput(form=policy.target_output, target_class=policy.target_class)
-    scores, description = baseline_scores(tester, settings, inputs.target_model, output, rows, seed=policy.seed)
+    rows = inputs.rows
+    output = resolve_output_form(inputs.target_model, as_tensor(rows.X[:256]),
+                                 TargetOutput(form=policy.target_output, target_class=policy.target_class))
+    scores, description = baseline_scores(tester, settings, inputs.target_model, output, rows, seed=policy.seed,
+                                          links=policy.linked_columns)
     summary = {"statistic": "flagged_fraction", "tester": tester, "threshold": settings.threshold,
                **{k: getattr(settings, k) for k in TESTER_PARAMS[tester]}, "n_individuals": int(len(rows.X))}
     if scores is None:
@@ -372,6 +374,18 @@ class FtuFlipFlaggedFraction(ColumnAggregateMetricProvider):
     def _pandas(cls, execution_engine, metric_domain_kwargs: dict, metric_value_kwargs: dict,
                 metrics: dict[str, Any], runtime_configuration: dict) -> dict:
         return _tester_flagged_fraction("ftu_flip", execution_engine, metric_domain_kwargs, metric_value_kwargs)
+
+
+class LinkedColumnsFlaggedFraction(ColumnAggregateMetricProvider):
+    """``faux.linked_columns``: |Δŷ| under the policy's linked-columns counterfactual against ``threshold``."""
+
+    metric_name = LINKED_COLUMNS_METRIC
+    value_keys = _COMMON_VALUE_KEYS + TESTER_PARAMS["linked_columns"]
+
+    @metric_value(engine=PandasExecutionEngine)
+    def _pandas(cls, execution_engine, metric_domain_kwargs: dict, metric_value_kwargs: dict,
+                metrics: dict[str, Any], runtime_configuration: dict) -> dict:
+        return _tester_flagged_fraction("linked_columns", execution_engine, metric_domain_kwargs, metric_value_kwargs)
 
 
 def _default(field: str):
@@ -482,7 +496,23 @@ class ExpectFtuFlipFlaggedFractionToBeAtMost(TesterFlaggedFractionExpectation):
     _tester: ClassVar[str] = "ftu_flip"
 
 
+class ExpectLinkedColumnsFlaggedFractionToBeAtMost(_TesterFlaggedFractionExpectation):
+    """Expect the share of individuals whose prediction changes by more than threshold (probability points) when
+    the protected attribute changes to another group and the policy's linked columns map their values with it
+    (e.g. relationship Husband ↔ Wife for sex), everything else fixed, to be at most max_flagged_fraction.
+    Exact by definition for the declared values; blind to other proxies (fAux covers those).
+    See :class:`faux_checks.baselines.LinkedColumnsTester`.
+    """
+
+    metric_dependencies = (LINKED_COLUMNS_METRIC,)
+    success_keys = _KEYS
+    args_keys = ("column",) + success_keys
+    _metric: ClassVar[str] = LINKED_COLUMNS_METRIC
+    _tester: ClassVar[str] = "linked_columns"
+
+
 __all__ += [
+    "ExpectLinkedColumnsFlaggedFractionToBeAtMost",
     "ExpectWeightedFtaFlaggedFractionToBeAtMost", "ExpectUnfairMapFlaggedFractionToBeAtMost",
     "ExpectFlipTestFlaggedFractionToBeAtMost", "ExpectFtuFlipFlaggedFractionToBeAtMost",
     "WeightedFtaFlaggedFraction", "UnfairMapFlaggedFraction", "FlipTestFlaggedFraction", "FtuFlipFlaggedFraction",

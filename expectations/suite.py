@@ -29,6 +29,7 @@ from .baselines import (
     ExpectFlipTestFlaggedFractionToBeAtMost,
     ExpectFtaFlaggedFractionToBeAtMost,
     ExpectFtuFlipFlaggedFractionToBeAtMost,
+    ExpectLinkedColumnsFlaggedFractionToBeAtMost,
     ExpectUnfairMapFlaggedFractionToBeAtMost,
     ExpectWeightedFtaFlaggedFractionToBeAtMost,
     TesterFlaggedFractionExpectation,
@@ -46,6 +47,7 @@ TESTER_EXPECTATIONS = {
     "unfair_map": ExpectUnfairMapFlaggedFractionToBeAtMost,
     "fliptest": ExpectFlipTestFlaggedFractionToBeAtMost,
     "ftu_flip": ExpectFtuFlipFlaggedFractionToBeAtMost,
+    "linked_columns": ExpectLinkedColumnsFlaggedFractionToBeAtMost,
     "demographic_parity": ExpectDemographicParityDifferenceToBeAtMost,
     "equalized_odds": ExpectEqualizedOddsDifferenceToBeAtMost,
 }

@@ -12,6 +12,7 @@ from .fliptest import FlipTestTester
 from .fta import FTATester
 from .ftu import FTUFlipTester
 from .group_metrics import group_metrics
+from .linked_columns import LinkedColumnsTester, check_links, linked_counterfactual
 from .subspace import fit_sensitive_subspace
 from .unfair_map import UnfairMapTester
 from .weighted_fta import WeightedFTATester
@@ -20,8 +21,11 @@ __all__ = [
     "FTATester",
     "FTUFlipTester",
     "FlipTestTester",
+    "LinkedColumnsTester",
     "UnfairMapTester",
     "WeightedFTATester",
+    "check_links",
     "fit_sensitive_subspace",
     "group_metrics",
+    "linked_counterfactual",
 ]

@@ -21,12 +21,17 @@ __all__ = ["AuxFit", "aux_training", "fit_aux", "given_aux", "new_aux", "quality
 
 
 class AuxFit(NamedTuple):
-    """An auxiliary model ready to differentiate, with its quality and ROC curve (binary c)."""
+    """An auxiliary model ready to differentiate, with its quality, ROC curve (binary c) and the rows it learnt from.
+
+    ``rows`` indexes the audited rows the model was trained on (all rows for a given model): the swap
+    reading's reference rows.
+    """
 
     model: AuxiliaryModel
     quality: float
     metric: str
     roc: dict[str, list[float]]
+    rows: np.ndarray
 
 
 def new_aux(policy: Policy, kind: str, *, progress: bool = False) -> AuxiliaryModel:
@@ -66,7 +71,7 @@ def fit_aux(X_aux: np.ndarray, protected: ProtectedAttribute, values: np.ndarray
     n = len(X_aux)
     if aux_model is not None:
         aux = given_aux(aux_model, policy, protected, X_aux.shape[1])
-        return AuxFit(aux, *quality_on(aux, X_aux, values, protected))
+        return AuxFit(aux, *quality_on(aux, X_aux, values, protected), np.arange(n))
     rng = np.random.default_rng(policy.seed + 1)   # aux training sample; the audit sample used seed
     train = np.arange(n)
     if n > policy.aux.max_train_rows:
@@ -74,7 +79,7 @@ def fit_aux(X_aux: np.ndarray, protected: ProtectedAttribute, values: np.ndarray
     aux = new_aux(policy, protected.kind, progress=progress)
     aux.fit(X_aux[train], values[train], groups=protected.groups)
     y, score = aux.holdout_
-    return AuxFit(aux, aux.quality_, aux.quality_metric_, roc_curve(y, score, aux.kind))
+    return AuxFit(aux, aux.quality_, aux.quality_metric_, roc_curve(y, score, aux.kind), train)
 
 
 def quality_on(aux: AuxiliaryModel, X_aux: np.ndarray, values: np.ndarray, protected: ProtectedAttribute):

@@ -28,14 +28,15 @@ from ..errors import InputError
 from ..inputs.tabular import FeatureSpec
 from ..method._batching import as_tensor
 from ..method.auxiliary import AuxiliaryModel
-from ..method.faux import FAuxTester, LICResult
+from ..method.faux import LICResult
 from ..method.output import TargetOutput, resolve_output_form
 from ..provenance import data_sha256, package_versions, utc_now
 from .aux_model import AuxFit, aux_training, fit_aux
 from .decision import decide_check, undefined_note
 from .policy import Policy
 from .result import CheckResult, delta_curve
-from .rows import AuditRows, check_model_accepts, direct_derivative, prepare_audit
+from .rows import AuditRows, check_model_accepts, prepare_audit
+from .scorer import faux_tester
 from .testers import run_baselines
 
 __all__ = ["run_check"]
@@ -93,11 +94,10 @@ def run_check(
     audit = prepare_audit(frame, policy=policy, feature_spec=feature_spec)
     Xt = as_tensor(audit.X)
     check_model_accepts(target_model, Xt, audit.feature_spec)
-    uses_direct, mask, dx_dc = _direct_term(audit, policy)
+    uses_direct, mask = _direct_term(audit, policy)
     aux = fit_aux(audit.X[:, ~mask], audit.protected, audit.values, policy, aux_model=aux_model, progress=progress)
     output = TargetOutput(form=policy.target_output, target_class=policy.target_class)
-    lic = _faux_scores(target_model, aux.model, audit.X, policy, output, mask if uses_direct else None, dx_dc,
-                       progress=progress)
+    lic = _faux_scores(target_model, aux, audit, policy, output, progress=progress)
     resolved = resolve_output_form(target_model, Xt[:256], output)
 
     faux = policy.faux
@@ -124,28 +124,24 @@ def run_check(
         n_undefined=n_undefined, n_missing_protected=audit.protected.n_missing,
         by_group=_by_group(lic, flagged, group_labels), aux_quality=aux.quality, aux_quality_metric=aux.metric,
         evidence=evidence, testers=testers, provenance=provenance, scores=scores_all, row_index=audit.row_index,
-        uses_protected_directly=uses_direct, top_flagged=_top_flagged(lic, audit.row_index, evidence, flagged),
+        uses_protected_directly=uses_direct,
+        top_flagged=_top_flagged(lic, audit.row_index, evidence, flagged, groups=tuple(audit.protected.groups)),
         curve=delta_curve(lic.scores), aux_roc=aux.roc,
     )
 
 
-def _direct_term(audit: AuditRows, policy: Policy) -> tuple[bool, np.ndarray, np.ndarray | None]:
-    """Whether the target takes the protected attribute as input, its columns' mask (d,) and ∂x/∂c (d, k)."""
+def _direct_term(audit: AuditRows, policy: Policy) -> tuple[bool, np.ndarray]:
+    """Whether the target takes the protected attribute as input, and its columns' mask (d,)."""
     uses_direct = policy.protected in audit.feature_spec.source_columns
-    if not uses_direct:
-        return False, np.zeros(audit.X.shape[1], dtype=bool), None
-    mask, dx_dc = direct_derivative(audit.feature_spec, audit.protected)
-    return True, mask, dx_dc
+    return uses_direct, audit.feature_spec.feature_mask(policy.protected)
 
 
-def _faux_scores(target_model, aux: AuxiliaryModel, X: np.ndarray, policy: Policy, output: TargetOutput,
-                 protected_mask: np.ndarray | None, dx_dc: np.ndarray | None, *, progress: bool) -> LICResult:
+def _faux_scores(target_model, aux: AuxFit, audit: AuditRows, policy: Policy, output: TargetOutput, *,
+                 progress: bool) -> LICResult:
     """The policy's fAux variant on every audited row, with evidence; undefined scores kept undefined."""
-    faux = policy.faux
-    tester = FAuxTester(target_model, aux, variant=faux.variant, output=output, ridge=faux.ridge,
-                        protected_mask=protected_mask, dx_dc_direct=dx_dc, ig_baseline=faux.ig_baseline,
-                        ig_steps=faux.ig_steps, progress=progress)
-    return _fail_closed_scores(tester.evaluate(X, evidence=True), len(X))
+    tester = faux_tester(target_model, aux.model, policy, output, audit.feature_spec, audit.protected,
+                         reference_rows=audit.X[aux.rows], reference_values=audit.values[aux.rows], progress=progress)
+    return _fail_closed_scores(tester.evaluate(audit.X, audit.values, evidence=True), len(audit.X))
 
 
 def _notes(policy: Policy, audit: AuditRows, lic: LICResult, n_undefined: int, uses_direct: bool) -> list[str]:
@@ -156,10 +152,11 @@ def _notes(policy: Policy, audit: AuditRows, lic: LICResult, n_undefined: int, u
     if audit.protected.n_missing:
         notes.append(f"{fmt_count(audit.protected.n_missing)} rows with a missing protected value were dropped (policy)")
     if uses_direct:
+        effect = ("the counterfactual sets it to the other group too" if policy.faux.variant == "swap"
+                  else "its direct effect is added to the LIC score")
         notes.append(
-            f"the target model takes the protected attribute '{policy.protected}' as an input: its direct effect "
-            "is added to the LIC score (max direct term "
-            f"{np.nanmax(lic.direct) if lic.direct is not None and len(lic.direct) else float('nan'):.3g})"
+            f"the target model takes the protected attribute '{policy.protected}' as an input: {effect} (largest "
+            f"change from that column alone {np.nanmax(lic.direct) if lic.direct is not None and len(lic.direct) else float('nan'):.3g})"
         )
     return notes
 
@@ -179,6 +176,12 @@ def _provenance(frame: pd.DataFrame, policy: Policy, audit: AuditRows, resolved:
         "feature_spec": audit.feature_spec.name,
         "n_features": audit.X.shape[1],
         "variant": faux.variant,
+        "score_unit": ("probability points: |Δŷ| when only the protected attribute changes" if faux.variant == "swap"
+                       else "|cos| in [0, 1]" if faux.variant == "ng"
+                       else "change of ŷ per unit of the auxiliary model's output"),
+        "swap": ({"admissible": list(faux.admissible), "metric": faux.swap_metric, "steps": faux.swap_steps,
+                  "evaluation": faux.swap_evaluation, "categorical": faux.swap_categorical,
+                  "reference_rows": int(len(aux.rows))} if faux.variant == "swap" else None),
         "target_output": resolved.form,
         "target_class": resolved.target_class,
         "target_differentiation": ("P(y|x) by σ'(z)·∇z in float64 from the logit" if resolved.form in ("logit", "logits")
@@ -234,7 +237,8 @@ def _by_group(lic: LICResult, flagged: np.ndarray, labels: np.ndarray) -> pd.Dat
     return out[["n", "flagged", "flagged_fraction", "undefined", "mean_score", "p90_score"]]
 
 
-def _top_flagged(lic: LICResult, row_index: np.ndarray, evidence: pd.DataFrame, flagged: np.ndarray, k: int = 10) -> list[dict]:
+def _top_flagged(lic: LICResult, row_index: np.ndarray, evidence: pd.DataFrame, flagged: np.ndarray, k: int = 10,
+                 groups: tuple = ()) -> list[dict]:
     if not flagged.any():
         return []
     idx = np.flatnonzero(flagged)
@@ -243,7 +247,11 @@ def _top_flagged(lic: LICResult, row_index: np.ndarray, evidence: pd.DataFrame, 
     for i in order:
         ev = evidence.iloc[i]
         cols = ev.abs().sort_values(ascending=False).head(3)
-        out.append({"row": int(row_index[i]), "lic_score": float(lic.scores[i]),
-                    "probability": float(lic.probability[i]),
-                    "top_evidence": [{"column": str(c), "evidence": float(ev[c])} for c in cols.index]})
+        entry = {"row": int(row_index[i]), "lic_score": float(lic.scores[i]), "probability": float(lic.probability[i]),
+                 "top_evidence": [{"column": str(c), "evidence": float(ev[c])} for c in cols.index]}
+        if lic.counterfactual_probability is not None:
+            entry["counterfactual_probability"] = float(lic.counterfactual_probability[i])
+            entry["counterfactual_group"] = (groups[int(lic.counterfactual_target[i])] if groups
+                                             else f"{int(lic.counterfactual_target[i]):+d} sd")
+        out.append(entry)
     return out

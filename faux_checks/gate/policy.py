@@ -38,11 +38,30 @@ class AuxSettings(_Strict):
 
 
 class FauxSettings(_Strict):
-    """The fAux check itself."""
+    """The fAux check itself.
 
-    variant: Literal["faux", "ng", "ig", "projection"] = Field(
-        "faux", description="fAux (eq. 9), fAux+NG (eq. 10), fAux+IG, or the Fig. 1 projection ‖g‖·|cos(g, a)|.")
-    delta: float = Field(..., gt=0, description="δ: an individual is flagged when its LIC score exceeds it.")
+    The default ``variant = "swap"`` scores each individual in probability points: the estimated
+    change of the target's P(y = target_class) if only the protected attribute changed (docs/method.md,
+    "The swap reading"). The paper's readings stay available in their own units: eq. 9 (``"faux"``,
+    change of ŷ per unit of the aux log-odds), NG, IG and the Fig. 1 projection.
+    """
+
+    variant: Literal["swap", "faux", "ng", "ig", "projection"] = Field(
+        "swap", description="swap: |Δŷ| in probability points when only c changes (default); faux: eq. 9; ng: eq. 10; "
+        "ig: eq. 9 with integrated gradients; projection: the Fig. 1 reading ‖g‖·|cos(g, a)|.")
+    delta: float = Field(..., gt=0, description="δ: an individual is flagged when its LIC score exceeds it "
+                         "(variant swap: probability points, at most 1).")
+    admissible: tuple[str, ...] = Field(
+        (), description="Variant swap: source columns the policy allows to differ between groups (resolving "
+        "variables); the counterfactual holds them fixed. Empty: every feature may carry c (the strictest reading).")
+    swap_metric: Literal["covariance", "diagonal", "euclidean"] = Field(
+        "covariance", description="Variant swap: metric of the minimum-norm move (covariance of the data, conditional "
+        "on the admissible features; its diagonal; or the identity of eq. 7–8).")
+    swap_steps: int = Field(1, ge=1, le=20, description="Variant swap: Newton steps toward the matched aux value.")
+    swap_evaluation: Literal["finite", "first_order"] = Field(
+        "finite", description="Variant swap: the target's actual change, or its first-order value ∇f·Δx.")
+    swap_categorical: Literal["soft", "snap"] = Field(
+        "soft", description="Variant swap: one-hot groups keep the moved values, or snap to their largest entry.")
     max_flagged_fraction: float = Field(..., ge=0, le=1, description="Policy threshold on the flagged fraction.")
     ridge: float = Field(0.0, ge=0, description="Damping λ of (JJᵀ + λI) (docs/method.md, open point 2).")
     max_undefined_fraction: float = Field(
@@ -50,6 +69,15 @@ class FauxSettings(_Strict):
     )
     ig_baseline: Literal["mean", "zeros"] = Field("mean", description="IG path start (variant 'ig').")
     ig_steps: int = Field(32, ge=2, le=512, description="IG steps (variant 'ig').")
+
+    @model_validator(mode="after")
+    def _swap_delta_in_probability_points(self) -> "FauxSettings":
+        if self.variant == "swap" and self.delta >= 1:
+            raise ValueError(f"delta {self.delta:g} is not a change of probability (variant 'swap' scores in "
+                             "probability points: use a value in (0, 1), e.g. 0.1)")
+        if self.admissible and self.variant != "swap":
+            raise ValueError(f"admissible columns are a setting of variant 'swap', not of {self.variant!r}")
+        return self
 
 
 class TesterSettings(_Strict):
@@ -152,15 +180,27 @@ class Policy(_Strict):
     faux: FauxSettings
     aux: AuxSettings = AuxSettings()
     testers: dict[str, TesterSettings] = Field(default_factory=dict)
+    linked_columns: dict[str, dict[str, str]] = Field(
+        default_factory=dict, description="Columns tied to the protected attribute by definition: column -> "
+        "{group: value} (e.g. relationship = { Male = \"Husband\", Female = \"Wife\" }); read by the linked_columns tester.")
     scale: ScaleSettings = ScaleSettings()
     audit: AuditSettings = AuditSettings()
 
     @model_validator(mode="after")
     def _known_testers(self) -> "Policy":
-        known = {"fta", "weighted_fta", "unfair_map", "fliptest", "ftu_flip", "demographic_parity", "equalized_odds"}
+        known = {"fta", "weighted_fta", "unfair_map", "fliptest", "ftu_flip", "linked_columns", "demographic_parity",
+                 "equalized_odds"}
         unknown = set(self.testers) - known
         if unknown:
             raise ValueError(f"unknown tester(s) {sorted(unknown)}; known: {sorted(known)}")
+        linked = self.testers.get("linked_columns")
+        if linked is not None and linked.enabled and not self.linked_columns:
+            raise ValueError("tester linked_columns is enabled but the policy declares no [linked_columns] table, e.g. "
+                             "relationship = { Male = \"Husband\", Female = \"Wife\" }")
+        if self.protected in self.faux.admissible:
+            raise ValueError(f"the protected attribute '{self.protected}' cannot be admissible")
+        if self.protected in self.linked_columns:
+            raise ValueError(f"the protected attribute '{self.protected}' cannot be one of its own linked columns")
         return self
 
     def sha256(self) -> str:

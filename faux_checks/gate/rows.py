@@ -20,7 +20,8 @@ from ..inputs.protected import ProtectedAttribute, encode_protected
 from ..inputs.tabular import ColumnEncoding, FeatureSpec
 from .policy import Policy
 
-__all__ = ["AuditRows", "check_model_accepts", "direct_derivative", "encoded_level", "prepare_audit"]
+__all__ = ["AuditRows", "SwapLayout", "check_model_accepts", "direct_derivative", "encoded_level", "prepare_audit",
+           "swap_layout"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,8 @@ class AuditRows:
         Labels, when the policy names a label column.
     feature_spec : FeatureSpec
         The spec used (a passthrough spec when none was given).
+    source : DataFrame or None
+        The input frame the rows come from (not copied); :attr:`frame` selects the audited rows.
     """
 
     X: np.ndarray
@@ -49,6 +52,14 @@ class AuditRows:
     row_index: np.ndarray
     y_true: np.ndarray | None
     feature_spec: FeatureSpec
+    source: pd.DataFrame | None = None
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        """The audited rows as given (source columns), in audit order."""
+        if self.source is None:
+            raise InputError("these audit rows were built without their source frame")
+        return self.source.iloc[self.row_index]
 
 
 def prepare_audit(frame: pd.DataFrame, *, policy: Policy, feature_spec: FeatureSpec | None = None) -> AuditRows:
@@ -82,7 +93,7 @@ def prepare_audit(frame: pd.DataFrame, *, policy: Policy, feature_spec: FeatureS
     X = feature_spec.encode(frame.iloc[row_index])
     y_true = frame[policy.label].to_numpy()[row_index] if policy.label else None
     return AuditRows(X=X, protected=protected, values=values, row_index=row_index, y_true=y_true,
-                     feature_spec=feature_spec)
+                     feature_spec=feature_spec, source=frame)
 
 
 def encoded_level(enc: ColumnEncoding, label: str) -> np.ndarray:
@@ -126,6 +137,75 @@ def direct_derivative(spec: FeatureSpec, protected: ProtectedAttribute) -> tuple
     dx_dc = np.zeros((spec.n_features, cols.shape[1]))
     dx_dc[mask] = cols
     return mask, dx_dc
+
+
+@dataclass(frozen=True)
+class SwapLayout:
+    """Where the swap reading's policy settings land in the encoded features (:func:`swap_layout`).
+
+    Attributes
+    ----------
+    keep : ndarray of shape (d,), bool
+        The target's features the auxiliary model sees (all but the protected column's own).
+    admissible : ndarray of shape (d_aux,), bool
+        Encoded features of the policy's admissible columns, in the aux input space.
+    categorical_groups : list of ndarray
+        Positions (aux input space) of each one-hot group.
+    direct_levels : ndarray of shape (m, d_c) or (1, d_c), or None
+        When the target takes the protected column: its encoding per group, or (continuous) its change
+        per +1 standard deviation of c.
+    """
+
+    keep: np.ndarray
+    admissible: np.ndarray
+    categorical_groups: list
+    direct_levels: np.ndarray | None
+
+
+def swap_layout(spec: FeatureSpec, protected: ProtectedAttribute, admissible_columns, *,
+                c_std: float = 1.0) -> SwapLayout:
+    """Map the policy's admissible columns and the protected column onto the encoded features.
+
+    Parameters
+    ----------
+    spec : FeatureSpec
+    protected : ProtectedAttribute
+    admissible_columns : sequence of str
+        Source columns (policy ``[faux] admissible``).
+    c_std : float
+        Standard deviation of a continuous protected attribute (its direct step is one sd).
+
+    Raises
+    ------
+    InputError
+        An admissible column that is not a target input (named, with the inputs), or the protected
+        column declared admissible.
+    """
+    unknown = [col for col in admissible_columns if col not in spec.source_columns]
+    if unknown:
+        raise InputError(f"admissible column(s) {unknown} are not inputs of the target (FeatureSpec '{spec.name}'); "
+                         f"its inputs: {spec.source_columns[:20]}{' ...' if len(spec.source_columns) > 20 else ''}")
+    if protected.name in admissible_columns:
+        raise InputError(f"the protected attribute '{protected.name}' cannot be admissible")
+    mask = spec.feature_mask(protected.name)
+    keep = ~mask
+    columns = spec.feature_to_column()
+    admissible = np.isin(columns, [spec.source_columns.index(col) for col in admissible_columns])[keep]
+    positions = np.cumsum(keep) - 1
+    groups, j = [], 0
+    for enc in spec.columns:
+        idx = np.arange(j, j + enc.width)
+        if enc.kind == "categorical" and keep[idx].all():
+            groups.append(positions[idx])
+        j += enc.width
+    direct_levels = None
+    if mask.any():
+        enc = spec.columns[spec.source_columns.index(protected.name)]
+        if protected.kind == "continuous":
+            direct_levels = np.array([[c_std / (enc.std if enc.std > 0 else 1.0)]])
+        else:
+            direct_levels = np.stack([encoded_level(enc, g) for g in protected.groups])      # (m, width)
+    return SwapLayout(keep=keep, admissible=admissible, categorical_groups=groups, direct_levels=direct_levels)
 
 
 def check_model_accepts(model, X: torch.Tensor, spec: FeatureSpec) -> None:

@@ -8,26 +8,28 @@ field in the policy schema and an expectation in ``expectations/`` (docs/archite
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
+from ..baselines.linked_columns import LinkedColumnsTester, check_links
 from ..errors import InputError
 from ..method.faux import LICResult
-from ..method.output import TargetOutput
+from ..method.output import TargetOutput, predict_probability
 from .policy import Policy, TesterSettings
 from .rows import AuditRows, direct_derivative, encoded_level
 
 __all__ = ["FLAGGED_FRACTION_TESTERS", "baseline_scores", "flagged_summary", "run_baselines"]
 
-FLAGGED_FRACTION_TESTERS = ("fta", "weighted_fta", "unfair_map", "fliptest", "ftu_flip")
+FLAGGED_FRACTION_TESTERS = ("fta", "weighted_fta", "unfair_map", "fliptest", "ftu_flip", "linked_columns")
 
 
 def baseline_scores(name: str, settings: TesterSettings, target_model, output: TargetOutput, audit: AuditRows, *,
-                    seed: int = 0) -> tuple[np.ndarray | None, str]:
+                    seed: int = 0, links: Mapping[str, Mapping[str, str]] | None = None) -> tuple[np.ndarray | None, str]:
     """Per-individual scores of a baseline tester on the audited rows, and what they measure.
 
     The one definition shared by :func:`~faux_checks.gate.check.run_check` and the Great Expectations baseline metrics.
+    ``links`` are the policy's ``[linked_columns]`` (tester ``linked_columns``).
 
     Returns
     -------
@@ -77,7 +79,24 @@ def baseline_scores(name: str, settings: TesterSettings, target_model, output: T
             levels = tuple(float(encoded_level(enc, g)[0]) for g in protected.groups)
         tester = FTUFlipTester(target_model, protected_columns=mask, levels=levels, output=output)
         return tester.score(X), f"|f(x) − f(x with the protected input flipped)| > {thr} (FTU flip)"
+    if name == "linked_columns":
+        return _linked_columns_scores(target_model, output, audit, links or {}, thr)
     raise InputError(f"unknown per-individual tester {name!r}; known: {list(FLAGGED_FRACTION_TESTERS)}")
+
+
+def _linked_columns_scores(target_model, output: TargetOutput, audit: AuditRows, links, thr: str):
+    """The linked-columns tester on the audited rows (the policy's links checked against the data and the spec)."""
+    protected, spec = audit.protected, audit.feature_spec
+    if protected.kind == "continuous":
+        return None, "not applicable: linked columns map values between protected groups (the attribute is continuous)"
+    frame = audit.frame
+    levels = {enc.name: enc.levels for enc in spec.columns if enc.kind == "categorical"}
+    check_links(links, columns=list(frame.columns), groups=protected.groups, levels=levels)
+    predict = lambda f: predict_probability(target_model, spec.encode(f), output)   # noqa: E731
+    tester = LinkedColumnsTester(predict, protected=protected.name, links=links, groups=protected.groups)
+    declared = ", ".join(f"{col}: " + " ↔ ".join(f"{g}={v}" for g, v in m.items()) for col, m in links.items())
+    return (tester.score(frame, audit.values),
+            f"|f(x) − f(x in the other group, linked values mapped)| > {thr} (linked columns {declared})")
 
 
 def flagged_summary(settings: TesterSettings, scores: np.ndarray | None, description: str) -> dict[str, Any]:
@@ -114,7 +133,8 @@ def run_baselines(policy: Policy, target_model, output: TargetOutput, X: np.ndar
         if name in FLAGGED_FRACTION_TESTERS:
             if audit is None:
                 raise InputError(f"tester {name!r} needs the audit rows (pass audit=)")
-            scores, description = baseline_scores(name, settings, target_model, output, audit, seed=policy.seed)
+            scores, description = baseline_scores(name, settings, target_model, output, audit, seed=policy.seed,
+                                                  links=policy.linked_columns)
             out[name] = flagged_summary(settings, scores, description)
         elif name in ("demographic_parity", "equalized_odds"):
             if name == "equalized_odds" and y_true is None:

@@ -19,6 +19,8 @@ from ...inputs.protected import ProtectedAttribute, encode_protected
 from ...inputs.tabular import FeatureSpec
 from ...method.auxiliary import AuxiliaryModel
 from ...method.faux import FAuxTester
+from ...method.swap import SwapReference
+from ..scorer import faux_tester
 from ...method.output import TargetOutput, resolve_output_form
 from ..aux_model import given_aux, new_aux, quality_on
 from ..policy import Policy
@@ -113,6 +115,10 @@ class ScoringPlan:
     protected_mask, dx_dc : ndarray or None
         Direct term when the protected column is a target input (:func:`~faux_checks.gate.rows.direct_derivative`).
     ig_baseline : str or ndarray
+    swap_reference : SwapReference or None
+        Variant swap: fitted once on the sample (the rows the aux model learnt from), shipped to every worker.
+    c_std : float
+        Standard deviation of a continuous protected attribute on the sample (1.0 otherwise).
     chunk_rows : int
     n_rows, n_missing_protected : int
         From the sample pass.
@@ -132,6 +138,8 @@ class ScoringPlan:
     n_rows: int
     n_missing_protected: int
     aux: dict
+    swap_reference: SwapReference | None = None
+    c_std: float = 1.0
 
     @property
     def columns(self) -> list[str]:
@@ -139,8 +147,12 @@ class ScoringPlan:
         return columns_to_read(self.feature_spec, self.policy.protected)
 
     def tester(self, target_model, aux_model: AuxiliaryModel) -> FAuxTester:
-        """The FAuxTester used on every chunk."""
+        """The FAuxTester used on every chunk (:func:`~faux_checks.gate.scorer.faux_tester`)."""
         faux = self.policy.faux
+        if faux.variant == "swap":
+            return faux_tester(target_model, aux_model, self.policy, self.output, self.feature_spec,
+                               self.codec.attribute(np.zeros(0)), reference=self.swap_reference, c_std=self.c_std,
+                               chunk_size=self.chunk_rows)
         return FAuxTester(target_model, aux_model, variant=faux.variant, output=self.output, ridge=faux.ridge,
                           protected_mask=self.protected_mask, dx_dc_direct=self.dx_dc,
                           ig_baseline=self.ig_baseline, ig_steps=faux.ig_steps, chunk_size=self.chunk_rows)
@@ -224,6 +236,10 @@ def prepare_scoring(target_model, sample: SamplePart, *, policy: Policy, feature
     ig_baseline: Any = policy.faux.ig_baseline
     if policy.faux.variant == "ig" and ig_baseline == "mean":
         ig_baseline = X.astype(np.float64).mean(axis=0).astype(np.float32)
+    swap_reference, c_std = None, float(np.std(values)) if protected.kind == "continuous" else 1.0
+    if policy.faux.variant == "swap":
+        swap_reference = faux_tester(target_model, aux, policy, output, feature_spec, protected, reference_rows=X,
+                                     reference_values=values).reference
     plan = ScoringPlan(
         policy=policy, feature_spec=feature_spec, codec=codec, output=output,
         protected_mask=mask if uses_direct else None, dx_dc=dx_dc, ig_baseline=ig_baseline, chunk_rows=chunk_rows,
@@ -231,5 +247,6 @@ def prepare_scoring(target_model, sample: SamplePart, *, policy: Policy, feature
         aux={"quality": float(quality), "metric": metric, "kind": protected.kind, "output_space": aux.output_space,
              "groups": tuple(protected.groups), "n_features": int(X_aux.shape[1]), "train_rows": int(len(X)),
              "epochs_run": getattr(aux, "epochs_run_", None), "given": aux_model is not None},
+        swap_reference=swap_reference, c_std=c_std,
     )
     return plan, aux

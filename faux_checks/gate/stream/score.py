@@ -244,8 +244,9 @@ def score_pass(target_model, aux_model: AuxiliaryModel, source: DataSource, plan
         if len(kept):
             sub = frame if len(kept) == n else frame.iloc[kept]
             X = encode_chunk(plan.feature_spec, sub, source, start, n)
-            idx = codec.group_index(codec.encode(sub[codec.name]))
-            lic = tester.evaluate(X, evidence=False)
+            c = codec.encode(sub[codec.name])
+            idx = codec.group_index(c)
+            lic = tester.evaluate(X, c, evidence=False)
             hit = lic.flagged(delta)
             counts.add(idx, lic.scores, lic.undefined, hit)
             scores[kept] = lic.scores

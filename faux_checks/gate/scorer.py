@@ -1,0 +1,77 @@
+"""The policy's fAux tester for a target and its feature spec: one constructor for the in-memory and streaming checks.
+
+For the default ``variant = "swap"`` the tester needs a reference fitted on rows the auxiliary
+model learnt from (:func:`faux_checks.method.swap.fit_swap_reference`): it is fitted here, or
+reused (the streaming plan fits it once on its sample and ships it to the workers).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..inputs.protected import ProtectedAttribute
+from ..inputs.tabular import FeatureSpec
+from ..method.auxiliary import AuxiliaryModel
+from ..method.counterfactual import SwapSettings
+from ..method.faux import FAuxTester
+from ..method.output import TargetOutput
+from ..method.swap import SwapReference
+from .policy import Policy
+from .rows import direct_derivative, swap_layout
+
+__all__ = ["faux_tester"]
+
+
+def faux_tester(target_model, aux: AuxiliaryModel, policy: Policy, output: TargetOutput, spec: FeatureSpec,
+                protected: ProtectedAttribute, *, reference: SwapReference | None = None,
+                reference_rows: np.ndarray | None = None, reference_values: np.ndarray | None = None,
+                c_std: float = 1.0, chunk_size: int | None = None, progress: bool = False) -> FAuxTester:
+    """The policy's fAux tester for a target with this feature spec.
+
+    Parameters
+    ----------
+    target_model, aux : the target and the (fitted) auxiliary model
+    policy : Policy
+        Its ``[faux]`` settings choose the variant and, for swap, the admissible columns and options.
+    output : TargetOutput
+    spec : FeatureSpec
+        The target's encoding (the protected column among its inputs adds the direct term).
+    protected : ProtectedAttribute
+    reference : SwapReference, optional
+        Variant swap: a reference fitted before (reused as is).
+    reference_rows : ndarray of shape (n_ref, d), optional
+        Variant swap without ``reference``: encoded rows the auxiliary model learnt from.
+    reference_values : ndarray of shape (n_ref,), optional
+        Their protected values (group index or continuous value).
+    c_std : float
+        Standard deviation of a continuous protected attribute (its direct step is one sd); computed from
+        ``reference_values`` when they are given.
+
+    Raises
+    ------
+    InputError
+        Admissible columns that are not target inputs, too few reference rows per group, and the
+        tester's own input errors.
+    """
+    faux = policy.faux
+    uses_direct = protected.name in spec.source_columns
+    mask, dx_dc = (direct_derivative(spec, protected) if uses_direct
+                   else (np.zeros(spec.n_features, dtype=bool), None))
+    kwargs = {} if chunk_size is None else {"chunk_size": chunk_size}
+    if faux.variant != "swap":
+        return FAuxTester(target_model, aux, variant=faux.variant, output=output, ridge=faux.ridge,
+                          protected_mask=mask if uses_direct else None, dx_dc_direct=dx_dc,
+                          ig_baseline=faux.ig_baseline, ig_steps=faux.ig_steps, progress=progress, **kwargs)
+    if protected.kind == "continuous" and reference_values is not None:
+        c_std = float(np.std(reference_values))
+    layout = swap_layout(spec, protected, faux.admissible, c_std=c_std)
+    settings = SwapSettings(steps=faux.swap_steps, evaluation=faux.swap_evaluation, categorical=faux.swap_categorical,
+                            categorical_groups=layout.categorical_groups)
+    tester = FAuxTester(target_model, aux, variant="swap", output=output, swap=settings,
+                        protected_mask=mask if uses_direct else None, direct_levels=layout.direct_levels,
+                        progress=progress, **kwargs)
+    if reference is not None:
+        tester.reference = reference
+        return tester
+    return tester.fit_reference(reference_rows[:, layout.keep], reference_values, admissible=layout.admissible,
+                                metric=faux.swap_metric)
