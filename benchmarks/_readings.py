@@ -14,9 +14,11 @@ import torch
 from torch import nn
 
 #: name -> (label, swap options). Every swap reading runs with the family's admissible declaration
-#: ("declared") and without ("none").
+#: ("declared") and without ("none"); both hold fixed the features that tell the aux model nothing about c
+#: on its held-out rows (the library default), except ``swap_nohold``.
 SWAP_READINGS = {
     "swap": ("swap: covariance metric, 1 step, finite (candidate default)", {}),
+    "swap_nohold": ("swap without holding uninformative features", {"hold": False}),
     "swap_first": ("swap, first-order ∇f·Δx", {"evaluation": "first_order"}),
     "swap_path3": ("swap, 3 Newton steps (finite path)", {"steps": 3}),
     "swap_snap": ("swap, categorical snap (discrete swap)", {"categorical": "snap"}),
@@ -48,16 +50,31 @@ class _Mean(nn.Module):
         return torch.stack([net(x) for net in self.nets]).mean(dim=0)
 
 
+def feature_groups(cell) -> list[np.ndarray]:
+    """One group per source column in the aux input space: one-hot blocks, and every other feature alone."""
+    d = cell.X_ref.shape[1]
+    covered = np.zeros(d, dtype=bool)
+    for g in cell.groups:
+        covered[g] = True
+    return [np.asarray(g) for g in cell.groups] + [np.array([j]) for j in np.flatnonzero(~covered)]
+
+
 def _tester(cell, aux, *, admissible, options):
     from faux_checks import FAuxTester, TargetOutput
     from faux_checks.method.counterfactual import SwapSettings
 
     options = dict(options)
     metric = options.pop("metric", "covariance")
+    hold = options.pop("hold", True)
     settings = SwapSettings(categorical_groups=cell.groups, **options)
     tester = FAuxTester(cell.target, aux, variant="swap", output=TargetOutput("logit"), swap=settings,
                         protected_mask=None if cell.keep.all() else ~cell.keep, direct_levels=cell.direct_levels)
-    return tester.fit_reference(cell.X_ref, cell.c_ref, admissible=admissible, metric=metric)
+    holdout = None
+    rows = getattr(aux, "holdout_rows_", None)
+    if hold and rows is not None and len(rows):
+        holdout = (cell.X_ref[rows], cell.c_ref[rows])
+    return tester.fit_reference(cell.X_ref, cell.c_ref, admissible=admissible, metric=metric, holdout=holdout,
+                                feature_groups=feature_groups(cell))
 
 
 def swap_scores(cell, name: str, *, declared: bool) -> np.ndarray:
@@ -72,6 +89,7 @@ def ensemble_scores(cell, *, declared: bool, seeds=(1, 2)) -> np.ndarray:
     nets = [cell.aux.net_] + [AuxiliaryModel(kind=cell.kind, seed=100 + s).fit(cell.X_ref, cell.c_ref).net_
                               for s in seeds]
     aux = AuxiliaryModel.from_module(_Mean(nets).eval(), kind=cell.kind, n_features=cell.X_ref.shape[1])
+    aux.holdout_rows_ = cell.aux.holdout_rows_        # the first model's held-out rows (the others trained on some)
     return _tester(cell, aux, admissible=cell.admissible if declared else None, options={}).score(cell.X, cell.c)
 
 
@@ -156,7 +174,7 @@ def lic_ub_scores(cell) -> np.ndarray:
 def all_readings(cell, *, quick: bool = False) -> dict:
     """Every reading on one cell: {name: scores} plus {"swap_sample/<declared>": (mean, {δ: P})}."""
     out: dict = {"eq9": eq9_scores(cell)}
-    names = ["swap", "first_order_euclid", "path_euclid"] if quick else list(SWAP_READINGS)
+    names = ["swap", "swap_nohold", "first_order_euclid", "path_euclid"] if quick else list(SWAP_READINGS)
     for declared in (True, False):
         tag = "declared" if declared else "none"
         for name in names:

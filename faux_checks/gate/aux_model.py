@@ -24,7 +24,8 @@ class AuxFit(NamedTuple):
     """An auxiliary model ready to differentiate, with its quality, ROC curve (binary c) and the rows it learnt from.
 
     ``rows`` indexes the audited rows the model was trained on (all rows for a given model): the swap
-    reading's reference rows.
+    reading's reference rows; ``holdout`` the audited rows it did not train on (its held-out rows, or all
+    rows for a given model), where the swap reading tests which features inform it about c.
     """
 
     model: AuxiliaryModel
@@ -32,6 +33,7 @@ class AuxFit(NamedTuple):
     metric: str
     roc: dict[str, list[float]]
     rows: np.ndarray
+    holdout: np.ndarray
 
 
 def new_aux(policy: Policy, kind: str, *, progress: bool = False) -> AuxiliaryModel:
@@ -71,7 +73,7 @@ def fit_aux(X_aux: np.ndarray, protected: ProtectedAttribute, values: np.ndarray
     n = len(X_aux)
     if aux_model is not None:
         aux = given_aux(aux_model, policy, protected, X_aux.shape[1])
-        return AuxFit(aux, *quality_on(aux, X_aux, values, protected), np.arange(n))
+        return AuxFit(aux, *quality_on(aux, X_aux, values, protected), np.arange(n), np.arange(n))
     rng = np.random.default_rng(policy.seed + 1)   # aux training sample; the audit sample used seed
     train = np.arange(n)
     if n > policy.aux.max_train_rows:
@@ -79,7 +81,8 @@ def fit_aux(X_aux: np.ndarray, protected: ProtectedAttribute, values: np.ndarray
     aux = new_aux(policy, protected.kind, progress=progress)
     aux.fit(X_aux[train], values[train], groups=protected.groups)
     y, score = aux.holdout_
-    return AuxFit(aux, aux.quality_, aux.quality_metric_, roc_curve(y, score, aux.kind), train)
+    return AuxFit(aux, aux.quality_, aux.quality_metric_, roc_curve(y, score, aux.kind), train,
+                  train[aux.holdout_rows_])
 
 
 def quality_on(aux: AuxiliaryModel, X_aux: np.ndarray, values: np.ndarray, protected: ProtectedAttribute):

@@ -28,7 +28,7 @@ from ..errors import InputError
 from ..inputs.tabular import FeatureSpec
 from ..method._batching import as_tensor
 from ..method.auxiliary import AuxiliaryModel
-from ..method.faux import LICResult
+from ..method.faux import FAuxTester, LICResult
 from ..method.output import TargetOutput, resolve_output_form
 from ..provenance import data_sha256, package_versions, utc_now
 from .aux_model import AuxFit, aux_training, fit_aux
@@ -97,7 +97,7 @@ def run_check(
     uses_direct, mask = _direct_term(audit, policy)
     aux = fit_aux(audit.X[:, ~mask], audit.protected, audit.values, policy, aux_model=aux_model, progress=progress)
     output = TargetOutput(form=policy.target_output, target_class=policy.target_class)
-    lic = _faux_scores(target_model, aux, audit, policy, output, progress=progress)
+    lic, tester = _faux_scores(target_model, aux, audit, policy, output, progress=progress)
     resolved = resolve_output_form(target_model, Xt[:256], output)
 
     faux = policy.faux
@@ -110,7 +110,8 @@ def run_check(
     decision, reasons = decide_check(
         faux=faux, min_aux_quality=policy.min_aux_quality, aux_quality=aux.quality, aux_metric=aux.metric, n=n,
         n_undefined=n_undefined, n_flagged=int(flagged.sum()), flagged_fraction=flagged_fraction, testers=testers)
-    reasons += _notes(policy, audit, lic, n_undefined, uses_direct)
+    held = _held_columns(tester, audit.feature_spec, policy.protected)
+    reasons += _notes(policy, audit, lic, n_undefined, uses_direct, held)
 
     spec = audit.feature_spec
     evidence = pd.DataFrame(spec.aggregate(lic.evidence.astype(np.float64)), columns=spec.source_columns,
@@ -118,6 +119,8 @@ def run_check(
     scores_all = np.full(len(frame), np.nan)                              # (n_input_rows,)
     scores_all[audit.row_index] = lic.scores
     provenance = _provenance(frame, policy, audit, resolved, aux, given=aux_model is not None, model_info=model_info)
+    if provenance["swap"] is not None:
+        provenance["swap"]["held_fixed_uninformative"] = held
     return CheckResult(
         decision=decision, reasons=reasons, flagged_fraction=flagged_fraction,
         max_flagged_fraction=faux.max_flagged_fraction, delta=faux.delta, n_individuals=n,
@@ -137,16 +140,37 @@ def _direct_term(audit: AuditRows, policy: Policy) -> tuple[bool, np.ndarray]:
 
 
 def _faux_scores(target_model, aux: AuxFit, audit: AuditRows, policy: Policy, output: TargetOutput, *,
-                 progress: bool) -> LICResult:
+                 progress: bool) -> tuple[LICResult, FAuxTester]:
     """The policy's fAux variant on every audited row, with evidence; undefined scores kept undefined."""
     tester = faux_tester(target_model, aux.model, policy, output, audit.feature_spec, audit.protected,
-                         reference_rows=audit.X[aux.rows], reference_values=audit.values[aux.rows], progress=progress)
-    return _fail_closed_scores(tester.evaluate(audit.X, audit.values, evidence=True), len(audit.X))
+                         reference_rows=audit.X[aux.rows], reference_values=audit.values[aux.rows],
+                         holdout_rows=audit.X[aux.holdout], holdout_values=audit.values[aux.holdout], progress=progress)
+    lic = _fail_closed_scores(tester.evaluate(audit.X, audit.values, evidence=True), len(audit.X))
+    return lic, tester
 
 
-def _notes(policy: Policy, audit: AuditRows, lic: LICResult, n_undefined: int, uses_direct: bool) -> list[str]:
-    """What follows the decision's reason: undefined scores, dropped rows, the direct term."""
+def _held_columns(tester: FAuxTester, spec: FeatureSpec, protected: str) -> list[str]:
+    """Source columns the swap reading held fixed because they told the aux model nothing about c."""
+    held = getattr(tester, "held_fixed_", None)
+    if held is None or not held.any():
+        return []
+    columns = np.asarray(spec.source_columns, dtype=object)[spec.feature_to_column()[~spec.feature_mask(protected)]]
+    return sorted(set(columns[held]), key=spec.source_columns.index)
+
+
+def _notes(policy: Policy, audit: AuditRows, lic: LICResult, n_undefined: int, uses_direct: bool,
+           held: list[str]) -> list[str]:
+    """What follows the decision's reason: undefined scores, dropped rows, the direct term, columns held fixed."""
     notes = []
+    if policy.faux.variant == "swap":
+        fixed = [f"{', '.join(policy.faux.admissible)} (admissible)"] if policy.faux.admissible else []
+        extra = [c for c in held if c not in policy.faux.admissible]
+        if extra:
+            fixed.append(f"{', '.join(extra)} (uninformative about '{policy.protected}' on the auxiliary model's "
+                         "held-out rows)")
+        notes.append(f"LIC score = the estimated change of the predicted probability if only '{policy.protected}' "
+                     f"changed, the other features moving as the auxiliary model says they go with it"
+                     + (f"; held fixed: {'; '.join(fixed)}" if fixed else ""))
     if n_undefined:
         notes.append(undefined_note(n_undefined))
     if audit.protected.n_missing:

@@ -54,6 +54,9 @@ class FauxSettings(_Strict):
     admissible: tuple[str, ...] = Field(
         (), description="Variant swap: source columns the policy allows to differ between groups (resolving "
         "variables); the counterfactual holds them fixed. Empty: every feature may carry c (the strictest reading).")
+    hold_uninformative: bool = Field(
+        True, description="Variant swap: also hold fixed the columns that tell the auxiliary model nothing about c on "
+        "its held-out rows (permutation test, 2 standard errors); they are listed in the report.")
     swap_metric: Literal["covariance", "diagonal", "euclidean"] = Field(
         "covariance", description="Variant swap: metric of the minimum-norm move (covariance of the data, conditional "
         "on the admissible features; its diagonal; or the identity of eq. 7–8).")

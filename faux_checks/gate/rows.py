@@ -151,6 +151,10 @@ class SwapLayout:
         Encoded features of the policy's admissible columns, in the aux input space.
     categorical_groups : list of ndarray
         Positions (aux input space) of each one-hot group.
+    feature_groups : list of ndarray
+        Every source column's positions (aux input space): what the informativeness test permutes together.
+    group_columns : list of str
+        The source column of each entry of ``feature_groups``.
     direct_levels : ndarray of shape (m, d_c) or (1, d_c), or None
         When the target takes the protected column: its encoding per group, or (continuous) its change
         per +1 standard deviation of c.
@@ -160,6 +164,8 @@ class SwapLayout:
     admissible: np.ndarray
     categorical_groups: list
     direct_levels: np.ndarray | None
+    feature_groups: list
+    group_columns: list
 
 
 def swap_layout(spec: FeatureSpec, protected: ProtectedAttribute, admissible_columns, *,
@@ -192,11 +198,14 @@ def swap_layout(spec: FeatureSpec, protected: ProtectedAttribute, admissible_col
     columns = spec.feature_to_column()
     admissible = np.isin(columns, [spec.source_columns.index(col) for col in admissible_columns])[keep]
     positions = np.cumsum(keep) - 1
-    groups, j = [], 0
+    groups, feature_groups, group_columns, j = [], [], [], 0
     for enc in spec.columns:
         idx = np.arange(j, j + enc.width)
-        if enc.kind == "categorical" and keep[idx].all():
-            groups.append(positions[idx])
+        if keep[idx].all():
+            feature_groups.append(positions[idx])
+            group_columns.append(enc.name)
+            if enc.kind == "categorical":
+                groups.append(positions[idx])
         j += enc.width
     direct_levels = None
     if mask.any():
@@ -205,7 +214,8 @@ def swap_layout(spec: FeatureSpec, protected: ProtectedAttribute, admissible_col
             direct_levels = np.array([[c_std / (enc.std if enc.std > 0 else 1.0)]])
         else:
             direct_levels = np.stack([encoded_level(enc, g) for g in protected.groups])      # (m, width)
-    return SwapLayout(keep=keep, admissible=admissible, categorical_groups=groups, direct_levels=direct_levels)
+    return SwapLayout(keep=keep, admissible=admissible, categorical_groups=groups, direct_levels=direct_levels,
+                      feature_groups=feature_groups, group_columns=group_columns)
 
 
 def check_model_accepts(model, X: torch.Tensor, spec: FeatureSpec) -> None:

@@ -25,6 +25,7 @@ __all__ = ["faux_tester"]
 def faux_tester(target_model, aux: AuxiliaryModel, policy: Policy, output: TargetOutput, spec: FeatureSpec,
                 protected: ProtectedAttribute, *, reference: SwapReference | None = None,
                 reference_rows: np.ndarray | None = None, reference_values: np.ndarray | None = None,
+                holdout_rows: np.ndarray | None = None, holdout_values: np.ndarray | None = None,
                 c_std: float = 1.0, chunk_size: int | None = None, progress: bool = False) -> FAuxTester:
     """The policy's fAux tester for a target with this feature spec.
 
@@ -43,6 +44,9 @@ def faux_tester(target_model, aux: AuxiliaryModel, policy: Policy, output: Targe
         Variant swap without ``reference``: encoded rows the auxiliary model learnt from.
     reference_values : ndarray of shape (n_ref,), optional
         Their protected values (group index or continuous value).
+    holdout_rows, holdout_values : ndarray of shape (n_hold, d) and (n_hold,), optional
+        Encoded rows the auxiliary model did not train on, and their protected values: with the
+        policy's ``hold_uninformative``, feature groups that tell it nothing about c there are held fixed.
     c_std : float
         Standard deviation of a continuous protected attribute (its direct step is one sd); computed from
         ``reference_values`` when they are given.
@@ -73,5 +77,8 @@ def faux_tester(target_model, aux: AuxiliaryModel, policy: Policy, output: Targe
     if reference is not None:
         tester.reference = reference
         return tester
+    holdout = None
+    if faux.hold_uninformative and holdout_rows is not None and len(holdout_rows) >= 2:
+        holdout = (holdout_rows[:, layout.keep], holdout_values)
     return tester.fit_reference(reference_rows[:, layout.keep], reference_values, admissible=layout.admissible,
-                                metric=faux.swap_metric)
+                                metric=faux.swap_metric, holdout=holdout, feature_groups=layout.feature_groups)

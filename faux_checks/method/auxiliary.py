@@ -91,6 +91,8 @@ class AuxiliaryModel:
     epochs_run_ : int
     holdout_ : tuple of ndarray
         Held-out (c, predicted score) pairs, for the report's ROC curve.
+    holdout_rows_ : ndarray of int
+        Positions (in the rows given to ``fit``) of the held-out rows.
 
     Notes
     -----
@@ -188,6 +190,7 @@ class AuxiliaryModel:
         self.groups_ = tuple(groups)
         self.n_features_in_ = d
         self.n_train_, self.n_holdout_ = len(train_idx), len(hold_idx)
+        self.holdout_rows_ = np.asarray(hold_idx, dtype=np.int64)
 
         Xt = X[train_idx]
         mean = Xt.mean(dim=0)
@@ -356,6 +359,7 @@ class AuxiliaryModel:
         self.epochs_run_ = 0
         self.c_mean_, self.c_std_ = 0.0, 1.0
         self.holdout_ = (np.array([]), np.array([]))
+        self.holdout_rows_ = np.zeros(0, dtype=np.int64)
         return self
 
     def __repr__(self) -> str:

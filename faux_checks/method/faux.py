@@ -22,7 +22,7 @@ from .gradients import check_batch_independence, path_averaged_gradients, target
 from .counterfactual import SwapSettings, swap_chunk
 from .lic import faux_ng_scores, faux_projection_scores, faux_scores
 from .output import TargetOutput, float64_copy, probability, raw_output, resolve_output_form
-from .swap import SwapReference, fit_swap_reference
+from .swap import SwapReference, fit_swap_reference, uninformative_features
 
 __all__ = ["FAuxTester", "LICResult", "Variant", "VARIANTS"]
 
@@ -263,7 +263,8 @@ class FAuxTester:
             bar.close()
         return LICResult(scores=scores, undefined=undefined, evidence=ev, probability=prob, direct=direct_out)
 
-    def fit_reference(self, X_ref, c_ref, *, admissible=None, metric: str = "covariance") -> "FAuxTester":
+    def fit_reference(self, X_ref, c_ref, *, admissible=None, metric: str = "covariance", holdout=None,
+                      feature_groups=None) -> "FAuxTester":
         """Fit the swap reading's reference (metric and group shifts) on rows in the aux input space; returns self.
 
         Parameters
@@ -273,8 +274,21 @@ class FAuxTester:
         c_ref : array of shape (n,)
             Their protected attribute (group index or continuous value).
         admissible : bool array of shape (d_aux,), optional
-            Features the counterfactual holds fixed.
-        metric : {"covariance", "euclidean"}
+            Features the counterfactual holds fixed (declared).
+        metric : {"covariance", "diagonal", "euclidean"}
+        holdout : (X_hold, c_hold), optional
+            Rows the aux model did not train on: feature groups that tell it nothing about c there
+            (:func:`faux_checks.method.swap.uninformative_features`) are held fixed too.
+        feature_groups : sequence of index arrays, optional
+            Groups permuted together for that test (default: one group per feature).
+
+        Attributes set
+        --------------
+        reference : SwapReference
+        held_fixed_ : ndarray of shape (d_aux,), bool
+            Features held fixed because they are uninformative about c (not the declared ones).
+        informativeness_ : list of dict
+            The permutation test per group (empty without ``holdout``).
 
         Raises
         ------
@@ -282,10 +296,21 @@ class FAuxTester:
             See :func:`faux_checks.method.swap.fit_swap_reference`.
         """
         X_ref = as_tensor(X_ref)
+        d = X_ref.shape[1]
+        declared = np.zeros(d, dtype=bool) if admissible is None else np.asarray(admissible, dtype=bool)
+        self.held_fixed_, self.informativeness_ = np.zeros(d, dtype=bool), []
+        if holdout is not None:
+            groups = feature_groups if feature_groups is not None else [[j] for j in range(d)]
+            held, self.informativeness_ = uninformative_features(
+                self.aux_model.net_, holdout[0], holdout[1], kind=self.aux_model.kind, groups=groups)
+            self.held_fixed_ = held & ~declared
+            if (declared | held).all():
+                # nothing informative: keep the declared set, the aux quality floor decides (never a silent 0)
+                self.held_fixed_ = np.zeros(d, dtype=bool)
         with torch.no_grad():
             raw = self.aux_model.net_(X_ref)
         self.reference = fit_swap_reference(raw, X_ref.numpy(), c_ref, kind=self.aux_model.kind,
-                                            admissible=admissible, metric=metric)
+                                            admissible=declared | self.held_fixed_, metric=metric)
         return self
 
     # ------------------------------------------------------------------ helpers

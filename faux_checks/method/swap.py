@@ -48,6 +48,7 @@ __all__ = [
     "matched_quantile",
     "pair_values",
     "swap_displacement",
+    "uninformative_features",
 ]
 
 #: Quantiles kept per group and pair for the 1-D optimal transport (1,001: 0.1% resolution).
@@ -56,6 +57,9 @@ N_QUANTILES = 1001
 RIDGE = 1e-3
 #: aᵀMa at or below this (in squared aux-output units) is a zero direction: the row is undefined.
 ZERO_NORM2 = 1e-20
+#: A feature group is informative about c when permuting it raises the aux model's held-out loss by more
+#: than this many standard errors (one-sided, ≈ 2.3% of uninformative groups called informative).
+INFORMATIVE_Z = 2.0
 
 Kind = Literal["binary", "multiclass", "continuous"]
 
@@ -312,6 +316,80 @@ def fit_swap_reference(raw_ref, X_ref, c_ref, *, kind: Kind, admissible=None,
                 parts.append((coef, np.quantile(v[rows] - design @ coef, grid)))
             shifts[(a, b)] = GroupShift(parts[0][0], parts[1][0], parts[0][1], parts[1][1])
     return SwapReference(kind=kind, n_groups=m, metric=M, admissible=A, shifts=shifts)
+
+
+def uninformative_features(aux_raw, X_hold, c_hold, *, kind: Kind, groups, z: float = INFORMATIVE_Z,
+                           seed: int = 0) -> tuple[np.ndarray, list[dict]]:
+    """Feature groups that tell the auxiliary model nothing about c: permuting them does not raise its held-out loss.
+
+    The swap reading moves every feature the aux gradient points at; where the aux model leans on a
+    feature only by noise (its local gradient is rarely exactly zero), the move would shift a
+    legitimate feature and the score would count the target's use of it as discrimination. A
+    feature group whose permutation (one permutation of the held-out rows for the whole group) leaves
+    the aux model's loss unchanged, within ``z`` standard errors of the per-row differences, carries no
+    evidence about c and is held fixed like a declared admissible feature.
+
+    Parameters
+    ----------
+    aux_raw : callable, Tensor (n, d) -> Tensor (n, m) or (n, 1)
+        Raw aux outputs (logits, or the standardised prediction of a continuous c).
+    X_hold : ndarray of shape (n, d)
+        Rows the aux model did not train on.
+    c_hold : ndarray of shape (n,)
+        Their protected attribute.
+    kind : {"binary", "multiclass", "continuous"}
+    groups : sequence of index arrays
+        Feature groups permuted together (a source column's one-hot block, or one numeric feature).
+    z : float
+        Standard errors above zero the loss increase must reach to count as informative.
+    seed : int
+
+    Returns
+    -------
+    mask : ndarray of shape (d,), bool
+        Features of the uninformative groups.
+    table : list of dict
+        Per group: ``features`` (index list), ``loss_increase`` (mean, nats or squared sd), ``z``, ``informative``.
+
+    Notes
+    -----
+    Our choice (permutation importance, Breiman 2001, as a significance test on held-out rows);
+    evidence in docs/benchmark.md ("hold uninformative features").
+    """
+    X = torch.as_tensor(np.asarray(X_hold), dtype=torch.float32)
+    c = np.asarray(c_hold)
+    if len(X) != len(c) or len(X) < 2:
+        raise InputError(f"uninformative_features needs at least 2 held-out rows with their protected values; got "
+                         f"{fmt_count(len(X))} rows and {fmt_count(len(c))} values")
+
+    def row_losses(x: torch.Tensor) -> np.ndarray:
+        with torch.no_grad():
+            raw = aux_raw(x)
+        raw = raw[:, None] if raw.ndim == 1 else raw
+        if kind == "binary":
+            target = torch.as_tensor(c, dtype=raw.dtype)
+            return torch.nn.functional.binary_cross_entropy_with_logits(raw[:, 0], target, reduction="none").double().numpy()
+        if kind == "multiclass":
+            return torch.nn.functional.cross_entropy(raw, torch.as_tensor(c, dtype=torch.long), reduction="none").double().numpy()
+        standard = (c - c.mean()) / (c.std() or 1.0)
+        return (raw[:, 0].double().numpy() - standard) ** 2
+
+    base = row_losses(X)
+    rng = np.random.default_rng(seed)
+    mask = np.zeros(X.shape[1], dtype=bool)
+    table = []
+    for idx in groups:
+        idx = np.asarray(idx, dtype=np.int64)
+        permuted = X.clone()
+        permuted[:, idx] = X[torch.as_tensor(rng.permutation(len(X)))][:, idx]
+        diff = row_losses(permuted) - base
+        se = diff.std(ddof=1) / np.sqrt(len(diff))
+        score = float(diff.mean() / se) if se > 0 else (float("inf") if diff.mean() > 0 else 0.0)
+        informative = score > z
+        mask[idx] = not informative
+        table.append({"features": idx.tolist(), "loss_increase": float(diff.mean()), "z": score,
+                      "informative": bool(informative)})
+    return mask, table
 
 
 def swap_displacement(grad: torch.Tensor, metric: torch.Tensor, delta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -62,6 +62,25 @@ def _template():
     return env.get_template("report.html.j2")
 
 
+SCORE_UNITS = {
+    "swap": "probability points: the estimated change of ŷ if only the protected attribute changed",
+    "faux": "change of ŷ per unit of the auxiliary model's log-odds (eq. 9)",
+    "ig": "change of ŷ per unit of the auxiliary model's log-odds (eq. 9, integrated gradients)",
+    "ng": "|cos| between the two gradients, in [0, 1] (eq. 10)",
+    "projection": "change of ŷ per unit step along the aux gradient (Fig. 1 reading)",
+}
+
+
+def _top_row(entry: dict) -> dict[str, Any]:
+    """One row of the most affected individuals: ŷ now and, for the swap reading, under the estimated change of c."""
+    row = {"row": entry["row"], "score": entry["lic_score"], "ŷ now": entry["probability"]}
+    if "counterfactual_probability" in entry:
+        row["ŷ if only c changed"] = entry["counterfactual_probability"]
+        row["to group"] = entry.get("counterfactual_group")
+    row["top evidence"] = ", ".join(f"{e['column']} ({e['evidence']:+.3g})" for e in entry["top_evidence"])
+    return row
+
+
 def _page(report: dict[str, Any]) -> dict[str, Any]:
     """What the template shows, section by section (every value already chosen; the template lays out)."""
     kind = report.get("kind", "gate")
@@ -73,6 +92,8 @@ def _page(report: dict[str, Any]) -> dict[str, Any]:
     policy_summary = {"name": policy.get("name"), "protected": policy.get("protected"), "label": policy.get("label"),
                       "δ (delta)": faux.get("delta"), "max_flagged_fraction": faux.get("max_flagged_fraction"),
                       "min_aux_quality": policy.get("min_aux_quality"), "variant": faux.get("variant"),
+                      "score unit": SCORE_UNITS.get(faux.get("variant"), "–"),
+                      "admissible columns": ", ".join(faux.get("admissible") or []) or "none (strictest)",
                       "sha256": report.get("policy_sha256")}
     if kind == "audit":
         policy_summary.update({f"audit.{k}": v for k, v in (policy.get("audit") or {}).items()})
@@ -99,9 +120,7 @@ def _page(report: dict[str, Any]) -> dict[str, Any]:
         "aux": report.get("aux") or {},
         "comparison": report.get("comparison") or [],
         "check": check,
-        "top_flagged": [{"row": t["row"], "lic_score": t["lic_score"], "probability": t["probability"],
-                         "top_evidence": ", ".join(f"{e['column']} ({e['evidence']:+.3g})" for e in t["top_evidence"])}
-                        for t in check.get("top_flagged") or []],
+        "top_flagged": [_top_row(t) for t in check.get("top_flagged") or []],
         "expectations": report.get("expectations") or [],
         "history": report.get("history") or [],
         "environment": {"python": env.get("python"), "platform": env.get("platform"), **(env.get("seeds") or {})},
