@@ -496,7 +496,7 @@ class ExpectFtuFlipFlaggedFractionToBeAtMost(TesterFlaggedFractionExpectation):
     _tester: ClassVar[str] = "ftu_flip"
 
 
-class ExpectLinkedColumnsFlaggedFractionToBeAtMost(_TesterFlaggedFractionExpectation):
+class ExpectLinkedColumnsFlaggedFractionToBeAtMost(TesterFlaggedFractionExpectation):
     """Expect the share of individuals whose prediction changes by more than threshold (probability points) when
     the protected attribute changes to another group and the policy's linked columns map their values with it
     (e.g. relationship Husband ↔ Wife for sex), everything else fixed, to be at most max_flagged_fraction.

@@ -109,13 +109,14 @@ def cmd_gate(args) -> int:
     return _print_history_and_code(args.model_name, args.tracking_uri, state)
 
 
-def _print_history_and_code(model_name: str, tracking_uri: str | None, state, versions: list[str] | None = None) -> int:
+def _print_history_and_code(model_name: str, tracking_uri: str | None, state, versions: list[str] | None = None,
+                            extra: dict[str, dict[str, str]] | None = None) -> int:
     from faux_checks.registry import Registry
 
     rows = Registry(tracking_uri).history(model_name)
     if versions is not None:
         rows = [r for r in rows if str(r.get("version")) in set(versions)]
-    _print_table(rows)
+    _print_table(rows, extra)
     decisions = [r.get("fairness_gate") for r in rows]
     print(f"flow state: {state.type.value if hasattr(state.type, 'value') else state.type} ({state.message})")
     if not state.is_completed():
@@ -142,9 +143,13 @@ def _flow_decisions(state) -> list | None:
     return None
 
 
-def _print_table(rows: list[dict]) -> None:
-    """Print version, decision, flagged fraction (overall and per group), aux AUC, baselines, alias."""
-    header = ["version", "decision", "flagged", "by group", "aux AUC", "baselines", "last audit", "alias"]
+def _print_table(rows: list[dict], extra: dict[str, dict[str, str]] | None = None) -> None:
+    """Print version, decision, flagged fraction (overall and per group), aux AUC, baselines, alias.
+
+    ``extra`` adds columns after "by group": column name -> {version number: cell text}.
+    """
+    extra = extra or {}
+    header = ["version", "decision", "flagged", "by group", *extra, "aux AUC", "baselines", "last audit", "alias"]
     table = []
     for r in rows:
         report = _read_report(r.get("fairness_report"))
@@ -157,6 +162,7 @@ def _print_table(rows: list[dict]) -> None:
         aq = r.get("fairness_aux_quality")
         table.append([str(r.get("version")), str(r.get("fairness_gate")),
                       f"{float(ff):.1%}" if ff not in (None, "", "None") else "n/a", groups or "n/a",
+                      *(cells.get(str(r.get("version")), "-") for cells in extra.values()),
                       f"{float(aq):.3f}" if aq not in (None, "", "None") else "n/a", testers or "n/a",
                       _audit_cell(r), ",".join(r.get("aliases") or []) or "-"])
     widths = [max(len(h), *(len(row[i]) for row in table)) if table else len(h) for i, h in enumerate(header)]
@@ -265,7 +271,8 @@ def cmd_demo(args) -> int:
     from faux_checks.settings import configure_environment, default_home
 
     configure_environment()
-    from .demo import build_demo_versions
+    from .demo import build_demo_versions, definitional_truth
+    from faux_checks.gate.policy import load_policy, policy_path
     from faux_checks.registry import Registry
 
     workdir = Path(args.workdir) if args.workdir else default_home() / "demo" / time.strftime("%Y%m%dT%H%M%S")
@@ -286,16 +293,27 @@ def cmd_demo(args) -> int:
     _eprint("[3/3] running the fairness gate flow (Prefect ephemeral API)")
     from flows.gate import gate
 
-    state = gate(model_name=model_name, data_path=str(versions[0].audit_path), policy_path=args.policy,
+    policy_file = args.policy or str(policy_path("adult"))
+    state = gate(model_name=model_name, data_path=str(versions[0].audit_path), policy_path=policy_file,
                  tracking_uri=args.tracking_uri, alias="deployable", versions=registered,
                  report_root=str(workdir / "reports"), return_state=True)
+    delta = load_policy(policy_file).faux.delta
+    truth = {}
+    for number, v in zip(registered, versions):
+        t = definitional_truth(v, delta=delta)
+        truth[str(number)] = f"{t['share']:.1%} (married {t['share_married']:.0%})"
     print()
-    code = _print_history_and_code(model_name, args.tracking_uri, state, versions=registered)
+    code = _print_history_and_code(model_name, args.tracking_uri, state, versions=registered,
+                                   extra={f"truth Δŷ>{delta:g}": truth})
     print()
     for number, v in zip(registered, versions):
         print(f"v{number}: {v.description}")
-    print(f"\nreports: {workdir / 'reports'}")
-    print("'!' marks a baseline over its (non-gating) limit. Exit code of the demo: 0 when every version got a "
+    print(f"\npolicy: {policy_file}")
+    print(f"reports: {workdir / 'reports'}")
+    print(f"'flagged': share of the audit rows whose estimated move of P(>50K) exceeds δ = {delta:g} if only their sex "
+          "changed. 'truth': the share that moves by more than δ when sex flips and relationship follows it "
+          "(Husband <-> Wife), everything else fixed (exact for married people, a lower bound for the rest).")
+    print("'!' marks a baseline over its limit. Exit code of the demo: 0 when every version got a "
           "decision (passed or failed), 2 when any is undecided; `faux-checks gate` exits 1 on a block.")
     return EXIT_UNDECIDED if code == EXIT_UNDECIDED else EXIT_PASSED
 
@@ -376,7 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="train, register and gate Adult income classifiers (real data)")
     p.add_argument("--workdir", help="new folder for models and reports")
     p.add_argument("--model-name", default="adult-income", help="registered model name")
-    p.add_argument("--policy", help="policy TOML (default: the shipped policy)")
+    p.add_argument("--policy", help="policy TOML (default: the shipped Adult policy, faux_checks/gate/policies/adult.toml)")
     p.add_argument("--tracking-uri", help="MLflow URI (default: the embedded sqlite file)")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_demo)

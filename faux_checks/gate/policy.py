@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ..errors import InputError
 
 __all__ = ["Policy", "AuxSettings", "FauxSettings", "TesterSettings", "ScaleSettings", "AuditSettings", "load_policy",
-           "default_policy_path"]
+           "default_policy_path", "policy_path", "SHIPPED_POLICIES"]
 
 
 class _Strict(BaseModel):
@@ -215,9 +215,19 @@ class Policy(_Strict):
         return Policy.model_validate({**self.model_dump(), **changes})
 
 
+SHIPPED_POLICIES = ("default", "adult")
+
+
+def policy_path(name: str = "default") -> Path:
+    """Path of a shipped policy TOML: ``"default"`` (generic) or ``"adult"`` (the bundled demo's declarations)."""
+    if name not in SHIPPED_POLICIES:
+        raise InputError(f"no shipped policy named {name!r}; shipped: {list(SHIPPED_POLICIES)}")
+    return Path(__file__).parent / "policies" / f"{name}.toml"
+
+
 def default_policy_path() -> Path:
     """Path of the shipped default policy TOML."""
-    return Path(__file__).parent / "policies" / "default.toml"
+    return policy_path("default")
 
 
 def load_policy(path: str | Path | None = None, **overrides) -> Policy:

@@ -54,6 +54,9 @@ class ColumnEncoding:
         centred only); unused for categorical.
     levels : list of str
         Categorical levels in encoded order (values are compared as strings).
+    aliases : tuple of (str, str)
+        Categorical values replaced by a canonical value before encoding (e.g. ``("Husband", "Spouse")``):
+        the model never sees the difference between the values that share a canonical one.
     """
 
     name: str
@@ -61,6 +64,7 @@ class ColumnEncoding:
     mean: float = 0.0
     std: float = 1.0
     levels: tuple[str, ...] = ()
+    aliases: tuple[tuple[str, str], ...] = ()
 
     @property
     def width(self) -> int:
@@ -126,6 +130,7 @@ class FeatureSpec:
         *,
         categorical: Sequence[str] = (),
         min_frequency: int | float = 0,
+        aliases: dict[str, dict[str, str]] | None = None,
         name: str = "features",
     ) -> "FeatureSpec":
         """Learn standardisation and category levels from ``data``.
@@ -141,6 +146,10 @@ class FeatureSpec:
         min_frequency : int or float
             Levels with fewer rows (int) or a smaller share of rows (float in (0, 1)) are grouped
             into ``"__infrequent__"``.
+        aliases : dict of column -> {value: canonical value}, optional
+            Categorical values merged before encoding, at fit and at every encode (e.g. Adult's
+            ``{"relationship": {"Husband": "Spouse", "Wife": "Spouse"}}``: a value that names the
+            protected attribute by definition, canonicalised away).
 
         Raises
         ------
@@ -164,10 +173,11 @@ class FeatureSpec:
                     ColumnEncoding(col, "numeric", mean=float(values.mean()), std=std)
                 )
             else:
-                counts = _as_level_strings(s).value_counts()
+                mapping = tuple((str(k), str(v)) for k, v in ((aliases or {}).get(col) or {}).items())
+                counts = _canonical(_as_level_strings(s), mapping).value_counts()
                 frequent = sorted(str(v) for v, c in counts.items() if c >= threshold)
                 levels = tuple(frequent + ([INFREQUENT] if len(frequent) < len(counts) else []))
-                encodings.append(ColumnEncoding(col, "categorical", levels=levels))
+                encodings.append(ColumnEncoding(col, "categorical", levels=levels, aliases=mapping))
         return cls(columns=encodings, name=name)
 
     # ------------------------------------------------------------------ encoding
@@ -212,7 +222,7 @@ class FeatureSpec:
                 scale = enc.std if enc.std > 0 else 1.0  # constant column: centred only
                 out[:, j] = ((values.to_numpy(dtype="float64") - enc.mean) / scale).astype(np.float32)
             else:
-                levels = _as_level_strings(s)
+                levels = _canonical(_as_level_strings(s), enc.aliases)
                 index = {lvl: i for i, lvl in enumerate(enc.levels)}
                 codes = levels.map(index)
                 unknown = codes.isna()
@@ -290,7 +300,7 @@ class FeatureSpec:
             "schema_version": self.schema_version,
             "name": self.name,
             "columns": [
-                {**asdict(c), "levels": list(c.levels)} for c in self.columns
+                {**asdict(c), "levels": list(c.levels), "aliases": [list(a) for a in c.aliases]} for c in self.columns
             ],
         }
 
@@ -304,6 +314,7 @@ class FeatureSpec:
             ColumnEncoding(
                 name=c["name"], kind=c["kind"], mean=float(c.get("mean", 0.0)),
                 std=float(c.get("std", 1.0)), levels=tuple(c.get("levels", ())),
+                aliases=tuple((str(a), str(b)) for a, b in c.get("aliases", ())),
             )
             for c in payload["columns"]
         ]
@@ -346,6 +357,11 @@ class FeatureSpec:
                 f"columns present: {list(map(str, frame.columns))}. Pass a feature spec for categorical data"
             )
         return cls(columns=[ColumnEncoding(str(c), "numeric", mean=0.0, std=1.0) for c in cols], name=name)
+
+
+def _canonical(levels: pd.Series, aliases: tuple[tuple[str, str], ...]) -> pd.Series:
+    """Level strings with each aliased value replaced by its canonical value (NA kept)."""
+    return levels.replace(dict(aliases)) if aliases else levels
 
 
 def _check_no_missing(series: pd.Series, column: str, *, what: str) -> None:
