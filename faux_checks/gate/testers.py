@@ -90,7 +90,8 @@ def _linked_columns_scores(target_model, output: TargetOutput, audit: AuditRows,
     if protected.kind == "continuous":
         return None, "not applicable: linked columns map values between protected groups (the attribute is continuous)"
     frame = audit.frame
-    levels = {enc.name: enc.levels for enc in spec.columns if enc.kind == "categorical"}
+    levels = {enc.name: tuple(enc.levels) + tuple(raw for raw, _ in enc.aliases)      # aliased values are known
+              for enc in spec.columns if enc.kind == "categorical"}
     check_links(links, columns=list(frame.columns), groups=protected.groups, levels=levels)
     predict = lambda f: predict_probability(target_model, spec.encode(f), output)   # noqa: E731
     tester = LinkedColumnsTester(predict, protected=protected.name, links=links, groups=protected.groups)
