@@ -11,12 +11,12 @@ import torch
 
 from faux_checks import FeatureSpec
 from faux_checks.inputs.datasets import ADULT_FEATURES, load_adult
+from faux_checks.groundtruth.labels import inject_historical_bias
 from faux_checks_app.demo import (
     AUDIT_FILENAME,
     TargetMLP,
     build_demo_versions,
-    inject_historical_bias,
-    protected_direct_term,
+    definitional_truth,
     train_target,
 )
 from faux_checks.errors import InputError
@@ -129,8 +129,8 @@ def test_torchscript_export_reloads_with_same_outputs(small, tmp_path):
 # ---------------------------------------------------------------- build_demo_versions
 def test_build_demo_versions_layout(tmp_path):
     versions = build_demo_versions(tmp_path, seed=0, epochs=1)
-    assert [v.name for v in versions] == ["v1", "v2", "v3", "v4"]
-    assert [v.uses_protected for v in versions] == [False, False, True, True]
+    assert [v.name for v in versions] == ["v1", "v2", "v3", "v4", "v5"]
+    assert [v.uses_protected for v in versions] == [False, False, True, True, False]
     audit = pd.read_csv(tmp_path / AUDIT_FILENAME)
     assert len(audit) == 15_060 and {"sex", "income"} <= set(audit.columns) and "split" not in audit
     for v in versions:
@@ -144,19 +144,19 @@ def test_build_demo_versions_layout(tmp_path):
     spec, spec_sex = FeatureSpec.load(versions[0].spec_path), FeatureSpec.load(versions[2].spec_path)
     assert spec_sex.source_columns == spec.source_columns + ["sex"]
     assert "native-country=__infrequent__" in spec.feature_names   # min_frequency=50 grouped rare levels
-    mask, dx_dc = protected_direct_term(spec_sex, "sex", ("Female", "Male"))
-    assert np.array_equal(spec_sex.encode(audit)[:, ~mask], spec.encode(audit))
-    assert dx_dc[spec_sex.feature_names.index("sex=Male"), 0] == 1.0
-    assert dx_dc[spec_sex.feature_names.index("sex=Female"), 0] == -1.0
-    assert np.count_nonzero(dx_dc) == 2 and mask.sum() == 2
+    mask = spec_sex.feature_mask("sex")
+    assert np.array_equal(spec_sex.encode(audit)[:, ~mask], spec.encode(audit)) and mask.sum() == 2
+    canonical = FeatureSpec.load(versions[4].spec_path)
+    assert "relationship=Spouse" in canonical.feature_names
+    assert "relationship=Husband" not in canonical.feature_names and "relationship=Wife" not in canonical.feature_names
+    husband_wife = audit[audit["relationship"].isin(["Husband", "Wife"])].head(20)
+    assert (canonical.encode(husband_wife)[:, canonical.feature_names.index("relationship=Spouse")] == 1).all()
     assert versions[1].recipe["bias"]["rate"] == 0.75 and versions[0].recipe["labels"].startswith("income as")
     manifest = json.loads((tmp_path / "manifest.json").read_text())
-    assert [v["name"] for v in manifest["versions"]] == ["v1", "v2", "v3", "v4"]
+    assert [v["name"] for v in manifest["versions"]] == ["v1", "v2", "v3", "v4", "v5"]
     with pytest.raises(InputError, match="never overwrites"):
         build_demo_versions(tmp_path, seed=0, epochs=1)
-
-
-def test_protected_direct_term_errors(train_rows):
-    spec = FeatureSpec.fit(train_rows.head(200), ["age"], name="age-only")
-    with pytest.raises(InputError, match="not an input"):
-        protected_direct_term(spec, "sex", ("Female", "Male"))
+    # v5 cannot see Husband/Wife and not sex: the definitional counterfactual moves nobody
+    truth = definitional_truth(versions[4], delta=0.0, audit=audit.head(400))
+    assert truth["share"] == 0.0 and truth["share_married"] == 0.0 and truth["n"] == 400
+    assert definitional_truth(versions[2], delta=0.0, audit=audit.head(400))["share"] > 0.9   # sex is an input
