@@ -89,7 +89,8 @@ def test_c06_train_mode_target_scores_repeat_exactly(cases, cli_runs, tmp_path):
 def test_c07_output_forms_give_the_same_scores(cli_runs):
     logit = cli_runs["C07-logit"][2]["lic_score"].to_numpy()
     for form in ("probability", "softmax"):
-        np.testing.assert_allclose(cli_runs[f"C07-{form}"][2]["lic_score"].to_numpy(), logit, rtol=1e-6, atol=1e-12)
+        # the swap score is a difference of two probabilities; a float32 probability output is exact to ~6e-8
+        np.testing.assert_allclose(cli_runs[f"C07-{form}"][2]["lic_score"].to_numpy(), logit, rtol=1e-6, atol=5e-7)
 
 
 def test_c08_protected_encodings_give_the_same_groups_and_scores(cli_runs):

@@ -36,8 +36,8 @@ def _all_nan(undefined: bool):
 
     real = FAuxTester.evaluate
 
-    def evaluate(self, X, *, evidence=True):
-        res = real(self, X, evidence=evidence)
+    def evaluate(self, X, c=None, *, evidence=True):
+        res = real(self, X, c, evidence=evidence)
         return dataclasses.replace(res, scores=np.full_like(res.scores, np.nan),
                                    undefined=np.full(len(res.scores), undefined))
 
@@ -108,8 +108,8 @@ def test_inf_scores_are_undefined_not_flagged_or_passed(files, monkeypatch):
 
     real = FAuxTester.evaluate
 
-    def evaluate(self, X, *, evidence=True):
-        res = real(self, X, evidence=evidence)
+    def evaluate(self, X, c=None, *, evidence=True):
+        res = real(self, X, c, evidence=evidence)
         scores = res.scores.copy()
         scores[::2] = np.inf
         return dataclasses.replace(res, scores=scores)

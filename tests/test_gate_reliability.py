@@ -127,8 +127,8 @@ def _all_nan_evaluate():
 
     real = FAuxTester.evaluate
 
-    def evaluate(self, X, *, evidence=True):
-        res = real(self, X, evidence=evidence)
+    def evaluate(self, X, c=None, *, evidence=True):
+        res = real(self, X, c, evidence=evidence)
         return dataclasses.replace(res, scores=np.full_like(res.scores, np.nan))
 
     return evaluate

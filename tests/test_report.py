@@ -108,7 +108,7 @@ def test_report_json_matches_the_schema(reports, kind):
     batches = report["data"]
     assert len(batches) == (1 if kind == "gate" else 2) and all(len(b["sha256"]) == 64 for b in batches)
     assert batches[0]["n_rows"] == 500 and batches[0]["n_undefined"] == 0
-    assert [r["tester"] for r in report["comparison"]] == ["fAux (faux)", "fta", "demographic_parity"]
+    assert [r["tester"] for r in report["comparison"]] == ["fAux (swap)", "fta", "demographic_parity"]
     assert report["environment"]["packages"]["torch"] and report["environment"]["seeds"]["policy_seed"] == 0
     assert [p["kind"] for p in report["history"]] == ["gate", "gate", "audit", kind]
     assert report["history"][-1]["this_run"] is True

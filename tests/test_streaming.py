@@ -39,9 +39,10 @@ def make_spec(df: pd.DataFrame) -> FeatureSpec:
     return FeatureSpec.fit(df, ["f0", "f1", "f2", "proxy", "job"], name="stream-test")
 
 
-def make_policy(**changes) -> Policy:
+def make_policy(variant: str = "faux", **changes) -> Policy:
+    """The streaming mechanics are tested on eq. 9 (no reference to fit); the swap reading where it matters."""
     payload = {"protected": "sex", "target_output": "logit", "min_aux_quality": 0.6,
-               "faux": {"delta": 0.02, "max_flagged_fraction": 0.5, "max_undefined_fraction": 1.0},
+               "faux": {"variant": variant, "delta": 0.02, "max_flagged_fraction": 0.5, "max_undefined_fraction": 1.0},
                "aux": {"epochs": 4, "max_train_rows": 700}}
     payload.update(changes)
     return Policy.model_validate(payload)
@@ -116,9 +117,10 @@ def test_chunked_scores_equal_whole_data_in_input_order(files, name, tmp_path):
     assert summary.provenance["n_chunks"] == (10 if name.endswith(".parquet") else 8)  # 500-row groups: 300+200
 
 
-def test_stream_equals_run_check_when_every_row_trains_the_aux_model(files, tmp_path):
+@pytest.mark.parametrize("variant", ["faux", "swap"])
+def test_stream_equals_run_check_when_every_row_trains_the_aux_model(files, tmp_path, variant):
     df, spec, target = files["df"], files["spec"], files["target"]
-    policy = make_policy(aux={"epochs": 4, "max_train_rows": 5000})
+    policy = make_policy(variant, aux={"epochs": 4, "max_train_rows": 5000})
     summary = score_stream(target, files["dir"] / "data.parquet", policy=policy, feature_spec=spec, chunk_rows=256,
                            out_path=tmp_path / "s.csv")
     result = run_check(target, df, policy=policy, feature_spec=spec)
@@ -132,12 +134,13 @@ def test_stream_equals_run_check_when_every_row_trains_the_aux_model(files, tmp_
                                   check_dtype=False, check_index_type=False)
 
 
-def test_protected_column_as_target_input_matches_run_check(files, tmp_path):
+@pytest.mark.parametrize("variant", ["faux", "swap"])
+def test_protected_column_as_target_input_matches_run_check(files, tmp_path, variant):
     """C09 through the stream: the direct term of a protected input is added as in run_check."""
     df = files["df"]
     spec = FeatureSpec.fit(df, ["f0", "f1", "proxy", "sex"], name="with-sex")
     target = make_target(spec.n_features)
-    policy = make_policy(aux={"epochs": 3, "max_train_rows": 5000})
+    policy = make_policy(variant, aux={"epochs": 3, "max_train_rows": 5000})
     summary = score_stream(target, files["dir"] / "data.parquet", policy=policy, feature_spec=spec, chunk_rows=700,
                            out_path=tmp_path / "s.parquet")
     result = run_check(target, df, policy=policy, feature_spec=spec)

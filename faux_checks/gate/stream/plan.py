@@ -238,8 +238,9 @@ def prepare_scoring(target_model, sample: SamplePart, *, policy: Policy, feature
         ig_baseline = X.astype(np.float64).mean(axis=0).astype(np.float32)
     swap_reference, c_std = None, float(np.std(values)) if protected.kind == "continuous" else 1.0
     if policy.faux.variant == "swap":
+        hold = getattr(aux, "holdout_rows_", None) if aux_model is None else np.arange(len(X))
         swap_reference = faux_tester(target_model, aux, policy, output, feature_spec, protected, reference_rows=X,
-                                     reference_values=values).reference
+                                     reference_values=values, holdout_rows=X[hold], holdout_values=values[hold]).reference
     plan = ScoringPlan(
         policy=policy, feature_spec=feature_spec, codec=codec, output=output,
         protected_mask=mask if uses_direct else None, dx_dc=dx_dc, ig_baseline=ig_baseline, chunk_rows=chunk_rows,
