@@ -128,7 +128,9 @@ def counterfactual_inputs(aux_raw, x: torch.Tensor, c: np.ndarray | None, *, ref
     b_rows, d = x.shape
     keep = np.ones(d, dtype=bool) if keep is None else np.asarray(keep, dtype=bool)
     keep_t = torch.as_tensor(keep)
-    metric = torch.as_tensor(reference.metric, dtype=torch.float64)
+    free = torch.as_tensor(~reference.admissible)                          # the features the move may change
+    metric = torch.as_tensor(reference.metric[np.ix_(~reference.admissible, ~reference.admissible)],
+                             dtype=torch.float64)                            # (d_free, d_free)
     x64 = x.double()
     x_aux = x[:, keep_t]
     x_adm = x_aux.double().numpy()[:, reference.admissible]
@@ -155,8 +157,8 @@ def counterfactual_inputs(aux_raw, x: torch.Tensor, c: np.ndarray | None, *, ref
         for step in range(settings.steps):
             if step:
                 v, grad = _aux_value_and_grad(aux_raw, moved, a_t, b_t)
-            dx, undef = swap_displacement(grad, metric, goal - v)
-            moved = moved + dx
+            dx, undef = swap_displacement(grad[:, free], metric, goal - v)   # (b, d_free)
+            moved[:, free] += dx
             undefined |= undef.numpy()
         if settings.categorical == "snap":
             moved = _snap(moved, settings.categorical_groups)
