@@ -17,6 +17,11 @@ and its output arrays):
 - floor: the autograd floor over the same rows and chunk size, float32, batch-sum trick: one
   forward + one backward of the target logit plus one forward + k backwards of the aux outputs
   per chunk; nothing is kept (pure compute).
+- swap (the gate's default reading): ``FAuxTester(..., variant="swap").evaluate(X, c, evidence=False)``
+  on all n rows, its reference (covariance metric, group shifts, informativeness test) fitted
+  once on 20,000 rows before the timing; c = [x₀ + N(0, 1) > 0] (binary) or its tertiles (3-class),
+  so that the reference has two or three groups. Reference fitting is a fixed cost per check
+  (measured apart, ``reference_s``), not a per-row one.
 - faux / ng: ``FAuxTester(..., variant=...).evaluate(X, evidence=False)`` on all n rows.
 - ig: ``variant="ig"`` (32 steps, captum) on the first ``--ig-n`` rows (reported as rows/s).
 - faux-binary-evidence: binary fAux with ``evidence=True`` (adds the (n, d) float32 evidence).
@@ -33,8 +38,8 @@ Floor and case runs are interleaved (floor, case, floor, case, ...), ``--repeats
 (default 2); the best of each is kept. Wall and CPU time (``time.process_time``) are both
 recorded: on a shared machine, other processes stretch wall time.
 
-The last line printed is ``ratio_to_floor=<x> rows_per_s=<y> peak_rss_mb=<z>`` for binary-c
-fAux (evidence=False).
+The last line printed is ``ratio_to_floor=<x> rows_per_s=<y> peak_rss_mb=<z>`` for the default
+reading, binary-c swap (evidence=False).
 
 Run: ``python benchmarks/bench_scoring.py`` (15-60 minutes on 2 busy CPU cores at n = 1M);
 ``--n 100000`` for a quick run. See benchmarks/README.md.
@@ -58,10 +63,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 D = 100
 HIDDEN = (64, 64)
 GOAL_RATIO = 1.5
+SELECTION_RATIO = 3.0   # rule (v) of the reading's selection (docs/benchmark.md)
 GOAL_ROWS_PER_S = 200_000
 GOAL_RSS_MB = 2048
 
 CASES = (
+    "swap-binary",
+    "swap-3class",
     "faux-binary",
     "faux-3class",
     "ng-binary",
@@ -116,6 +124,16 @@ def build(n: int, c_kind: str, seed: int = 0):
         p.requires_grad_(False)
     aux = AuxiliaryModel.from_module(net, kind="binary" if c_kind == "binary" else "multiclass", n_features=D)
     return X, target, aux
+
+
+def protected_values(X, c_kind: str):
+    """A protected attribute for the swap reading's reference: binary [x₀ + noise > 0], or its tertiles."""
+    import numpy as np
+
+    z = X[:, 0].numpy() + np.random.default_rng(1).standard_normal(X.shape[0]).astype(np.float32)
+    if c_kind == "binary":
+        return (z > 0).astype(np.int64)
+    return np.digitize(z, np.quantile(z, [1 / 3, 2 / 3])).astype(np.int64)
 
 
 def floor_pass(target, aux, X, chunk_size: int, parts: str = "both") -> None:
@@ -240,6 +258,19 @@ def run_case(case: str, args) -> dict:
     if variant == "whatif":
         def run():
             return whatif_evaluate(target, aux, rows, args.chunk_size)
+    elif variant == "swap":
+        groups = protected_values(X, c_kind)
+        t0 = time.perf_counter()
+        tester = FAuxTester(target, aux, variant="swap", output=TargetOutput(form="logit", target_class=1),
+                            chunk_size=args.chunk_size)
+        ref = slice(0, min(20_000, n_rows))
+        hold = slice(min(20_000, n_rows), min(30_000, n_rows))
+        tester.fit_reference(X[ref], groups[ref], holdout=(X[hold], groups[hold]) if n_rows > 20_000 else None)
+        res["reference_s"] = time.perf_counter() - t0
+
+        def run():
+            r = tester.evaluate(rows, groups, evidence=evidence)
+            return r.scores, r.undefined, r.probability
     else:
         tester = FAuxTester(target, aux, variant=variant, output=TargetOutput(form="logit", target_class=1),
                             ig_steps=args.ig_steps, chunk_size=args.chunk_size)
@@ -536,11 +567,14 @@ def print_table(results: list[dict], args) -> None:
                   f"{r['n']:,} rows")
     if any(r["variant"] == "whatif" for r in results):
         print("whatif-*: not the library; benchmarks/bench_scoring.py:whatif_evaluate with the profile's proposed changes")
-    main = next((r for r in results if r["case"] == "faux-binary"), None)
+    main = next((r for r in results if r["case"] == "swap-binary"), None)
     if main:
         ok = lambda b: "PASS" if b else "FAIL"  # noqa: E731
-        print(f"\ngoals (binary c, fAux, evidence=False, n={main['n']:,}):")
-        print(f"  ratio to floor {main['ratio_to_floor']:.2f} <= {GOAL_RATIO}: {ok(main['ratio_to_floor'] <= GOAL_RATIO)}"
+        print(f"\ngoals (binary c, the default reading swap, evidence=False, n={main['n']:,}; reference fitted once in "
+              f"{main.get('reference_s', float('nan')):.1f} s, not timed):")
+        print(f"  ratio to floor {main['ratio_to_floor']:.2f} <= {SELECTION_RATIO} (the reading's selection rule, "
+              f"docs/benchmark.md): {ok(main['ratio_to_floor'] <= SELECTION_RATIO)}; <= {GOAL_RATIO} (the performance "
+              f"goal): {ok(main['ratio_to_floor'] <= GOAL_RATIO)}"
               f"  (paired median {main['ratio_paired_median']:.2f}, CPU time {main['ratio_to_floor_cpu']:.2f})")
         print(f"  rows/s {main['rows_per_s']:,.0f} >= {GOAL_ROWS_PER_S:,}: {ok(main['rows_per_s'] >= GOAL_ROWS_PER_S)}"
               f"  (the floor itself ran at {main['floor_rows_per_s']:,.0f} rows/s in this process)")
@@ -608,9 +642,9 @@ def main(argv=None) -> None:
         ap.error(f"unknown case(s) {sorted(unknown)}; choose from {CASES}")
     results = [spawn(c, args) for c in cases]
     profiles = [spawn(f"profile-{c}", args) for c in ("binary", "3class")] if args.profile else []
-    main_res = next((r for r in results if r["case"] == "faux-binary"), None)
+    main_res = next((r for r in results if r["case"] == "swap-binary"), None)
     if main_res is None:
-        main_res = spawn("faux-binary", args)
+        main_res = spawn("swap-binary", args)
         results.append(main_res)
     print_table(results, args)
     for p in profiles:

@@ -122,51 +122,54 @@ def counterfactual_inputs(aux_raw, x: torch.Tensor, c: np.ndarray | None, *, ref
     -------
     list of (target, x1, undefined)
         ``target`` (b,) int64: the other group of each row (continuous c: +1 or −1 sd, the same for every
-        row); ``x1`` Tensor (b, d) float64: the counterfactual inputs as the target sees them;
+        row); ``x1`` Tensor (b, d) float32: the counterfactual inputs as the target sees them;
         ``undefined`` (b,) bool: rows whose move could not be computed (x1 equals x there).
     """
     b_rows, d = x.shape
     keep = np.ones(d, dtype=bool) if keep is None else np.asarray(keep, dtype=bool)
-    keep_t = torch.as_tensor(keep)
-    free = torch.as_tensor(~reference.admissible)                          # the features the move may change
-    metric = torch.as_tensor(reference.metric[np.ix_(~reference.admissible, ~reference.admissible)],
-                             dtype=torch.float64)                            # (d_free, d_free)
-    x64 = x.double()
-    x_aux = x[:, keep_t]
-    x_adm = x_aux.double().numpy()[:, reference.admissible]
+    if not keep.all() and direct_levels is None:
+        raise InputError("c's own columns are target inputs but no direct_levels were given")
     continuous = reference.kind == "continuous"
     if not continuous and c is None:
         raise InputError("the swap reading needs each individual's protected group")
-    if not keep.all() and direct_levels is None:
-        raise InputError("c's own columns are target inputs but no direct_levels were given")
+    free = ~reference.admissible                                             # (d_aux,) features the move may change
+    free_t = torch.as_tensor(np.flatnonzero(free))                           # their positions in the aux input
+    metric = torch.as_tensor(reference.metric[np.ix_(free, free)], dtype=torch.float64)   # (d_free, d_free)
+    x = x.float()
+    x_aux = x[:, torch.as_tensor(keep)] if not keep.all() else x             # (b, d_aux)
+    x_adm = x_aux[:, torch.as_tensor(reference.admissible)].double().numpy() if reference.admissible.any() \
+        else np.zeros((b_rows, 0))
     out = []
     for t in ([1.0, -1.0] if continuous else range(1, reference.n_groups)):
         if continuous:
-            a_np = other = None
-            a_t = b_t = None
+            a_np = other = a_t = b_t = None
             target = np.full(b_rows, int(t), dtype=np.int64)
         else:
             a_np = np.asarray(c, dtype=np.int64)
             other = (a_np + int(t)) % reference.n_groups
             a_t, b_t = torch.as_tensor(a_np), torch.as_tensor(other)
             target = other
-        moved = x_aux.double().clone()
-        v, grad = _aux_value_and_grad(aux_raw, moved, a_t, b_t)
+        v, grad = _aux_value_and_grad(aux_raw, x_aux, a_t, b_t)
         goal = torch.as_tensor(_goals(reference, v.numpy(), x_adm, a_np, other, t))
-        undefined = np.zeros(b_rows, dtype=bool)
-        for step in range(settings.steps):
-            if step:
-                v, grad = _aux_value_and_grad(aux_raw, moved, a_t, b_t)
-            dx, undef = swap_displacement(grad[:, free], metric, goal - v)   # (b, d_free)
-            moved[:, free] += dx
+        dx, undef = swap_displacement(grad.index_select(1, free_t), metric, goal - v)   # (b, d_free) float64
+        undefined = undef.numpy().copy()
+        moved = x_aux.clone()
+        moved.index_add_(1, free_t, dx.float())
+        for _ in range(settings.steps - 1):                                    # further Newton steps (a finite path)
+            v, grad = _aux_value_and_grad(aux_raw, moved, a_t, b_t)
+            dx, undef = swap_displacement(grad.index_select(1, free_t), metric, goal - v)
+            moved.index_add_(1, free_t, dx.float())
             undefined |= undef.numpy()
         if settings.categorical == "snap":
             moved = _snap(moved, settings.categorical_groups)
-        x1 = x64.clone()
-        x1[:, keep_t] = moved
-        if not keep.all():
-            levels = torch.as_tensor(np.asarray(direct_levels, dtype=np.float64))
-            x1[:, ~keep_t] = x64[:, ~keep_t] + t * levels[0] if continuous else levels[torch.as_tensor(other)]
+        if keep.all():
+            x1 = moved
+        else:
+            x1 = x.clone()
+            x1[:, torch.as_tensor(keep)] = moved
+            levels = torch.as_tensor(np.asarray(direct_levels, dtype=np.float32))
+            x1[:, ~torch.as_tensor(keep)] = (x[:, ~torch.as_tensor(keep)] + t * levels[0] if continuous
+                                             else levels[torch.as_tensor(other)])
         out.append((target, x1, undefined))
     return out
 
@@ -206,7 +209,7 @@ def swap_chunk(target_model, aux_raw, x: torch.Tensor, c: np.ndarray | None, *, 
     Our reading (docs/method.md, "The swap reading"); module docstring of :mod:`faux_checks.method.swap`.
     """
     b_rows = x.shape[0]
-    x64 = x.double()
+    x = x.float()
     keep_t = torch.as_tensor(np.ones(x.shape[1], dtype=bool) if keep is None else np.asarray(keep, dtype=bool))
     p0 = predict_probability(target_model, x, output)
     g0 = None
@@ -215,28 +218,29 @@ def swap_chunk(target_model, aux_raw, x: torch.Tensor, c: np.ndarray | None, *, 
     best = np.full(b_rows, -np.inf)
     best_p = np.full(b_rows, np.nan)
     best_t = np.zeros(b_rows, dtype=np.int64)
-    best_x = x64.clone()
+    best_x = x.clone() if evidence else None
     undefined = np.zeros(b_rows, dtype=bool)
     direct = np.zeros(b_rows) if not keep_t.all() else None
     for target, x1, undef in counterfactual_inputs(aux_raw, x, c, reference=reference, settings=settings, keep=keep,
                                                    direct_levels=direct_levels):
         undefined |= undef
         if direct is not None:
-            only_c = x64.clone()
+            only_c = x.clone()
             only_c[:, ~keep_t] = x1[:, ~keep_t]
-            direct = np.maximum(direct, np.abs(predict_probability(target_model, only_c.float(), output) - p0))
-        p1 = predict_probability(target_model, x1.float(), output)
-        change = np.abs(p1 - p0) if g0 is None else np.abs(((x1 - x64) * g0).sum(dim=1).numpy())
+            direct = np.maximum(direct, np.abs(predict_probability(target_model, only_c, output) - p0))
+        p1 = predict_probability(target_model, x1, output)
+        change = np.abs(p1 - p0) if g0 is None else np.abs(((x1.double() - x.double()) * g0).sum(dim=1).numpy())
         better = change > best
         best = np.where(better, change, best)
         best_p = np.where(better, p1, best_p)
         best_t = np.where(better, target, best_t)
-        best_x[torch.as_tensor(better)] = x1[torch.as_tensor(better)]
+        if best_x is not None:
+            best_x[torch.as_tensor(better)] = x1[torch.as_tensor(better)]
     undefined |= ~np.isfinite(best)
     ev = None
     if evidence:
-        _, g_mid = target_probability_and_gradient(target_model, ((x64 + best_x) / 2).float(), output)
-        ev = (g_mid * (best_x - x64)).numpy()
+        _, g_mid = target_probability_and_gradient(target_model, (x + best_x) / 2, output)
+        ev = (g_mid * (best_x.double() - x.double())).numpy()
         ev[undefined] = np.nan
     return SwapChunk(scores=np.where(undefined, np.nan, best), undefined=undefined, probability=p0,
                      counterfactual_probability=np.where(undefined, np.nan, best_p), counterfactual_target=best_t,

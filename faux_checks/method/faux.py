@@ -14,6 +14,7 @@ from typing import Literal
 import numpy as np
 import torch
 
+from .._threads import one_blas_thread
 from .._validation import fmt_count
 from ..errors import InputError
 from ._batching import DEFAULT_CHUNK, as_tensor, eval_mode, iter_chunks
@@ -319,12 +320,13 @@ class FAuxTester:
         n, d = X.shape
         parts = []
         bar = _bar(n, self.progress)
-        for sl in iter_chunks(n, self.chunk_size):
-            parts.append(swap_chunk(self.target_model, self.aux_model.net_, X[sl], None if c is None else c[sl],
-                                    reference=self.reference, output=output, settings=self.swap, keep=keep,
-                                    direct_levels=self.direct_levels, evidence=evidence))
-            if bar is not None:
-                bar.update(sl.stop - sl.start)
+        with one_blas_thread():
+            for sl in iter_chunks(n, self.chunk_size):
+                parts.append(swap_chunk(self.target_model, self.aux_model.net_, X[sl], None if c is None else c[sl],
+                                        reference=self.reference, output=output, settings=self.swap, keep=keep,
+                                        direct_levels=self.direct_levels, evidence=evidence))
+                if bar is not None:
+                    bar.update(sl.stop - sl.start)
         if bar is not None:
             bar.close()
         join = lambda key: np.concatenate([getattr(p, key) for p in parts])   # noqa: E731

@@ -418,8 +418,11 @@ def swap_displacement(grad: torch.Tensor, metric: torch.Tensor, delta: torch.Ten
     g = grad.double()
     Mg = g @ metric.double()                                                 # (n, d)
     norm2 = (Mg * g).sum(dim=1)                                              # (n,)
-    finite = torch.isfinite(Mg).all(dim=1) & torch.isfinite(delta) & torch.isfinite(norm2)
-    undefined = ~finite | (norm2 <= ZERO_NORM2)
-    scale = torch.where(undefined, torch.zeros_like(norm2), delta.double() / torch.where(undefined, torch.ones_like(norm2), norm2))
-    dx = torch.where(undefined[:, None], torch.zeros_like(Mg), Mg * scale[:, None])
+    delta = delta.double()
+    undefined = ~(torch.isfinite(norm2) & torch.isfinite(delta)) | (norm2 <= ZERO_NORM2)
+    scale = delta / norm2                                                    # (n,): inf/NaN only where undefined
+    if bool(undefined.any()):
+        scale = torch.where(undefined, torch.zeros((), dtype=torch.float64), scale)
+        Mg = torch.where(undefined[:, None], torch.zeros((), dtype=torch.float64), Mg)
+    dx = Mg * scale[:, None]
     return dx, undefined
