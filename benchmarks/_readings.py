@@ -21,6 +21,8 @@ SWAP_READINGS = {
     "swap_nohold": ("swap without holding uninformative features", {"hold": False}),
     "swap_first": ("swap, first-order ∇f·Δx", {"evaluation": "first_order"}),
     "swap_path3": ("swap, 3 Newton steps (finite path)", {"steps": 3}),
+    "swap_search": ("swap, 2 secant iterations along the step (aux output reaches the matched value)",
+                    {"line_search": 2}),
     "swap_snap": ("swap, categorical snap (discrete swap)", {"categorical": "snap"}),
     "swap_diag": ("swap, diagonal metric (standardised Euclidean)", {"metric": "diagonal"}),
     "first_order_euclid": ("first-order swap: eq. 9 × matched Δv (Euclidean J⁺)", {"metric": "euclidean",
@@ -174,7 +176,7 @@ def lic_ub_scores(cell) -> np.ndarray:
 def all_readings(cell, *, quick: bool = False) -> dict:
     """Every reading on one cell: {name: scores} plus {"swap_sample/<declared>": (mean, {δ: P})}."""
     out: dict = {"eq9": eq9_scores(cell)}
-    names = ["swap", "swap_nohold", "first_order_euclid", "path_euclid"] if quick else list(SWAP_READINGS)
+    names = ["swap", "swap_search", "first_order_euclid", "path_euclid"] if quick else list(SWAP_READINGS)
     for declared in (True, False):
         tag = "declared" if declared else "none"
         for name in names:

@@ -204,6 +204,7 @@ def _provenance(frame: pd.DataFrame, policy: Policy, audit: AuditRows, resolved:
                        else "|cos| in [0, 1]" if faux.variant == "ng"
                        else "change of ŷ per unit of the auxiliary model's output"),
         "swap": ({"admissible": list(faux.admissible), "metric": faux.swap_metric, "steps": faux.swap_steps,
+                  "line_search": faux.swap_line_search,
                   "evaluation": faux.swap_evaluation, "categorical": faux.swap_categorical,
                   "reference_rows": int(len(aux.rows))} if faux.variant == "swap" else None),
         "target_output": resolved.form,

@@ -61,6 +61,9 @@ class FauxSettings(_Strict):
         "covariance", description="Variant swap: metric of the minimum-norm move (covariance of the data, conditional "
         "on the admissible features; its diagonal; or the identity of eq. 7–8).")
     swap_steps: int = Field(1, ge=1, le=20, description="Variant swap: Newton steps toward the matched aux value.")
+    swap_line_search: int = Field(
+        0, ge=0, le=10, description="Variant swap: secant iterations along the step's direction so that the aux "
+        "model's actual output reaches the matched value (0 = the linear step).")
     swap_evaluation: Literal["finite", "first_order"] = Field(
         "finite", description="Variant swap: the target's actual change, or its first-order value ∇f·Δx.")
     swap_categorical: Literal["soft", "snap"] = Field(

@@ -70,7 +70,7 @@ def faux_tester(target_model, aux: AuxiliaryModel, policy: Policy, output: Targe
         c_std = float(np.std(reference_values))
     layout = swap_layout(spec, protected, faux.admissible, c_std=c_std)
     settings = SwapSettings(steps=faux.swap_steps, evaluation=faux.swap_evaluation, categorical=faux.swap_categorical,
-                            categorical_groups=layout.categorical_groups)
+                            categorical_groups=layout.categorical_groups, line_search=faux.swap_line_search)
     tester = FAuxTester(target_model, aux, variant="swap", output=output, swap=settings,
                         protected_mask=mask if uses_direct else None, direct_levels=layout.direct_levels,
                         progress=progress, **kwargs)

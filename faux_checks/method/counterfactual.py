@@ -21,7 +21,11 @@ from .gradients import target_probability_and_gradient
 from .output import TargetOutput, predict_probability
 from .swap import SwapReference, pair_values, swap_displacement
 
-__all__ = ["SwapSettings", "SwapChunk", "counterfactual_inputs", "swap_chunk"]
+__all__ = ["MAX_STRETCH", "SwapSettings", "SwapChunk", "counterfactual_inputs", "swap_chunk"]
+
+#: The line search never stretches the linear step beyond this factor (nor reverses it): an aux output
+#: that cannot reach the matched value along the direction does not send x off to infinity.
+MAX_STRETCH = 4.0
 
 
 @dataclass(frozen=True)
@@ -40,14 +44,21 @@ class SwapSettings:
         swap to the level the move points to).
     categorical_groups : sequence of index arrays
         Encoded positions (aux input space) of each one-hot group (needed for ``"snap"``).
+    line_search : int
+        Secant iterations along the first step's direction so that the aux model's actual output,
+        not its linearisation, reaches the matched value (each one aux forward pass); 0 = none. The
+        step length is kept within [0, ``MAX_STRETCH``] times the linear one.
     """
 
     steps: int = 1
     evaluation: Literal["finite", "first_order"] = "finite"
     categorical: Literal["soft", "snap"] = "soft"
     categorical_groups: Sequence[np.ndarray] = ()
+    line_search: int = 0
 
     def __post_init__(self):
+        if self.line_search < 0:
+            raise InputError(f"swap line_search must be >= 0, got {self.line_search}")
         if self.steps < 1:
             raise InputError(f"swap steps must be >= 1, got {self.steps}")
         if self.evaluation not in ("finite", "first_order"):
@@ -99,6 +110,35 @@ def _goals(reference: SwapReference, v: np.ndarray, x_admissible: np.ndarray, a:
         rows = a == ga
         out[rows] = reference.shifts[(int(ga), int(b[rows][0]))].goal(v[rows], x_admissible[rows])
     return out
+
+
+def _aux_value(aux_raw, x: torch.Tensor, a, b) -> torch.Tensor:
+    with torch.no_grad():
+        raw = aux_raw(x.float())
+    raw = raw[:, None] if raw.ndim == 1 else raw
+    return (raw[:, 0] if a is None else pair_values(raw, a, b)).double()
+
+
+def _line_search(aux_raw, x_aux: torch.Tensor, dx: torch.Tensor, free_t: torch.Tensor, v0: torch.Tensor,
+                 goal: torch.Tensor, a, b, iterations: int) -> torch.Tensor:
+    """x + t·Δx with t from secant iterations on v(x + t·Δx) = goal, t in [0, MAX_STRETCH] (t = 1: the linear step)."""
+    dx32 = dx.float()
+
+    def at(t: torch.Tensor) -> torch.Tensor:
+        moved = x_aux.clone()
+        moved.index_add_(1, free_t, dx32 * t.float()[:, None])
+        return moved
+
+    t_prev, v_prev = torch.zeros_like(v0), v0
+    t_cur = torch.ones_like(v0)
+    for _ in range(iterations):
+        v_cur = _aux_value(aux_raw, at(t_cur), a, b)
+        slope = v_cur - v_prev
+        ok = slope.abs() > 1e-9
+        t_next = torch.where(ok, t_cur + (goal - v_cur) * (t_cur - t_prev) / torch.where(ok, slope, torch.ones_like(slope)),
+                             t_cur)
+        t_prev, v_prev, t_cur = t_cur, v_cur, t_next.clamp(0.0, MAX_STRETCH)
+    return at(t_cur)
 
 
 def _snap(x: torch.Tensor, groups: Sequence[np.ndarray]) -> torch.Tensor:
@@ -155,6 +195,8 @@ def counterfactual_inputs(aux_raw, x: torch.Tensor, c: np.ndarray | None, *, ref
         undefined = undef.numpy().copy()
         moved = x_aux.clone()
         moved.index_add_(1, free_t, dx.float())
+        if settings.line_search:
+            moved = _line_search(aux_raw, x_aux, dx, free_t, v, goal, a_t, b_t, settings.line_search)
         for _ in range(settings.steps - 1):                                    # further Newton steps (a finite path)
             v, grad = _aux_value_and_grad(aux_raw, moved, a_t, b_t)
             dx, undef = swap_displacement(grad.index_select(1, free_t), metric, goal - v)
