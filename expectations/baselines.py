@@ -328,64 +328,38 @@ def _tester_flagged_fraction(tester: str, execution_engine, metric_domain_kwargs
             "p50": float(np.median(scores)), "p90": float(np.quantile(scores, 0.9))}
 
 
-class WeightedFtaFlaggedFraction(ColumnAggregateMetricProvider):
-    """``faux.weighted_fta``: ‖P_S ∇f‖_p of the audited rows against ``threshold``."""
+def _tester_metric_provider(class_name: str, tester: str, metric_name: str, doc: str) -> type:
+    """One metric provider per per-individual tester: ``_tester_flagged_fraction`` on the audited rows.
 
-    metric_name = WEIGHTED_FTA_METRIC
-    value_keys = _COMMON_VALUE_KEYS + TESTER_PARAMS["weighted_fta"]
-
-    @metric_value(engine=PandasExecutionEngine)
-    def _pandas(cls, execution_engine, metric_domain_kwargs: dict, metric_value_kwargs: dict,
-                metrics: dict[str, Any], runtime_configuration: dict) -> dict:
-        return _tester_flagged_fraction("weighted_fta", execution_engine, metric_domain_kwargs, metric_value_kwargs)
-
-
-class UnfairMapFlaggedFraction(ColumnAggregateMetricProvider):
-    """``faux.unfair_map``: Unfair Map loss ratio of the audited rows against ``threshold``."""
-
-    metric_name = UNFAIR_MAP_METRIC
-    value_keys = _COMMON_VALUE_KEYS + TESTER_PARAMS["unfair_map"]
+    Defining the class registers the metric with Great Expectations (its metaclass), as a class
+    statement would.
+    """
 
     @metric_value(engine=PandasExecutionEngine)
     def _pandas(cls, execution_engine, metric_domain_kwargs: dict, metric_value_kwargs: dict,
                 metrics: dict[str, Any], runtime_configuration: dict) -> dict:
-        return _tester_flagged_fraction("unfair_map", execution_engine, metric_domain_kwargs, metric_value_kwargs)
+        return _tester_flagged_fraction(tester, execution_engine, metric_domain_kwargs, metric_value_kwargs)
+
+    return type(class_name, (ColumnAggregateMetricProvider,), {
+        "__doc__": doc, "__module__": __name__, "metric_name": metric_name,
+        "value_keys": _COMMON_VALUE_KEYS + TESTER_PARAMS[tester], "_pandas": _pandas})
 
 
-class FlipTestFlaggedFraction(ColumnAggregateMetricProvider):
-    """``faux.fliptest``: FlipTest output change of the audited rows against ``threshold``."""
-
-    metric_name = FLIPTEST_METRIC
-    value_keys = _COMMON_VALUE_KEYS + TESTER_PARAMS["fliptest"]
-
-    @metric_value(engine=PandasExecutionEngine)
-    def _pandas(cls, execution_engine, metric_domain_kwargs: dict, metric_value_kwargs: dict,
-                metrics: dict[str, Any], runtime_configuration: dict) -> dict:
-        return _tester_flagged_fraction("fliptest", execution_engine, metric_domain_kwargs, metric_value_kwargs)
-
-
-class FtuFlipFlaggedFraction(ColumnAggregateMetricProvider):
-    """``faux.ftu_flip``: FTU flip output change of the audited rows against ``threshold``."""
-
-    metric_name = FTU_FLIP_METRIC
-    value_keys = _COMMON_VALUE_KEYS + TESTER_PARAMS["ftu_flip"]
-
-    @metric_value(engine=PandasExecutionEngine)
-    def _pandas(cls, execution_engine, metric_domain_kwargs: dict, metric_value_kwargs: dict,
-                metrics: dict[str, Any], runtime_configuration: dict) -> dict:
-        return _tester_flagged_fraction("ftu_flip", execution_engine, metric_domain_kwargs, metric_value_kwargs)
-
-
-class LinkedColumnsFlaggedFraction(ColumnAggregateMetricProvider):
-    """``faux.linked_columns``: |Δŷ| under the policy's linked-columns counterfactual against ``threshold``."""
-
-    metric_name = LINKED_COLUMNS_METRIC
-    value_keys = _COMMON_VALUE_KEYS + TESTER_PARAMS["linked_columns"]
-
-    @metric_value(engine=PandasExecutionEngine)
-    def _pandas(cls, execution_engine, metric_domain_kwargs: dict, metric_value_kwargs: dict,
-                metrics: dict[str, Any], runtime_configuration: dict) -> dict:
-        return _tester_flagged_fraction("linked_columns", execution_engine, metric_domain_kwargs, metric_value_kwargs)
+WeightedFtaFlaggedFraction = _tester_metric_provider(
+    "WeightedFtaFlaggedFraction", "weighted_fta", WEIGHTED_FTA_METRIC,
+    "``faux.weighted_fta``: ‖P_S ∇f‖_p of the audited rows against ``threshold``.")
+UnfairMapFlaggedFraction = _tester_metric_provider(
+    "UnfairMapFlaggedFraction", "unfair_map", UNFAIR_MAP_METRIC,
+    "``faux.unfair_map``: Unfair Map loss ratio of the audited rows against ``threshold``.")
+FlipTestFlaggedFraction = _tester_metric_provider(
+    "FlipTestFlaggedFraction", "fliptest", FLIPTEST_METRIC,
+    "``faux.fliptest``: FlipTest output change of the audited rows against ``threshold``.")
+FtuFlipFlaggedFraction = _tester_metric_provider(
+    "FtuFlipFlaggedFraction", "ftu_flip", FTU_FLIP_METRIC,
+    "``faux.ftu_flip``: FTU flip output change of the audited rows against ``threshold``.")
+LinkedColumnsFlaggedFraction = _tester_metric_provider(
+    "LinkedColumnsFlaggedFraction", "linked_columns", LINKED_COLUMNS_METRIC,
+    "``faux.linked_columns``: |Δŷ| under the policy's linked-columns counterfactual against ``threshold``.")
 
 
 def _default(field: str):

@@ -162,3 +162,33 @@ def test_policy_accepts_new_testers_and_rejects_unknown_ones():
         make_policy({"fliptest": {"threshold": 0.1, "max_rows": 10}})
     with pytest.raises(ValidationError):
         make_policy({"fliptest": {"threshold": 0.1, "method": "wgan"}})
+
+
+def test_linked_columns_expectation_matches_run_check_and_gates(tmp_path):
+    """The linked-columns tester through the GX suite: run_check's numbers, gating, aliases known."""
+    rng = np.random.default_rng(2)
+    n = 400
+    sex = rng.choice(["F", "M"], n)
+    married = rng.random(n) < 0.5
+    df = pd.DataFrame({"x1": rng.normal(size=n), "sex": sex,
+                       "role": np.where(married, np.where(sex == "M", "Husband", "Wife"), "Single")})
+    spec = FeatureSpec.fit(df, ["x1", "role"], name="role")           # x1, role=Husband, role=Single, role=Wife
+    model = save_torchscript(_linear([1.0, 2.0, 0.0, 0.0]), tmp_path / "husbands.pt")
+    links = {"role": {"M": "Husband", "F": "Wife"}}
+    policy = make_policy({"linked_columns": {"threshold": 0.1, "max_flagged_fraction": 0.05, "gating": True}},
+                         label=None, linked_columns=links, min_aux_quality=0.5)
+    spec_path = spec.save(tmp_path / "spec.json")
+    outcome = E.validate_frame(df, E.build_suite(policy, model_path=str(model), feature_spec_path=str(spec_path)))
+    direct = run_check(load_model(model), df, policy=policy, feature_spec=spec)
+    kind = "expect_linked_columns_flagged_fraction_to_be_at_most"
+    r = row(outcome, kind)
+    z = (df["x1"].to_numpy() - spec.columns[0].mean) / spec.columns[0].std
+    exact = np.where(married, np.abs(1 / (1 + np.exp(-(z + 2.0))) - 1 / (1 + np.exp(-z))), 0.0)
+    assert r["exception"] is None and r["observed_value"] == pytest.approx(np.mean(exact > 0.1), abs=1e-12)
+    assert r["observed_value"] == pytest.approx(direct.testers["linked_columns"]["value"], abs=1e-12)
+    assert r["success"] is False and outcome.decision == "failed" == direct.decision
+    # a model that cannot see Husband/Wife (aliased to one value) scores 0 and the declared values stay known
+    canon = FeatureSpec.fit(df, ["x1", "role"], aliases={"role": {"Husband": "Spouse", "Wife": "Spouse"}}, name="c")
+    blind = save_torchscript(_linear([1.0] + [0.0] * (canon.n_features - 1)), tmp_path / "blind.pt")
+    again = run_check(load_model(blind), df, policy=policy, feature_spec=canon)
+    assert again.testers["linked_columns"]["value"] == 0.0 and again.testers["linked_columns"]["passed"]

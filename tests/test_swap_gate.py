@@ -25,6 +25,7 @@ def _data(n: int = N, seed: int = 0) -> pd.DataFrame:
     df["proxy"] = (sex == "M") * 2.0 + rng.normal(scale=0.5, size=n)
     married = rng.random(n) < 0.5
     df["role"] = np.where(married, np.where(sex == "M", "Husband", "Wife"), rng.choice(["Single", "Child"], n))
+    df["married"] = married.astype(int)
     df["sex"] = sex
     return df
 
@@ -78,7 +79,7 @@ def test_a_target_that_ignores_the_proxies_scores_zero_and_passes():
 def test_admissible_columns_are_held_fixed_and_must_be_inputs():
     df = _data()
     spec = FeatureSpec.fit(df, ["f0", "f1", "proxy", "role"], name="with-role")
-    target = _linear([0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0])               # only the proxy
+    target = _linear([0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0])               # only the proxy (role has 4 levels)
     free = run_check(target, df, policy=_policy(), feature_spec=spec)
     held = run_check(target, df, policy=_policy(admissible=("proxy",)), feature_spec=spec)
     assert free.flagged_fraction > 0.5
@@ -93,13 +94,13 @@ def test_admissible_columns_are_held_fixed_and_must_be_inputs():
 
 def test_linked_columns_tester_in_the_gate_is_the_exact_counterfactual():
     df = _data(1200)
-    spec = FeatureSpec.fit(df, ["f0", "role"], name="role")
+    spec = FeatureSpec.fit(df, ["f0", "married", "role"], name="role")
     # logit = f0 + 2·[Husband]: a sex-blind model that rewards husbands
     names = spec.feature_names
-    target = _linear([1.0] + [2.0 if n == "role=Husband" else 0.0 for n in names[1:]])
+    target = _linear([1.0, 0.0] + [2.0 if n == "role=Husband" else 0.0 for n in names[2:]])
     policy = Policy.model_validate({
         "protected": "sex", "target_output": "logit", "min_aux_quality": 0.5,
-        "faux": {"delta": 0.1, "max_flagged_fraction": 0.05, "admissible": ["f0"]},
+        "faux": {"delta": 0.1, "max_flagged_fraction": 0.05, "admissible": ["f0", "married"]},
         "linked_columns": {"role": {"M": "Husband", "F": "Wife"}},
         "testers": {"linked_columns": {"threshold": 0.1, "max_flagged_fraction": 0.05, "gating": True}}})
     result = run_check(target, df, policy=policy, feature_spec=spec)
@@ -111,7 +112,8 @@ def test_linked_columns_tester_in_the_gate_is_the_exact_counterfactual():
     assert linked["value"] == pytest.approx(np.mean(truth > 0.1), abs=1e-12)
     assert linked["gating"] and not linked["passed"] and result.decision == "failed"
     assert "linked columns role: M=Husband ↔ F=Wife" in linked["summary"]
-    # the swap reading (role free, f0 admissible) estimates the same share
+    # the swap reading (role free; f0 and married admissible, as marital status in the Adult policy)
+    # estimates the same share: among people with the same marital status only Husband <-> Wife moves
     assert result.flagged_fraction == pytest.approx(np.mean(truth > 0.1), abs=0.05)
 
 
