@@ -55,7 +55,6 @@ import statistics
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
 
 # run from a checkout without installing: the repository root holds the faux_checks package
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -29,7 +29,21 @@ reproduce the bias through proxies (relationship above all).
 
 :func:`measure_demo_versions` (``python -m faux_checks_app.demo --seeds 0 1 2``) gives the measurements
 behind the Adult policy's numbers: for each version the gate's own check (:func:`faux_checks.run_check`)
-with a policy, and the definitional truth.
+with a policy, and the definitional truth. Measured 2026-12-01 (seeds 0, 1, 2; 15,060 audit rows;
+δ = 0.1; flagged = estimated |Δŷ| > δ; truth = definitional |Δŷ| > δ):
+
+======= ===================== ===================== ===================== ==================
+version Adult policy flagged  truth (all rows)      truth (married rows)  default policy
+======= ===================== ===================== ===================== ==================
+v1      13.1–13.8% (failed)   10.7–15.6%            23–34%                47.0–54.8% (failed)
+v2      34.8–37.6% (failed)   33.0–35.9%            72–79%                54.7–63.5% (failed)
+v3      17.5–20.3% (failed)   17.9–21.3%            25–34%                51.8–56.2% (failed)
+v4      44.7–49.1% (failed)   45.0–49.5%            73–80%                59.1–65.0% (failed)
+v5      0.4–1.3% (passed)     0%                    0%                    45.0–50.8% (failed)
+======= ===================== ===================== ===================== ==================
+
+The default policy declares nothing admissible, so it counts the use of every feature correlated
+with sex; the Adult policy declares every feature but relationship admissible.
 """
 
 from __future__ import annotations

@@ -27,7 +27,6 @@ from .._validation import as_frame, fmt_count
 from ..errors import InputError
 from ..inputs.tabular import FeatureSpec
 from ..method._batching import as_tensor
-from ..method.auxiliary import AuxiliaryModel
 from ..method.faux import FAuxTester, LICResult
 from ..method.output import TargetOutput, resolve_output_form
 from ..provenance import data_sha256, package_versions, utc_now
