@@ -1,5 +1,11 @@
 """Data generators with a known individual-fairness ground truth (IFS), to evaluate testers.
 
 - ``fused``: fused synthetic data (two real datasets joined so that a bias level sets the
-  dependence between y and c), with the ground-truth IFS of a target model.
+  dependence between y and c), with the ground-truth IFS of a target model (the paper's set-up,
+  reconstructed).
+- ``proxy``: proxy injection on real rows: c drawn independently of the real features, proxies
+  generated from c with stored noise, labels with a historical-bias level; the exact counterfactual
+  regenerates the proxies for another c.
+- ``definitional``: UCI Adult's definitional counterfactual (sex flipped, relationship Husband ↔ Wife).
+- ``labels``: historical label bias against a protected group.
 """
