@@ -38,13 +38,14 @@ def as_frame(data, *, what: str = "data") -> pd.DataFrame:
 
 
 def check_finite_matrix(X: np.ndarray, names: list[str], *, what: str) -> None:
-    """Raise :class:`InputError` if X has NaN/inf, naming the worst column and the row count."""
+    """Raise :class:`InputError` if X (n, d) has NaN/inf: the worst column named, its NaN and infinite counts, the rows."""
     bad = ~np.isfinite(X)
     if bad.any():
         per_col = bad.sum(axis=0)
         j = int(per_col.argmax())
+        n_nan, n_inf = int(np.isnan(X[:, j]).sum()), int(np.isinf(X[:, j]).sum())
         raise InputError(
-            f"{what}: feature '{names[j]}' has {fmt_count(per_col[j])} missing or non-finite values "
+            f"{what}: {names[j]} has {fmt_count(n_nan)} NaN and {fmt_count(n_inf)} infinite values "
             f"in {fmt_count(X.shape[0])} rows ({fmt_count(bad.any(axis=1).sum())} rows affected in all); "
             "drop or impute them before the check"
         )

@@ -10,7 +10,7 @@ from typing import Literal
 
 import numpy as np
 
-from .._validation import fmt_count
+from .._validation import check_finite_matrix, fmt_count
 from ..errors import InputError
 from ..method._batching import as_tensor
 
@@ -61,7 +61,7 @@ def fit_sensitive_subspace(X, c, *, kind: Kind = "binary", C: float = 1.0, alpha
     if len(c) != n:
         raise InputError(f"X has {fmt_count(n)} rows but c has {fmt_count(len(c))}")
     if not np.isfinite(Xn).all():
-        raise InputError("X holds NaN or infinite values; encode and clean the data first")
+        check_finite_matrix(Xn, [f"feature column {j} of X" for j in range(d)], what="sensitive subspace")
     mean = Xn.mean(axis=0)
     scale = Xn.std(axis=0)
     scale = np.where(scale > 0, scale, 1.0)

@@ -220,7 +220,10 @@ class FeatureSpec:
                         "or refit the spec with it as categorical"
                     )
                 scale = enc.std if enc.std > 0 else 1.0  # constant column: centred only
-                out[:, j] = ((values.to_numpy(dtype="float64") - enc.mean) / scale).astype(np.float32)
+                raw = values.to_numpy(dtype="float64")
+                with np.errstate(over="ignore", invalid="ignore"):
+                    out[:, j] = ((raw - enc.mean) / scale).astype(np.float32)
+                _check_finite(raw, out[:, j], enc.name, what=f"FeatureSpec '{self.name}'")
             else:
                 levels = _canonical(_as_level_strings(s), enc.aliases)
                 index = {lvl: i for i, lvl in enumerate(enc.levels)}
@@ -362,6 +365,23 @@ class FeatureSpec:
 def _canonical(levels: pd.Series, aliases: tuple[tuple[str, str], ...]) -> pd.Series:
     """Level strings with each aliased value replaced by its canonical value (NA kept)."""
     return levels.replace(dict(aliases)) if aliases else levels
+
+
+def _check_finite(raw: np.ndarray, encoded: np.ndarray, column: str, *, what: str) -> None:
+    """Raise :class:`InputError` naming the column and the counts when a numeric column holds ±inf or overflows float32."""
+    infinite = np.isinf(raw)
+    overflow = ~np.isfinite(encoded) & ~infinite
+    if infinite.any() or overflow.any():
+        n = len(raw)
+        parts = []
+        if infinite.any():
+            parts.append(f"{fmt_count(infinite.sum())} infinite values (+inf {fmt_count((raw == np.inf).sum())}, "
+                         f"-inf {fmt_count((raw == -np.inf).sum())})")
+        if overflow.any():
+            parts.append(f"{fmt_count(overflow.sum())} values too large for float32 once standardised "
+                         f"(e.g. {float(raw[overflow][0])!r})")
+        raise InputError(f"{what}: numeric column '{column}' has {' and '.join(parts)} in {fmt_count(n)} rows; "
+                         "drop, clip or impute them before the check")
 
 
 def _check_no_missing(series: pd.Series, column: str, *, what: str) -> None:

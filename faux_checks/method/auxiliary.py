@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from .._threads import one_torch_thread
-from .._validation import fmt_count
+from .._validation import check_finite_matrix, fmt_count
 from ..errors import InputError
 from ._batching import as_tensor
 from .gradients import output_jacobian
@@ -164,7 +164,7 @@ class AuxiliaryModel:
         if n < 20:
             raise InputError(f"the auxiliary model needs at least 20 rows to train and validate, got {n}")
         if not torch.isfinite(X).all():
-            raise InputError("X holds NaN or infinite values; encode and clean the data first")
+            check_finite_matrix(X.numpy(), [f"feature column {j} of X" for j in range(d)], what="auxiliary model")
         gen = torch.Generator().manual_seed(self.seed)
         rng = np.random.default_rng(self.seed)
 
