@@ -1,8 +1,11 @@
 """The gate policy: what is tested, with which settings, and what fails a deployment.
 
-Loaded from TOML and validated by pydantic; unknown keys are errors (a typo must never turn a
-check off silently). The shipped default, ``faux_checks/gate/policies/default.toml``, explains every
-number with the measurement behind it.
+Loaded from TOML and validated by pydantic in strict mode: unknown keys are errors (a typo must
+never turn a check off silently), and so is a value of the wrong type (``true`` or ``"0.05"``
+where a number belongs is never converted; an integer is accepted where a float is expected, as
+TOML writes ``0`` for zero); NaN and infinity are refused. The shipped default,
+``faux_checks/gate/policies/default.toml``, explains every number with the measurement behind it,
+and every default there equals the code's (``tests/test_policy_strict.py``).
 """
 
 from __future__ import annotations
@@ -11,24 +14,33 @@ import hashlib
 import json
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from ..errors import InputError
 
-__all__ = ["Policy", "AuxSettings", "FauxSettings", "TesterSettings", "ScaleSettings", "AuditSettings", "load_policy",
-           "default_policy_path", "policy_path", "SHIPPED_POLICIES"]
+__all__ = ["Policy", "AuxSettings", "FauxSettings", "TesterSettings", "ScaleSettings", "AuditSettings",
+           "DecisionSettings", "load_policy", "default_policy_path", "policy_path", "policy_errors", "SHIPPED_POLICIES"]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+
+def _list_as_tuple(value):
+    """TOML and JSON give arrays as lists; the policy keeps them as tuples (items still strictly typed)."""
+    return tuple(value) if isinstance(value, list) else value
+
+
+_Widths = Annotated[tuple[Annotated[int, Field(ge=1)], ...], BeforeValidator(_list_as_tuple)]
+_Columns = Annotated[tuple[str, ...], BeforeValidator(_list_as_tuple)]
 
 
 class AuxSettings(_Strict):
     """Auxiliary-model training (see :class:`faux_checks.AuxiliaryModel`)."""
 
-    hidden: tuple[int, ...] = Field((64, 64), description="Hidden layer widths of the aux MLP.")
+    hidden: _Widths = Field((64, 64), description="Hidden layer widths of the aux MLP.")
     epochs: int = Field(30, ge=1, le=1000, description="Maximum epochs (early stopping on held-out loss).")
     holdout: float = Field(0.2, gt=0, lt=1, description="Share of rows held out for early stopping and quality.")
     output_space: Literal["logit", "probability"] = Field(
@@ -51,7 +63,7 @@ class FauxSettings(_Strict):
         "ig: eq. 9 with integrated gradients; projection: the Fig. 1 reading ‖g‖·|cos(g, a)|.")
     delta: float = Field(..., gt=0, description="δ: an individual is flagged when its LIC score exceeds it "
                          "(variant swap: probability points, at most 1).")
-    admissible: tuple[str, ...] = Field(
+    admissible: _Columns = Field(
         (), description="Variant swap: source columns the policy allows to differ between groups (resolving "
         "variables); the counterfactual holds them fixed. Empty: every feature may carry c (the strictest reading).")
     hold_uninformative: bool = Field(
@@ -90,7 +102,7 @@ class TesterSettings(_Strict):
     """A baseline tester: whether it runs, and its threshold (reported; ``gating`` makes it decide too)."""
 
     enabled: bool = True
-    threshold: float = Field(..., description="Score above which an individual (or the model, for group metrics) is flagged.")
+    threshold: float = Field(..., ge=0, description="Score above which an individual (or the model, for group metrics) is flagged.")
     max_flagged_fraction: float | None = Field(None, ge=0, le=1, description="For per-individual testers.")
     gating: bool = Field(False, description="If true, exceeding the limit fails the gate as fAux does.")
     p: float = Field(2.0, ge=1, description="ℓp norm (FTA, weighted FTA).")
@@ -120,8 +132,6 @@ class AuditSettings(_Strict):
         0.05, ge=0, le=1, description="Largest absolute increase of the flagged fraction, current batch vs reference.")
     max_group_flagged_fraction_increase: float = Field(
         0.10, ge=0, le=1, description="Largest absolute increase of a protected group's flagged fraction.")
-    min_group_rows: int = Field(
-        30, ge=1, description="Groups with fewer audited rows (in either batch) are reported, not compared.")
     score_ks_pvalue: float = Field(
         0.01, gt=0, lt=1, description="Two-sample KS test on the LIC scores: p-value below this, together with "
         "score_ks_min_statistic, fails the audit.")
@@ -139,6 +149,35 @@ class AuditSettings(_Strict):
         None, description="Evidently stat test for every column (e.g. 'psi', 'jensenshannon'); None = its per-type "
         "default.")
     drift_threshold: float | None = Field(None, gt=0, description="Threshold of drift_method; None = its default.")
+
+
+
+class DecisionSettings(_Strict):
+    """How counts and bounds become a decision (:func:`faux_checks.gate.decision.check_rules`).
+
+    The flagged fraction counts every audited individual, an undefined score as flagged (the worst
+    case). Its interval covers the individuals (Clopper–Pearson at ``confidence``) and the auxiliary
+    model's randomness (``aux_seeds`` trainings scored on the same rows). ``rule = "interval"``: pass
+    when the upper bound is at or below ``max_flagged_fraction``, fail when the lower bound is above
+    it, undecided in between. ``rule = "upper_bound"``: pass when the upper bound is at or below the
+    limit, fail otherwise (never undecided on the flagged fraction). Neither passes a gate that is unsure.
+    The defaults are measured in ``faux_checks/gate/policies/default.toml`` (``benchmarks/bench_decision.py``).
+    """
+
+    rule: Literal["interval", "upper_bound"] = Field(
+        "interval", description="interval: pass when the upper bound <= limit, fail when the lower bound > limit, "
+        "else undecided; upper_bound: pass when the upper bound <= limit, else fail.")
+    confidence: float = Field(
+        0.95, ge=0.5, lt=1, description="Confidence level of the intervals (flagged fraction, auxiliary-model quality).")
+    min_group_rows: int = Field(
+        100, ge=1, description="Each protected group needs at least this many audited rows and this many of the "
+        "auxiliary model's held-out rows; below it the decision is undecided (insufficient evidence).")
+    aux_seeds: int = Field(
+        3, ge=1, le=20, description="Trainings of the auxiliary model (seeds seed, seed+1, ...) whose flagged "
+        "fractions widen the interval; 1 = the interval over individuals only. Not used with a given aux model.")
+    aux_seed_rows: int = Field(
+        20_000, ge=100, description="The extra seeds score a seeded sample of at most this many audited rows (the "
+        "same rows for every seed); the spread they show widens the interval.")
 
 
 class ScaleSettings(_Strict):
@@ -167,8 +206,8 @@ class ScaleSettings(_Strict):
 class Policy(_Strict):
     """The gate policy.
 
-    Attributes mirror the TOML sections ``[data]``, ``[target]``, ``[faux]``, ``[aux]``,
-    ``[testers.*]``, ``[audit]``, ``[scale]``; see ``faux_checks/gate/policies/default.toml`` for every default explained.
+    Attributes mirror the top-level keys and the TOML sections ``[faux]``, ``[aux]``, ``[decision]``,
+    ``[testers.*]``, ``[linked_columns]``, ``[audit]``, ``[scale]``; see ``faux_checks/gate/policies/default.toml`` for every default explained.
     """
 
     name: str = "default"
@@ -180,9 +219,11 @@ class Policy(_Strict):
     protected_kind: Literal["binary", "multiclass", "continuous"] | None = None
     target_output: Literal["auto", "logit", "probability", "softmax", "logits"] = "auto"
     target_class: int = Field(1, ge=0)
-    min_aux_quality: float = Field(0.6, description="Below this aux AUC/R² the gate is undecided.")
+    min_aux_quality: float = Field(
+        0.7, ge=0, le=1, description="The auxiliary model's held-out AUC (every group where it matters) or R² must "
+        "reach this with the lower bound of its confidence interval; otherwise the gate is undecided.")
     max_rows: int | None = Field(None, ge=1, description="Audit at most this many rows (seeded sample); None = all.")
-    seed: int = 0
+    seed: int = Field(0, ge=0, description="Seeds the auxiliary model, its hold-out split and every row sample.")
     faux: FauxSettings
     aux: AuxSettings = AuxSettings()
     testers: dict[str, TesterSettings] = Field(default_factory=dict)
@@ -191,6 +232,7 @@ class Policy(_Strict):
         "{group: value} (e.g. relationship = { Male = \"Husband\", Female = \"Wife\" }); read by the linked_columns tester.")
     scale: ScaleSettings = ScaleSettings()
     audit: AuditSettings = AuditSettings()
+    decision: DecisionSettings = DecisionSettings()
 
     @model_validator(mode="after")
     def _known_testers(self) -> "Policy":
@@ -245,7 +287,8 @@ def load_policy(path: str | Path | None = None, **overrides) -> Policy:
     Raises
     ------
     InputError
-        Unreadable file, TOML syntax error, or a validation error (each field named).
+        Unreadable file, TOML syntax error, or a validation error: each key named with the value
+        found, its type and what is expected (:func:`policy_errors`).
     """
     path = Path(path) if path is not None else default_policy_path()
     try:
@@ -258,5 +301,40 @@ def load_policy(path: str | Path | None = None, **overrides) -> Policy:
     try:
         return Policy.model_validate(payload)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(policy)'}: {e['msg']}" for e in exc.errors())
-        raise InputError(f"policy {path} is invalid: {problems}") from None
+        raise InputError(f"policy {path} is invalid: {policy_errors(exc)}") from None
+
+
+_TOML_TYPES = {bool: "boolean", str: "string", int: "integer", float: "float", list: "array", tuple: "array",
+               dict: "table", type(None): "nothing"}
+_EXPECTED = {"float_type": "a number (float or integer)", "float_parsing": "a number (float or integer)",
+             "int_type": "an integer", "int_parsing": "an integer", "int_from_float": "an integer",
+             "bool_type": "a boolean (true or false)", "bool_parsing": "a boolean (true or false)",
+             "string_type": "a string", "tuple_type": "an array", "list_type": "an array", "dict_type": "a table",
+             "model_type": "a table", "model_attributes_type": "a table", "finite_number": "a finite number"}
+
+
+def policy_errors(exc: ValidationError) -> str:
+    """Each validation error as "key: found VALUE (TYPE); expected WHAT", joined by "; ".
+
+    ``key`` is the dotted TOML path (``faux.max_flagged_fraction``); TYPE is the TOML type of the
+    value found; WHAT the type expected, the allowed values or the bound that failed.
+    """
+    problems = []
+    for e in exc.errors():
+        key = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in e["loc"]).lstrip(".") or "(policy)"
+        if e["type"] == "extra_forbidden":
+            problems.append(f"{key}: unknown key (a typo would turn a setting off silently); remove or rename it")
+            continue
+        if e["type"] == "missing":
+            problems.append(f"{key}: required, not given")
+            continue
+        if e["type"] == "value_error":                  # a rule across keys (a model validator): its own words
+            problems.append(f"{key}: {e['msg'].removeprefix('Value error, ')}")
+            continue
+        value = e.get("input")
+        found = "true" if value is True else "false" if value is False else repr(value)
+        kind = _TOML_TYPES.get(type(value), type(value).__name__)
+        expected = _EXPECTED.get(e["type"]) or e["msg"].removeprefix("Input should be").strip()
+        shown = found if len(found) <= 80 else found[:77] + "..."
+        problems.append(f"{key}: found {shown} ({kind}); expected {expected}")
+    return "; ".join(problems)

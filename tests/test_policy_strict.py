@@ -1,0 +1,173 @@
+"""Issue 11, strict policies: every field strictly typed, bounds checked, one default per setting.
+
+The matrix walks every field of every policy section (their pydantic annotations) and writes a
+TOML policy with a value of the wrong type at that key: a boolean or a string where a number
+belongs, a number or a boolean where a string or a boolean belongs, a string where an array or a
+table belongs. Each must be refused by ``load_policy`` with an :class:`InputError` naming the key,
+the value found, its TOML type and the type expected (the CLI exits 2 on it).
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+import types
+import typing
+from pathlib import Path
+
+import pytest
+
+import faux_checks.gate.policy as schema
+from faux_checks.errors import InputError
+from faux_checks.gate.policy import Policy, load_policy, policy_path
+
+SECTIONS = {"": Policy, "faux.": schema.FauxSettings, "aux.": schema.AuxSettings, "decision.": schema.DecisionSettings,
+            "audit.": schema.AuditSettings, "scale.": schema.ScaleSettings, "testers.fta.": schema.TesterSettings}
+EXPECTED = {"float": "a number (float or integer)", "int": "an integer", "bool": "a boolean (true or false)",
+            "str": "a string", "array": "an array", "table": "a table"}
+
+
+def _kind(annotation) -> str:
+    """The TOML kind a field expects, from its annotation (Optional and Annotated unwrapped)."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _kind(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return _kind(next(a for a in typing.get_args(annotation) if a is not type(None)))
+    if origin is typing.Literal:
+        return "literal"
+    if origin is tuple:
+        return "array"
+    if origin is dict or (isinstance(annotation, type) and issubclass(annotation, Policy.__mro__[1])):
+        return "table"
+    return {float: "float", int: "int", bool: "bool", str: "str"}[annotation]
+
+
+#: Wrong values per expected kind: (TOML text, what the message shows, its TOML type, what it says is expected).
+WRONG = {
+    "float": [("true", "true", "boolean", EXPECTED["float"]), ('"0.05"', "'0.05'", "string", EXPECTED["float"])],
+    "int": [("true", "true", "boolean", EXPECTED["int"]), ('"3"', "'3'", "string", EXPECTED["int"]),
+            ("2.5", "2.5", "float", EXPECTED["int"])],
+    "bool": [("1", "1", "integer", EXPECTED["bool"]), ('"true"', "'true'", "string", EXPECTED["bool"])],
+    "str": [("1", "1", "integer", EXPECTED["str"]), ("true", "true", "boolean", EXPECTED["str"])],
+    "literal": [("1", "1", "integer", None), ("true", "true", "boolean", None)],
+    "array": [('"x"', "'x'", "string", EXPECTED["array"])],
+    "table": [('"x"', "'x'", "string", EXPECTED["table"])],
+}
+
+
+def _cases():
+    for prefix, model in SECTIONS.items():
+        for name, info in model.model_fields.items():
+            if prefix == "" and name in ("faux", "testers") or name == "linked_columns":
+                kind = "table"
+            else:
+                kind = _kind(info.annotation)
+            for toml_value, shown, toml_type, expected in WRONG[kind]:
+                yield pytest.param(prefix + name, toml_value, shown, toml_type, expected,
+                                   id=f"{prefix}{name}={toml_value}")
+
+
+def _write(tmp_path: Path, key: str, toml_value: str) -> Path:
+    """A minimal policy as TOML (protected, [faux] delta and limit, [testers.fta]) with ``key`` (dotted) set to ``toml_value``."""
+    *sections, leaf = key.split(".")
+    tables: dict[str, dict[str, str]] = {"": {"protected": '"sex"'}, "faux": {"delta": "0.1", "max_flagged_fraction": "0.05"},
+                                         "testers.fta": {"threshold": "1.0"}}
+    if key in ("faux", "testers"):                      # the whole table replaced by a value of the wrong type
+        tables.pop("testers.fta")
+        tables.pop("faux") if key == "faux" else None
+    tables.setdefault(".".join(sections), {})[leaf] = toml_value
+    lines = [f"{k} = {v}" for k, v in tables.pop("").items()]
+    for table, values in tables.items():
+        lines.append(f"[{table}]")
+        lines += [f"{k} = {v}" for k, v in values.items()]
+    path = tmp_path / "policy.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("key,toml_value,shown,toml_type,expected", list(_cases()))
+def test_every_field_refuses_a_value_of_the_wrong_type(tmp_path, key, toml_value, shown, toml_type, expected):
+    path = _write(tmp_path, key, toml_value)
+    with pytest.raises(InputError) as info:
+        load_policy(path)
+    message = str(info.value)
+    assert f"{key}: found {shown} ({toml_type}); expected " in message, message
+    if expected is not None:
+        assert f"expected {expected}" in message
+    else:                                               # a Literal: the allowed values are listed
+        assert "expected '" in message
+
+
+def test_the_matrix_covers_every_field():
+    keys = {c.values[0] for c in _cases()}
+    fields = {prefix + name for prefix, model in SECTIONS.items() for name in model.model_fields}
+    assert keys == fields and len(fields) >= 70
+
+
+def test_the_issue_cases_exit_2_from_the_cli_naming_the_key(tmp_path, capsys):
+    from faux_checks_app.cli import main
+
+    cases = {"max_flagged_fraction": ("[faux]\ndelta = 0.1\nmax_flagged_fraction = true\n",
+                                      "faux.max_flagged_fraction: found true (boolean); expected a number"),
+             "min_aux_quality": ("min_aux_quality = false\n[faux]\ndelta = 0.1\nmax_flagged_fraction = 0.05\n",
+                                 "min_aux_quality: found false (boolean); expected a number"),
+             "delta": ('[faux]\ndelta = "0.05"\nmax_flagged_fraction = 0.05\n',
+                       "faux.delta: found '0.05' (string); expected a number (float or integer)")}
+    for name, (body, words) in cases.items():
+        path = tmp_path / f"{name}.toml"
+        path.write_text('protected = "sex"\n' + body)
+        code = main(["check", "--model", str(tmp_path / "absent.pt"), "--data", str(tmp_path / "absent.csv"),
+                     "--protected", "sex", "--policy", str(path)])
+        err = capsys.readouterr().err
+        assert code == 2 and words in err, err
+
+
+def test_integers_are_numbers_but_nan_inf_and_out_of_bounds_are_not(tmp_path):
+    path = tmp_path / "p.toml"
+    path.write_text('protected = "sex"\n[faux]\ndelta = 0.1\nmax_flagged_fraction = 0\nridge = 0\n')
+    policy = load_policy(path)
+    assert policy.faux.max_flagged_fraction == 0.0 and isinstance(policy.faux.max_flagged_fraction, float)
+    for body, words in [("ridge = inf", "faux.ridge: found inf (float); expected a finite number"),
+                        ("ridge = nan", "faux.ridge: found nan (float); expected a finite number"),
+                        ("max_undefined_fraction = 1.5", "faux.max_undefined_fraction: found 1.5 (float); expected "
+                                                         "less than or equal to 1")]:
+        path.write_text(f'protected = "sex"\n[faux]\ndelta = 0.1\nmax_flagged_fraction = 0.05\n{body}\n')
+        with pytest.raises(InputError, match=re.escape(words)):
+            load_policy(path)
+    for top, words in [("min_aux_quality = 1.5", "min_aux_quality: found 1.5 (float); expected less than or equal to 1"),
+                       ("seed = -1", "seed: found -1 (integer); expected greater than or equal to 0")]:
+        path.write_text(f'protected = "sex"\n{top}\n[faux]\ndelta = 0.1\nmax_flagged_fraction = 0.05\n')
+        with pytest.raises(InputError, match=re.escape(words)):
+            load_policy(path)
+    path.write_text('protected = "sex"\n[faux]\ndelta = 0.1\nmax_flagged_fraction = 0.05\n[decision]\nconfidence = 1\n')
+    with pytest.raises(InputError, match=r"decision.confidence: found 1 \(integer\); expected less than 1"):
+        load_policy(path)
+    path.write_text('protected = "sex"\n[faux]\ndelta = 0.1\nmax_flagged_fraction = 0.05\n[aux]\nhidden = [64, true]\n')
+    with pytest.raises(InputError, match=r"aux.hidden\[1\]: found true \(boolean\); expected an integer"):
+        load_policy(path)
+
+
+#: Keys of a shipped policy that declare the bundled data rather than choose a setting.
+DECLARATIONS = {"name", "protected", "label", "admissible", "testers", "linked_columns"}
+
+
+@pytest.mark.parametrize("shipped", ["default", "adult"])
+def test_shipped_policies_and_the_code_have_one_default_per_setting(shipped):
+    payload = tomllib.loads(policy_path(shipped).read_text())
+    checked = 0
+    for prefix, model in SECTIONS.items():
+        table = payload if prefix == "" else payload.get(prefix.rstrip("."), {})
+        for name, info in model.model_fields.items():
+            if (name in DECLARATIONS or name not in table or info.is_required() or prefix == "testers.fta."
+                    or f"{name}." in SECTIONS):                      # a section: its fields are checked one by one
+                continue
+            code = info.get_default(call_default_factory=True)
+            shipped_value = table[name]
+            assert (tuple(shipped_value) if isinstance(shipped_value, list) else shipped_value) == code, \
+                f"{shipped}.toml {prefix}{name} = {shipped_value!r} but the code's default is {code!r}"
+            checked += 1
+    assert checked >= 25
+    assert Policy.model_fields["min_aux_quality"].default == payload["min_aux_quality"] == 0.7
+    assert payload["decision"] == {"rule": "interval", "confidence": 0.95, "min_group_rows": 100, "aux_seeds": 3,
+                                   "aux_seed_rows": 20000}
