@@ -39,8 +39,9 @@ POLICY_JSON_DESCRIPTION = "The gate policy as JSON (faux_checks.gate.policy.Poli
 MAX_FLAGGED_FRACTION_DESCRIPTION = (
     "Largest allowed share of flagged individuals; must equal the policy's faux.max_flagged_fraction."
 )
-SUMMARY_KEYS = ("decision", "reasons", "flagged_fraction", "max_flagged_fraction", "delta", "n_individuals",
-                "n_undefined", "n_missing_protected", "aux_quality", "aux_quality_metric", "top_flagged", "by_group")
+SUMMARY_KEYS = ("decision", "reasons", "flagged_fraction", "flagged_fraction_defined", "interval", "max_flagged_fraction",
+                "delta", "n_individuals", "n_flagged", "n_undefined", "n_missing_protected", "aux_quality",
+                "aux_quality_metric", "aux_intervals", "group_rows", "rules", "top_flagged", "by_group")
 
 
 class FauxCheck(ColumnAggregateMetricProvider):
@@ -83,9 +84,11 @@ class ExpectFauxFlaggedFractionToBeAtMost(ColumnAggregateExpectation):
         max_flagged_fraction (float): {MAX_FLAGGED_FRACTION_DESCRIPTION}
 
     Returns:
-        ``observed_value`` = the flagged fraction (None when not computed); ``details`` holds
-        the decision, reasons, counts, aux quality, per-group stats, the top flagged
-        individuals and the full ``CheckResult.to_dict()`` under ``"check"``.
+        ``observed_value`` = the flagged fraction, an undefined score counted as flagged (None
+        when not computed); ``details`` holds the decision, reasons, the rules with their status,
+        the fraction's ``interval`` (lower, upper, confidence, the spread across aux seeds), counts,
+        aux quality with its intervals, per-group stats, the top flagged individuals and the full
+        ``CheckResult.to_dict()`` under ``"check"``.
 
     Notes:
         Castiglione et al. 2022, fAux (arXiv 2210.06288). Any error in the metric (bad input,

@@ -1,8 +1,10 @@
 """The gate suite: built from the policy, validated on a DataFrame, stored as JSON.
 
-:func:`validate_frame` turns GX's validation result into the gate's three-way decision and
-fails closed: no fAux expectation, an expectation that raised, a metric that is missing or an
-``undecided`` fAux check all give ``"undecided"``, never ``"passed"``.
+:func:`validate_frame` turns GX's validation result into rule rows and lets the gate's engine
+decide (:func:`faux_checks.gate.decision.decide`): the fAux check's own rules (aux quality,
+evidence, undefined scores, the flagged fraction's bounds), one rule per gating baseline
+expectation, and a ``not computed`` rule for an expectation that raised or lacks its metric. It
+fails closed: no fAux expectation or an ``undecided`` fAux check give ``"undecided"``, never ``"passed"``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import great_expectations as gx
 import pandas as pd
 
 from faux_checks.errors import InputError
-from faux_checks.gate.decision import EXIT_CODES
+from faux_checks.gate.decision import EXIT_CODES, decide, rule_row
 from faux_checks.gate.policy import Policy
 
 from .baselines import (
@@ -70,6 +72,8 @@ class SuiteOutcome:
         Per expectation: ``type``, ``success``, ``observed_value``, ``gating``, ``exception``.
     gx_success : bool
         GX's overall success flag (every expectation successful, gating or not).
+    rules : list of dict
+        The rule rows the engine decided from (the report's rules table).
     """
 
     decision: str
@@ -77,6 +81,7 @@ class SuiteOutcome:
     check: dict | None
     expectations: list[dict] = field(default_factory=list)
     gx_success: bool = False
+    rules: list[dict] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -216,11 +221,10 @@ def _fmt(value: Any) -> str:
 
 
 def _decide(result) -> SuiteOutcome:
-    """Read GX's validation result into the gate decision (rules in :func:`validate_frame`)."""
+    """Read GX's validation result into rule rows and decide with the gate's engine (rules in :func:`validate_frame`)."""
     rows: list[dict] = []
+    rules: list[dict] = []
     raised: dict[str, list[str]] = {}  # exception message -> expectation types that raised it
-    undecided: list[str] = []
-    failed: list[str] = []
     notes: list[str] = []
     check: dict | None = None
     for r in result.results:
@@ -236,33 +240,40 @@ def _decide(result) -> SuiteOutcome:
         if error is not None:
             raised.setdefault(error, []).append(kind)
         elif details.get("metric_missing"):
-            undecided.append(f"{kind}: {(details.get('reasons') or ['its metric is missing'])[0]}")
+            rules.append(rule_row(kind, "not computed", f"{kind}: {(details.get('reasons') or ['its metric is missing'])[0]}"))
         elif is_faux:
             check = details.get("check")
-            decision = (check or {}).get("decision")
-            first = ((check or {}).get("reasons") or ["no reason recorded"])[0]
-            if decision == "failed":
-                failed.append(f"fAux check failed: {first}")
-            elif decision != "passed" or not r.success:
-                undecided.append(f"fAux check {decision or 'gave no decision'}: {first}")
+            rules += _faux_rules(check, bool(r.success))
         elif not r.success:
             msg = f"{kind}: observed {_fmt(res.get('observed_value'))} exceeds its limit {_fmt(details.get('limit'))}"
             if gating:
-                failed.append(f"gating {msg}")
+                rules.append(rule_row(kind, "exceeded", f"gating {msg}", res.get("observed_value"), details.get("limit")))
             else:
                 notes.append(f"non-gating, reported only: {msg}")
-    undecided[0:0] = [f"{msg} (raised by {', '.join(kinds)})" for msg, kinds in raised.items()]
-    check_reasons = list((check or {}).get("reasons") or [])
-    if undecided:
-        decision, reasons = "undecided", undecided + failed + notes
-    elif failed:
-        decision, reasons = "failed", failed + notes
-    else:
-        decision, reasons = "passed", []
-    reasons += [c for c in check_reasons if not any(c in r for r in reasons)]
-    if decision == "passed":
+        elif gating:
+            rules.append(rule_row(kind, "ok", f"{kind}: observed {_fmt(res.get('observed_value'))} within its limit "
+                                  f"{_fmt(details.get('limit'))}", res.get("observed_value"), details.get("limit")))
+    rules[0:0] = [rule_row("expectation raised", "not computed", f"{msg} (raised by {', '.join(kinds)})")
+                  for msg, kinds in raised.items()]
+    outcome = decide(rules)
+    reasons = list(outcome.reasons)
+    if outcome.decision != "passed":
+        reasons += [n for n in notes if n not in reasons]
+    reasons += [c for c in (check or {}).get("reasons") or [] if not any(c in r for r in reasons)]
+    if outcome.decision == "passed":
         reasons += notes
-    return SuiteOutcome(decision, reasons, check, rows, bool(result.success))
+    return SuiteOutcome(outcome.decision, reasons, check, rows, bool(result.success), outcome.rules)
+
+
+def _faux_rules(check: dict | None, success: bool) -> list[dict]:
+    """The fAux check's own rules, less its baseline testers (their expectations are the suite's rows for them)."""
+    own = [r for r in (check or {}).get("rules") or [] if not str(r.get("rule", "")).startswith("tester:")]
+    if own:
+        return own
+    decision = (check or {}).get("decision")
+    first = ((check or {}).get("reasons") or ["no reason recorded"])[0]
+    status = "ok" if decision == "passed" and success else "exceeded" if decision == "failed" else "not computed"
+    return [rule_row("fAux check", status, f"fAux check {decision or 'gave no decision'}: {first}")]
 
 
 # ---------------------------------------------------------------------------------- store

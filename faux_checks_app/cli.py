@@ -149,7 +149,7 @@ def _print_table(rows: list[dict], extra: dict[str, dict[str, str]] | None = Non
     ``extra`` adds columns after "by group": column name -> {version number: cell text}.
     """
     extra = extra or {}
-    header = ["version", "decision", "flagged", "by group", *extra, "aux AUC", "baselines", "last audit", "alias"]
+    header = ["version", "decision", "flagged", "95% CI", "by group", *extra, "aux AUC", "baselines", "last audit", "alias"]
     table = []
     for r in rows:
         report = _read_report(r.get("fairness_report"))
@@ -161,7 +161,7 @@ def _print_table(rows: list[dict], extra: dict[str, dict[str, str]] | None = Non
         ff = r.get("fairness_flagged_fraction")
         aq = r.get("fairness_aux_quality")
         table.append([str(r.get("version")), str(r.get("fairness_gate")),
-                      f"{float(ff):.1%}" if ff not in (None, "", "None") else "n/a", groups or "n/a",
+                      f"{float(ff):.1%}" if ff not in (None, "", "None") else "n/a", _interval_cell(r), groups or "n/a",
                       *(cells.get(str(r.get("version")), "-") for cells in extra.values()),
                       f"{float(aq):.3f}" if aq not in (None, "", "None") else "n/a", testers or "n/a",
                       _audit_cell(r), ",".join(r.get("aliases") or []) or "-"])
@@ -170,6 +170,16 @@ def _print_table(rows: list[dict], extra: dict[str, dict[str, str]] | None = Non
     print("-+-".join("-" * w for w in widths))
     for row in table:
         print(" | ".join(c.ljust(w) for c, w in zip(row, widths)))
+
+
+def _interval_cell(row: dict) -> str:
+    """'12.8–13.9%' from the version's interval tags (confidence in the header when 95%), 'n/a' when absent."""
+    lo, hi, conf = (row.get(f"fairness_{k}") for k in ("flagged_fraction_lower", "flagged_fraction_upper", "confidence"))
+    try:
+        text = f"{float(lo):.1%}–{float(hi):.1%}"
+    except (TypeError, ValueError):
+        return "n/a"
+    return text if conf in (None, "", "0.95") else f"{text} ({float(conf):.0%})"
 
 
 def _audit_cell(row: dict) -> str:

@@ -105,9 +105,12 @@ def record(model_name: str, version: str, tracking_uri: str | None, outcome, rep
     if not (Path(report_dir) / "report.json").exists():  # a retry keeps the report its first try wrote
         write_report(report_dir, decision=outcome.decision, reasons=outcome.reasons, check=outcome.check,
                      model=model_info, expectations=outcome.expectations, data=[data] if data else None,
-                     history=report_history(registry, model_name))
+                     history=report_history(registry, model_name), rules=outcome.rules)
+    interval = check.get("interval") or {}
     metrics = {k: check[k] for k in ("flagged_fraction", "aux_quality", "n_individuals", "n_undefined")
                if isinstance(check.get(k), (int, float))}
+    metrics.update({f"flagged_fraction_{k}": interval[k] for k in ("lower", "upper")
+                    if isinstance(interval.get(k), (int, float))})
     run_id = registry.log_gate_run(
         model_name, version, report_dir=report_dir, metrics=metrics,
         params={"delta": check.get("delta"), "max_flagged_fraction": check.get("max_flagged_fraction"),
@@ -117,7 +120,7 @@ def record(model_name: str, version: str, tracking_uri: str | None, outcome, rep
     registry.record_decision(
         model_name, version, decision=outcome.decision, flagged_fraction=check.get("flagged_fraction"),
         delta=check.get("delta"), aux_quality=check.get("aux_quality"),
-        report_uri=str(Path(report_dir) / "report.html"), run_id=run_id,
+        report_uri=str(Path(report_dir) / "report.html"), run_id=run_id, interval=check.get("interval"),
         extra={PROMOTION_TAG: PENDING if outcome.decision == "passed" else "none",  # promote() sets 'done'
                "fairness_data_path": str(Path(data_path).resolve()) if data_path else None,
                "fairness_data_sha256": (data or {}).get("sha256") or (check.get("provenance") or {}).get("data_sha256")},

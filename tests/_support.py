@@ -21,7 +21,8 @@ FEATURES = ["f0", "f1", "f2", "f3", "proxy"]
 FAIR = [1.0, 0.5, 0.0, 0.0, 0.0]
 UNFAIR = [1.0, 0.0, 0.0, 0.0, 2.0]
 POLICY = ('protected = "sex"\nlabel = "y"\nmin_aux_quality = 0.7\n'
-          '[faux]\ndelta = 0.05\nmax_flagged_fraction = 0.1\n[aux]\nepochs = 30\n')
+          '[faux]\ndelta = 0.05\nmax_flagged_fraction = 0.1\n[aux]\nepochs = 30\n'
+          '[decision]\nmin_group_rows = 20\n')   # 400-row test data: ~40 held-out rows per group
 
 
 def make_data(n: int = 400, seed: int = 0) -> pd.DataFrame:
@@ -153,14 +154,14 @@ def build_cases(d: Path) -> dict[str, Case]:
     c01 = base.copy()
     c01.loc[c01.index[:6], "sex"] = None
     c01.to_csv(d / "c01.csv", index=False)
-    add(Case("C01-drop", d / "c01.csv", fair, drop_policy, "passed", "6 rows with a missing protected value were dropped",
+    add(Case("C01-drop", d / "c01.csv", fair, drop_policy, "passed", "6 rows with a missing protected value were not audited",
              n_missing_protected=6))
     # C02: nullable Int64 protected {0, 1, NA} (Parquet keeps the dtype); boolean with NA
     c02 = base.assign(sex=pd.array(np.where(base["sex"] == "M", 1, 0), dtype="Int64"))
     c02.loc[c02.index[:5], "sex"] = pd.NA
     c02.to_parquet(d / "c02-int64.parquet")
     add(Case("C02-Int64-drop", d / "c02-int64.parquet", fair, drop_policy, "passed",
-             "5 rows with a missing protected value were dropped", n_missing_protected=5))
+             "5 rows with a missing protected value were not audited", n_missing_protected=5))
     c02b = base.assign(sex=pd.array(base["sex"] == "M", dtype="boolean"))
     c02b.loc[c02b.index[:7], "sex"] = pd.NA
     c02b.to_parquet(d / "c02-boolean.parquet")

@@ -68,7 +68,8 @@ def gated(tmp_path_factory, harness):
     save_torchscript(_sensitive_model(), d / "model.pt")
     policy = d / "policy.toml"
     policy.write_text('protected = "sex"\nlabel = "y"\nmin_aux_quality = 0.7\n'
-                      '[faux]\ndelta = 0.05\nmax_flagged_fraction = 0.4\n[aux]\nepochs = 15\n')
+                      '[faux]\ndelta = 0.05\nmax_flagged_fraction = 0.4\n[aux]\nepochs = 15\n'
+                      '[decision]\nmin_group_rows = 20\n')
     reference = d / "reference.csv"
     _data().to_csv(reference, index=False)
     version = registry.register_version("credit", d / "model.pt")

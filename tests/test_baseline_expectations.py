@@ -34,7 +34,7 @@ NOT_INPUT = "not applicable: the target does not take the protected attribute as
 def make_policy(testers, **changes) -> Policy:
     payload = {"protected": "sex", "label": "y", "target_output": "logit",
                "faux": {"delta": 0.05, "max_flagged_fraction": 0.10},
-               "aux": {"hidden": [16], "epochs": 50}, "testers": testers}
+               "aux": {"hidden": [16], "epochs": 50}, "testers": testers, "decision": {"min_group_rows": 20}}
     payload.update(changes)
     return Policy.model_validate(payload)
 

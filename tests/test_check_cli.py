@@ -36,7 +36,7 @@ def files(tmp_path_factory) -> dict[str, Path]:
     (d / "policy.toml").write_text(
         'protected = "sex"\nlabel = "y"\nmin_aux_quality = 0.7\n'
         '[faux]\ndelta = 0.05\nmax_flagged_fraction = 0.1\n[aux]\nepochs = 8\n'
-        '[testers.demographic_parity]\nthreshold = 0.2\n'
+        '[testers.demographic_parity]\nthreshold = 0.2\n[decision]\nmin_group_rows = 20\n'
     )
     return {"dir": d, "data": d / "data.csv", "fair": d / "fair.pt", "unfair": d / "unfair.pt",
             "policy": d / "policy.toml"}
@@ -195,7 +195,7 @@ def test_c02_nullable_protected_dtype_counts_na_and_serialises(files, dtype):
     groups = {g["group"]: g["n"] for g in payload["by_group"]}
     expected = ({"0", "1"} if dtype == "Int64" else {"False", "True"})
     assert set(groups) == expected and sum(groups.values()) == 391
-    assert any("9 rows with a missing protected value were dropped" in r for r in payload["reasons"])
+    assert any("9 rows with a missing protected value were not audited" in r for r in payload["reasons"])
     # the default policy stops instead, naming the column and the count
     from faux_checks import InputError
 

@@ -121,7 +121,8 @@ def spec_and_model():
     assert "__infrequent__" in spec.columns[-1].levels
     model = _linear([1.0, 0.5, 0.0, 0.0, 0.3] + [0.0] * (spec.n_features - 5))
     policy = Policy.model_validate({"protected": "sex", "label": "y", "min_aux_quality": 0.7, "aux": {"epochs": 10},
-                                    "faux": {"delta": 0.05, "max_flagged_fraction": 0.2}})
+                                    "faux": {"delta": 0.05, "max_flagged_fraction": 0.2},
+                                    "decision": {"min_group_rows": 20}})
     return spec, model, policy
 
 

@@ -44,7 +44,7 @@ def setup(tmp_path, harness):
     policy = tmp_path / "policy.toml"
     policy.write_text('protected = "sex"\nlabel = "y"\nmin_aux_quality = 0.7\n'
                       '[faux]\ndelta = 0.05\nmax_flagged_fraction = 0.1\n[aux]\nepochs = 15\n'
-                      '[testers.demographic_parity]\nthreshold = 0.2\n')
+                      '[testers.demographic_parity]\nthreshold = 0.2\n[decision]\nmin_group_rows = 20\n')
     data = tmp_path / "audit.csv"
     _data().to_csv(data, index=False)
     return {"uri": uri, "registry": registry, "policy": str(policy), "data": str(data), "dir": tmp_path}
@@ -69,6 +69,12 @@ def test_gate_promotes_fair_blocks_unfair(setup):
     report = json.loads(Path(history[v_unfair]["fairness_report"]).with_name("report.json").read_text())
     assert report["decision"] == "failed"
     assert report["check"]["flagged_fraction"] == pytest.approx(float(history[v_unfair]["fairness_flagged_fraction"]))
+    interval = report["check"]["interval"]                      # issue 11: the interval in the tags and the report
+    assert float(history[v_unfair]["fairness_flagged_fraction_lower"]) == pytest.approx(interval["lower"])
+    assert float(history[v_unfair]["fairness_flagged_fraction_upper"]) == pytest.approx(interval["upper"])
+    assert history[v_unfair]["fairness_confidence"] == "0.95" and interval["lower"] > 0.1
+    assert float(history[v_fair]["fairness_flagged_fraction_upper"]) <= 0.1
+    assert [r["status"] for r in report["rules"]][:4] == ["ok", "ok", "ok", "exceeded"]
     assert Path(setup["data"]).read_bytes() == data_before
     # nothing new to gate: a second run is a no-op and completes
     again = gate(model_name="m", data_path=setup["data"], policy_path=setup["policy"], tracking_uri=setup["uri"],

@@ -48,7 +48,8 @@ def reports(tmp_path_factory):
         model.bias.fill_(-1.5)
     policy = Policy.model_validate({"protected": "sex", "label": "y", "min_aux_quality": 0.7, "aux": {"epochs": 10},
                                     "faux": {"delta": 0.05, "max_flagged_fraction": 0.3},
-                                    "testers": {"fta": {"threshold": 0.5}, "demographic_parity": {"threshold": 0.2}}})
+                                    "testers": {"fta": {"threshold": 0.5}, "demographic_parity": {"threshold": 0.2}},
+                                    "decision": {"min_group_rows": 15}})   # the current batch: ~100 women
     ref, cur = _data(), _data(seed=1, p_male=0.8)
     model_info = {"name": "credit", "version": "2", "sha256": "ab" * 32}
     check = run_check(model, ref, policy=policy, model_info=model_info)
@@ -117,7 +118,7 @@ def test_report_json_matches_the_schema(reports, kind):
         assert {r["rule"] for r in report["rules"]} >= {"protected_drift", "max_drifted_share", "score_ks"}
         assert report["audit"]["reference_check"]["n_individuals"] == 500
     else:
-        assert {r["rule"] for r in report["rules"]} == {"min_aux_quality", "max_undefined_fraction",
+        assert {r["rule"] for r in report["rules"]} == {"min_group_rows", "min_aux_quality", "max_undefined_fraction",
                                                          "max_flagged_fraction"}
 
 

@@ -43,7 +43,7 @@ def make_policy(variant: str = "faux", **changes) -> Policy:
     """The streaming mechanics are tested on eq. 9 (no reference to fit); the swap reading where it matters."""
     payload = {"protected": "sex", "target_output": "logit", "min_aux_quality": 0.6,
                "faux": {"variant": variant, "delta": 0.02, "max_flagged_fraction": 0.5, "max_undefined_fraction": 1.0},
-               "aux": {"epochs": 4, "max_train_rows": 700}}
+               "aux": {"epochs": 4, "max_train_rows": 700}, "decision": {"min_group_rows": 20}}
     payload.update(changes)
     return Policy.model_validate(payload)
 
@@ -168,7 +168,8 @@ def test_running_counts_exact_with_missing_protected_and_undefined_scores(tmp_pa
     assert summary.n_missing_protected == 37 and summary.n_individuals == N - 37
     assert summary.n_undefined == int(undefined.sum())
     assert summary.n_flagged == int((audited["lic_score"] > policy.faux.delta).sum())
-    assert summary.flagged_fraction == summary.n_flagged / (summary.n_individuals - summary.n_undefined)
+    assert summary.flagged_fraction == (summary.n_flagged + summary.n_undefined) / summary.n_individuals  # worst case
+    assert summary.flagged_fraction_defined == summary.n_flagged / (summary.n_individuals - summary.n_undefined)
     expected = audited.groupby("group").agg(n=("row", "size"), flagged=("flagged", lambda s: int((s == True).sum())),  # noqa: E712
                                             undefined=("status", lambda s: int((s == "undefined").sum())),
                                             mean_score=("lic_score", "mean"))
@@ -272,14 +273,15 @@ def test_cli_score_large_in_process(files, tmp_path, capsys):
     spec = files["spec"].save(tmp_path / "spec.json")
     policy = tmp_path / "p.toml"
     policy.write_text('protected = "sex"\ntarget_output = "logit"\nmin_aux_quality = 0.6\n'
-                      '[faux]\ndelta = 0.5\nmax_flagged_fraction = 0.05\n[aux]\nepochs = 3\n[scale]\nworkers = 0\n')
+                      '[faux]\ndelta = 0.5\nmax_flagged_fraction = 0.05\n[aux]\nepochs = 3\n[scale]\nworkers = 0\n'
+                      '[decision]\nmin_group_rows = 20\n')
     out = tmp_path / "scores.csv"
     code = main(["score-large", "--model", str(model), "--data", str(files["dir"] / "data.parquet"),
                  "--protected", "sex", "--feature-spec", str(spec), "--out", str(out), "--policy", str(policy),
                  "--chunk-rows", "1000"])
     printed = capsys.readouterr().out
     assert code == 0, printed
-    assert printed.startswith("passed: 0.0% flagged")
+    assert printed.startswith("passed: 0.00% (95% CI 0.00%–0.15%) flagged <= 5.0%")
     scores = pd.read_csv(out)
     assert len(scores) == N and list(scores.columns) == ["row", "lic_score", "flagged", "status", "group"]
     assert main(["score-large", "--model", str(model), "--data", str(files["dir"] / "data.parquet"),

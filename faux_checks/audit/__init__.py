@@ -18,13 +18,14 @@
 3. **Classification quality** (:mod:`.classification`) of the target model (Evidently ``ClassificationPreset``) when the
    policy names a label column that both batches hold.
 
-Decision (:mod:`.decision`; policy ``[audit]``, :class:`~faux_checks.gate.policy.AuditSettings`):
+Decision (:mod:`.decision`, read by the gate's engine :func:`faux_checks.gate.decision.decide`; policy
+``[audit]``, :class:`~faux_checks.gate.policy.AuditSettings`):
 
 - ``failed`` when any limit is exceeded: the protected attribute drifted; the share of drifted
   feature/protected columns is above ``max_drifted_share``; the current fAux check fails the
   gate's own rule; the flagged fraction rose by more than ``max_flagged_fraction_increase``
   (overall) or ``max_group_flagged_fraction_increase`` (a group with at least
-  ``min_group_rows`` rows in both batches); the KS test on the scores has p <
+  ``decision.min_group_rows`` rows in both batches); the KS test on the scores has p <
   ``score_ks_pvalue`` with a statistic of at least ``score_ks_min_statistic``; the ROC-AUC fell
   by more than ``max_roc_auc_drop`` (when set);
 - ``undecided`` when no limit is exceeded but a required comparison could not be computed

@@ -79,7 +79,7 @@ def fairness_drift(
     return FairnessDrift(
         reference=ref_check, current=cur_check, error=error, ks_statistic=ks_stat, ks_pvalue=ks_p,
         n_reference_scores=len(ref_scores), n_current_scores=len(cur_scores),
-        by_group=_group_changes(ref_check, cur_check, audit.min_group_rows),
+        by_group=_group_changes(ref_check, cur_check, policy.decision.min_group_rows),
         score_histograms=_common_histogram(ref_scores, cur_scores), sample_note=sample_note, timings=timings)
 
 
@@ -101,7 +101,7 @@ def _group_changes(ref: CheckResult, cur: CheckResult, min_rows: int) -> list[di
         if r is None or c is None:
             note = f"group absent from the {'reference' if r is None else 'current batch'}"
         elif min(n_r, n_c) < min_rows:
-            note = f"fewer than min_group_rows = {min_rows} rows in a batch ({n_r} / {n_c}): reported, not compared"
+            note = f"fewer than decision.min_group_rows = {min_rows} rows in a batch ({n_r} / {n_c}): reported, not compared"
         elif not (np.isfinite(ff_r) and np.isfinite(ff_c)):
             note = "flagged fraction undefined in a batch (no defined score)"
         out.append({"group": group, "n_reference": n_r, "n_current": n_c, "flagged_fraction_reference": ff_r,

@@ -6,11 +6,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..gate.decision import EXIT_CODES
+from ..gate.decision import EXIT_CODES, rule_row
 from ..gate.result import SCHEMA_VERSION, CheckResult
 from ..provenance import jsonable
 
-__all__ = ["AuditResult", "ClassificationQuality", "ColumnDrift", "DriftResult", "FairnessDrift", "limit_row"]
+__all__ = ["AuditResult", "ClassificationQuality", "ColumnDrift", "DriftResult", "FairnessDrift"]
 
 
 @dataclass(frozen=True)
@@ -181,7 +181,7 @@ class AuditResult:
         limits, then notes (skipped columns, sampling).
     limits : list of dict
         Every audit limit: ``rule``, ``observed``, ``limit``, ``status`` (``"ok"``,
-        ``"exceeded"``, ``"not computed"``), ``detail``.
+        ``"exceeded"``, ``"not computed"``; :data:`faux_checks.gate.decision.STATUSES`), ``detail``.
     drift, fairness, classification : the three steps' results.
     timings : dict
         Wall seconds per step.
@@ -202,7 +202,7 @@ class AuditResult:
     def undecided(cls, reason: str, *, provenance: dict | None = None) -> "AuditResult":
         """An audit that could not run at all (e.g. the current batch cannot be read); never a pass."""
         return cls(decision="undecided", reasons=[reason],
-                   limits=[limit_row("audit", None, None, "not computed", reason)],
+                   limits=[rule_row("audit", "not computed", reason)],
                    drift=DriftResult(columns=[], n_reference=0, n_current=0, error=reason),
                    fairness=FairnessDrift(reference=None, current=None, error=reason),
                    classification=ClassificationQuality("skipped", reason), provenance=jsonable(provenance or {}))
@@ -236,8 +236,3 @@ class AuditResult:
             "timings": self.timings,
             "provenance": self.provenance,
         })
-
-
-def limit_row(rule: str, observed, limit, status: str, detail: str) -> dict:
-    """One row of :attr:`AuditResult.limits` (JSON-ready)."""
-    return jsonable({"rule": rule, "observed": observed, "limit": limit, "status": status, "detail": detail})

@@ -1,8 +1,9 @@
 """The auxiliary model of a check: trained on the audited rows (seeded), or given; and its quality.
 
 fAux estimates ∂x/∂c through the auxiliary model f_aux, so a check is only as good as f_aux: its
-quality (held-out ROC-AUC, macro AUC or R²) is measured here and decides rule 1 of the gate
-(:mod:`faux_checks.gate.decision`).
+quality (held-out ROC-AUC, macro AUC or R²) is measured here with its confidence interval where it
+matters (:func:`~faux_checks.gate.bounds.quality_intervals`), for the gate's ``min_aux_quality``
+rule (:func:`faux_checks.gate.decision.check_rules`).
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ import torch
 from ..inputs.protected import ProtectedAttribute
 from ..method._batching import as_tensor
 from ..method.auxiliary import AuxiliaryModel
+from .bounds import quality_intervals
 from .policy import Policy
 
-__all__ = ["AuxFit", "aux_training", "fit_aux", "given_aux", "new_aux", "quality_on", "roc_curve"]
+__all__ = ["AuxFit", "aux_training", "fit_aux", "given_aux", "holdout_scores", "new_aux", "quality_on", "roc_curve"]
 
 
 class AuxFit(NamedTuple):
@@ -26,6 +28,7 @@ class AuxFit(NamedTuple):
     ``rows`` indexes the audited rows the model was trained on (all rows for a given model): the swap
     reading's reference rows; ``holdout`` the audited rows it did not train on (its held-out rows, or all
     rows for a given model), where the swap reading tests which features inform it about c.
+    ``intervals``: :func:`~faux_checks.gate.bounds.quality_intervals` on those held-out rows.
     """
 
     model: AuxiliaryModel
@@ -34,13 +37,15 @@ class AuxFit(NamedTuple):
     roc: dict[str, list[float]]
     rows: np.ndarray
     holdout: np.ndarray
+    intervals: list | tuple = ()
 
 
-def new_aux(policy: Policy, kind: str, *, progress: bool = False) -> AuxiliaryModel:
-    """An untrained auxiliary model with the policy's ``[aux]`` settings, seeded with ``policy.seed``."""
+def new_aux(policy: Policy, kind: str, *, seed: int | None = None, progress: bool = False) -> AuxiliaryModel:
+    """An untrained auxiliary model with the policy's ``[aux]`` settings, seeded with ``seed`` (default ``policy.seed``)."""
     settings = policy.aux
     return AuxiliaryModel(kind=kind, hidden=settings.hidden, epochs=settings.epochs, holdout=settings.holdout,
-                          output_space=settings.output_space, seed=policy.seed, progress=progress)
+                          output_space=settings.output_space, seed=policy.seed if seed is None else seed,
+                          progress=progress)
 
 
 def given_aux(aux_model, policy: Policy, protected: ProtectedAttribute, n_features: int) -> AuxiliaryModel:
@@ -71,9 +76,13 @@ def fit_aux(X_aux: np.ndarray, protected: ProtectedAttribute, values: np.ndarray
     ``policy.seed + 1`` (the audit sample used ``policy.seed``); quality on its held-out rows.
     """
     n = len(X_aux)
+    confidence = policy.decision.confidence
     if aux_model is not None:
         aux = given_aux(aux_model, policy, protected, X_aux.shape[1])
-        return AuxFit(aux, *quality_on(aux, X_aux, values, protected), np.arange(n), np.arange(n))
+        quality, metric, roc = quality_on(aux, X_aux, values, protected)
+        intervals = quality_intervals(protected.kind, values, holdout_scores(aux, X_aux), protected.groups, confidence,
+                                      seed=policy.seed)
+        return AuxFit(aux, quality, metric, roc, np.arange(n), np.arange(n), intervals)
     rng = np.random.default_rng(policy.seed + 1)   # aux training sample; the audit sample used seed
     train = np.arange(n)
     if n > policy.aux.max_train_rows:
@@ -82,24 +91,33 @@ def fit_aux(X_aux: np.ndarray, protected: ProtectedAttribute, values: np.ndarray
     aux.fit(X_aux[train], values[train], groups=protected.groups)
     y, score = aux.holdout_
     return AuxFit(aux, aux.quality_, aux.quality_metric_, roc_curve(y, score, aux.kind), train,
-                  train[aux.holdout_rows_])
+                  train[aux.holdout_rows_], quality_intervals(aux.kind, y, score, protected.groups, confidence,
+                                                              seed=policy.seed))
+
+
+def holdout_scores(aux: AuxiliaryModel, X_aux: np.ndarray) -> np.ndarray:
+    """A given aux model's scores as its quality reads them: P(group 1) (m,), group probabilities (m, k) or the prediction."""
+    with torch.no_grad():
+        raw = aux.net_(as_tensor(X_aux))
+    raw = raw[:, None] if raw.ndim == 1 else raw
+    if aux.kind == "binary":
+        return torch.sigmoid(raw[:, 0]).double().numpy()
+    if aux.kind == "multiclass":
+        return torch.softmax(raw.double(), dim=1).numpy()
+    return raw[:, 0].double().numpy()
 
 
 def quality_on(aux: AuxiliaryModel, X_aux: np.ndarray, values: np.ndarray, protected: ProtectedAttribute):
     """Quality of a given aux model on rows it did not train on: (quality, metric, ROC curve)."""
     from sklearn.metrics import r2_score, roc_auc_score
 
-    with torch.no_grad():
-        raw = aux.net_(as_tensor(X_aux))
-    raw = raw[:, None] if raw.ndim == 1 else raw
+    score = holdout_scores(aux, X_aux)
     if protected.kind == "binary":
-        score = torch.sigmoid(raw[:, 0]).double().numpy()
         return float(roc_auc_score(values, score)), "roc_auc (given aux model, on the audit rows)", roc_curve(values, score, "binary")
     if protected.kind == "multiclass":
-        score = torch.softmax(raw.double(), dim=1).numpy()
         return (float(roc_auc_score(values, score, multi_class="ovr", average="macro")),
                 "roc_auc_ovr_macro (given aux model, on the audit rows)", {})
-    return float(r2_score(values, raw[:, 0].double().numpy())), "r2 (given aux model, on the audit rows)", {}
+    return float(r2_score(values, score)), "r2 (given aux model, on the audit rows)", {}
 
 
 def roc_curve(y, score, kind) -> dict[str, list[float]]:

@@ -6,7 +6,9 @@ The steps, each in its own module of this folder:
 2. the auxiliary model, trained on those rows or given, and its quality (:mod:`.aux_model`);
 3. the fAux scores, a non-finite score always undefined (:class:`~faux_checks.method.faux.FAuxTester`);
 4. the policy's baseline testers on the same rows (:mod:`.testers`);
-5. the decision (:func:`~faux_checks.gate.decision.decide_check`) and the provenance.
+5. the flagged fraction's interval: over individuals and over aux seeds (:mod:`.bounds`, :mod:`.seeds`);
+6. the decision (:func:`~faux_checks.gate.decision.check_rules` read by
+   :func:`~faux_checks.gate.decision.decide`) and the provenance.
 
 Bad input raises :class:`~faux_checks.errors.InputError` (the CLI exits 2); adapters turn any
 exception into an ``undecided`` result with :meth:`CheckResult.undecided`. Nothing here passes
@@ -31,11 +33,13 @@ from ..method.faux import FAuxTester, LICResult
 from ..method.output import TargetOutput, resolve_output_form
 from ..provenance import data_sha256, package_versions, utc_now
 from .aux_model import AuxFit, aux_training, fit_aux
-from .decision import decide_check, undefined_note
+from .bounds import flagged_interval
+from .decision import CheckEvidence, check_rules, decide, missing_protected_note, undefined_note
 from .policy import Policy
 from .result import CheckResult, delta_curve
 from .rows import AuditRows, check_model_accepts, prepare_audit
 from .scorer import faux_tester
+from .seeds import flagged_worst_case, seed_sample, seed_spread
 from .testers import run_baselines
 
 __all__ = ["run_check"]
@@ -87,7 +91,7 @@ def run_check(
     Notes
     -----
     fAux: Castiglione et al. 2022, eq. 9-10 (arXiv 2210.06288). The steps are in the module
-    docstring, the decision rule in :func:`~faux_checks.gate.decision.decide_check`.
+    docstring, the decision rules in :func:`~faux_checks.gate.decision.check_rules`.
     """
     frame = as_frame(data)
     audit = prepare_audit(frame, policy=policy, feature_spec=feature_spec)
@@ -102,33 +106,43 @@ def run_check(
     faux = policy.faux
     n, n_undefined = len(audit.X), int(lic.undefined.sum())
     flagged = lic.flagged(faux.delta)                                     # (n,) defined scores above δ
-    n_defined = n - n_undefined
-    flagged_fraction = float(flagged.sum() / n_defined) if n_defined else float("nan")
+    worst = flagged_worst_case(lic.scores, lic.undefined, faux.delta)     # (n,) undefined counted as flagged
     group_labels = audit.protected.group_labels(audit.values)
     testers = run_baselines(policy, target_model, resolved, audit.X, lic, group_labels, audit.y_true, audit=audit)
-    decision, reasons = decide_check(
-        faux=faux, min_aux_quality=policy.min_aux_quality, aux_quality=aux.quality, aux_metric=aux.metric, n=n,
-        n_undefined=n_undefined, n_flagged=int(flagged.sum()), flagged_fraction=flagged_fraction, testers=testers)
+    sample = seed_sample(n, policy)
+    seeds = None if aux_model is not None else seed_spread(
+        target_model, policy, resolved, audit.feature_spec, audit.protected, audit.X, audit.values, train=aux.rows,
+        sample=sample, used_flagged=worst[sample])
+    interval = flagged_interval(int(worst.sum()), n, policy.decision.confidence, seeds)
+    names = list(audit.protected.groups) or sorted(set(group_labels))
+    evidence = CheckEvidence(
+        n=n, n_flagged=int(flagged.sum()), n_undefined=n_undefined, group_rows=group_counts(group_labels, names),
+        holdout_rows=group_counts(group_labels[aux.holdout], names), aux_metric=aux.metric,
+        aux_intervals=aux.intervals, interval=interval, testers=testers)
+    outcome = decide(check_rules(evidence, policy))
+    reasons = list(outcome.reasons)
     held = _held_columns(tester, audit.feature_spec, policy.protected)
     reasons += _notes(policy, audit, lic, n_undefined, uses_direct, held)
 
     spec = audit.feature_spec
-    evidence = pd.DataFrame(spec.aggregate(lic.evidence.astype(np.float64)), columns=spec.source_columns,
-                            index=audit.row_index)                       # (n, source columns)
+    column_evidence = pd.DataFrame(spec.aggregate(lic.evidence.astype(np.float64)), columns=spec.source_columns,
+                                   index=audit.row_index)                # (n, source columns)
     scores_all = np.full(len(frame), np.nan)                              # (n_input_rows,)
     scores_all[audit.row_index] = lic.scores
     provenance = _provenance(frame, policy, audit, resolved, aux, given=aux_model is not None, model_info=model_info)
     if provenance["swap"] is not None:
         provenance["swap"]["held_fixed_uninformative"] = held
     return CheckResult(
-        decision=decision, reasons=reasons, flagged_fraction=flagged_fraction,
+        decision=outcome.decision, reasons=reasons, flagged_fraction=interval.fraction,
         max_flagged_fraction=faux.max_flagged_fraction, delta=faux.delta, n_individuals=n,
         n_undefined=n_undefined, n_missing_protected=audit.protected.n_missing,
-        by_group=_by_group(lic, flagged, group_labels), aux_quality=aux.quality, aux_quality_metric=aux.metric,
-        evidence=evidence, testers=testers, provenance=provenance, scores=scores_all, row_index=audit.row_index,
-        uses_protected_directly=uses_direct,
-        top_flagged=_top_flagged(lic, audit.row_index, evidence, flagged, groups=tuple(audit.protected.groups)),
-        curve=delta_curve(lic.scores), aux_roc=aux.roc,
+        by_group=by_group_table(group_labels, lic.scores, flagged, lic.undefined), aux_quality=aux.quality,
+        aux_quality_metric=aux.metric, evidence=column_evidence, testers=testers, provenance=provenance,
+        scores=scores_all, row_index=audit.row_index, uses_protected_directly=uses_direct,
+        top_flagged=_top_flagged(lic, audit.row_index, column_evidence, flagged, groups=tuple(audit.protected.groups)),
+        curve=delta_curve(lic.scores), aux_roc=aux.roc, n_flagged=int(flagged.sum()), interval=interval,
+        rules=outcome.rules, aux_intervals=list(aux.intervals),
+        group_rows=[{"group": g, "audited": evidence.group_rows[g], "holdout": evidence.holdout_rows[g]} for g in names],
     )
 
 
@@ -159,7 +173,7 @@ def _held_columns(tester: FAuxTester, spec: FeatureSpec, protected: str) -> list
 
 def _notes(policy: Policy, audit: AuditRows, lic: LICResult, n_undefined: int, uses_direct: bool,
            held: list[str]) -> list[str]:
-    """What follows the decision's reason: undefined scores, dropped rows, the direct term, columns held fixed."""
+    """What follows the decision's reasons: undefined scores, rows not audited, the direct term, columns held fixed."""
     notes = []
     if policy.faux.variant == "swap":
         fixed = [f"{', '.join(policy.faux.admissible)} (admissible)"] if policy.faux.admissible else []
@@ -173,7 +187,7 @@ def _notes(policy: Policy, audit: AuditRows, lic: LICResult, n_undefined: int, u
     if n_undefined:
         notes.append(undefined_note(n_undefined))
     if audit.protected.n_missing:
-        notes.append(f"{fmt_count(audit.protected.n_missing)} rows with a missing protected value were dropped (policy)")
+        notes.append(missing_protected_note(audit.protected.n_missing))
     if uses_direct:
         effect = ("the counterfactual sets it to the other group too" if policy.faux.variant == "swap"
                   else "its direct effect is added to the LIC score")
@@ -250,15 +264,24 @@ def _fail_closed_scores(lic: LICResult, n: int) -> LICResult:
     return replace(lic, scores=np.where(undefined, np.nan, scores), undefined=undefined)
 
 
-def _by_group(lic: LICResult, flagged: np.ndarray, labels: np.ndarray) -> pd.DataFrame:
-    df = pd.DataFrame({"group": labels, "score": lic.scores, "flagged": flagged, "undefined": lic.undefined})
+def group_counts(labels: np.ndarray, names: list) -> dict[str, int]:
+    """Rows per group name (every name listed, 0 when absent) of ``labels`` (m,)."""
+    labels = np.asarray(labels, dtype=object)
+    return {str(g): int((labels == g).sum()) for g in names}
+
+
+def by_group_table(labels: np.ndarray, scores: np.ndarray, flagged: np.ndarray, undefined: np.ndarray) -> pd.DataFrame:
+    """Per protected group: ``n``, ``flagged`` (defined scores > δ), ``undefined``, ``flagged_fraction`` (undefined
+    counted as flagged, over all of the group's rows), ``flagged_fraction_defined`` (over its defined scores),
+    ``mean_score``, ``p90_score``. All inputs (n,)."""
+    df = pd.DataFrame({"group": labels, "score": scores, "flagged": flagged, "undefined": undefined})
     out = df.groupby("group", observed=True).agg(
         n=("score", "size"), flagged=("flagged", "sum"), undefined=("undefined", "sum"),
         mean_score=("score", "mean"), p90_score=("score", lambda s: float(np.nanquantile(s, 0.9)) if s.notna().any() else np.nan),
     )
-    defined = (out["n"] - out["undefined"]).replace(0, np.nan)
-    out["flagged_fraction"] = out["flagged"] / defined
-    return out[["n", "flagged", "flagged_fraction", "undefined", "mean_score", "p90_score"]]
+    out["flagged_fraction"] = (out["flagged"] + out["undefined"]) / out["n"]
+    out["flagged_fraction_defined"] = out["flagged"] / (out["n"] - out["undefined"]).replace(0, np.nan)
+    return out[["n", "flagged", "flagged_fraction", "flagged_fraction_defined", "undefined", "mean_score", "p90_score"]]
 
 
 def _top_flagged(lic: LICResult, row_index: np.ndarray, evidence: pd.DataFrame, flagged: np.ndarray, k: int = 10,

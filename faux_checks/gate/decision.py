@@ -1,182 +1,303 @@
-"""The gate's outcome: three decisions, their exit codes, the one-line summary and the rules.
+"""The decision engine: rules with a status in, ``passed`` / ``failed`` / ``undecided`` out.
 
-The contract (docs/architecture.md): ``passed`` exits 0; ``failed`` exits 1 (deployment
-blocked); ``undecided`` exits 2 (could not decide: bad input, an auxiliary model too weak, any
-error). A gate that cannot decide never passes.
+One function decides everywhere: :func:`decide`. The in-memory check
+(:func:`faux_checks.gate.check.run_check`), the streaming and sharded summary
+(:func:`faux_checks.gate.stream.run.summarize`), the Great Expectations suite outcome
+(``expectations.suite``) and the drift audit (:func:`faux_checks.audit.decision.decide_audit`)
+each turn what they measured into rule rows (:func:`rule_row`) and call it; the fAux check's
+rows come from one builder, :func:`check_rules`, for both check paths.
 
-Two rules decide from the fAux scores; they stand side by side here and share their reasons'
-words:
+Each rule has a status: ``ok``; ``exceeded`` (a limit measured and exceeded); or one that leaves
+the gate unable to decide: ``not met`` (the evidence or quality a decision needs is missing),
+``inconclusive`` (the interval straddles the limit), ``not judged`` (the rule depends on one that
+is not met) or ``not computed``. The rule of :func:`decide`:
 
-- :func:`decide_check`: :func:`faux_checks.gate.check.run_check`, in memory, with the policy's
-  baseline testers;
-- :func:`decide_stream`: the streaming scorer (:mod:`faux_checks.gate.stream`), from exact
-  running counts, without baseline testers.
+1. ``failed`` when any rule is ``exceeded`` (a valid measurement over its limit blocks the
+   deployment even when something else could not be decided);
+2. ``undecided`` when any other rule is not ``ok``, or when there is no rule at all;
+3. ``passed`` otherwise.
 
-Where they differ (see each docstring) the difference is today's behaviour, kept as it is. The
-drift audit decides from its own limits (:func:`faux_checks.audit.decision.decide_audit`), the
-Great Expectations suite from its expectations (``expectations.suite``).
+Exit codes, one table for the CLI, ``CheckResult``, the streaming summary, the audit, the GX
+suite outcome and the report: :data:`EXIT_CODES` (0 passed, 1 failed: deployment blocked,
+2 undecided: could not decide). A gate that cannot decide never passes.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
-import numpy as np
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
 
 from .._validation import fmt_count
+from .bounds import FlaggedInterval, rows_needed
 
-__all__ = [
-    "DECISIONS",
-    "EXIT_CODES",
-    "aux_too_weak",
-    "decide_check",
-    "decide_stream",
-    "summary_line",
-    "undefined_note",
-]
+__all__ = ["DECISIONS", "EXIT_CODES", "STATUSES", "CheckEvidence", "Decision", "check_rules", "decide",
+           "missing_protected_note", "rule_row", "summary_line", "undefined_note"]
 
 EXIT_CODES = {"passed": 0, "failed": 1, "undecided": 2}
 #: The three outcomes, in exit-code order.
 DECISIONS = tuple(EXIT_CODES)
+#: A rule's status; every status after ``exceeded`` leaves the decision undecided.
+STATUSES = ("ok", "exceeded", "not met", "inconclusive", "not judged", "not computed")
+#: Rules whose detail leads the reasons of a pass.
+HEADLINE_RULES = ("max_flagged_fraction", "current_check")
+
+
+def rule_row(rule: str, status: str, detail: str, observed: Any = None, limit: Any = None) -> dict:
+    """One rule of a decision, JSON-ready: ``rule``, ``observed``, ``limit``, ``status``, ``detail``."""
+    def plain(v):
+        return None if isinstance(v, float) and not math.isfinite(v) else v
+    return {"rule": rule, "observed": plain(observed), "limit": plain(limit), "status": status, "detail": detail}
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The engine's outcome: ``decision``, ``reasons`` (the deciding rules first) and the ``rules`` it read."""
+
+    decision: str
+    reasons: list[str]
+    rules: list[dict] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """0 passed, 1 failed, 2 undecided."""
+        return EXIT_CODES[self.decision]
+
+
+def decide(rules: Sequence[Mapping]) -> Decision:
+    """Turn rule rows into a decision (the rule is in the module docstring).
+
+    Parameters
+    ----------
+    rules : sequence of dict
+        :func:`rule_row` rows, in the order a reader should see them (causes before the rules that
+        depend on them). A status outside :data:`STATUSES` counts as ``not computed`` (fail closed).
+
+    Returns
+    -------
+    Decision
+        ``failed``: the exceeded rules' details, then the undecided ones'; ``undecided``: the
+        details of every rule not ``ok``; ``passed``: every detail, :data:`HEADLINE_RULES` first.
+    """
+    rows = [dict(r) if r.get("status") in STATUSES else {**r, "status": "not computed",
+                                                         "detail": f"{r.get('detail', '')} (unknown status "
+                                                                   f"{r.get('status')!r})"} for r in rules]
+    if not rows:
+        return Decision("undecided", ["nothing was checked: no rule applies, so there is nothing to decide on"], [])
+    exceeded = [r["detail"] for r in rows if r["status"] == "exceeded"]
+    unsure = [r["detail"] for r in rows if r["status"] not in ("ok", "exceeded")]
+    if exceeded:
+        return Decision("failed", exceeded + unsure, rows)
+    if unsure:
+        return Decision("undecided", unsure, rows)
+    ordered = sorted(rows, key=lambda r: r["rule"] not in HEADLINE_RULES)
+    return Decision("passed", [r["detail"] for r in ordered], rows)
+
+
+@dataclass(frozen=True)
+class CheckEvidence:
+    """What a fAux check measured, as the rules read it (both check paths fill one).
+
+    Attributes
+    ----------
+    n, n_flagged, n_undefined : int
+        Audited individuals; defined scores above δ; undefined scores.
+    group_rows : dict
+        Audited rows per protected group (name -> count).
+    holdout_rows : dict
+        The auxiliary model's held-out rows per group (all audited rows for a given aux model).
+    aux_metric : str
+    aux_intervals : list of dict
+        :func:`faux_checks.gate.bounds.quality_intervals`: quality and interval where it matters.
+    interval : FlaggedInterval
+        The flagged fraction (undefined counted as flagged) and its bounds.
+    testers : mapping
+        Baseline testers' summaries (``gating``, ``passed``, ``value``, ``summary``).
+    testers_not_run : tuple of str
+        Gating testers the path does not run (the streaming scorer).
+    """
+
+    n: int
+    n_flagged: int
+    n_undefined: int
+    group_rows: Mapping[str, int]
+    holdout_rows: Mapping[str, int]
+    aux_metric: str
+    aux_intervals: Sequence[Mapping]
+    interval: FlaggedInterval
+    testers: Mapping[str, Any] = field(default_factory=dict)
+    testers_not_run: tuple[str, ...] = ()
+
+
+def check_rules(evidence: CheckEvidence, policy) -> list[dict]:
+    """The fAux check's rules, in reading order: evidence, aux quality, undefined scores, flagged fraction, testers.
+
+    - ``min_group_rows``: every protected group has ``decision.min_group_rows`` audited rows and as
+      many of the auxiliary model's held-out rows; else ``not met`` ("insufficient evidence");
+    - ``min_aux_quality``: the lower bound of the aux quality's interval, for every group where it
+      matters (:func:`~faux_checks.gate.bounds.quality_intervals`), reaches the floor; else ``not met``;
+    - ``max_undefined_fraction``: undefined scores within the limit and at least one defined; else ``not met``;
+    - ``max_flagged_fraction``: the fraction counts an undefined score as flagged, over every audited
+      individual. ``not judged`` when a rule above is not met; otherwise (rule ``interval``) ``ok``
+      when the upper bound is at or below the limit, ``exceeded`` when the lower bound is above it,
+      ``inconclusive`` in between (with the rows that would decide it); rule ``upper_bound``:
+      ``ok`` or ``exceeded`` on the upper bound;
+    - ``tester:<name>`` for each gating baseline tester: ``exceeded`` over its limit, ``not computed``
+      when it could not run (or is not run on this path).
+
+    Parameters
+    ----------
+    evidence : CheckEvidence
+    policy : Policy
+
+    Returns
+    -------
+    list of dict
+        :func:`rule_row` rows for :func:`decide`.
+    """
+    if evidence.n == 0:
+        return [rule_row("min_group_rows", "not computed", "no audited rows: there is nothing to decide on", 0,
+                         policy.decision.min_group_rows)]
+    rows = [_group_rule(evidence, policy.decision.min_group_rows), _aux_rule(evidence, policy.min_aux_quality),
+            _undefined_rule(evidence, policy.faux.max_undefined_fraction)]
+    rows.append(_flagged_rule(evidence, policy, [r for r in rows if r["status"] != "ok"]))
+    return rows + _tester_rules(evidence)
+
+
+def _group_rule(ev: CheckEvidence, minimum: int) -> dict:
+    short = []
+    for group, n in ev.group_rows.items():
+        if n < minimum:
+            short.append(f"insufficient evidence: group '{group}' has {fmt_count(n)} of {fmt_count(ev.n)} rows "
+                         f"(minimum {minimum})")
+    held_total = sum(ev.holdout_rows.values())
+    for group in ev.group_rows:
+        n = ev.holdout_rows.get(group, 0)
+        if n < minimum:
+            short.append(f"insufficient evidence: group '{group}' has {fmt_count(n)} of {fmt_count(held_total)} of "
+                         f"the auxiliary model's held-out rows (minimum {minimum})")
+    smallest = min(min(ev.group_rows.values(), default=0), min(ev.holdout_rows.values(), default=0))
+    if short:
+        return rule_row("min_group_rows", "not met", "; ".join(short), smallest, minimum)
+    return rule_row("min_group_rows", "ok", f"every protected group has at least {minimum} audited rows and {minimum} "
+                    f"of the auxiliary model's held-out rows (smallest: {fmt_count(smallest)})", smallest, minimum)
+
+
+def _aux_rule(ev: CheckEvidence, floor: float) -> dict:
+    lows = [r.get("lower") for r in ev.aux_intervals]
+    weak = [r for r, lo in zip(ev.aux_intervals, lows) if lo is None or not math.isfinite(lo) or lo < floor]
+    observed = min((lo for lo in lows if lo is not None and math.isfinite(lo)), default=float("nan"))
+
+    def text(r):
+        q, lo, hi = r.get("quality"), r.get("lower"), r.get("upper")
+        if q is None or not math.isfinite(q):
+            return f"{r.get('metric')} n/a ({r.get('what')})"
+        ci = "CI n/a" if lo is None or not math.isfinite(lo) else f"CI {lo:.3f}–{hi:.3f}"
+        return f"{r.get('metric')} {q:.3f} ({ci}; {r.get('what')})"
+    if not ev.aux_intervals or weak:
+        shown = "; ".join(text(r) for r in (weak or ev.aux_intervals)) or "quality not measured"
+        return rule_row("min_aux_quality", "not met",
+                        f"auxiliary model too weak: {ev.aux_metric} {shown}: the interval's lower bound is below "
+                        f"min_aux_quality {floor:g}; fAux cannot estimate how the features depend on the protected "
+                        "attribute", observed, floor)
+    return rule_row("min_aux_quality", "ok", f"auxiliary model {ev.aux_metric} "
+                    f"{'; '.join(text(r) for r in ev.aux_intervals)}: lower bound >= min_aux_quality {floor:g}",
+                    observed, floor)
+
+
+def _undefined_rule(ev: CheckEvidence, limit: float) -> dict:
+    frac = ev.n_undefined / ev.n
+    if ev.n_undefined == ev.n:
+        return rule_row("max_undefined_fraction", "not met", f"{fmt_count(ev.n_undefined)} of {fmt_count(ev.n)} LIC "
+                        "scores are undefined: no individual has a defined LIC score, so there is nothing to decide on",
+                        frac, limit)
+    if frac > limit:
+        return rule_row("max_undefined_fraction", "not met", f"{fmt_count(ev.n_undefined)} of {fmt_count(ev.n)} LIC "
+                        f"scores are undefined ({frac:.2%} > max_undefined_fraction {limit:.2%})", frac, limit)
+    return rule_row("max_undefined_fraction", "ok", f"{fmt_count(ev.n_undefined)} of {fmt_count(ev.n)} LIC scores "
+                    f"undefined ({frac:.2%} <= max_undefined_fraction {limit:.2%})", frac, limit)
+
+
+def _flagged_rule(ev: CheckEvidence, policy, unmet: list[dict]) -> dict:
+    faux, settings, iv = policy.faux, policy.decision, ev.interval
+    limit = faux.max_flagged_fraction
+    counted = (f"LIC score > δ = {faux.delta:g}: {fmt_count(ev.n_flagged)}"
+               + (f", undefined (counted as flagged): {fmt_count(ev.n_undefined)}" if ev.n_undefined else "")
+               + f"; of {fmt_count(ev.n)} individuals")
+    if iv.seeds:
+        counted += f"; {_seed_text(iv.seeds)}"
+    head = f"flagged fraction {iv.text()}"
+    if unmet:
+        return rule_row("max_flagged_fraction", "not judged", f"{head} not judged: "
+                        f"{', '.join(r['rule'] for r in unmet)} not met ({counted})", iv.fraction, limit)
+    if iv.upper <= limit:
+        return rule_row("max_flagged_fraction", "ok", f"{head} <= max_flagged_fraction {limit:.2%}: the upper bound is "
+                        f"within the limit ({counted})", iv.fraction, limit)
+    needed = rows_needed(iv, limit)
+    if settings.rule == "upper_bound" or iv.lower > limit:
+        why = ("even the lower bound exceeds it" if iv.lower > limit else
+               "its upper bound exceeds it (rule upper_bound)" + (f"; about {fmt_count(needed)} audit rows would "
+                                                                  "settle it at this fraction" if needed else ""))
+        return rule_row("max_flagged_fraction", "exceeded", f"{head} > max_flagged_fraction {limit:.2%}: {why} "
+                        f"({counted})", iv.fraction, limit)
+    if needed is None:
+        cause = ("the auxiliary model's seeds disagree on which side of the limit it lies; more audit rows do not "
+                 "narrow that part" if iv.seeds else "the fraction equals the limit; no number of rows decides it")
+    else:
+        cause = f"more audit rows needed (about {fmt_count(needed)} for an interval this side of the limit)"
+    return rule_row("max_flagged_fraction", "inconclusive", f"{head} straddles max_flagged_fraction {limit:.2%}: "
+                    f"{cause} ({counted})", iv.fraction, limit)
+
+
+def _seed_text(seeds: Mapping) -> str:
+    f = seeds["fractions"]
+    return (f"across {len(f)} auxiliary-model seeds the flagged fraction on {fmt_count(seeds['rows'])} rows "
+            f"ranged {min(f):.2%}–{max(f):.2%} (spread {seeds['spread']:.2%})")
+
+
+def _tester_rules(ev: CheckEvidence) -> list[dict]:
+    rows = []
+    for name, t in ev.testers.items():
+        if not t.get("gating"):
+            continue
+        if t.get("passed"):
+            rows.append(rule_row(f"tester:{name}", "ok", f"{name}: {t.get('summary', '')}", t.get("value"),
+                                 t.get("limit")))
+        elif t.get("value") is None:
+            rows.append(rule_row(f"tester:{name}", "not computed", f"gating baseline tester {name} not computed: "
+                                 f"{t.get('summary', '')}", None, t.get("limit")))
+        else:
+            rows.append(rule_row(f"tester:{name}", "exceeded", f"gating baseline tester exceeded its limit: {name}: "
+                                 f"{t.get('summary', '')}", t.get("value"), t.get("limit")))
+    for name in ev.testers_not_run:
+        rows.append(rule_row(f"tester:{name}", "not computed", f"gating baseline tester {name} is not run by the "
+                             "streaming scorer; run `faux-checks check` on a sample for it, or make it non-gating"))
+    return rows
 
 
 def summary_line(result) -> str:
-    """One-line outcome of a check-like result: "failed: 7.2% flagged > 5.0% at δ=0.05, n=10,000".
+    """One-line outcome of a check-like result: "failed: 7.20% (95% CI 6.9–7.5%) flagged > 5.0% at δ=0.05, n=10,000".
 
-    ``result`` needs ``decision``, ``reasons``, ``flagged_fraction``, ``max_flagged_fraction``,
-    ``delta`` and ``n_individuals`` (a :class:`CheckResult` or a streaming summary).
+    ``result`` needs ``decision``, ``reasons``, ``rules``, ``interval`` (a FlaggedInterval or None),
+    ``max_flagged_fraction``, ``delta`` and ``n_individuals`` (a :class:`CheckResult` or a streaming summary).
+    When the decision came from another rule than the flagged fraction, that rule's detail is shown.
     """
-    if result.decision == "undecided":
-        return f"undecided: {result.reasons[0] if result.reasons else 'no reason recorded'}"
-    op = ">" if result.flagged_fraction > result.max_flagged_fraction else "<="
-    return (f"{result.decision}: {result.flagged_fraction:.1%} flagged {op} {result.max_flagged_fraction:.1%} "
+    first = result.reasons[0] if result.reasons else "no reason recorded"
+    deciding = next((r["rule"] for r in (result.rules or []) if r["status"] == "exceeded"), "max_flagged_fraction")
+    iv = getattr(result, "interval", None)
+    if result.decision == "undecided" or iv is None or deciding != "max_flagged_fraction":
+        return f"{result.decision}: {first}"
+    op = ">" if result.decision == "failed" else "<="
+    return (f"{result.decision}: {iv.text()} flagged {op} {result.max_flagged_fraction:.1%} "
             f"at δ={result.delta:g}, n={result.n_individuals:,}")
-
-
-def aux_too_weak(aux_quality: float, min_aux_quality: float) -> bool:
-    """True when the auxiliary model's quality is unknown (NaN) or below the policy's floor."""
-    return not np.isfinite(aux_quality) or aux_quality < min_aux_quality
-
-
-def _aux_too_weak_reason(aux_metric: str, aux_quality: float, min_aux_quality: float) -> str:
-    return (f"auxiliary model too weak: {aux_metric} {aux_quality:.3f} < min_aux_quality {min_aux_quality:g}; "
-            "fAux cannot estimate how the features depend on the protected attribute")
-
-
-def _too_many_undefined_reason(n_undefined: int, n: int, faux) -> str:
-    return (f"{fmt_count(n_undefined)} of {fmt_count(n)} LIC scores are undefined ({n_undefined / n:.2%} > "
-            f"max_undefined_fraction {faux.max_undefined_fraction:.2%})")
-
-
-def _flagged_reason(flagged_fraction: float, n_flagged: int, n_defined: int, faux) -> str:
-    if flagged_fraction > faux.max_flagged_fraction:
-        return (f"flagged fraction {flagged_fraction:.2%} > max_flagged_fraction {faux.max_flagged_fraction:.2%} "
-                f"(LIC score > δ = {faux.delta:g}, {fmt_count(n_flagged)} of {fmt_count(n_defined)} individuals)")
-    return (f"flagged fraction {flagged_fraction:.2%} <= max_flagged_fraction {faux.max_flagged_fraction:.2%} "
-            f"at δ = {faux.delta:g}")
 
 
 def undefined_note(n_undefined: int) -> str:
     """The note that follows a decision when some scores are undefined."""
-    return f"{fmt_count(n_undefined)} individuals have an undefined score (zero or degenerate aux gradient)"
+    return (f"{fmt_count(n_undefined)} individuals have an undefined score (zero or degenerate aux gradient); "
+            "they count as flagged")
 
 
-def decide_check(*, faux, min_aux_quality: float, aux_quality: float, aux_metric: str, n: int, n_undefined: int,
-                 n_flagged: int, flagged_fraction: float, testers: Mapping[str, Any]) -> tuple[str, list[str]]:
-    """The rule of :func:`~faux_checks.gate.check.run_check`; the first that applies wins.
-
-    1. ``undecided`` when the auxiliary model's held-out quality is below ``min_aux_quality`` (or
-       unknown): fAux's estimate of ∂x/∂c is only as good as f_aux (the paper's RQ4);
-    2. ``undecided`` when more than ``max_undefined_fraction`` of the scores are undefined, or
-       none is defined (a non-finite score is undefined, never "not flagged");
-    3. ``failed`` when the flagged fraction (LIC score > δ, over defined scores) exceeds
-       ``max_flagged_fraction``;
-    4. ``passed`` otherwise, unless a baseline tester marked ``gating`` exceeded its limit: then
-       ``failed``, with the testers' reasons first.
-
-    Parameters
-    ----------
-    faux : FauxSettings
-        The policy's ``[faux]`` section (δ and the limits).
-    n, n_undefined, n_flagged : int
-        Audited individuals, undefined scores, defined scores above δ.
-    flagged_fraction : float
-        ``n_flagged`` over the defined scores (NaN when none is defined).
-    testers : mapping
-        Baseline testers' summaries (``gating``, ``passed``, ``summary``).
-
-    Returns
-    -------
-    decision : {"passed", "failed", "undecided"}
-    reasons : list of str
-        The rule that decided first.
-    """
-    reasons: list[str] = []
-    n_defined = n - n_undefined
-    undefined_fraction = n_undefined / n
-    if aux_too_weak(aux_quality, min_aux_quality):
-        decision = "undecided"
-        reasons.append(_aux_too_weak_reason(aux_metric, aux_quality, min_aux_quality))
-    elif undefined_fraction > faux.max_undefined_fraction:
-        decision = "undecided"
-        reasons.append(_too_many_undefined_reason(n_undefined, n, faux))
-    elif n_defined == 0 or not np.isfinite(flagged_fraction):
-        decision = "undecided"
-        reasons.append(
-            f"no individual has a defined LIC score ({fmt_count(n_undefined)} of {fmt_count(n)} undefined); "
-            "there is nothing to decide on"
-        )
-    else:
-        decision = "failed" if flagged_fraction > faux.max_flagged_fraction else "passed"
-        reasons.append(_flagged_reason(flagged_fraction, n_flagged, n_defined, faux))
-    gating_failures = [f"{name}: {t['summary']}" for name, t in testers.items() if t.get("gating") and not t["passed"]]
-    if gating_failures and decision == "passed":
-        decision = "failed"
-        reasons[0:0] = [f"gating baseline tester exceeded its limit: {msg}" for msg in gating_failures]
-    return decision, reasons
-
-
-def decide_stream(*, policy, aux_quality: float, aux_metric: str, n: int, n_undefined: int, n_flagged: int,
-                  flagged_fraction: float) -> tuple[str, list[str]]:
-    """The rule of the streaming scorer (:func:`faux_checks.gate.stream.run.summarize`); the first that applies wins.
-
-    1. ``undecided`` when the auxiliary model is too weak (as :func:`decide_check`);
-    2. ``undecided`` when no row was audited;
-    3. ``undecided`` when more than ``max_undefined_fraction`` of the scores are undefined;
-    4. ``failed`` when the flagged fraction exceeds ``max_flagged_fraction``;
-    5. ``undecided`` when the policy has an enabled *gating* baseline tester (not run here);
-    6. ``passed`` otherwise.
-
-    Differs from :func:`decide_check` today: a gating baseline tester makes the decision
-    ``undecided`` (it is not run) instead of being judged, and there is no separate rule for
-    "no defined score" (it is covered by rule 3 unless ``max_undefined_fraction`` is 1).
-
-    Returns
-    -------
-    decision : {"passed", "failed", "undecided"}
-    reasons : list of str
-    """
-    faux = policy.faux
-    reasons: list[str] = []
-    n_defined = n - n_undefined
-    gating = sorted(name for name, t in policy.testers.items() if t.enabled and t.gating)
-    if aux_too_weak(aux_quality, policy.min_aux_quality):
-        decision = "undecided"
-        reasons.append(_aux_too_weak_reason(aux_metric, aux_quality, policy.min_aux_quality))
-    elif n == 0:
-        decision = "undecided"
-        reasons.append("no audited rows")
-    elif n_undefined / n > faux.max_undefined_fraction:
-        decision = "undecided"
-        reasons.append(_too_many_undefined_reason(n_undefined, n, faux))
-    elif flagged_fraction > faux.max_flagged_fraction:
-        decision = "failed"
-        reasons.append(_flagged_reason(flagged_fraction, n_flagged, n_defined, faux))
-    elif gating:
-        decision = "undecided"
-        reasons.append(f"the policy's gating baseline tester(s) {gating} are not run by the streaming scorer; "
-                       "run `faux-checks check` on a sample for them, or make them non-gating")
-    else:
-        decision = "passed"
-        reasons.append(_flagged_reason(flagged_fraction, n_flagged, n_defined, faux))
-    return decision, reasons
+def missing_protected_note(n_missing: int) -> str:
+    """The note for rows left out because their protected value is missing (policy ``missing_protected = "drop"``)."""
+    return f"{fmt_count(n_missing)} rows with a missing protected value were not audited (policy)"

@@ -10,11 +10,12 @@ import numpy as np
 import pandas as pd
 
 from ..provenance import jsonable
-from .decision import EXIT_CODES, summary_line
+from .bounds import FlaggedInterval
+from .decision import EXIT_CODES, rule_row, summary_line
 
 __all__ = ["CheckResult", "Decision", "SCHEMA_VERSION", "delta_curve"]
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 Decision = str  # "passed" | "failed" | "undecided"
 
 
@@ -28,7 +29,9 @@ class CheckResult:
     reasons : list of str
         The rule that produced the decision first, then notes.
     flagged_fraction : float
-        Share of individuals with a defined LIC score above ``delta`` (NaN when not computed).
+        Share of the audited individuals whose LIC score exceeds ``delta`` or is undefined (an
+        undefined score counts as flagged: the worst case); NaN when not computed.
+        :attr:`flagged_fraction_defined` is the other reading (defined scores only).
     max_flagged_fraction, delta : float
         From the policy.
     n_individuals, n_undefined, n_missing_protected : int
@@ -48,6 +51,16 @@ class CheckResult:
         LIC score per input row, in input order; NaN for rows not audited or undefined.
     row_index : ndarray of shape (n_individuals,) or None
         Input-row positions of the audited individuals.
+    n_flagged : int
+        Defined scores above ``delta``.
+    interval : FlaggedInterval or None
+        The flagged fraction's interval over individuals and aux seeds (:mod:`faux_checks.gate.bounds`).
+    rules : list of dict
+        Every rule of the decision with its status (:func:`faux_checks.gate.decision.check_rules`).
+    aux_intervals : list of dict
+        The aux model's quality where it matters, with intervals (:func:`~faux_checks.gate.bounds.quality_intervals`).
+    group_rows : list of dict
+        Per protected group: ``audited`` rows and the aux model's ``holdout`` rows (the evidence minimum).
     """
 
     decision: Decision
@@ -70,6 +83,17 @@ class CheckResult:
     top_flagged: list[dict] = field(default_factory=list)
     curve: dict[str, list[float]] = field(default_factory=dict)
     aux_roc: dict[str, list[float]] = field(default_factory=dict)
+    n_flagged: int = 0
+    interval: FlaggedInterval | None = None
+    rules: list[dict] = field(default_factory=list)
+    aux_intervals: list[dict] = field(default_factory=list)
+    group_rows: list[dict] = field(default_factory=list)
+
+    @property
+    def flagged_fraction_defined(self) -> float:
+        """Flagged share over the defined scores only (undefined rows left out): the report's second reading."""
+        defined = self.n_individuals - self.n_undefined
+        return self.n_flagged / defined if defined > 0 else float("nan")
 
     @property
     def exit_code(self) -> int:
@@ -81,7 +105,8 @@ class CheckResult:
                   provenance: dict | None = None) -> "CheckResult":
         """A result for a check that could not be computed (never a pass)."""
         return cls(decision="undecided", reasons=[reason], flagged_fraction=float("nan"),
-                   max_flagged_fraction=max_flagged_fraction, delta=delta, provenance=provenance or {})
+                   max_flagged_fraction=max_flagged_fraction, delta=delta, provenance=provenance or {},
+                   rules=[rule_row("check", "not computed", reason)])
 
     def __repr__(self) -> str:
         return summary_line(self)
@@ -94,14 +119,20 @@ class CheckResult:
             "exit_code": self.exit_code,
             "reasons": self.reasons,
             "flagged_fraction": self.flagged_fraction,
+            "flagged_fraction_defined": self.flagged_fraction_defined,
+            "interval": None if self.interval is None else self.interval.to_dict(),
             "max_flagged_fraction": self.max_flagged_fraction,
             "delta": self.delta,
             "n_individuals": self.n_individuals,
             "n_undefined": self.n_undefined,
+            "n_flagged": self.n_flagged,
             "n_missing_protected": self.n_missing_protected,
+            "rules": self.rules,
             "uses_protected_directly": self.uses_protected_directly,
             "aux_quality": self.aux_quality,
             "aux_quality_metric": self.aux_quality_metric,
+            "aux_intervals": self.aux_intervals,
+            "group_rows": self.group_rows,
             "by_group": None if self.by_group is None else self.by_group.reset_index().to_dict(orient="records"),
             "testers": self.testers,
             "top_flagged": self.top_flagged,

@@ -67,13 +67,15 @@ class DecisionTrail(RegistryClient):
         report_uri: str,
         run_id: str,
         extra: Mapping[str, Any] | None = None,
+        interval: Mapping[str, Any] | None = None,
     ) -> None:
         """Record the gate's decision on a version as tags.
 
-        Writes ``fairness_flagged_fraction``, ``fairness_delta``, ``fairness_aux_quality``,
-        ``fairness_report``, ``fairness_run_id``, ``fairness_checked_at`` (UTC, ISO 8601), the
-        ``extra`` tags as given, and last ``fairness_gate``: a gate killed while recording leaves
-        the version ``running``, hence new.
+        Writes ``fairness_flagged_fraction``, its interval (``fairness_flagged_fraction_lower``,
+        ``fairness_flagged_fraction_upper``, ``fairness_confidence``, ``fairness_aux_seed_spread``),
+        ``fairness_delta``, ``fairness_aux_quality``, ``fairness_report``, ``fairness_run_id``,
+        ``fairness_checked_at`` (UTC, ISO 8601), the ``extra`` tags as given, and last
+        ``fairness_gate``: a gate killed while recording leaves the version ``running``, hence new.
 
         Parameters
         ----------
@@ -91,6 +93,8 @@ class DecisionTrail(RegistryClient):
             The audit run (:meth:`log_gate_run`).
         extra : mapping, optional
             Further tags, keys kept as given (values converted to strings).
+        interval : mapping, optional
+            The check's ``interval`` (``lower``, ``upper``, ``confidence``, ``seeds``); None writes ``""``.
 
         Raises
         ------
@@ -105,6 +109,10 @@ class DecisionTrail(RegistryClient):
         tags.update(
             {
                 "fairness_flagged_fraction": tag_value(flagged_fraction),
+                "fairness_flagged_fraction_lower": tag_value((interval or {}).get("lower")),
+                "fairness_flagged_fraction_upper": tag_value((interval or {}).get("upper")),
+                "fairness_confidence": tag_value((interval or {}).get("confidence")),
+                "fairness_aux_seed_spread": tag_value(((interval or {}).get("seeds") or {}).get("spread")),
                 "fairness_delta": tag_value(delta),
                 "fairness_aux_quality": tag_value(aux_quality),
                 "fairness_report": tag_value(report_uri),

@@ -14,7 +14,7 @@ import platform
 from pathlib import Path
 
 from ..errors import InputError
-from ..gate.decision import EXIT_CODES
+from ..gate.decision import EXIT_CODES, rule_row
 from ..provenance import data_sha256, installed_versions, jsonable, utc_now
 from .html import render_html
 from .schema import REPORT_SCHEMA_VERSION, validate_report
@@ -95,38 +95,13 @@ def report_history(registry, model_name: str) -> list[dict]:
         return []
 
 
-def _gate_rules(decision: str, reasons: list[str], check: dict | None) -> list[dict]:
-    """Each rule of the gate's decision (:func:`~faux_checks.gate.decision.decide_check`) with its observed value and limit."""
-    if not check:
-        return [{"rule": "check", "observed": None, "limit": None, "status": "not computed",
-                 "detail": reasons[0] if reasons else "the fAux check could not be computed"}]
-    policy = (check.get("provenance") or {}).get("policy") or {}
-    faux = policy.get("faux") or {}
-    rules = []
-    aux, min_aux = check.get("aux_quality"), policy.get("min_aux_quality")
-    rules.append({"rule": "min_aux_quality", "observed": aux, "limit": min_aux,
-                  "status": "not computed" if aux is None else ("exceeded" if min_aux is not None and aux < min_aux
-                                                                else "ok"),
-                  "detail": f"auxiliary model {check.get('aux_quality_metric') or 'quality'} "
-                            f"{'n/a' if aux is None else f'{aux:.3f}'} (undecided below {min_aux})"})
-    n, undefined = check.get("n_individuals") or 0, check.get("n_undefined") or 0
-    max_undef = faux.get("max_undefined_fraction")
-    frac = undefined / n if n else None
-    rules.append({"rule": "max_undefined_fraction", "observed": frac, "limit": max_undef,
-                  "status": "not computed" if frac is None else (
-                      "exceeded" if max_undef is not None and frac > max_undef else "ok"),
-                  "detail": f"{undefined:,} of {n:,} LIC scores undefined (undecided above {max_undef})"})
-    ff, mff = check.get("flagged_fraction"), check.get("max_flagged_fraction")
-    rules.append({"rule": "max_flagged_fraction", "observed": ff, "limit": mff,
-                  "status": "not computed" if ff is None else ("exceeded" if mff is not None and ff > mff else "ok"),
-                  "detail": f"flagged fraction {'n/a' if ff is None else f'{ff:.2%}'} at δ = {check.get('delta')} "
-                            f"(fails above {mff})"})
-    for name, t in (check.get("testers") or {}).items():
-        if t.get("gating"):
-            rules.append({"rule": f"tester:{name}", "observed": t.get("value"), "limit": t.get("limit"),
-                          "status": "not computed" if t.get("value") is None else ("ok" if t.get("passed") else "exceeded"),
-                          "detail": t.get("summary") or ""})
-    return rules
+def _gate_rules(reasons: list[str], check: dict | None, rules: list[dict] | None) -> list[dict]:
+    """The rules the gate decided from: those given (the GX suite's), else the check's own; one row when it did not run."""
+    if rules:
+        return list(rules)
+    if check and check.get("rules"):
+        return list(check["rules"])
+    return [rule_row("check", "not computed", reasons[0] if reasons else "the fAux check could not be computed")]
 
 
 def _comparison(check: dict | None) -> list[dict]:
@@ -135,11 +110,15 @@ def _comparison(check: dict | None) -> list[dict]:
         return []
     prov = check.get("provenance") or {}
     ff, mff = check.get("flagged_fraction"), check.get("max_flagged_fraction")
+    iv = check.get("interval") or {}
+    status = next((r["status"] for r in check.get("rules") or [] if r.get("rule") == "max_flagged_fraction"), None)
+    ci = (f" ({iv['confidence']:.0%} CI {iv['lower']:.2%}–{iv['upper']:.2%})"
+          if iv.get("lower") is not None and iv.get("upper") is not None else "")
     rows = [{"tester": f"fAux ({prov.get('variant') or 'faux'})", "statistic": "flagged_fraction", "value": ff,
              "threshold": check.get("delta"), "limit": mff, "gating": True,
-             "passed": None if ff is None or mff is None else ff <= mff,
-             "summary": (f"{ff:.2%} of individuals with LIC score > δ = {check.get('delta')}" if ff is not None
-                         else "not computed")}]
+             "passed": None if status not in ("ok", "exceeded") else status == "ok",
+             "summary": (f"{ff:.2%}{ci} of individuals with LIC score > δ = {check.get('delta')} or undefined"
+                         if ff is not None else "not computed")}]
     for name, t in (check.get("testers") or {}).items():
         rows.append({"tester": name, "statistic": t.get("statistic"), "value": t.get("value"),
                      "threshold": t.get("threshold"), "limit": t.get("limit"), "gating": bool(t.get("gating")),
@@ -193,6 +172,7 @@ def build_report(
     history: list[dict] | None = None,
     data: list[dict] | None = None,
     artifacts: dict[str, str] | None = None,
+    rules: list[dict] | None = None,
 ) -> dict:
     """The report dict (not validated; :func:`write_report` validates before writing).
 
@@ -214,6 +194,8 @@ def build_report(
         :func:`summarise_data` of each batch (gate: the audit data; audit: reference, current).
     artifacts : dict, optional
         Name -> file name of other evidence in the run folder (e.g. Evidently's HTML).
+    rules : list of dict, optional
+        The rule rows the decision came from (gate: the GX suite's); default the check's own.
     """
     if kind not in KINDS:
         raise InputError(f"report kind must be one of {list(KINDS)}, got {kind!r}")
@@ -238,7 +220,7 @@ def build_report(
     points = list(history or [])
     points.append({"kind": kind, "version": str(model.get("version", "")), "decision": decision,
                    "flagged_fraction": this_ff, "at": now, "run_id": None, "this_run": True})
-    rules = (audit or {}).get("limits") if kind == "audit" else _gate_rules(decision, reasons, check)
+    rules = (audit or {}).get("limits") if kind == "audit" else _gate_rules(reasons, check, rules)
     payload = {
         "schema_version": REPORT_SCHEMA_VERSION,
         "kind": kind,
@@ -253,7 +235,7 @@ def build_report(
         "policy_sha256": prov.get("policy_sha256") or audit_prov.get("policy_sha256"),
         "data": batches,
         "aux": None if not check else {"quality": check.get("aux_quality"), "metric": check.get("aux_quality_metric"),
-                                       "roc": check.get("aux_roc") or {}},
+                                       "roc": check.get("aux_roc") or {}, "intervals": check.get("aux_intervals") or []},
         "comparison": _comparison(check),
         "expectations": list(expectations or []),
         "check": check,
@@ -268,14 +250,14 @@ def build_report(
 def write_report(report_dir: str | Path, *, decision: str, reasons: list[str], check: dict | None,
                  model: dict | None = None, expectations: list[dict] | None = None, kind: str = "gate",
                  audit: dict | None = None, history: list[dict] | None = None, data: list[dict] | None = None,
-                 artifacts: dict[str, str] | None = None) -> dict[str, Path]:
+                 artifacts: dict[str, str] | None = None, rules: list[dict] | None = None) -> dict[str, Path]:
     """Write ``report.json`` (schema-validated) and ``report.html`` into ``report_dir``.
 
     Parameters
     ----------
     report_dir : path
         Created if absent; must not already hold a report (nothing is overwritten).
-    decision, reasons, check, model, expectations, kind, audit, history, data, artifacts :
+    decision, reasons, check, model, expectations, kind, audit, history, data, artifacts, rules :
         See :func:`build_report`.
 
     Returns
@@ -295,7 +277,8 @@ def write_report(report_dir: str | Path, *, decision: str, reasons: list[str], c
         if p.exists():
             raise InputError(f"{p} exists already; choose a new --report-dir (reports are never overwritten)")
     payload = build_report(decision=decision, reasons=reasons, check=check, kind=kind, model=model,
-                           expectations=expectations, audit=audit, history=history, data=data, artifacts=artifacts)
+                           expectations=expectations, audit=audit, history=history, data=data, artifacts=artifacts,
+                           rules=rules)
     validate_report(payload)
     text = json.dumps(payload, indent=2, allow_nan=False)
     page = render_html(payload)

@@ -40,7 +40,8 @@ TITLES = {
 }
 DECISION_COLOURS = {"passed": "#1b7f3b", "failed": "#b3261e"}
 UNDECIDED_COLOUR = "#8a6d00"
-STATUS_CLASSES = {"ok": "ok", "exceeded": "bad", "not computed": "warn"}
+STATUS_CLASSES = {"ok": "ok", "exceeded": "bad", "not met": "warn", "inconclusive": "warn", "not judged": "warn",
+                  "not computed": "warn"}
 
 
 def render_html(report: dict[str, Any]) -> str:
@@ -92,6 +93,7 @@ def _page(report: dict[str, Any]) -> dict[str, Any]:
     policy_summary = {"name": policy.get("name"), "protected": policy.get("protected"), "label": policy.get("label"),
                       "δ (delta)": faux.get("delta"), "max_flagged_fraction": faux.get("max_flagged_fraction"),
                       "min_aux_quality": policy.get("min_aux_quality"), "variant": faux.get("variant"),
+                      **{f"decision.{k}": v for k, v in (policy.get("decision") or {}).items()},
                       "score unit": SCORE_UNITS.get(faux.get("variant"), "–"),
                       "admissible columns": ", ".join(faux.get("admissible") or []) or "none (strictest)",
                       "sha256": report.get("policy_sha256")}
@@ -120,6 +122,7 @@ def _page(report: dict[str, Any]) -> dict[str, Any]:
         "aux": report.get("aux") or {},
         "comparison": report.get("comparison") or [],
         "check": check,
+        "flagged_text": flagged_sentences(check),
         "top_flagged": [_top_row(t) for t in check.get("top_flagged") or []],
         "expectations": report.get("expectations") or [],
         "history": report.get("history") or [],
@@ -131,6 +134,29 @@ def _page(report: dict[str, Any]) -> dict[str, Any]:
         "plots": render_plots(report),
         "sections": [(sid, TITLES[sid]) for sid in SECTION_IDS.get(kind, SECTION_IDS["gate"])],
     }
+
+
+def flagged_sentences(check: dict) -> list[str]:
+    """The flagged fraction both ways, its interval, and how far it moved across auxiliary-model seeds."""
+    if not check or check.get("flagged_fraction") is None:
+        return ["No scores: the check did not run."]
+    iv = check.get("interval") or {}
+    n, undefined = check.get("n_individuals") or 0, check.get("n_undefined") or 0
+    ci = (f" ({iv['confidence']:.0%} CI {iv['lower']:.2%}–{iv['upper']:.2%})"
+          if iv.get("lower") is not None and iv.get("upper") is not None else "")
+    out = [f"Flagged fraction {check['flagged_fraction']:.2%}{ci}: LIC score > δ = {check.get('delta')} or undefined "
+           f"(counted as flagged), over all {n:,} audited individuals. Over the defined scores only: "
+           f"{pct(check.get('flagged_fraction_defined'))} ({undefined:,} undefined left out)."]
+    seeds = iv.get("seeds")
+    if seeds:
+        fractions = ", ".join(f"{f:.2%}" for f in seeds["fractions"])
+        out.append(f"Across {len(seeds['fractions'])} auxiliary-model seeds ({', '.join(map(str, seeds['seeds']))}), on "
+                   f"{seeds['rows']:,} rows, the flagged fraction was {fractions}: it moved by {seeds['spread']:.2%} "
+                   "(the interval is widened by that much beyond the one over individuals).")
+    elif iv:
+        out.append("The auxiliary model's seed was not varied (decision.aux_seeds = 1, or a given auxiliary model): "
+                   "the interval covers the individuals only.")
+    return out
 
 
 def _audit_sections(audit: dict, check: dict) -> dict[str, Any]:

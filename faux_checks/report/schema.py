@@ -11,7 +11,7 @@ from ..errors import InputError
 
 __all__ = ["REPORT_SCHEMA_VERSION", "load_report", "validate_report"]
 
-REPORT_SCHEMA_VERSION = "1.1"
+REPORT_SCHEMA_VERSION = "1.2"
 
 
 @lru_cache(maxsize=1)

@@ -6,7 +6,7 @@ flow sends it to its workers) and a trained or wrapped auxiliary model.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -22,9 +22,11 @@ from ...method.faux import FAuxTester
 from ...method.swap import SwapReference
 from ..scorer import faux_tester
 from ...method.output import TargetOutput, resolve_output_form
-from ..aux_model import given_aux, new_aux, quality_on
+from ..aux_model import given_aux, holdout_scores, new_aux, quality_on
+from ..bounds import quality_intervals
 from ..policy import Policy
 from ..rows import check_model_accepts, direct_derivative
+from ..seeds import flagged_worst_case, seed_sample, seed_spread
 from .sample import MAX_LEVELS, SamplePart
 from .source import DataSource, columns_to_read
 
@@ -124,7 +126,9 @@ class ScoringPlan:
         From the sample pass.
     aux : dict
         Auxiliary-model facts: quality, metric, kind, output space, groups, n_features,
-        train_rows, epochs_run, given.
+        train_rows, epochs_run, given; ``intervals`` (quality where it matters, with intervals),
+        ``holdout_groups`` (its held-out rows per group) and ``seeds``
+        (:func:`~faux_checks.gate.seeds.seed_spread` on the sample, None when not computed).
     """
 
     policy: Policy
@@ -229,16 +233,20 @@ def prepare_scoring(target_model, sample: SamplePart, *, policy: Policy, feature
         aux = new_aux(policy, protected.kind, progress=progress)
         aux.fit(X_aux, values, groups=codec.groups if codec.kind != "continuous" else ())
         quality, metric = aux.quality_, aux.quality_metric_ + " (held-out rows of the training sample)"
+        hold, (y_hold, score_hold) = aux.holdout_rows_, aux.holdout_
     else:
         aux = given_aux(aux_model, policy, protected, X_aux.shape[1])
         quality, metric, _ = quality_on(aux, X_aux, values, protected)
         metric = metric.replace("on the audit rows", "on the training sample")
+        hold, y_hold, score_hold = np.arange(len(X)), values, holdout_scores(aux, X_aux)
+    intervals = quality_intervals(protected.kind, y_hold, score_hold, codec.groups, policy.decision.confidence,
+                                  seed=policy.seed)
+    held_per_group = np.bincount(codec.group_index(values[hold]), minlength=len(codec.groups))
     ig_baseline: Any = policy.faux.ig_baseline
     if policy.faux.variant == "ig" and ig_baseline == "mean":
         ig_baseline = X.astype(np.float64).mean(axis=0).astype(np.float32)
     swap_reference, c_std = None, float(np.std(values)) if protected.kind == "continuous" else 1.0
     if policy.faux.variant == "swap":
-        hold = getattr(aux, "holdout_rows_", None) if aux_model is None else np.arange(len(X))
         swap_reference = faux_tester(target_model, aux, policy, output, feature_spec, protected, reference_rows=X,
                                      reference_values=values, holdout_rows=X[hold], holdout_values=values[hold]).reference
     plan = ScoringPlan(
@@ -247,7 +255,15 @@ def prepare_scoring(target_model, sample: SamplePart, *, policy: Policy, feature
         n_rows=sample.n_rows, n_missing_protected=sample.n_missing,
         aux={"quality": float(quality), "metric": metric, "kind": protected.kind, "output_space": aux.output_space,
              "groups": tuple(protected.groups), "n_features": int(X_aux.shape[1]), "train_rows": int(len(X)),
-             "epochs_run": getattr(aux, "epochs_run_", None), "given": aux_model is not None},
+             "epochs_run": getattr(aux, "epochs_run_", None), "given": aux_model is not None,
+             "intervals": intervals, "seeds": None,
+             "holdout_groups": {g: int(k) for g, k in zip(codec.groups, held_per_group)}},
         swap_reference=swap_reference, c_std=c_std,
     )
+    if aux_model is None and policy.decision.aux_seeds > 1:
+        sample = seed_sample(len(X), policy)
+        lic = plan.tester(target_model, aux).evaluate(X[sample], values[sample], evidence=False)
+        seeds = seed_spread(target_model, policy, output, feature_spec, protected, X, values, train=np.arange(len(X)),
+                            sample=sample, used_flagged=flagged_worst_case(lic.scores, lic.undefined, policy.faux.delta))
+        plan = replace(plan, aux={**plan.aux, "seeds": seeds})
     return plan, aux

@@ -15,7 +15,8 @@ from ..._validation import fmt_count
 from ...errors import InputError
 from ...inputs.tabular import FeatureSpec
 from ...provenance import jsonable, package_versions, utc_now
-from ..decision import EXIT_CODES, decide_stream, summary_line, undefined_note
+from ..bounds import FlaggedInterval, flagged_interval
+from ..decision import EXIT_CODES, CheckEvidence, check_rules, decide, missing_protected_note, summary_line, undefined_note
 from ..policy import Policy
 from .plan import ScoringPlan, prepare_scoring, resolve_feature_spec
 from .sample import sample_pass
@@ -32,11 +33,12 @@ class StreamSummary:
     Attributes
     ----------
     decision : {"passed", "failed", "undecided"}
-        :func:`~faux_checks.gate.decision.decide_stream`: aux quality, undefined fraction, flagged
-        fraction; a policy with an enabled *gating* baseline tester is ``undecided`` (not run here).
+        The gate's rules (:func:`~faux_checks.gate.decision.check_rules`) read by
+        :func:`~faux_checks.gate.decision.decide`, as in ``run_check``; an enabled *gating* baseline
+        tester is a rule ``not computed`` here (not run by the streaming scorer).
     reasons : list of str
     flagged_fraction : float
-        Flagged rows over rows with a defined score.
+        Flagged rows, an undefined score counted as flagged, over every audited row.
     max_flagged_fraction, delta : float
     n_rows, n_individuals, n_undefined, n_flagged, n_missing_protected : int
         Rows read; audited rows; undefined scores; flagged rows; rows without a protected value.
@@ -52,6 +54,10 @@ class StreamSummary:
     notes : list of str
         How this run differs from ``run_check`` (see module docstring).
     provenance : dict
+    interval : FlaggedInterval or None
+        The flagged fraction's interval over rows and aux seeds (seeds scored on the training sample).
+    rules : list of dict
+        Every rule of the decision with its status.
     """
 
     decision: str
@@ -71,6 +77,14 @@ class StreamSummary:
     timings: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     provenance: dict = field(default_factory=dict)
+    interval: FlaggedInterval | None = None
+    rules: list[dict] = field(default_factory=list)
+
+    @property
+    def flagged_fraction_defined(self) -> float:
+        """Flagged rows over the rows with a defined score (undefined left out)."""
+        defined = self.n_individuals - self.n_undefined
+        return self.n_flagged / defined if defined > 0 else float("nan")
 
     @property
     def exit_code(self) -> int:
@@ -84,7 +98,9 @@ class StreamSummary:
         """JSON-ready dict; NaN becomes None."""
         return jsonable({
             "decision": self.decision, "exit_code": self.exit_code, "reasons": self.reasons,
-            "flagged_fraction": self.flagged_fraction, "max_flagged_fraction": self.max_flagged_fraction,
+            "flagged_fraction": self.flagged_fraction, "flagged_fraction_defined": self.flagged_fraction_defined,
+            "interval": None if self.interval is None else self.interval.to_dict(), "rules": self.rules,
+            "max_flagged_fraction": self.max_flagged_fraction,
             "delta": self.delta, "n_rows": self.n_rows, "n_individuals": self.n_individuals,
             "n_undefined": self.n_undefined, "n_flagged": self.n_flagged,
             "n_missing_protected": self.n_missing_protected,
@@ -96,7 +112,7 @@ class StreamSummary:
 
 def summarize(counts: StreamCounts, plan: ScoringPlan, *, source: DataSource, out_path: str | Path,
               timings: dict | None = None, model_info: dict | None = None, extra_notes: Sequence[str] = ()) -> StreamSummary:
-    """Decide from the merged counts (:func:`~faux_checks.gate.decision.decide_stream`); notes and provenance."""
+    """Decide from the merged counts (:func:`~faux_checks.gate.decision.check_rules`, :func:`~faux_checks.gate.decision.decide`); notes and provenance."""
     policy, faux = plan.policy, plan.policy.faux
     n, n_undefined, n_flagged = counts.n_individuals, counts.n_undefined, counts.n_flagged
     if counts.n_rows != plan.n_rows or counts.n_missing_protected != plan.n_missing_protected:
@@ -105,16 +121,19 @@ def summarize(counts: StreamCounts, plan: ScoringPlan, *, source: DataSource, ou
             f"protected value) but the sample pass {fmt_count(plan.n_rows)} ({fmt_count(plan.n_missing_protected)}); "
             "the data file changed during the run"
         )
-    n_defined = n - n_undefined
-    flagged_fraction = n_flagged / n_defined if n_defined else float("nan")
+    interval = flagged_interval(n_flagged + n_undefined, n, policy.decision.confidence, plan.aux.get("seeds"))
+    gating = tuple(sorted(name for name, t in policy.testers.items() if t.enabled and t.gating))
+    evidence = CheckEvidence(
+        n=n, n_flagged=n_flagged, n_undefined=n_undefined,
+        group_rows={g: int(k) for g, k in zip(counts.groups, counts.n)}, holdout_rows=plan.aux["holdout_groups"],
+        aux_metric=plan.aux["metric"], aux_intervals=plan.aux["intervals"], interval=interval, testers_not_run=gating)
+    outcome = decide(check_rules(evidence, policy))
+    reasons = list(outcome.reasons)
     aux_quality = plan.aux["quality"]
-    decision, reasons = decide_stream(policy=policy, aux_quality=aux_quality, aux_metric=plan.aux["metric"], n=n,
-                                      n_undefined=n_undefined, n_flagged=n_flagged, flagged_fraction=flagged_fraction)
     if n_undefined:
         reasons.append(undefined_note(n_undefined))
     if counts.n_missing_protected:
-        reasons.append(f"{fmt_count(counts.n_missing_protected)} rows with a missing protected value were not audited "
-                       "(policy)")
+        reasons.append(missing_protected_note(counts.n_missing_protected))
     notes = [f"aux model {'given' if plan.aux['given'] else 'trained'} on a bottom-k sample of "
              f"{fmt_count(plan.aux['train_rows'])} rows (seeded hash of the row number, seed {policy.seed})",
              "every row is scored: policy.max_rows is not applied" if policy.max_rows is not None else None,
@@ -142,12 +161,12 @@ def summarize(counts: StreamCounts, plan: ScoringPlan, *, source: DataSource, ou
         **(model_info or {}),
     }
     return StreamSummary(
-        decision=decision, reasons=reasons, flagged_fraction=flagged_fraction,
+        decision=outcome.decision, reasons=reasons, flagged_fraction=interval.fraction,
         max_flagged_fraction=faux.max_flagged_fraction, delta=faux.delta, n_rows=counts.n_rows,
         n_individuals=n, n_undefined=n_undefined, n_flagged=n_flagged,
         n_missing_protected=counts.n_missing_protected, by_group=counts.by_group(), aux_quality=aux_quality,
         aux_quality_metric=plan.aux["metric"], out_path=str(out_path), timings=dict(timings or {}),
-        notes=[x for x in notes if x], provenance=provenance,
+        notes=[x for x in notes if x], provenance=provenance, interval=interval, rules=outcome.rules,
     )
 
 

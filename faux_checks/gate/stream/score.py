@@ -115,13 +115,15 @@ class StreamCounts:
         return int(self.undefined.sum())
 
     def by_group(self) -> pd.DataFrame:
-        """Per group: ``n``, ``flagged``, ``flagged_fraction`` (over defined scores), ``undefined``, ``mean_score``."""
+        """Per group: ``n``, ``flagged``, ``flagged_fraction`` (undefined counted as flagged, over the group's rows),
+        ``flagged_fraction_defined`` (over its defined scores), ``undefined``, ``mean_score``."""
         defined = self.n - self.undefined
         with np.errstate(invalid="ignore", divide="ignore"):
-            frac = np.where(defined > 0, self.flagged / np.maximum(defined, 1), np.nan)
+            frac = np.where(self.n > 0, (self.flagged + self.undefined) / np.maximum(self.n, 1), np.nan)
+            frac_defined = np.where(defined > 0, self.flagged / np.maximum(defined, 1), np.nan)
         mean = [math.fsum(s) / d if d else float("nan") for s, d in zip(self.score_sums, defined)]
         out = pd.DataFrame({"n": self.n, "flagged": self.flagged, "flagged_fraction": frac,
-                            "undefined": self.undefined, "mean_score": mean},
+                            "flagged_fraction_defined": frac_defined, "undefined": self.undefined, "mean_score": mean},
                            index=pd.Index(self.groups, name="group"))
         return out[out["n"] > 0]
 
