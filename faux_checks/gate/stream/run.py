@@ -156,6 +156,7 @@ def summarize(counts: StreamCounts, plan: ScoringPlan, *, source: DataSource, ou
         "variant": faux.variant, "target_output": plan.output.form, "target_class": plan.output.target_class,
         "aux_output_space": plan.aux["output_space"], "aux_epochs_run": plan.aux["epochs_run"],
         "aux_given": plan.aux["given"], "aux_train_rows": plan.aux["train_rows"], "protected_kind": plan.codec.kind,
+        "aux_intervals": plan.aux["intervals"], "aux_holdout_groups": plan.aux["holdout_groups"],
         "groups": list(plan.codec.groups), "max_score": counts.max_score, "first_score_at": counts.first_score_at,
         "packages": package_versions(),
         **(model_info or {}),
