@@ -116,8 +116,8 @@ def run_check(
     interval = flagged_interval(int(worst.sum()), n, policy.decision.confidence, seeds)
     names = list(audit.protected.groups) or sorted(set(group_labels))
     evidence = CheckEvidence(
-        n=n, n_flagged=int(flagged.sum()), n_undefined=n_undefined, group_rows=group_counts(group_labels, names),
-        holdout_rows=group_counts(group_labels[aux.holdout], names), aux_metric=aux.metric,
+        n=n, n_flagged=int(flagged.sum()), n_undefined=n_undefined, group_rows=_group_counts(group_labels, names),
+        holdout_rows=_group_counts(group_labels[aux.holdout], names), aux_metric=aux.metric,
         aux_intervals=aux.intervals, interval=interval, testers=testers)
     outcome = decide(check_rules(evidence, policy))
     reasons = list(outcome.reasons)
@@ -136,7 +136,7 @@ def run_check(
         decision=outcome.decision, reasons=reasons, flagged_fraction=interval.fraction,
         max_flagged_fraction=faux.max_flagged_fraction, delta=faux.delta, n_individuals=n,
         n_undefined=n_undefined, n_missing_protected=audit.protected.n_missing,
-        by_group=by_group_table(group_labels, lic.scores, flagged, lic.undefined), aux_quality=aux.quality,
+        by_group=_by_group_table(group_labels, lic.scores, flagged, lic.undefined), aux_quality=aux.quality,
         aux_quality_metric=aux.metric, evidence=column_evidence, testers=testers, provenance=provenance,
         scores=scores_all, row_index=audit.row_index, uses_protected_directly=uses_direct,
         top_flagged=_top_flagged(lic, audit.row_index, column_evidence, flagged, groups=tuple(audit.protected.groups)),
@@ -264,13 +264,13 @@ def _fail_closed_scores(lic: LICResult, n: int) -> LICResult:
     return replace(lic, scores=np.where(undefined, np.nan, scores), undefined=undefined)
 
 
-def group_counts(labels: np.ndarray, names: list) -> dict[str, int]:
+def _group_counts(labels: np.ndarray, names: list) -> dict[str, int]:
     """Rows per group name (every name listed, 0 when absent) of ``labels`` (m,)."""
     labels = np.asarray(labels, dtype=object)
     return {str(g): int((labels == g).sum()) for g in names}
 
 
-def by_group_table(labels: np.ndarray, scores: np.ndarray, flagged: np.ndarray, undefined: np.ndarray) -> pd.DataFrame:
+def _by_group_table(labels: np.ndarray, scores: np.ndarray, flagged: np.ndarray, undefined: np.ndarray) -> pd.DataFrame:
     """Per protected group: ``n``, ``flagged`` (defined scores > δ), ``undefined``, ``flagged_fraction`` (undefined
     counted as flagged, over all of the group's rows), ``flagged_fraction_defined`` (over its defined scores),
     ``mean_score``, ``p90_score``. All inputs (n,)."""

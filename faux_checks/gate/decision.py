@@ -44,7 +44,19 @@ HEADLINE_RULES = ("max_flagged_fraction", "current_check")
 
 
 def rule_row(rule: str, status: str, detail: str, observed: Any = None, limit: Any = None) -> dict:
-    """One rule of a decision, JSON-ready: ``rule``, ``observed``, ``limit``, ``status``, ``detail``."""
+    """One rule of a decision, JSON-ready: ``rule``, ``observed``, ``limit``, ``status``, ``detail``.
+
+    Parameters
+    ----------
+    rule : str
+        Its name (a policy key such as ``max_flagged_fraction``, ``tester:<name>``, an audit limit).
+    status : str
+        One of :data:`STATUSES`.
+    detail : str
+        What was found against what was required, with counts; it becomes a reason of :func:`decide`.
+    observed, limit : number, bool or None
+        The value measured and the policy's limit (NaN is written as None).
+    """
     def plain(v):
         return None if isinstance(v, float) and not math.isfinite(v) else v
     return {"rule": rule, "observed": plain(observed), "limit": plain(limit), "status": status, "detail": detail}
