@@ -85,10 +85,10 @@ def audit_batch(model_path: str, spec_path: str | None, reference, current, poli
     """Column drift, fairness drift and classification quality of the current batch (one library call)."""
     from faux_checks.audit.drift import run_audit
     from faux_checks.inputs.models import load_model
-    from faux_checks.gate.policy import Policy, load_policy
+    from faux_checks.gate.policy import load_policy, recorded_policy
     from faux_checks.inputs.tabular import FeatureSpec
 
-    policy = load_policy(policy_path) if policy_path or not policy_json else Policy.model_validate_json(policy_json)
+    policy = load_policy(policy_path) if policy_path or not policy_json else recorded_policy(policy_json)
     source = policy_path or ("the policy recorded by the gate" if policy_json else "the shipped default policy")
     get_run_logger().info("audit policy: %s (sha256 %s…)", source, policy.sha256()[:12])
     Path(evidence_dir).mkdir(parents=True, exist_ok=True)

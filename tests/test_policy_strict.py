@@ -171,3 +171,19 @@ def test_shipped_policies_and_the_code_have_one_default_per_setting(shipped):
     assert Policy.model_fields["min_aux_quality"].default == payload["min_aux_quality"] == 0.7
     assert payload["decision"] == {"rule": "interval", "confidence": 0.95, "min_group_rows": 100, "aux_seeds": 3,
                                    "aux_seed_rows": 20000}
+
+
+def test_a_policy_recorded_before_the_decision_section_still_loads():
+    """Gates before the [decision] section recorded audit.min_group_rows; the audit reads it in its new place."""
+    import json
+
+    from faux_checks.gate.policy import load_policy, recorded_policy
+
+    old = load_policy().model_dump(mode="json")
+    old.pop("decision", None)
+    old["audit"]["min_group_rows"] = 42
+    policy = recorded_policy(json.dumps(old))
+    assert policy.decision.min_group_rows == 42 and "min_group_rows" not in policy.audit.model_dump()
+    old["audit"]["max_drifted_share"] = "half"
+    with pytest.raises(InputError, match=r"audit.max_drifted_share: found 'half' \(string\)"):
+        recorded_policy(json.dumps(old))

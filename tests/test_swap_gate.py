@@ -161,3 +161,4 @@ def test_policy_rules_for_the_swap_reading():
     assert adult.linked_columns == {"relationship": {"Male": "Husband", "Female": "Wife"}}
     with pytest.raises(InputError, match="no shipped policy named 'credit'"):
         policy_path("credit")
+

@@ -21,7 +21,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from ..errors import InputError
 
 __all__ = ["Policy", "AuxSettings", "FauxSettings", "TesterSettings", "ScaleSettings", "AuditSettings",
-           "DecisionSettings", "load_policy", "default_policy_path", "policy_path", "policy_errors", "SHIPPED_POLICIES"]
+           "DecisionSettings", "load_policy", "default_policy_path", "policy_path", "policy_errors", "recorded_policy",
+           "SHIPPED_POLICIES"]
 
 
 class _Strict(BaseModel):
@@ -302,6 +303,37 @@ def load_policy(path: str | Path | None = None, **overrides) -> Policy:
         return Policy.model_validate(payload)
     except ValidationError as exc:
         raise InputError(f"policy {path} is invalid: {policy_errors(exc)}") from None
+
+
+#: Keys renamed since policies were first recorded by gates: (old path, new path). A recorded policy is
+#: read with these applied, so that a version gated earlier can still be audited with its own policy.
+RENAMED_KEYS = ((("audit", "min_group_rows"), ("decision", "min_group_rows")),)
+
+
+def recorded_policy(policy_json: str) -> Policy:
+    """A policy recorded by an earlier gate (JSON), read with :data:`RENAMED_KEYS` applied.
+
+    A renamed key moves to its new place unless that place is already set; everything else is
+    validated as strictly as a policy file.
+
+    Raises
+    ------
+    InputError
+        Not JSON, or invalid: each key named with the value found, its type and what is expected.
+    """
+    try:
+        payload = json.loads(policy_json)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"the recorded policy is not valid JSON: {exc}") from exc
+    for (old_section, old_key), (new_section, new_key) in RENAMED_KEYS:
+        section = payload.get(old_section)
+        if isinstance(section, dict) and old_key in section:
+            value = section.pop(old_key)
+            payload.setdefault(new_section, {}).setdefault(new_key, value)
+    try:
+        return Policy.model_validate(payload)
+    except ValidationError as exc:
+        raise InputError(f"the recorded policy is invalid: {policy_errors(exc)}") from None
 
 
 _TOML_TYPES = {bool: "boolean", str: "string", int: "integer", float: "float", list: "array", tuple: "array",
