@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .._validation import as_frame, fmt_count
+from .._validation import as_frame
 from ..errors import InputError
 from ..inputs.tabular import FeatureSpec
 from ..method._batching import as_tensor

@@ -31,7 +31,7 @@ from typing import Any, Mapping, Sequence
 from .._validation import fmt_count
 from .bounds import FlaggedInterval, rows_needed
 
-__all__ = ["DECISIONS", "EXIT_CODES", "STATUSES", "CheckEvidence", "Decision", "check_rules", "decide",
+__all__ = ["DECISIONS", "EXIT_CODES", "STATUSES", "CheckEvidence", "DecidedResult", "Decision", "check_rules", "decide",
            "missing_protected_note", "rule_row", "summary_line", "undefined_note"]
 
 EXIT_CODES = {"passed": 0, "failed": 1, "undecided": 2}
@@ -41,6 +41,24 @@ DECISIONS = tuple(EXIT_CODES)
 STATUSES = ("ok", "exceeded", "not met", "inconclusive", "not judged", "not computed")
 #: Rules whose detail leads the reasons of a pass.
 HEADLINE_RULES = ("max_flagged_fraction", "current_check")
+
+
+class DecidedResult:
+    """What the check's result and the stream's summary both derive from their decision and counts.
+
+    Needs ``decision``, ``n_individuals``, ``n_undefined`` and ``n_flagged`` on the class using it.
+    """
+
+    @property
+    def flagged_fraction_defined(self) -> float:
+        """Flagged share over the defined scores only (undefined rows left out): the report's second reading."""
+        defined = self.n_individuals - self.n_undefined
+        return self.n_flagged / defined if defined > 0 else float("nan")
+
+    @property
+    def exit_code(self) -> int:
+        """0 passed, 1 failed, 2 undecided (docs/architecture.md, contracts)."""
+        return EXIT_CODES[self.decision]
 
 
 def rule_row(rule: str, status: str, detail: str, observed: Any = None, limit: Any = None) -> dict:

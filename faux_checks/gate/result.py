@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..provenance import jsonable
 from .bounds import FlaggedInterval
-from .decision import EXIT_CODES, rule_row, summary_line
+from .decision import DecidedResult, rule_row, summary_line
 
 __all__ = ["CheckResult", "Decision", "SCHEMA_VERSION", "delta_curve"]
 
@@ -20,7 +20,7 @@ Decision = str  # "passed" | "failed" | "undecided"
 
 
 @dataclass(frozen=True)
-class CheckResult:
+class CheckResult(DecidedResult):
     """Outcome of one fairness check, computed eagerly and then read-only.
 
     Attributes
@@ -88,17 +88,6 @@ class CheckResult:
     rules: list[dict] = field(default_factory=list)
     aux_intervals: list[dict] = field(default_factory=list)
     group_rows: list[dict] = field(default_factory=list)
-
-    @property
-    def flagged_fraction_defined(self) -> float:
-        """Flagged share over the defined scores only (undefined rows left out): the report's second reading."""
-        defined = self.n_individuals - self.n_undefined
-        return self.n_flagged / defined if defined > 0 else float("nan")
-
-    @property
-    def exit_code(self) -> int:
-        """0 passed, 1 failed, 2 undecided (docs/architecture.md, contracts)."""
-        return EXIT_CODES[self.decision]
 
     @classmethod
     def undecided(cls, reason: str, *, delta: float = float("nan"), max_flagged_fraction: float = float("nan"),

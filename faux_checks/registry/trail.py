@@ -55,6 +55,21 @@ class DecisionTrail(RegistryClient):
         mv = self._version(name, version)
         self._set_version_tags(name, mv.version, {"fairness_started_at": utc_now(), GATE_TAG: RUNNING})
 
+    def _decision_tags(self, name: str, version, decision: str, extra, own_tag: str):
+        """The version and the ``extra`` tags (as strings, without ``own_tag``) of a decision being recorded.
+
+        Raises
+        ------
+        InputError
+            If ``decision`` is not one of the three outcomes, or the model or version does not exist.
+        """
+        if decision not in DECISIONS:
+            raise InputError(f"decision must be one of {list(DECISIONS)}, got {decision!r}")
+        mv = self._version(name, version)
+        tags = {str(k): tag_value(v) for k, v in (extra or {}).items()}
+        tags.pop(own_tag, None)
+        return mv, tags
+
     def record_decision(
         self,
         name: str,
@@ -101,11 +116,7 @@ class DecisionTrail(RegistryClient):
         InputError
             If ``decision`` is not one of the three outcomes, or the model or version does not exist.
         """
-        if decision not in DECISIONS:
-            raise InputError(f"decision must be one of {list(DECISIONS)}, got {decision!r}")
-        mv = self._version(name, version)
-        tags = {str(k): tag_value(v) for k, v in (extra or {}).items()}
-        tags.pop(GATE_TAG, None)
+        mv, tags = self._decision_tags(name, version, decision, extra, GATE_TAG)
         tags.update(
             {
                 "fairness_flagged_fraction": tag_value(flagged_fraction),
@@ -288,11 +299,7 @@ class DecisionTrail(RegistryClient):
         InputError
             If ``decision`` is not one of the three outcomes, or the model or version does not exist.
         """
-        if decision not in DECISIONS:
-            raise InputError(f"decision must be one of {list(DECISIONS)}, got {decision!r}")
-        mv = self._version(name, version)
-        tags = {str(k): tag_value(v) for k, v in (extra or {}).items()}
-        tags.pop(AUDIT_TAG, None)
+        mv, tags = self._decision_tags(name, version, decision, extra, AUDIT_TAG)
         text = str(reason)
         tags.update(
             {

@@ -16,7 +16,7 @@ from ...errors import InputError
 from ...inputs.tabular import FeatureSpec
 from ...provenance import jsonable, package_versions, utc_now
 from ..bounds import FlaggedInterval, flagged_interval
-from ..decision import EXIT_CODES, CheckEvidence, check_rules, decide, missing_protected_note, summary_line, undefined_note
+from ..decision import CheckEvidence, DecidedResult, check_rules, decide, missing_protected_note, summary_line, undefined_note
 from ..policy import Policy
 from .plan import ScoringPlan, prepare_scoring, resolve_feature_spec
 from .sample import sample_pass
@@ -27,7 +27,7 @@ __all__ = ["StreamSummary", "score_stream", "summarize"]
 
 
 @dataclass(frozen=True)
-class StreamSummary:
+class StreamSummary(DecidedResult):
     """Outcome of a streaming (or sharded) fAux run, computed from exact running counts.
 
     Attributes
@@ -79,17 +79,6 @@ class StreamSummary:
     provenance: dict = field(default_factory=dict)
     interval: FlaggedInterval | None = None
     rules: list[dict] = field(default_factory=list)
-
-    @property
-    def flagged_fraction_defined(self) -> float:
-        """Flagged rows over the rows with a defined score (undefined left out)."""
-        defined = self.n_individuals - self.n_undefined
-        return self.n_flagged / defined if defined > 0 else float("nan")
-
-    @property
-    def exit_code(self) -> int:
-        """0 passed, 1 failed, 2 undecided (docs/architecture.md, contracts)."""
-        return EXIT_CODES[self.decision]
 
     def __repr__(self) -> str:
         return summary_line(self)
