@@ -1,4 +1,4 @@
-"""Command line: ``faux-checks check | gate | demo | history | audit | report``.
+"""Command line: ``faux-checks check | gate | demo | history | audit | report | score-large | spec``.
 
 Exit codes (docs/architecture.md, contracts): 0 passed, 1 failed the policy (deployment blocked),
 2 could not decide (bad input, auxiliary model too weak, any error). A gate that cannot decide
@@ -371,6 +371,56 @@ def cmd_score_large(args) -> int:
     return summary.exit_code
 
 
+def _names(values: list[str] | None) -> list[str]:
+    """Column names from repeated and/or comma-separated options (``--categorical a,b --categorical c``)."""
+    return [n.strip() for v in values or [] for n in v.split(",") if n.strip()]
+
+
+def _min_frequency(text: str) -> int | float:
+    """``--min-frequency``: a row count (integer >= 0) or a share of rows (0 < x < 1)."""
+    try:
+        value = float(text) if any(ch in text for ch in ".eE") else int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither a row count nor a share of rows") from None
+    if value < 0 or (isinstance(value, float) and value >= 1):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a row count (integer >= 0) or a share in (0, 1)")
+    return value
+
+
+def cmd_spec(args) -> int:
+    """Fit a FeatureSpec on a data file and save it as JSON (imports nothing from Prefect, MLflow or GX)."""
+    from faux_checks.inputs.io import read_table
+    from faux_checks.inputs.tabular import FeatureSpec
+
+    out = Path(args.out)
+    if out.exists():
+        raise FauxChecksError(f"{out} exists already; choose another --out (nothing is overwritten)")
+    frame = read_table(args.data)
+    exclude, categorical = _names(args.exclude), _names(args.categorical)
+    present = [str(c) for c in frame.columns]
+    unknown = [c for c in exclude + categorical + _names(args.columns) if c not in present]
+    if unknown:
+        raise FauxChecksError(f"column(s) {unknown} are not in {args.data}; columns present: {present}")
+    columns = _names(args.columns) or [c for c in present if c not in exclude]
+    overlap = sorted(set(categorical) & set(exclude))
+    if overlap:
+        raise FauxChecksError(f"column(s) {overlap} are both --categorical and --exclude; choose one")
+    spec = FeatureSpec.fit(frame, columns, categorical=categorical, min_frequency=args.min_frequency,
+                           name=args.name or out.stem)
+    spec.save(out)
+    n_cat = sum(c.kind == "categorical" for c in spec.columns)
+    print(f"feature spec '{spec.name}': {len(spec.columns)} source columns ({len(spec.columns) - n_cat} numeric, "
+          f"{n_cat} categorical) -> {spec.n_features} features, fitted on {len(frame):,} rows of {args.data}")
+    for enc in spec.columns:
+        detail = (f"mean {enc.mean:.4g}, std {enc.std:.4g}" if enc.kind == "numeric"
+                  else f"{len(enc.levels)} levels: {', '.join(enc.levels[:6])}{', ...' if len(enc.levels) > 6 else ''}")
+        print(f"  {enc.name}: {enc.kind} ({detail})")
+    left_out = [c for c in present if c not in columns]
+    print(f"  not inputs: {', '.join(left_out) if left_out else 'none'}")
+    print(f"written: {out}")
+    return EXIT_PASSED
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="faux-checks", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -449,6 +499,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-pickle", action="store_true",
                    help="DANGEROUS: load pickled models (runs code from the file); only for files you trust")
     p.set_defaults(func=cmd_score_large)
+
+    p = sub.add_parser("spec", help="fit a feature spec (the target model's input encoding) on a data file and "
+                                    "save it as JSON (never overwrites)")
+    p.add_argument("--data", required=True, help="CSV or Parquet training data of the target model")
+    p.add_argument("--out", required=True, help="new JSON file for the spec")
+    p.add_argument("--exclude", action="append", metavar="COLS",
+                   help="columns that are not model inputs (label, ids; the protected attribute unless the model "
+                        "takes it); comma-separated or repeated")
+    p.add_argument("--categorical", action="append", metavar="COLS",
+                   help="numeric columns to one-hot encode anyway (integer codes); text and boolean columns always are")
+    p.add_argument("--columns", action="append", metavar="COLS",
+                   help="the input columns, in the model's order (default: every column of the file minus --exclude)")
+    p.add_argument("--min-frequency", default=0, type=_min_frequency,
+                   help="levels with fewer rows (integer) or a smaller share of rows (0-1) join '__infrequent__' "
+                        "(default 0: none)")
+    p.add_argument("--name", help="the spec's name in messages and reports (default: the file's stem)")
+    p.set_defaults(func=cmd_spec)
     return parser
 
 

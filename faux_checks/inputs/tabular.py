@@ -15,7 +15,9 @@ Rules (documented, never silent):
   (the same rule as scikit-learn's ``OneHotEncoder(min_frequency=...)``), since rare one-hot
   levels were measured to dominate gradients with noise (docs/method.md, Adult evidence);
 - at encode time a category never seen at fit time goes to ``"__infrequent__"`` when that level
-  exists and is an :class:`~faux_checks.errors.InputError` otherwise;
+  exists and is an :class:`~faux_checks.errors.InputError` otherwise (a column's ``unknown``
+  setting can ask for all zeros or always an error instead, as scikit-learn's
+  ``OneHotEncoder(handle_unknown=...)``: :meth:`FeatureSpec.from_column_transformer`);
 - missing values are an :class:`~faux_checks.errors.InputError` naming the column and the
   row count (drop or impute them first): they are never encoded as zeros.
 """
@@ -33,10 +35,15 @@ import pandas as pd
 from .._validation import as_frame, fmt_count, require_columns
 from ..errors import InputError
 
-__all__ = ["ColumnEncoding", "FeatureSpec", "INFREQUENT"]
+__all__ = ["ColumnEncoding", "FeatureSpec", "INFREQUENT", "UNKNOWN_RULES"]
 
 INFREQUENT = "__infrequent__"
 SCHEMA_VERSION = 1
+#: What a categorical column does with a category unseen at fit time (``ColumnEncoding.unknown``):
+#: ``infrequent_or_error`` (the default) joins ``"__infrequent__"`` when the column has that level and is
+#: an error otherwise; ``zeros`` encodes all zeros (scikit-learn ``handle_unknown="ignore"``);
+#: ``error`` always refuses (scikit-learn ``handle_unknown="error"``).
+UNKNOWN_RULES = ("infrequent_or_error", "zeros", "error")
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,8 @@ class ColumnEncoding:
     aliases : tuple of (str, str)
         Categorical values replaced by a canonical value before encoding (e.g. ``("Husband", "Spouse")``):
         the model never sees the difference between the values that share a canonical one.
+    unknown : {"infrequent_or_error", "zeros", "error"}
+        A categorical column's rule for categories unseen at fit time (:data:`UNKNOWN_RULES`).
     """
 
     name: str
@@ -65,6 +74,7 @@ class ColumnEncoding:
     std: float = 1.0
     levels: tuple[str, ...] = ()
     aliases: tuple[tuple[str, str], ...] = ()
+    unknown: Literal["infrequent_or_error", "zeros", "error"] = "infrequent_or_error"
 
     @property
     def width(self) -> int:
@@ -192,19 +202,45 @@ class FeatureSpec:
         Returns
         -------
         ndarray of shape (n, d), float32
-            ``d == self.n_features``.
+            ``d == self.n_features``; :meth:`transform` rounded to float32.
 
         Raises
         ------
         InputError
             Missing column (names what is present), missing values (column and row count),
-            a non-numeric value in a numeric column, or a category unseen at fit time when the
-            column has no ``"__infrequent__"`` level.
+            a non-numeric value in a numeric column, a value too large for float32 once
+            standardised, or a category unseen at fit time that the column's ``unknown`` rule
+            refuses.
         """
+        return self._encode(data, np.float32)
+
+    def transform(self, data: pd.DataFrame) -> np.ndarray:
+        """Encode ``data`` in float64: the same matrix as :meth:`encode` before rounding to float32.
+
+        What scikit-learn's ``ColumnTransformer.transform`` returns for the pipeline a spec was
+        made from (:meth:`from_column_transformer`), to the last bit for the same operations.
+
+        Parameters
+        ----------
+        data : DataFrame of shape (n, any)
+            Must hold every source column of the spec; not modified.
+
+        Returns
+        -------
+        ndarray of shape (n, d), float64
+
+        Raises
+        ------
+        InputError
+            As :meth:`encode`.
+        """
+        return self._encode(data, np.float64)
+
+    def _encode(self, data: pd.DataFrame, dtype) -> np.ndarray:
         frame = as_frame(data)
         require_columns(frame, self.source_columns, what=f"FeatureSpec '{self.name}'")
         n = len(frame)
-        out = np.zeros((n, self.n_features), dtype=np.float32)
+        out = np.zeros((n, self.n_features), dtype=dtype)
         j = 0
         for enc in self.columns:
             s = frame[enc.name]
@@ -222,7 +258,7 @@ class FeatureSpec:
                 scale = enc.std if enc.std > 0 else 1.0  # constant column: centred only
                 raw = values.to_numpy(dtype="float64")
                 with np.errstate(over="ignore", invalid="ignore"):
-                    out[:, j] = ((raw - enc.mean) / scale).astype(np.float32)
+                    out[:, j] = ((raw - enc.mean) / scale).astype(dtype)
                 _check_finite(raw, out[:, j], enc.name, what=f"FeatureSpec '{self.name}'")
             else:
                 levels = _canonical(_as_level_strings(s), enc.aliases)
@@ -230,17 +266,23 @@ class FeatureSpec:
                 codes = levels.map(index)
                 unknown = codes.isna()
                 if unknown.any():
-                    if INFREQUENT in index:
+                    if enc.unknown == "infrequent_or_error" and INFREQUENT in index:
                         codes = codes.where(~unknown, index[INFREQUENT])
-                    else:
+                        unknown = codes.isna()
+                    elif enc.unknown != "zeros":
                         seen = sorted(set(levels[unknown]))[:5]
+                        fix = ("the column refuses unseen categories (unknown = 'error', as the scikit-learn "
+                               "encoder it came from); refit the spec on data that holds them"
+                               if enc.unknown == "error" else
+                               "Refit the spec on data that holds them, or fit with min_frequency > 0 so that "
+                               "unseen levels join '__infrequent__'")
                         raise InputError(
                             f"FeatureSpec '{self.name}': column '{enc.name}' has {fmt_count(unknown.sum())} rows "
                             f"with categories unseen at fit time (e.g. {seen}); known: {list(enc.levels)[:10]}. "
-                            "Refit the spec on data that holds them, or fit with min_frequency > 0 so that "
-                            "unseen levels join '__infrequent__'"
+                            + fix
                         )
-                out[np.arange(n), j + codes.to_numpy(dtype=np.int64)] = 1.0
+                known = ~unknown.to_numpy()   # 'zeros': an unseen category leaves the row's group all zero
+                out[np.flatnonzero(known), j + codes[known].to_numpy(dtype=np.int64)] = 1.0
             j += enc.width
         return out
 
@@ -302,9 +344,7 @@ class FeatureSpec:
         return {
             "schema_version": self.schema_version,
             "name": self.name,
-            "columns": [
-                {**asdict(c), "levels": list(c.levels), "aliases": [list(a) for a in c.aliases]} for c in self.columns
-            ],
+            "columns": [_column_dict(c) for c in self.columns],
         }
 
     @classmethod
@@ -318,6 +358,7 @@ class FeatureSpec:
                 name=c["name"], kind=c["kind"], mean=float(c.get("mean", 0.0)),
                 std=float(c.get("std", 1.0)), levels=tuple(c.get("levels", ())),
                 aliases=tuple((str(a), str(b)) for a, b in c.get("aliases", ())),
+                unknown=_unknown_rule(c.get("unknown", "infrequent_or_error"), c.get("name")),
             )
             for c in payload["columns"]
         ]
@@ -341,6 +382,18 @@ class FeatureSpec:
         return cls.from_dict(payload)
 
     @classmethod
+    def from_column_transformer(cls, ct, *, name: str = "column-transformer") -> "FeatureSpec":
+        """The spec that reproduces a fitted scikit-learn ``ColumnTransformer`` (StandardScaler, OneHotEncoder,
+        passthrough, drop): ``spec.transform(frame)`` equals ``ct.transform(frame)``.
+
+        See :func:`faux_checks.inputs.column_transformer.from_column_transformer` (what translates,
+        errors raised).
+        """
+        from .column_transformer import from_column_transformer
+
+        return from_column_transformer(ct, name=name)
+
+    @classmethod
     def passthrough(cls, data: pd.DataFrame, *, exclude: Sequence[str] = (), name: str = "passthrough") -> "FeatureSpec":
         """Numeric columns as they are (no scaling), in file order, minus ``exclude``.
 
@@ -360,6 +413,20 @@ class FeatureSpec:
                 f"columns present: {list(map(str, frame.columns))}. Pass a feature spec for categorical data"
             )
         return cls(columns=[ColumnEncoding(str(c), "numeric", mean=0.0, std=1.0) for c in cols], name=name)
+
+
+def _column_dict(c: ColumnEncoding) -> dict:
+    """One column of :meth:`FeatureSpec.to_dict`; ``unknown`` only when it is not the default (older readers)."""
+    out = {**asdict(c), "levels": list(c.levels), "aliases": [list(a) for a in c.aliases]}
+    if c.unknown == "infrequent_or_error":
+        del out["unknown"]
+    return out
+
+
+def _unknown_rule(value, column) -> str:
+    if value not in UNKNOWN_RULES:
+        raise InputError(f"FeatureSpec column {column!r}: unknown = {value!r} is not one of {list(UNKNOWN_RULES)}")
+    return value
 
 
 def _canonical(levels: pd.Series, aliases: tuple[tuple[str, str], ...]) -> pd.Series:
