@@ -17,6 +17,7 @@ Examples
 from .audit.drift import run_audit
 from .audit.results import AuditResult
 from .errors import FauxChecksError, InputError, UndecidableError, UnsafeModelError
+from .gate.attributes import AttributesResult, check_attributes
 from .gate.check import run_check
 from .gate.policy import Policy, load_policy
 from .gate.result import CheckResult
@@ -31,6 +32,7 @@ from .method.output import TargetOutput
 __version__ = "0.1.0"
 
 __all__ = [
+    "AttributesResult",
     "AuditResult",
     "AuxiliaryModel",
     "CheckResult",
@@ -46,6 +48,7 @@ __all__ = [
     "TargetOutput",
     "UndecidableError",
     "UnsafeModelError",
+    "check_attributes",
     "encode_protected",
     "faux_ng_scores",
     "faux_projection_scores",

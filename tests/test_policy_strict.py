@@ -22,7 +22,8 @@ from faux_checks.errors import InputError
 from faux_checks.gate.policy import Policy, load_policy, policy_path
 
 SECTIONS = {"": Policy, "faux.": schema.FauxSettings, "aux.": schema.AuxSettings, "decision.": schema.DecisionSettings,
-            "audit.": schema.AuditSettings, "scale.": schema.ScaleSettings, "testers.fta.": schema.TesterSettings}
+            "audit.": schema.AuditSettings, "scale.": schema.ScaleSettings, "testers.fta.": schema.TesterSettings,
+            "attributes.": schema.AttributeSettings}
 EXPECTED = {"float": "a number (float or integer)", "int": "an integer", "bool": "a boolean (true or false)",
             "str": "a string", "array": "an array", "table": "a table"}
 
@@ -73,6 +74,15 @@ def _write(tmp_path: Path, key: str, toml_value: str) -> Path:
     *sections, leaf = key.split(".")
     tables: dict[str, dict[str, str]] = {"": {"protected": '"sex"'}, "faux": {"delta": "0.1", "max_flagged_fraction": "0.05"},
                                          "testers.fta": {"threshold": "1.0"}}
+    if sections == ["attributes"]:                      # an [[attributes]] table: the attribute replaces protected
+        attribute = {"column": '"sex"', leaf: toml_value}
+        body = "\n".join(f"{k} = {v}" for k, v in tables.pop("").items() if k != "protected")
+        body += "\n[[attributes]]\n" + "\n".join(f"{k} = {v}" for k, v in attribute.items())
+        for table, values in tables.items():
+            body += f"\n[{table}]\n" + "\n".join(f"{k} = {v}" for k, v in values.items())
+        path = tmp_path / "policy.toml"
+        path.write_text(body + "\n")
+        return path
     if key in ("faux", "testers"):                      # the whole table replaced by a value of the wrong type
         tables.pop("testers.fta")
         tables.pop("faux") if key == "faux" else None
@@ -92,6 +102,7 @@ def test_every_field_refuses_a_value_of_the_wrong_type(tmp_path, key, toml_value
     with pytest.raises(InputError) as info:
         load_policy(path)
     message = str(info.value)
+    key = key.replace("attributes.", "attributes[0].")  # the message names the table of the array
     assert f"{key}: found {shown} ({toml_type}); expected " in message, message
     if expected is not None:
         assert f"expected {expected}" in message
@@ -102,7 +113,7 @@ def test_every_field_refuses_a_value_of_the_wrong_type(tmp_path, key, toml_value
 def test_the_matrix_covers_every_field():
     keys = {c.values[0] for c in _cases()}
     fields = {prefix + name for prefix, model in SECTIONS.items() for name in model.model_fields}
-    assert keys == fields and len(fields) >= 70
+    assert keys == fields and len(fields) >= 75
 
 
 def test_the_issue_cases_exit_2_from_the_cli_naming_the_key(tmp_path, capsys):
@@ -187,3 +198,76 @@ def test_a_policy_recorded_before_the_decision_section_still_loads():
     old["audit"]["max_drifted_share"] = "half"
     with pytest.raises(InputError, match=r"audit.max_drifted_share: found 'half' \(string\)"):
         recorded_policy(json.dumps(old))
+
+
+def _several(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "several.toml"
+    path.write_text(body + '\n[faux]\ndelta = 0.1\nmax_flagged_fraction = 0.05\nadmissible = ["age", "race", "hours"]\n')
+    return path
+
+
+def test_several_protected_attributes_and_intersections(tmp_path):
+    """Issue 15 item 7: [[attributes]] with kinds, per-attribute admissible and linked columns, intersections."""
+    path = _several(tmp_path, 'intersections = [["sex", "race"]]\n'
+                    '[[attributes]]\ncolumn = "sex"\nkind = "binary"\n'
+                    'linked_columns = { relationship = { Male = "Husband", Female = "Wife" } }\n'
+                    '[[attributes]]\ncolumn = "race"\n'
+                    '[[attributes]]\ncolumn = "age"\nkind = "continuous"\nadmissible = ["hours"]\n'
+                    '[testers.linked_columns]\nthreshold = 0.1')
+    policy = load_policy(path)
+    assert policy.protected is None and policy.attribute_names == ["sex", "race", "age", "sex×race"]
+    per = policy.attribute_policies()
+    assert [(p.protected, p.protected_kind) for p in per.values()] == [
+        ("sex", "binary"), ("race", None), ("age", "continuous"), ("sex×race", "multiclass")]
+    assert per["sex"].faux.admissible == ("age", "race", "hours")                 # [faux] admissible as declared
+    assert per["race"].faux.admissible == ("age", "hours")                         # less the attribute itself
+    assert per["age"].faux.admissible == ("hours",)                                # its own declaration
+    assert per["sex×race"].faux.admissible == ("age", "hours")                     # less every component
+    assert per["sex"].linked_columns == {"relationship": {"Male": "Husband", "Female": "Wife"}}
+    assert per["sex"].testers["linked_columns"].enabled and not per["race"].testers["linked_columns"].enabled
+    assert all(not p.attributes and not p.intersections for p in per.values())
+    with pytest.raises(InputError, match="the in-memory check checks one protected attribute; this policy declares "
+                       "4 \\(sex, race, age, sex×race\\)"):
+        policy.single_protected("the in-memory check")
+    import json
+
+    from faux_checks.gate.policy import recorded_policy
+
+    assert recorded_policy(json.dumps(policy.model_dump(mode="json"))) == policy      # a recorded gate reloads
+
+
+@pytest.mark.parametrize("body,words", [
+    ('protected = "sex"\n[[attributes]]\ncolumn = "race"', "protected = 'sex' and [[attributes]] ['race'] are both set"),
+    ('label = "y"', "no protected attribute: set protected"),
+    ('[[attributes]]\ncolumn = "sex"\n[[attributes]]\ncolumn = "sex"', "attributes ['sex'] are declared more than once"),
+    ('intersections = [["sex", "race"]]\n[[attributes]]\ncolumn = "sex"', "names ['race'], not declared"),
+    ('intersections = [["sex", "sex"]]\n[[attributes]]\ncolumn = "sex"', "needs at least two different attributes"),
+    ('intersections = [["sex", "age"]]\n[[attributes]]\ncolumn = "sex"\n[[attributes]]\ncolumn = "age"\n'
+     'kind = "continuous"', "['age'] is continuous"),
+    ('protected = "sex"\nintersections = [["sex", "race"]]', "intersections need [[attributes]]"),
+    ('protected_kind = "binary"\n[[attributes]]\ncolumn = "sex"', "with [[attributes]] set each one's kind"),
+    ('[linked_columns]\nrelationship = { Male = "Husband" }\n[[attributes]]\ncolumn = "sex"',
+     "declare linked_columns in the attribute they belong to"),
+    ('[[attributes]]\ncolumn = "sex"\nadmissible = ["sex"]', "'sex' cannot be admissible"),
+    ('[[attributes]]\ncolumn = "sex"\nlinked_columns = { sex = { Male = "M" } }', "cannot be one of its own linked"),
+    ('[[attributes]]\ncolumn = "sex"\n[testers.linked_columns]\nthreshold = 0.1',
+     "no attribute declares linked_columns"),
+    ('[[attributes]]\ncolumn = "sex"\nweight = 2', "attributes[0].weight: unknown key"),
+    ('[[attributes]]\ncolumn = ""', "attributes[0].column: found '' (string)"),
+])
+def test_several_attributes_refuse_what_is_ambiguous(tmp_path, body, words):
+    with pytest.raises(InputError) as info:
+        load_policy(_several(tmp_path, body))
+    assert words in str(info.value), str(info.value)
+
+
+def test_a_single_attribute_policy_keeps_its_hash():
+    """attributes/intersections left empty do not enter the hash: recorded decisions still match their policy."""
+    policy = load_policy(policy_path("adult"))
+    assert policy.attribute_policies() == {"sex": policy} and policy.attribute_names == ["sex"]
+    payload = policy.model_dump(mode="json")
+    del payload["attributes"], payload["intersections"]
+    import hashlib
+    import json
+
+    assert policy.sha256() == hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()

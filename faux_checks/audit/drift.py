@@ -80,7 +80,13 @@ def run_audit(
     AuditResult
         Never raises for bad data: what could not be computed makes the audit ``undecided``
         with the reason (the column, the row counts).
+
+    Raises
+    ------
+    InputError
+        The policy declares several protected attributes (``[[attributes]]``): the audit checks one.
     """
+    policy.single_protected("the drift audit")
     timings: dict[str, float] = {}
     reference, current = as_frame(reference), as_frame(current)
     evidence = Path(evidence_dir) if evidence_dir is not None else None

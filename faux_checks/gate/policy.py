@@ -20,7 +20,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from ..errors import InputError
 
-__all__ = ["Policy", "AuxSettings", "FauxSettings", "TesterSettings", "ScaleSettings", "AuditSettings",
+__all__ = ["Policy", "AttributeSettings", "AuxSettings", "FauxSettings", "TesterSettings", "ScaleSettings", "AuditSettings",
            "DecisionSettings", "load_policy", "default_policy_path", "policy_path", "policy_errors", "recorded_policy",
            "SHIPPED_POLICIES"]
 
@@ -204,6 +204,31 @@ class ScaleSettings(_Strict):
         2, ge=1, le=64, description="Shards (contiguous Parquet row-group ranges) per worker thread.")
 
 
+#: Joins the columns of an intersection into the name of its derived column (``sex×race``) and a row's values
+#: into its cell label (``Female×Black``).
+INTERSECTION_SEPARATOR = "×"
+
+
+class AttributeSettings(_Strict):
+    """One protected attribute of a gate that tests several (``[[attributes]]`` in the policy TOML).
+
+    Each attribute gets its own check: its own auxiliary model, scores, rules and report section
+    (:mod:`faux_checks.gate.attributes`). What is not set here is the policy's: ``[faux] admissible``
+    (less the attribute itself), ``missing_protected``, every other section.
+    """
+
+    column: str = Field(..., min_length=1, description="The protected attribute's column.")
+    kind: Literal["binary", "multiclass", "continuous"] | None = Field(
+        None, description="binary, multiclass or continuous; inferred from the values when omitted "
+        "(faux_checks.inputs.protected.encode_protected).")
+    admissible: _Columns | None = Field(
+        None, description="Variant swap: this attribute's admissible columns, replacing [faux] admissible; None = "
+        "[faux] admissible less this column.")
+    linked_columns: dict[str, dict[str, str]] = Field(
+        default_factory=dict, description="Columns tied to this attribute by definition: column -> {group: value}; "
+        "read by the linked_columns tester, which runs for the attributes that declare some.")
+
+
 class Policy(_Strict):
     """The gate policy.
 
@@ -212,7 +237,14 @@ class Policy(_Strict):
     """
 
     name: str = "default"
-    protected: str = Field(..., description="Protected attribute column.")
+    protected: str | None = Field(None, description="Protected attribute column (one attribute); a policy that "
+                                  "tests several declares [[attributes]] instead.")
+    attributes: Annotated[tuple[AttributeSettings, ...], BeforeValidator(_list_as_tuple)] = Field(
+        (), description="Several protected attributes, each checked on its own ([[attributes]] tables); empty = the "
+        "one named by protected.")
+    intersections: Annotated[tuple[_Columns, ...], BeforeValidator(_list_as_tuple)] = Field(
+        (), description="Intersections of declared binary/multi-class attributes, each checked as one multi-class "
+        "attribute whose groups are the cells (e.g. [[\"sex\", \"race\"]] -> column 'sex×race').")
     label: str | None = Field(None, description="Label column (group metrics); excluded from features.")
     missing_protected: Literal["error", "drop"] = Field(
         "error", description="Rows with a missing protected value: stop (error) or drop and count them."
@@ -243,7 +275,7 @@ class Policy(_Strict):
         if unknown:
             raise ValueError(f"unknown tester(s) {sorted(unknown)}; known: {sorted(known)}")
         linked = self.testers.get("linked_columns")
-        if linked is not None and linked.enabled and not self.linked_columns:
+        if linked is not None and linked.enabled and not self.linked_columns and not self.attributes:
             raise ValueError("tester linked_columns is enabled but the policy declares no [linked_columns] table, e.g. "
                              "relationship = { Male = \"Husband\", Female = \"Wife\" }")
         if self.protected in self.faux.admissible:
@@ -252,9 +284,119 @@ class Policy(_Strict):
             raise ValueError(f"the protected attribute '{self.protected}' cannot be one of its own linked columns")
         return self
 
+    @model_validator(mode="after")
+    def _one_or_several_attributes(self) -> "Policy":
+        if self.protected is None and not self.attributes:
+            raise ValueError("no protected attribute: set protected = \"COLUMN\" (one attribute) or declare "
+                             "[[attributes]] tables with column = \"COLUMN\" (several)")
+        if not self.attributes:
+            if self.intersections:
+                raise ValueError("intersections need [[attributes]] tables that declare their columns")
+            return self
+        columns = [a.column for a in self.attributes]
+        if self.protected is not None:
+            raise ValueError(f"protected = {self.protected!r} and [[attributes]] {columns} are both set; keep one "
+                             "(a policy with [[attributes]] names every protected attribute there)")
+        if self.protected_kind is not None:
+            raise ValueError("protected_kind applies to protected = ...; with [[attributes]] set each one's kind")
+        if self.linked_columns:
+            raise ValueError("with [[attributes]], declare linked_columns in the attribute they belong to "
+                             f"(e.g. [[attributes]] column = {columns[0]!r}, linked_columns = {{ ... }}), not at the top")
+        duplicates = sorted({c for c in columns if columns.count(c) > 1})
+        if duplicates:
+            raise ValueError(f"attributes {duplicates} are declared more than once")
+        for a in self.attributes:
+            if a.admissible is not None and a.column in a.admissible:
+                raise ValueError(f"the protected attribute '{a.column}' cannot be admissible")
+            if a.column in a.linked_columns:
+                raise ValueError(f"the protected attribute '{a.column}' cannot be one of its own linked columns")
+        kinds = {a.column: a.kind for a in self.attributes}
+        names = set()
+        for cross in self.intersections:
+            unknown = [c for c in cross if c not in kinds]
+            if unknown:
+                raise ValueError(f"intersection {list(cross)} names {unknown}, not declared in [[attributes]] "
+                                 f"(declared: {columns})")
+            if len(cross) < 2 or len(set(cross)) != len(cross):
+                raise ValueError(f"intersection {list(cross)} needs at least two different attributes")
+            continuous = [c for c in cross if kinds[c] == "continuous"]
+            if continuous:
+                raise ValueError(f"intersection {list(cross)}: {continuous} is continuous; intersections cross "
+                                 "groups (bin the attribute into a multi-class column first)")
+            name = INTERSECTION_SEPARATOR.join(cross)
+            if name in names or name in kinds:
+                raise ValueError(f"intersection {list(cross)} is declared more than once")
+            names.add(name)
+        linked = self.testers.get("linked_columns")
+        if linked is not None and linked.enabled and not any(a.linked_columns for a in self.attributes):
+            raise ValueError("tester linked_columns is enabled but no attribute declares linked_columns")
+        return self
+
+    @property
+    def attribute_names(self) -> list[str]:
+        """The protected attributes checked, in order: declared columns, then intersections (``sex×race``)."""
+        if not self.attributes:
+            return [self.protected]
+        return [a.column for a in self.attributes] + [INTERSECTION_SEPARATOR.join(c) for c in self.intersections]
+
+    def single_protected(self, what: str) -> str:
+        """The one protected attribute of a path that checks one at a time.
+
+        Raises
+        ------
+        InputError
+            The policy declares [[attributes]]: names them and the layer that checks several.
+        """
+        if self.protected is not None:
+            return self.protected
+        raise InputError(f"{what} checks one protected attribute; this policy declares {len(self.attribute_names)} "
+                         f"({', '.join(self.attribute_names)}): run them through faux_checks.gate.attributes."
+                         "check_attributes, or give a policy with protected = \"COLUMN\"")
+
+    def attribute_policies(self) -> dict[str, "Policy"]:
+        """One single-attribute policy per protected attribute (:attr:`attribute_names` order).
+
+        A policy with ``protected`` gives itself. With ``[[attributes]]`` each attribute's policy
+        has ``protected`` = its column and ``protected_kind`` = its kind, its own admissible columns
+        (default: ``[faux] admissible`` less itself) and its own ``linked_columns`` (the
+        ``linked_columns`` tester is disabled for an attribute that declares none). An
+        intersection's policy names its derived column (``sex×race``, multi-class; the caller adds
+        the column, :func:`faux_checks.gate.attributes.add_intersections`), holds none of its
+        components admissible, and declares no linked columns.
+        """
+        if not self.attributes:
+            return {self.protected: self}
+        base = self.model_dump()
+        base.update(attributes=(), intersections=())
+
+        def one(column: str, kind, admissible, linked) -> Policy:
+            payload = {**base, "protected": column, "protected_kind": kind, "linked_columns": linked,
+                       "faux": {**base["faux"], "admissible": tuple(admissible)}}
+            if not linked and "linked_columns" in payload["testers"]:
+                payload["testers"] = {**payload["testers"],
+                                      "linked_columns": {**payload["testers"]["linked_columns"], "enabled": False}}
+            return Policy.model_validate(payload)
+
+        out = {}
+        for a in self.attributes:
+            admissible = a.admissible if a.admissible is not None else [c for c in self.faux.admissible if c != a.column]
+            out[a.column] = one(a.column, a.kind, admissible, a.linked_columns)
+        for cross in self.intersections:
+            admissible = [c for c in self.faux.admissible if c not in cross]
+            out[INTERSECTION_SEPARATOR.join(cross)] = one(INTERSECTION_SEPARATOR.join(cross), "multiclass", admissible, {})
+        return out
+
     def sha256(self) -> str:
-        """Hash of the canonical JSON form (provenance)."""
-        return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+        """Hash of the canonical JSON form (provenance).
+
+        ``attributes`` and ``intersections`` count only when set, so a one-attribute policy keeps the
+        hash it had before they existed (recorded decisions still match their policy).
+        """
+        payload = self.model_dump(mode="json")
+        for key in ("attributes", "intersections"):
+            if not payload[key]:
+                payload.pop(key)
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
     def with_overrides(self, **changes) -> "Policy":
         """A copy with top-level fields replaced (validated again)."""

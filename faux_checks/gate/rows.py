@@ -76,7 +76,7 @@ def prepare_audit(frame: pd.DataFrame, *, policy: Policy, feature_spec: FeatureS
     """
     if len(frame) == 0:
         raise InputError("the audit data has 0 rows")
-    required = [policy.protected] + ([policy.label] if policy.label else [])
+    required = [policy.single_protected("the in-memory check")] + ([policy.label] if policy.label else [])
     require_columns(frame, required, what="audit data")
     protected = encode_protected(frame[policy.protected], name=policy.protected, kind=policy.protected_kind,
                                  missing=policy.missing_protected)

@@ -170,7 +170,7 @@ class ScoringPlan:
 def resolve_feature_spec(source: DataSource, policy: Policy, feature_spec: FeatureSpec | None,
                          *, chunk_rows: int) -> FeatureSpec:
     """The given spec (checked against the label) or a passthrough spec from the first chunk's dtypes."""
-    required = [policy.protected] + ([policy.label] if policy.label else [])
+    required = [policy.single_protected("the streaming scorer")] + ([policy.label] if policy.label else [])
     source.require([policy.protected], what="streaming scorer")
     if feature_spec is None:
         probe = source.probe_frame([c for c in source.columns], rows=min(chunk_rows, 65_536))

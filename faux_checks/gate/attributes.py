@@ -1,0 +1,296 @@
+"""Several protected attributes in one gate: one check per attribute, one decision.
+
+A policy that declares ``[[attributes]]`` (and optionally ``intersections``) is expanded into one
+single-attribute policy per attribute (:meth:`Policy.attribute_policies`); each runs the unchanged
+:func:`~faux_checks.gate.check.run_check` with its own auxiliary model, scores and rules. An
+intersection (``sex × race``) is checked as one multi-class attribute: a derived column named
+``sex×race`` whose groups are the cells (``Female×Black``), added to a copy of the data
+(:func:`add_intersections`). ``[decision] min_group_rows`` applies to every cell like to any group,
+so a cell with too few rows makes that intersection ``undecided`` and is named, never merged into
+another cell; :attr:`AttributeSection.cells` lists every cell with its rows, the combinations
+absent from the data included.
+
+How the attributes' outcomes combine: every attribute's rule rows, prefixed with the attribute
+(rule ``race/max_flagged_fraction``, detail ``race: ...``), feed **one**
+:func:`~faux_checks.gate.decision.decide`. The engine's rule therefore holds across attributes:
+``failed`` when any attribute's rule is ``exceeded`` (a measured violation on one attribute blocks
+the deployment even when another could not be decided), else ``undecided`` when any attribute has a
+rule that is not ``ok``, else ``passed``. That is the worst outcome in the order
+failed > undecided > passed, the same order as within one attribute; exit codes as ever (0, 1, 2).
+
+A policy with ``protected = "sex"`` gives one section whose check is exactly ``run_check``'s.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .._validation import as_frame, fmt_count
+from ..errors import InputError
+from ..inputs.protected import encode_protected
+from ..inputs.tabular import FeatureSpec
+from ..provenance import jsonable
+from .check import run_check
+from .decision import EXIT_CODES, decide
+from .policy import INTERSECTION_SEPARATOR, Policy
+from .result import CheckResult
+
+__all__ = ["AttributeSection", "AttributesResult", "add_intersections", "check_attributes", "intersection_cells",
+           "prefixed_rules"]
+
+
+@dataclass(frozen=True)
+class AttributeSection:
+    """One protected attribute's check within a gate.
+
+    Attributes
+    ----------
+    attribute : str
+        The column, or an intersection's derived column (``sex×race``).
+    components : tuple of str
+        An intersection's columns; empty for a declared attribute.
+    check : CheckResult
+        Its own check (aux model, scores, rules, report fields).
+    cells : list of dict
+        Intersections only: per cell ``cell`` (``Female×Black``), ``rows`` (input rows with every
+        component known) and ``below_min_group_rows`` (fewer than ``[decision] min_group_rows``);
+        combinations absent from the data have 0 rows.
+    """
+
+    attribute: str
+    components: tuple[str, ...]
+    check: CheckResult
+    cells: list[dict] = field(default_factory=list)
+
+    @property
+    def kind(self) -> str | None:
+        """binary / multiclass / continuous, as the check encoded it (None when it did not run)."""
+        return (self.check.provenance or {}).get("protected_kind")
+
+    def to_dict(self) -> dict:
+        """JSON-ready: the attribute, its headline numbers and its full check (``CheckResult.to_dict``)."""
+        c = self.check
+        return jsonable({
+            "attribute": self.attribute, "kind": self.kind, "components": list(self.components),
+            "decision": c.decision, "exit_code": c.exit_code, "reasons": list(c.reasons),
+            "flagged_fraction": c.flagged_fraction,
+            "interval": None if c.interval is None else c.interval.to_dict(),
+            "n_individuals": c.n_individuals, "aux_quality": c.aux_quality, "aux_quality_metric": c.aux_quality_metric,
+            "cells": list(self.cells), "check": c.to_dict(),
+        })
+
+
+@dataclass(frozen=True)
+class AttributesResult:
+    """The gate's outcome over every protected attribute (:func:`check_attributes`).
+
+    Attributes
+    ----------
+    decision : {"passed", "failed", "undecided"}
+        :func:`~faux_checks.gate.decision.decide` over every attribute's prefixed rules.
+    reasons : list of str
+        The deciding rules first (prefixed ``attribute: ``), then notes on intersection cells.
+    rules : list of dict
+        Every attribute's rule rows, each with ``attribute`` and a prefixed ``rule`` / ``detail``.
+    sections : list of AttributeSection
+        One per attribute, in the policy's order (declared columns, then intersections).
+    """
+
+    decision: str
+    reasons: list[str]
+    rules: list[dict]
+    sections: list[AttributeSection]
+
+    @property
+    def exit_code(self) -> int:
+        """0 passed, 1 failed, 2 undecided."""
+        return EXIT_CODES[self.decision]
+
+    def __getitem__(self, attribute: str) -> CheckResult:
+        for s in self.sections:
+            if s.attribute == attribute:
+                return s.check
+        raise KeyError(f"no protected attribute {attribute!r}; checked: {[s.attribute for s in self.sections]}")
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{s.attribute} {s.check.decision} {_pct(s.check.flagged_fraction)}" for s in self.sections)
+        return f"{self.decision} over {len(self.sections)} protected attributes: {parts}"
+
+    def to_dict(self) -> dict:
+        """JSON-ready: ``decision``, ``exit_code``, ``reasons``, ``rules`` and ``attributes`` (one dict per section)."""
+        return jsonable({"decision": self.decision, "exit_code": self.exit_code, "reasons": list(self.reasons),
+                         "rules": list(self.rules), "attributes": [s.to_dict() for s in self.sections]})
+
+
+def _pct(value: float) -> str:
+    return "n/a" if value is None or not np.isfinite(value) else f"{value:.2%}"
+
+
+def prefixed_rules(attribute: str, rules: Sequence[Mapping]) -> list[dict]:
+    """An attribute's rule rows for the combined decision: ``rule`` -> ``attribute/rule``, ``detail`` -> ``attribute: detail``.
+
+    Each row also gets ``attribute``; status, observed and limit are unchanged.
+    """
+    return [{**r, "rule": f"{attribute}/{r.get('rule')}", "detail": f"{attribute}: {r.get('detail')}",
+             "attribute": attribute} for r in rules]
+
+
+def add_intersections(frame: pd.DataFrame, policy: Policy) -> pd.DataFrame:
+    """``frame`` with one derived column per declared intersection (a copy when there is any; never modified).
+
+    The derived column ``a×b`` holds each row's cell label (``Female×Black``): the components'
+    group labels as the check encodes them (:func:`~faux_checks.inputs.protected.encode_protected`,
+    each with its declared kind), joined by ``×``; missing when any component is missing.
+
+    Raises
+    ------
+    InputError
+        A component column is absent, or the data already holds a column with the derived name.
+    """
+    if not policy.intersections:
+        return frame
+    out = frame.copy()
+    for cross in policy.intersections:
+        name = INTERSECTION_SEPARATOR.join(cross)
+        if name in frame.columns:
+            raise InputError(f"the data already holds a column named '{name}', the name of the intersection "
+                             f"{list(cross)}; rename that column")
+        out[name] = _cell_labels(frame, cross, policy)
+    return out
+
+
+def _component_labels(frame: pd.DataFrame, column: str, policy: Policy) -> tuple[pd.Series, tuple[str, ...]]:
+    """Group label per row of one component (NA where missing) and its groups in class order."""
+    if column not in frame.columns:
+        raise InputError(f"intersection component '{column}' is not a column of the audit data; columns present: "
+                         f"{list(map(str, frame.columns))[:20]}")
+    kind = next((a.kind for a in policy.attributes if a.column == column), None)
+    attr = encode_protected(frame[column], name=column, kind=kind, missing="drop")
+    if attr.kind == "continuous":
+        raise InputError(f"intersection component '{column}' reads as continuous; intersections cross groups: "
+                         f"declare its kind (binary or multiclass) or bin it into a multi-class column first")
+    labels = pd.Series(pd.NA, index=frame.index, dtype=object)
+    labels[attr.kept] = np.asarray(attr.groups, dtype=object)[attr.values]
+    return labels, attr.groups
+
+
+def _cell_labels(frame: pd.DataFrame, cross: Sequence[str], policy: Policy) -> pd.Series:
+    parts = [_component_labels(frame, c, policy)[0] for c in cross]
+    known = np.logical_and.reduce([p.notna().to_numpy() for p in parts])
+    cells = pd.Series(pd.NA, index=frame.index, dtype=object)
+    joined = parts[0][known].astype(str)
+    for p in parts[1:]:
+        joined = joined + INTERSECTION_SEPARATOR + p[known].astype(str)
+    cells[known] = joined
+    return cells
+
+
+def intersection_cells(frame: pd.DataFrame, cross: Sequence[str], policy: Policy) -> list[dict]:
+    """Every cell of an intersection with its input rows (0 for a combination absent from the data).
+
+    Returns
+    -------
+    list of dict
+        ``cell``, ``rows``, ``below_min_group_rows`` (rows < ``[decision] min_group_rows``), in the
+        components' group order.
+    """
+    groups = [_component_labels(frame, c, policy)[1] for c in cross]
+    counts = _cell_labels(frame, cross, policy).value_counts()
+    minimum = policy.decision.min_group_rows
+    out = []
+    for combo in itertools.product(*groups):
+        cell = INTERSECTION_SEPARATOR.join(combo)
+        rows = int(counts.get(cell, 0))
+        out.append({"cell": cell, "rows": rows, "below_min_group_rows": rows < minimum})
+    return out
+
+
+def _cells_note(attribute: str, cells: list[dict], minimum: int) -> str | None:
+    small = [c for c in cells if c["below_min_group_rows"]]
+    if not small:
+        return None
+    shown = ", ".join(f"{c['cell']} {fmt_count(c['rows'])}" for c in small[:12])
+    more = f" and {len(small) - 12} more" if len(small) > 12 else ""
+    return (f"{attribute}: {len(small)} of {len(cells)} cells have fewer than min_group_rows {minimum} rows "
+            f"({shown}{more}); each is its own group, never merged into another")
+
+
+def check_attributes(
+    target_model,
+    data: pd.DataFrame,
+    *,
+    policy: Policy,
+    feature_spec: FeatureSpec | None = None,
+    aux_models: Mapping[str, Any] | None = None,
+    progress: bool = False,
+    model_info: dict | None = None,
+) -> AttributesResult:
+    """Check every protected attribute of the policy and decide once (module docstring).
+
+    Parameters
+    ----------
+    target_model : torch module
+        As for :func:`~faux_checks.gate.check.run_check`.
+    data : DataFrame of shape (n, any)
+        Audit rows with every protected column (intersections are derived). Never modified.
+    policy : Policy
+        ``protected = "..."`` (one attribute) or ``[[attributes]]`` and ``intersections``.
+    feature_spec : FeatureSpec, optional
+        The target's encoding. Without it the model receives the numeric columns minus **every**
+        protected column and the label (the same inputs for every attribute).
+    aux_models : mapping, optional
+        A given auxiliary model per attribute name (``sex``, ``sex×race``); the others are trained.
+    progress : bool
+    model_info : dict, optional
+        Added to every check's provenance.
+
+    Returns
+    -------
+    AttributesResult
+        One section per attribute; with ``protected = "..."`` its one check is ``run_check``'s own.
+
+    Raises
+    ------
+    InputError
+        Bad input for one attribute (a missing column, missing values, too many groups): the
+        message is prefixed with the attribute. A protected column the target takes as input is
+        fine; a derived intersection column already in the data is not.
+    """
+    frame = as_frame(data)
+    policies = policy.attribute_policies()
+    aux_models = dict(aux_models or {})
+    unknown = sorted(set(aux_models) - set(policies))
+    if unknown:
+        raise InputError(f"auxiliary models given for {unknown}, which the policy does not check "
+                         f"(attributes: {list(policies)})")
+    if not policy.attributes:
+        result = run_check(target_model, frame, policy=policy, feature_spec=feature_spec,
+                           aux_model=aux_models.get(policy.protected), progress=progress, model_info=model_info)
+        section = AttributeSection(policy.protected, (), result)
+        return AttributesResult(result.decision, list(result.reasons), list(result.rules), [section])
+
+    derived = add_intersections(frame, policy)
+    if feature_spec is None:
+        declared = [a.column for a in policy.attributes] + ([policy.label] if policy.label else [])
+        feature_spec = FeatureSpec.passthrough(frame, exclude=declared)
+    components = {INTERSECTION_SEPARATOR.join(c): tuple(c) for c in policy.intersections}
+    sections, rules, notes = [], [], []
+    for name, one in policies.items():
+        try:
+            result = run_check(target_model, derived, policy=one, feature_spec=feature_spec,
+                               aux_model=aux_models.get(name), progress=progress, model_info=model_info)
+        except InputError as exc:
+            raise InputError(f"protected attribute '{name}': {exc}") from exc
+        cells = intersection_cells(frame, components[name], policy) if name in components else []
+        sections.append(AttributeSection(name, components.get(name, ()), result, cells))
+        rules += prefixed_rules(name, result.rules)
+        note = _cells_note(name, cells, policy.decision.min_group_rows)
+        if note:
+            notes.append(note)
+    outcome = decide(rules)
+    return AttributesResult(outcome.decision, list(outcome.reasons) + notes, list(outcome.rules), sections)
