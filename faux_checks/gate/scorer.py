@@ -26,7 +26,8 @@ def faux_tester(target_model, aux: AuxiliaryModel, policy: Policy, output: Targe
                 protected: ProtectedAttribute, *, reference: SwapReference | None = None,
                 reference_rows: np.ndarray | None = None, reference_values: np.ndarray | None = None,
                 holdout_rows: np.ndarray | None = None, holdout_values: np.ndarray | None = None,
-                c_std: float = 1.0, chunk_size: int | None = None, progress: bool = False) -> FAuxTester:
+                c_std: float = 1.0, chunk_size: int | None = None, progress: bool = False,
+                probe_batches: bool = True) -> FAuxTester:
     """The policy's fAux tester for a target with this feature spec.
 
     Parameters
@@ -50,6 +51,8 @@ def faux_tester(target_model, aux: AuxiliaryModel, policy: Policy, output: Targe
     c_std : float
         Standard deviation of a continuous protected attribute (its direct step is one sd); computed from
         ``reference_values`` when they are given.
+    probe_batches : bool
+        Probe both models for batch dependence on every evaluation (:class:`~faux_checks.FAuxTester`).
 
     Raises
     ------
@@ -61,7 +64,7 @@ def faux_tester(target_model, aux: AuxiliaryModel, policy: Policy, output: Targe
     uses_direct = protected.name in spec.source_columns
     mask, dx_dc = (direct_derivative(spec, protected) if uses_direct
                    else (np.zeros(spec.n_features, dtype=bool), None))
-    kwargs = {} if chunk_size is None else {"chunk_size": chunk_size}
+    kwargs = {"probe_batches": probe_batches} | ({} if chunk_size is None else {"chunk_size": chunk_size})
     if faux.variant != "swap":
         return FAuxTester(target_model, aux, variant=faux.variant, output=output, ridge=faux.ridge,
                           protected_mask=mask if uses_direct else None, dx_dc_direct=dx_dc,

@@ -8,6 +8,7 @@ rows, evidence).
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Literal
 
@@ -25,7 +26,7 @@ from .lic import faux_ng_scores, faux_projection_scores, faux_scores
 from .output import TargetOutput, float64_copy, probability, raw_output, resolve_output_form
 from .swap import SwapReference, fit_swap_reference, uninformative_features
 
-__all__ = ["FAuxTester", "LICResult", "Variant", "VARIANTS"]
+__all__ = ["FAuxTester", "LICResult", "Variant", "VARIANTS", "probe_batch_independence"]
 
 Variant = Literal["swap", "faux", "ng", "ig", "projection"]
 VARIANTS: tuple[str, ...] = ("swap", "faux", "ng", "ig", "projection")
@@ -109,6 +110,9 @@ class FAuxTester:
         Rows per chunk; bounds memory.
     progress : bool
         tqdm bar over chunks.
+    probe_batches : bool
+        Probe both models for batch dependence (:func:`probe_batch_independence`) on every
+        :meth:`evaluate` call; the streaming scorer probes once per stream and turns this off.
     """
 
     name = "faux"
@@ -131,6 +135,7 @@ class FAuxTester:
         direct_levels: np.ndarray | None = None,
         chunk_size: int = DEFAULT_CHUNK,
         progress: bool = False,
+        probe_batches: bool = True,
     ):
         self.target_model = target_model
         self.aux_model = aux_model
@@ -146,6 +151,7 @@ class FAuxTester:
         self.direct_levels = direct_levels
         self.chunk_size = chunk_size
         self.progress = progress
+        self.probe_batches = probe_batches
 
     def score(self, X, c=None) -> np.ndarray:
         """LIC score per individual: ndarray of shape (n,), NaN where undefined (``c``: see :meth:`evaluate`)."""
@@ -208,9 +214,8 @@ class FAuxTester:
             direct_D = torch.as_tensor(np.asarray(self.dx_dc_direct, dtype=np.float64))  # (d, k)
 
         output = resolve_output_form(self.target_model, X[: min(n, 256)], self.output)
-        with eval_mode(self.target_model):
-            check_batch_independence(lambda x: self.target_model(x), X)
-        check_batch_independence(self.aux_model.outputs, X[:8][:, keep])
+        if self.probe_batches:
+            probe_batch_independence(self.target_model, self.aux_model, X, keep)
         twin = float64_copy(self.target_model) if output.form in ("probability", "softmax") else None
 
         if self.variant == "swap":
@@ -369,3 +374,53 @@ def _bar(n: int, enabled: bool):
     from tqdm.auto import tqdm
 
     return tqdm(total=n, desc="fAux scores", unit="row", unit_scale=True, leave=False)
+
+
+def probe_batch_independence(target_model, aux_model: AuxiliaryModel, X, keep=None) -> dict[str, float]:
+    """Probe the target and the auxiliary model for batch dependence, once each, on X's first rows.
+
+    Parameters
+    ----------
+    target_model : torch module
+    aux_model : AuxiliaryModel
+    X : array or Tensor of shape (n, d)
+        Encoded rows as the target sees them.
+    keep : bool array of shape (d,), optional
+        Columns the auxiliary model sees (all when omitted).
+
+    Returns
+    -------
+    dict
+        ``{"target": difference, "aux": difference}``: the largest difference measured between a
+        row's output in a batch and alone (:func:`~faux_checks.method.gradients.check_batch_independence`,
+        float64 where the model runs in float64).
+
+    Raises
+    ------
+    InputError
+        Naming the model ("target model" or "auxiliary model") and the measured difference.
+    """
+    X = as_tensor(X)
+    keep = torch.ones(X.shape[1], dtype=torch.bool) if keep is None else torch.as_tensor(np.asarray(keep, dtype=bool))
+    target = _module_or_none(target_model)
+    with eval_mode(target_model):
+        if target is not None:
+            d_target = check_batch_independence(lambda x, net: net(x), X, model="target model", module=target)
+        else:
+            d_target = check_batch_independence(lambda x: target_model(x), X, model="target model")
+    net = getattr(aux_model, "net_", None)
+    x_aux = X[:8][:, keep]
+    if _module_or_none(net) is not None:
+        def aux_out(x, module):
+            view = copy.copy(aux_model)
+            view.net_ = module
+            return view.outputs(x)
+
+        d_aux = check_batch_independence(aux_out, x_aux, model="auxiliary model", module=net)
+    else:
+        d_aux = check_batch_independence(aux_model.outputs, x_aux, model="auxiliary model")
+    return {"target": d_target, "aux": d_aux}
+
+
+def _module_or_none(model):
+    return model if isinstance(model, torch.nn.Module) else None

@@ -18,7 +18,7 @@ from ...errors import InputError
 from ...inputs.protected import ProtectedAttribute, encode_protected
 from ...inputs.tabular import FeatureSpec
 from ...method.auxiliary import AuxiliaryModel
-from ...method.faux import FAuxTester
+from ...method.faux import FAuxTester, probe_batch_independence
 from ...method.swap import SwapReference
 from ..scorer import faux_tester
 from ...method.output import TargetOutput, resolve_output_form
@@ -127,8 +127,10 @@ class ScoringPlan:
     aux : dict
         Auxiliary-model facts: quality, metric, kind, output space, groups, n_features,
         train_rows, epochs_run, given; ``intervals`` (quality where it matters, with intervals),
-        ``holdout_groups`` (its held-out rows per group) and ``seeds``
-        (:func:`~faux_checks.gate.seeds.seed_spread` on the sample, None when not computed).
+        ``holdout_groups`` (its held-out rows per group), ``seeds``
+        (:func:`~faux_checks.gate.seeds.seed_spread` on the sample, None when not computed) and
+        ``batch_probe`` (``{"target": ..., "aux": ...}``: the largest batch-vs-alone difference of
+        each model, measured once per stream by :func:`~faux_checks.method.faux.probe_batch_independence`).
     """
 
     policy: Policy
@@ -151,15 +153,20 @@ class ScoringPlan:
         return columns_to_read(self.feature_spec, self.policy.protected)
 
     def tester(self, target_model, aux_model: AuxiliaryModel) -> FAuxTester:
-        """The FAuxTester used on every chunk (:func:`~faux_checks.gate.scorer.faux_tester`)."""
+        """The FAuxTester used on every chunk (:func:`~faux_checks.gate.scorer.faux_tester`).
+
+        It does not probe the models for batch dependence: :func:`prepare_scoring` probed each
+        once, on the sample (a per-chunk probe would judge each chunk's first rows again).
+        """
         faux = self.policy.faux
         if faux.variant == "swap":
             return faux_tester(target_model, aux_model, self.policy, self.output, self.feature_spec,
                                self.codec.attribute(np.zeros(0)), reference=self.swap_reference, c_std=self.c_std,
-                               chunk_size=self.chunk_rows)
+                               chunk_size=self.chunk_rows, probe_batches=False)
         return FAuxTester(target_model, aux_model, variant=faux.variant, output=self.output, ridge=faux.ridge,
                           protected_mask=self.protected_mask, dx_dc_direct=self.dx_dc,
-                          ig_baseline=self.ig_baseline, ig_steps=faux.ig_steps, chunk_size=self.chunk_rows)
+                          ig_baseline=self.ig_baseline, ig_steps=faux.ig_steps, chunk_size=self.chunk_rows,
+                          probe_batches=False)
 
     def wrap_aux(self, module) -> AuxiliaryModel:
         """A loaded auxiliary network (e.g. the flow's TorchScript copy) as this plan's AuxiliaryModel."""
@@ -211,7 +218,8 @@ def prepare_scoring(target_model, sample: SamplePart, *, policy: Policy, feature
     ------
     InputError
         Missing protected values with ``missing_protected = "error"``, a single group, a model that
-        does not accept the features, an ambiguous output form, too few rows to train on.
+        does not accept the features, an ambiguous output form, too few rows to train on, a
+        batch-dependent target or auxiliary model (probed once here, not per chunk).
     """
     name = policy.protected
     check_missing_protected(sample, policy)
@@ -239,6 +247,7 @@ def prepare_scoring(target_model, sample: SamplePart, *, policy: Policy, feature
         quality, metric, _ = quality_on(aux, X_aux, values, protected)
         metric = metric.replace("on the audit rows", "on the training sample")
         hold, y_hold, score_hold = np.arange(len(X)), values, holdout_scores(aux, X_aux)
+    batch_probe = probe_batch_independence(target_model, aux, X, ~mask)
     intervals = quality_intervals(protected.kind, y_hold, score_hold, codec.groups, policy.decision.confidence,
                                   seed=policy.seed)
     held_per_group = np.bincount(codec.group_index(values[hold]), minlength=len(codec.groups))
@@ -257,7 +266,8 @@ def prepare_scoring(target_model, sample: SamplePart, *, policy: Policy, feature
              "groups": tuple(protected.groups), "n_features": int(X_aux.shape[1]), "train_rows": int(len(X)),
              "epochs_run": getattr(aux, "epochs_run_", None), "given": aux_model is not None,
              "intervals": intervals, "seeds": None,
-             "holdout_groups": {g: int(k) for g, k in zip(codec.groups, held_per_group)}},
+             "holdout_groups": {g: int(k) for g, k in zip(codec.groups, held_per_group)},
+             "batch_probe": batch_probe},
         swap_reference=swap_reference, c_std=c_std,
     )
     if aux_model is None and policy.decision.aux_seeds > 1:

@@ -146,6 +146,7 @@ def summarize(counts: StreamCounts, plan: ScoringPlan, *, source: DataSource, ou
         "aux_output_space": plan.aux["output_space"], "aux_epochs_run": plan.aux["epochs_run"],
         "aux_given": plan.aux["given"], "aux_train_rows": plan.aux["train_rows"], "protected_kind": plan.codec.kind,
         "aux_intervals": plan.aux["intervals"], "aux_holdout_groups": plan.aux["holdout_groups"],
+        "batch_probe": plan.aux.get("batch_probe"),
         "groups": list(plan.codec.groups), "max_score": counts.max_score, "first_score_at": counts.first_score_at,
         "packages": package_versions(),
         **(model_info or {}),
