@@ -31,8 +31,8 @@ from great_expectations.expectations.metrics.metric_provider import metric_value
 from faux_checks.baselines import FTATester, group_metrics
 from faux_checks.errors import InputError
 from faux_checks.method._batching import as_tensor
-from faux_checks.method.gradients import target_probability_and_gradient
-from faux_checks.method.output import TargetOutput, resolve_output_form
+from faux_checks.method.forward import is_forward_only
+from faux_checks.method.output import TargetOutput, predict_probability, resolve_output_form
 
 from ._inputs import audit_inputs, table_records
 
@@ -103,6 +103,10 @@ class FtaFlaggedFraction(ColumnAggregateMetricProvider):
         inputs = audit_inputs(table_records(execution_engine, metric_domain_kwargs), model_path=kw["model_path"],
                               feature_spec_path=kw.get("feature_spec_path"), policy_json=kw["policy_json"])
         output = TargetOutput(form=inputs.policy.target_output, target_class=inputs.policy.target_class)
+        if is_forward_only(inputs.target_model):
+            return {"statistic": "flagged_fraction", "value": None, "threshold": float(kw["threshold"]),
+                    "not_applicable": ("not applicable: FTA needs the target's input gradient; the target is "
+                                       f"forward-only ({inputs.target_model.access})")}
         scores = FTATester(inputs.target_model, output=output, p=float(kw["p"])).score(inputs.X)  # (n,)
         threshold = float(kw["threshold"])
         return {"statistic": "flagged_fraction", "value": float(np.mean(scores > threshold)),
@@ -122,9 +126,9 @@ def _group_metric(execution_engine, metric_domain_kwargs: dict, kw: dict, key: s
     Xt = as_tensor(inputs.X)
     output = resolve_output_form(inputs.target_model, Xt[:256],
                                  TargetOutput(form=policy.target_output, target_class=policy.target_class))
-    prob, _ = target_probability_and_gradient(inputs.target_model, Xt, output)   # (n,)
+    prob = predict_probability(inputs.target_model, Xt, output)                    # (n,)
     groups = inputs.protected.group_labels(inputs.values)                        # (n,)
-    y_pred = (prob.numpy() > 0.5).astype(int)
+    y_pred = (prob > 0.5).astype(int)
     value = group_metrics(y_pred, groups, inputs.y_true if needs_label else None)[key]
     return {"statistic": key, "value": float(value), "n_individuals": int(len(y_pred)),
             "groups": sorted(map(str, set(groups)))}
@@ -185,6 +189,9 @@ class _BaselineExpectation(ColumnAggregateExpectation):
     def _validate(self, metrics: Dict, runtime_configuration: Optional[dict] = None,
                   execution_engine: Optional[ExecutionEngine] = None) -> Dict[str, Any]:
         summary = metrics.get(self._metric)
+        if isinstance(summary, dict) and summary.get("not_applicable"):
+            return {"success": True, "result": {"observed_value": None, "details": {
+                **summary, "limit": getattr(self, self._limit_key), "gating": self.gating}}}
         if not isinstance(summary, dict) or summary.get("value") is None or not np.isfinite(summary["value"]):
             return _missing(self._metric)
         limit = getattr(self, self._limit_key)

@@ -72,7 +72,7 @@ def _check(args, report_dir: Path | None) -> int:
 
     policy = _policy(args)
     _eprint(f"[1/4] loading model {args.model}")
-    model = load_model(args.model, allow_pickle=args.allow_pickle)
+    model = load_model(args.model, allow_pickle=args.allow_pickle, trusted_types=args.trust_type or ())
     aux = load_model(args.aux_model, allow_pickle=args.allow_pickle) if args.aux_model else None
     spec = FeatureSpec.load(args.feature_spec) if args.feature_spec else None
     _eprint(f"[2/4] reading data {args.data}")
@@ -427,7 +427,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("check", help="check one model file on one data file (no registry)")
-    p.add_argument("--model", required=True, help="TorchScript / torch.export model file")
+    p.add_argument("--model", required=True, help="model file: TorchScript / torch.export, or forward-only (extra "
+                   "'blackbox'): ONNX, XGBoost JSON/UBJ, LightGBM text, scikit-learn .skops")
     p.add_argument("--data", required=True, help="CSV or Parquet audit data")
     p.add_argument("--protected", required=True, help="protected attribute column")
     p.add_argument("--label", help="label column (excluded from features; group metrics)")
@@ -440,6 +441,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how to read the target's output (default: the policy's)")
     p.add_argument("--allow-pickle", action="store_true",
                    help="DANGEROUS: load pickled models (runs code from the file); only for files you trust")
+    p.add_argument("--trust-type", action="append", metavar="NAME",
+                   help="a .skops model: a type to rebuild beyond those skops trusts by default (once per type; the "
+                        "refusal message lists them)")
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("gate", help="gate every new version of a registered model (Prefect flow)")

@@ -25,11 +25,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .._validation import as_frame
+from .._validation import as_frame, fmt_count
 from ..errors import InputError
 from ..inputs.tabular import FeatureSpec
 from ..method._batching import as_tensor
 from ..method.faux import FAuxTester, LICResult
+from ..method.forward import FD_STEP, is_forward_only, target_access
 from ..method.output import TargetOutput, resolve_output_form
 from ..provenance import data_sha256, package_versions, utc_now
 from .aux_model import AuxFit, aux_training, fit_aux
@@ -130,6 +131,7 @@ def run_check(
     scores_all = np.full(len(frame), np.nan)                              # (n_input_rows,)
     scores_all[audit.row_index] = lic.scores
     provenance = _provenance(frame, policy, audit, resolved, aux, given=aux_model is not None, model_info=model_info)
+    provenance.update(_target_access(target_model, policy, resolved))
     if provenance["swap"] is not None:
         provenance["swap"]["held_fixed_uninformative"] = held
     return CheckResult(
@@ -184,6 +186,10 @@ def _notes(policy: Policy, audit: AuditRows, lic: LICResult, n_undefined: int, u
         notes.append(f"LIC score = the estimated change of the predicted probability if only '{policy.protected}' "
                      f"changed, the other features moving as the auxiliary model says they go with it"
                      + (f"; held fixed: {'; '.join(fixed)}" if fixed else ""))
+    if lic.no_split_crossed is not None and lic.no_split_crossed.any():
+        notes.append(f"{fmt_count(int(lic.no_split_crossed.sum()))} of {fmt_count(len(lic.scores))} scores are 0 only "
+                     f"because the forward-only target's prediction did not change within ± the finite-difference "
+                     f"step (a tree crossed no split), not by evidence")
     if n_undefined:
         notes.append(undefined_note(n_undefined))
     if audit.protected.n_missing:
@@ -196,6 +202,21 @@ def _notes(policy: Policy, audit: AuditRows, lic: LICResult, n_undefined: int, u
             f"change from that column alone {np.nanmax(lic.direct) if lic.direct is not None and len(lic.direct) else float('nan'):.3g})"
         )
     return notes
+
+
+def _target_access(target_model, policy: Policy, resolved: TargetOutput) -> dict[str, Any]:
+    """How the target's change (score) and its per-feature evidence were obtained, for the report."""
+    if not is_forward_only(target_model):
+        return {"target_access": target_access(target_model)}
+    swap = policy.faux.variant == "swap"
+    return {
+        "target_access": target_access(target_model),
+        "target_differentiation": (
+            "none: the score is the target's predicted change f(x′) − f(x) (two forward passes per counterfactual)"
+            if swap else f"central finite differences along J⁺, largest feature move {FD_STEP:g} in its encoded scale"),
+        "evidence_method": ("telescoping decomposition of the change over the moving features, mean of two orders "
+                            "(forward passes only; integrated gradients need gradients)"),
+    }
 
 
 def _provenance(frame: pd.DataFrame, policy: Policy, audit: AuditRows, resolved: TargetOutput, aux: AuxFit, *,

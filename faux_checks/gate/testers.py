@@ -15,12 +15,15 @@ import numpy as np
 from ..baselines.linked_columns import LinkedColumnsTester, check_links
 from ..errors import InputError
 from ..method.faux import LICResult
+from ..method.forward import is_forward_only
 from ..method.output import TargetOutput, predict_probability
 from .policy import Policy, TesterSettings
 from .rows import AuditRows, direct_derivative, encoded_level
 
 __all__ = ["FLAGGED_FRACTION_TESTERS", "baseline_scores", "flagged_summary", "run_baselines"]
 
+#: Testers that differentiate the target: not applicable to a forward-only target (ONNX, trees, scikit-learn).
+GRADIENT_TESTERS = ("fta", "weighted_fta", "unfair_map")
 FLAGGED_FRACTION_TESTERS = ("fta", "weighted_fta", "unfair_map", "fliptest", "ftu_flip", "linked_columns")
 
 
@@ -46,6 +49,9 @@ def baseline_scores(name: str, settings: TesterSettings, target_model, output: T
 
     X, protected, values = audit.X, audit.protected, audit.values
     thr = f"{settings.threshold:g}"
+    if name in GRADIENT_TESTERS and is_forward_only(target_model):
+        return None, (f"not applicable: {name} needs the target's input gradient; the target is forward-only "
+                      f"({target_model.access})")
     if name == "fta":
         return (FTATester(target_model, output=output, p=settings.p).score(X),
                 f"‖∇f‖_{settings.p:g} > {thr}")

@@ -7,6 +7,9 @@ Accepted formats, detected from the file's content (not its name):
 - **torch.export** (``torch.export.save``, ``.pt2``): loaded with ``torch.export.load``.
 - **state dict + factory**: a ``torch.save`` of a dict of tensors, loaded with
   ``weights_only=True`` into a module built by a factory the caller gives.
+- **forward-only targets** (:mod:`faux_checks.inputs.targets`, optional extra ``blackbox``): ONNX,
+  XGBoost JSON/UBJ, LightGBM text, scikit-learn through skops (trusted types only). They load as a
+  :class:`~faux_checks.method.forward.ForwardOnlyTarget`, queried for predictions only.
 
 Anything else, in particular a pickled ``nn.Module`` (``torch.save(model)``), is refused with
 :class:`~faux_checks.errors.UnsafeModelError` before any of its code can run (bad-inputs C10).
@@ -18,12 +21,13 @@ from __future__ import annotations
 import pickle
 import zipfile
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import torch
 
 from ..errors import InputError, UnsafeModelError
 from ..method._batching import eval_mode
+from .targets import load_forward_only, sniff_format
 
 __all__ = ["load_model", "save_torchscript", "model_sha256"]
 
@@ -48,6 +52,7 @@ def load_model(
     *,
     factory: Callable[[], torch.nn.Module] | None = None,
     allow_pickle: bool = False,
+    trusted_types: Sequence[str] = (),
 ):
     """Load a target or auxiliary model from ``path`` safely.
 
@@ -59,11 +64,14 @@ def load_model(
         Builds the module a state dict is loaded into.
     allow_pickle : bool
         Opt-in to ``torch.load(weights_only=False)`` for a trusted pickled module.
+    trusted_types : sequence of str
+        skops files: types to rebuild beyond those skops trusts by default (:func:`~faux_checks.inputs.targets.load_skops`).
 
     Returns
     -------
     torch.nn.Module or torch.jit.ScriptModule
-        In eval mode (a torch.export module as it was exported: it refuses ``eval()``).
+        In eval mode (a torch.export module as it was exported: it refuses ``eval()``); for ONNX,
+        XGBoost, LightGBM and skops files a :class:`~faux_checks.method.forward.ForwardOnlyTarget`.
 
     Raises
     ------
@@ -77,6 +85,9 @@ def load_model(
     path = Path(path)
     if not path.is_file():
         raise InputError(f"model file {path} does not exist")
+    fmt = sniff_format(path)
+    if fmt is not None:
+        return load_forward_only(path, fmt, trusted_types=trusted_types)
     names = _zip_names(path)
     if any(n.endswith("constants.pkl") for n in names) and any("/code/" in n for n in names):
         try:

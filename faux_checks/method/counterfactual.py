@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from ..errors import InputError
+from .forward import forward_attribution, is_forward_only
 from .gradients import target_probability_and_gradient
 from .output import TargetOutput, predict_probability
 from .swap import SwapReference, pair_values, swap_displacement
@@ -238,7 +239,13 @@ def segment_attribution(target_model, x: torch.Tensor, x1: torch.Tensor, output:
         Δxⱼ · mean over the segment of ∂f/∂xⱼ; the terms add up to f(x′) − f(x) up to the quadrature
         error (completeness of integrated gradients, Sundararajan et al. 2017). c's own columns, set to
         the other group in x′, get their share: the direct part of the change.
+
+        A forward-only target (:class:`~faux_checks.method.forward.ForwardOnlyTarget`: trees, scikit-learn,
+        ONNX) has no gradients: its terms come from predictions only
+        (:func:`~faux_checks.method.forward.forward_attribution`), complete as well.
     """
+    if is_forward_only(target_model):
+        return forward_attribution(lambda p: predict_probability(target_model, p, output), x, x1)
     x = x.float()
     dx = x1.double() - x.double()                                          # (b, d)
     mean_grad = torch.zeros_like(dx)
@@ -289,6 +296,9 @@ def swap_chunk(target_model, aux_raw, x: torch.Tensor, c: np.ndarray | None, *, 
     p0 = predict_probability(target_model, x, output)
     g0 = None
     if settings.evaluation == "first_order":
+        if is_forward_only(target_model):
+            raise InputError("swap_evaluation = 'first_order' needs the target's gradient, but the target is "
+                             "forward-only; use swap_evaluation = 'finite' (the default)")
         _, g0 = target_probability_and_gradient(target_model, x, output)
     best = np.full(b_rows, -np.inf)
     best_p = np.full(b_rows, np.nan)

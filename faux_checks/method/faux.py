@@ -20,10 +20,11 @@ from .._validation import fmt_count
 from ..errors import InputError
 from ._batching import DEFAULT_CHUNK, as_tensor, eval_mode, iter_chunks
 from .auxiliary import AuxiliaryModel
+from .forward import FD_STEP, directional_change, forward_attribution, is_forward_only
 from .gradients import check_batch_independence, path_averaged_gradients, target_probability_and_gradient
 from .counterfactual import SwapSettings, swap_chunk
-from .lic import faux_ng_scores, faux_projection_scores, faux_scores
-from .output import TargetOutput, float64_copy, probability, raw_output, resolve_output_form
+from .lic import faux_ng_scores, faux_projection_scores, faux_scores, pseudo_inverse_rows
+from .output import TargetOutput, float64_copy, predict_probability, probability, raw_output, resolve_output_form
 from .swap import SwapReference, fit_swap_reference, uninformative_features
 
 __all__ = ["FAuxTester", "LICResult", "Variant", "VARIANTS", "probe_batch_independence"]
@@ -55,6 +56,9 @@ class LICResult:
         Variant swap: ŷ at the counterfactual with the largest change.
     counterfactual_target : ndarray of shape (n,), int64, or None
         Variant swap: that counterfactual's group index (continuous c: +1 or −1 sd).
+    no_split_crossed : ndarray of shape (n,), bool, or None
+        Variant faux with a forward-only target (finite differences): the score is 0 only because the
+        prediction did not change within ± the step (a tree crossed no split), not by evidence.
     """
 
     scores: np.ndarray
@@ -64,6 +68,7 @@ class LICResult:
     direct: np.ndarray | None
     counterfactual_probability: np.ndarray | None = None
     counterfactual_target: np.ndarray | None = None
+    no_split_crossed: np.ndarray | None = None
 
     def flagged(self, delta: float) -> np.ndarray:
         """Bool (n,): defined rows with score > delta. Undefined rows are never in it; count them apart."""
@@ -113,6 +118,10 @@ class FAuxTester:
     probe_batches : bool
         Probe both models for batch dependence (:func:`probe_batch_independence`) on every
         :meth:`evaluate` call; the streaming scorer probes once per stream and turns this off.
+    fd_step : float
+        Variant faux with a forward-only target (:class:`~faux_checks.method.forward.ForwardOnlyTarget`):
+        the central finite difference's largest feature move, in the feature's encoded scale
+        (:func:`~faux_checks.method.forward.directional_change`).
     """
 
     name = "faux"
@@ -136,7 +145,9 @@ class FAuxTester:
         chunk_size: int = DEFAULT_CHUNK,
         progress: bool = False,
         probe_batches: bool = True,
+        fd_step: float = FD_STEP,
     ):
+        self.fd_step = fd_step
         self.target_model = target_model
         self.aux_model = aux_model
         self.variant = variant
@@ -220,6 +231,12 @@ class FAuxTester:
 
         if self.variant == "swap":
             return self._evaluate_swap(X, c, output, keep.numpy(), evidence)
+        if is_forward_only(self.target_model):
+            if self.variant != "faux":
+                raise InputError(f"variant {self.variant!r} needs the target's gradient, but the target is forward-only "
+                                 f"({self.target_model.access}); use variant 'swap' (the default) or 'faux' "
+                                 "(eq. 9 by finite differences)")
+            return self._evaluate_faux_forward(X, output, mask, direct_D, evidence)
         scores = np.empty(n, dtype=np.float64)
         undefined = np.empty(n, dtype=bool)
         prob = np.empty(n, dtype=np.float64)
@@ -343,6 +360,45 @@ class FAuxTester:
             counterfactual_target=join("counterfactual_target"),
         )
 
+    def _evaluate_faux_forward(self, X: torch.Tensor, output: TargetOutput, mask: np.ndarray, direct_D, evidence: bool
+                               ) -> LICResult:
+        """Eq. 9 for a forward-only target: central finite differences along J⁺ (plus the direct ∂x/∂c), per row.
+
+        Component j = f′(x; uⱼ) with uⱼ = J⁺ⱼ on the aux features and the direct term's ∂x_c/∂c on c's own
+        columns (g·J⁺ⱼ + g·D_j for a differentiable target: the derivative along their sum). Evidence: the
+        telescoping terms of f(x + h u) − f(x − h u) divided by 2h (:func:`~faux_checks.method.forward.forward_attribution`).
+        """
+        n, d = X.shape
+        keep = ~mask
+        prob_fn = lambda p: predict_probability(self.target_model, p, output)        # noqa: E731
+        scores = np.empty(n)
+        undefined = np.empty(n, dtype=bool)
+        flat = np.empty(n, dtype=bool)
+        prob = np.empty(n)
+        ev = np.zeros((n, d), dtype=np.float32) if evidence else None
+        for sl in iter_chunks(n, self.chunk_size):
+            x = X[sl]
+            J = self.aux_model.jacobian(x[:, torch.from_numpy(keep)], chunk_size=self.chunk_size)   # (b, k, d_aux)
+            M, undef = pseudo_inverse_rows(J, ridge=self.ridge)                                    # (b, k, d_aux)
+            U = torch.zeros((len(x), M.shape[1], d), dtype=torch.float64)
+            U[:, :, torch.from_numpy(keep)] = torch.nan_to_num(M)
+            if direct_D is not None:
+                U[:, :, torch.from_numpy(mask)] = direct_D[torch.from_numpy(mask)].T[None]
+            deriv, no_change, h = directional_change(prob_fn, x, U, step=self.fd_step, chunk_size=self.chunk_size)
+            undef = undef.numpy() | ~np.isfinite(deriv).all(axis=1)
+            top = np.nan_to_num(np.abs(deriv), nan=-1.0).argmax(axis=1)                     # (b,)
+            rows = np.arange(len(x))
+            scores[sl] = np.where(undef, np.nan, np.abs(deriv[rows, top]))
+            undefined[sl] = undef
+            flat[sl] = ~undef & no_change.all(axis=1)
+            prob[sl] = prob_fn(x)
+            if ev is not None:
+                move = torch.as_tensor(h[rows, top])[:, None] * U[rows, torch.as_tensor(top)]   # (b, d)
+                terms = forward_attribution(prob_fn, x.double() - move, x.double() + move)
+                ev[sl] = np.where(undef[:, None], np.nan, terms / np.where(undef, 1.0, 2 * h[rows, top])[:, None])
+        return LICResult(scores=scores, undefined=undefined, evidence=ev, probability=prob,
+                         direct=None, no_split_crossed=flat)
+
     def _baseline(self, X: torch.Tensor) -> torch.Tensor:
         if self.variant != "ig":
             return torch.zeros(X.shape[1])
@@ -423,4 +479,5 @@ def probe_batch_independence(target_model, aux_model: AuxiliaryModel, X, keep=No
 
 
 def _module_or_none(model):
-    return model if isinstance(model, torch.nn.Module) else None
+    # a forward-only target runs at its own precision (float32 for ONNX/XGBoost): probed as it runs
+    return model if isinstance(model, torch.nn.Module) and not is_forward_only(model) else None

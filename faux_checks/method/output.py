@@ -94,6 +94,8 @@ def resolve_output_form(model, X_probe: torch.Tensor, output: TargetOutput) -> T
         out = raw_output(model, X_probe.float())
     m = out.shape[1]
     form = output.form
+    if form == "auto" and getattr(model, "output_form", "auto") != "auto":
+        form = model.output_form          # a forward-only target whose loader knows its output (method/forward.py)
     if form == "auto":
         if m == 1:
             inside = bool(((out >= 0) & (out <= 1)).all())
