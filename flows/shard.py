@@ -208,7 +208,7 @@ def score_sharded(model_path: str, data_path: str, out_path: str, policy: dict |
     from faux_checks.gate.stream.run import summarize
     from faux_checks.gate.stream.sample import merge_samples
     from faux_checks.gate.stream.score import StreamCounts
-    from faux_checks.gate.stream.source import DataSource, csv_to_parquet
+    from faux_checks.gate.stream.source import DataSource, check_rows, csv_to_parquet
     from faux_checks.inputs.tabular import FeatureSpec
 
     logger = get_run_logger()
@@ -225,6 +225,7 @@ def score_sharded(model_path: str, data_path: str, out_path: str, policy: dict |
         source = DataSource.open(data_path)
         spec = resolve_feature_spec(source, policy, FeatureSpec.load(feature_spec_path) if feature_spec_path else None,
                                     chunk_rows=chunk_rows)
+        check_rows(source, spec, chunk_rows=max(chunk_rows, 65_536))   # the same first rows named as in one process
         notes = []
         if source.format == "csv":
             columns = list(dict.fromkeys([*spec.source_columns, policy.protected]))

@@ -106,7 +106,7 @@ def test_missing_values_raise_the_same_error_for_every_container(sex, missing_va
             encode_protected(container, name="sex")
         msg = str(info.value)
         assert "'sex'" in msg and "6 missing values in 200 rows" in msg, label
-        assert 'missing = "drop"' in msg, label                       # the options are named
+        assert 'missing_protected = "drop"' in msg, label             # the options name the policy key
         messages.append(msg)
     assert len(set(messages)) == 1
 

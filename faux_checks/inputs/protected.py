@@ -118,7 +118,7 @@ def encode_protected(
         raise InputError(
             f"protected attribute '{name}' has {fmt_count(n_missing)} missing values in {fmt_count(n)} rows; "
             "missing rows never join a group silently. Options: drop or impute them before the check, or "
-            "set missing = \"drop\" in the policy to exclude them (the count is reported)"
+            "set missing_protected = \"drop\" in the policy to exclude them (the count is reported)"
         )
     kept = ~na
     s = series[kept]
@@ -169,7 +169,8 @@ def encode_protected(
     if len(levels) > MAX_CLASSES:
         raise InputError(
             f"protected attribute '{name}' has {len(levels)} groups (more than {MAX_CLASSES}); "
-            "declare kind = \"continuous\" for a numeric attribute or group the levels first"
+            "declare protected_kind = \"continuous\" in the policy (kind = \"continuous\" in an [[attributes]] table) "
+            "for a numeric attribute, or group the levels first"
         )
     index = {lvl: i for i, lvl in enumerate(levels)}
     codes = labels.map(index).to_numpy(dtype=np.int64)
@@ -198,7 +199,7 @@ def _from_one_hot(frame: pd.DataFrame, *, name: str, kind, missing) -> Protected
     if na.any() and missing == "error":
         raise InputError(
             f"protected attribute '{name}' (one-hot columns {list(frame.columns)}) has {fmt_count(na.sum())} rows "
-            f"with missing values in {fmt_count(n)} rows; drop or impute them, or set missing = \"drop\""
+            f"with missing values in {fmt_count(n)} rows; drop or impute them, or set missing_protected = \"drop\""
         )
     arr = values.to_numpy(dtype="float64")[~na]
     row_sums = arr.sum(axis=1)

@@ -22,6 +22,7 @@ copy for the same reason.
 
 from __future__ import annotations
 
+import warnings
 from typing import Callable
 
 import torch
@@ -236,7 +237,9 @@ def check_batch_independence(fn: Callable[[torch.Tensor], torch.Tensor], X: torc
     rtol, precision = PROBE_RTOL_FLOAT32, "float32"
     if module is not None:
         try:
-            twin = float64_copy(module)
+            with warnings.catch_warnings():    # TorchScript's .double() reads .grad of its parameters
+                warnings.filterwarnings("ignore", message="The .grad attribute of a Tensor that is not a leaf")
+                twin = float64_copy(module)
             with eval_mode(twin), torch.no_grad():
                 x64 = x.double()
                 batch = fn(x64, twin).reshape(len(x), -1).double()

@@ -195,7 +195,7 @@ def check_missing_protected(sample: SamplePart, policy: Policy) -> None:
         raise InputError(
             f"protected attribute '{policy.protected}' has {fmt_count(sample.n_missing)} missing values in "
             f"{fmt_count(sample.n_rows)} rows; missing rows never join a group silently. Options: drop or impute "
-            "them before the check, or set missing = \"drop\" in the policy to exclude them (the count is reported)"
+            "them before the check, or set missing_protected = \"drop\" in the policy to exclude them (the count is reported)"
         )
 
 

@@ -21,7 +21,7 @@ from ..policy import Policy
 from .plan import ScoringPlan, prepare_scoring, resolve_feature_spec
 from .sample import sample_pass
 from .score import ScoresWriter, StreamCounts, score_pass
-from .source import DataSource
+from .source import DataSource, check_rows
 
 __all__ = ["StreamSummary", "score_stream", "summarize"]
 
@@ -220,6 +220,7 @@ def score_stream(
         raise InputError(f"{out_path} exists already; choose another output path (nothing is overwritten)")
     source = DataSource.open(source_path)
     spec = resolve_feature_spec(source, policy, feature_spec, chunk_rows=chunk_rows)
+    check_rows(source, spec, chunk_rows=max(chunk_rows, 65_536))
     sample = sample_pass(source, policy=policy, feature_spec=spec, chunk_rows=chunk_rows)
     t1 = time.perf_counter()
     plan, aux = prepare_scoring(target_model, sample, policy=policy, feature_spec=spec, aux_model=aux_model,

@@ -237,7 +237,7 @@ def score_pass(target_model, aux_model: AuxiliaryModel, source: DataSource, plan
         missing = prot.isna().to_numpy()
         if missing.any() and plan.policy.missing_protected == "error":
             raise InputError(f"protected attribute '{codec.name}' has {fmt_count(missing.sum())} missing values in rows "
-                             f"{fmt_count(start)}-{fmt_count(start + n - 1)}; drop or impute them, or set missing = \"drop\"")
+                             f"{fmt_count(start)}-{fmt_count(start + n - 1)}; drop or impute them, or set missing_protected = \"drop\"")
         kept = np.flatnonzero(~missing)
         scores = np.full(n, np.nan)
         flagged = np.zeros(n, dtype=bool)

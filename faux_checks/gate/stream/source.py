@@ -16,9 +16,10 @@ import pandas as pd
 
 from ..._validation import fmt_count
 from ...errors import InputError
+from ...inputs.io import MalformedRows, csv_field_count_errors
 from ...inputs.tabular import FeatureSpec
 
-__all__ = ["DataSource", "columns_to_read", "csv_to_parquet", "encode_chunk", "read_chunks"]
+__all__ = ["DataSource", "check_rows", "columns_to_read", "csv_to_parquet", "encode_chunk", "read_chunks"]
 
 
 @dataclass(frozen=True)
@@ -199,6 +200,70 @@ def csv_to_parquet(source: DataSource, dest: str | Path, *, columns: Sequence[st
         raise InputError(f"CSV {source.path} has no rows")
     writer.close()
     return DataSource.open(dest)
+
+
+def check_rows(source: DataSource, spec: FeatureSpec, *, chunk_rows: int = 65_536) -> None:
+    """Refuse a file with malformed rows before anything is scored, naming the first rows and the count.
+
+    Two checks, in this order, each over the whole file (so the first rows named do not depend on
+    the chunk size or on how many workers score the file):
+
+    1. CSV: every record has the header's field count (:func:`faux_checks.inputs.io.csv_field_count_errors`;
+       pandas would read a truncated line as missing values, e.g. a missing protected value).
+    2. Every value of the spec's numeric columns parses as a number (pandas' missing-value markers
+       are missing, not malformed). Parquet columns stored as numbers are not read.
+
+    Raises
+    ------
+    InputError
+        ``data file ... has N malformed rows of M (first 5 shown): row 7: 9 fields, expected 15
+        (line 9); row 12: column 'age' has 'abc', not a number ...``
+    """
+    if source.format == "csv":
+        bad = csv_field_count_errors(source.path)
+        if bad.count:
+            raise bad.error()
+    numeric = [c.name for c in spec.columns if c.kind == "numeric"]
+    if source.format == "parquet":
+        import pyarrow as pa
+
+        schema = _parquet_file(source.path).schema_arrow
+        numeric = [c for c in numeric if not (pa.types.is_integer(schema.field(c).type)
+                                              or pa.types.is_floating(schema.field(c).type)
+                                              or pa.types.is_boolean(schema.field(c).type))]
+    if not numeric:
+        return
+    bad = MalformedRows(source.path)
+    for start, frame in _raw_chunks(source, numeric, chunk_rows):
+        problem = np.full(len(frame), None, dtype=object)
+        for col in numeric:
+            raw = frame[col]
+            if pd.api.types.is_numeric_dtype(raw):
+                continue
+            wrong = (pd.to_numeric(raw, errors="coerce").isna() & raw.notna()).to_numpy()
+            for i in np.flatnonzero(wrong & (problem == None)):  # noqa: E711 - elementwise
+                problem[i] = f"column '{col}' has {raw.iloc[i]!r}, not a number"
+        for i in np.flatnonzero(problem != None):  # noqa: E711
+            bad.add(start + int(i), problem[i])
+        bad.n_rows = start + len(frame)
+    if bad.count:
+        raise bad.error()
+
+
+def _raw_chunks(source: DataSource, columns: list[str], chunk_rows: int):
+    """Chunks of ``columns`` as text (CSV: ``dtype=str``, pandas' missing markers kept missing)."""
+    if source.format == "parquet":
+        yield from read_chunks(source, columns, chunk_rows=chunk_rows)
+        return
+    try:
+        with pd.read_csv(source.path, chunksize=chunk_rows, skipinitialspace=True, usecols=columns,
+                         dtype=str) as reader:
+            start = 0
+            for frame in reader:
+                yield start, frame
+                start += len(frame)
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"cannot read data file {source.path}: {type(exc).__name__}: {exc}") from exc
 
 
 def read_chunks(source: DataSource, columns, *, chunk_rows: int, row_groups=None) -> Iterator[tuple[int, pd.DataFrame]]:
