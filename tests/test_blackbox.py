@@ -215,3 +215,39 @@ def test_run_check_gates_an_onnx_model_as_its_pytorch_twin(tmp_path):
     assert "telescoping" in b.provenance["evidence_method"]
     assert b.testers["fta"]["value"] is None and "forward-only" in b.testers["fta"]["summary"]
     assert a.testers["fta"]["value"] is not None
+
+
+def test_registry_reads_mlflow_flavours_that_store_safe_formats_and_refuses_pickled_ones(small, tmp_path):
+    import mlflow
+    import xgboost as xgb
+    from sklearn.linear_model import LogisticRegression
+
+    from faux_checks.registry import Registry
+    from faux_checks.registry.flavors import flavor_model_file
+
+    X, c, y, _ = small
+    booster = xgb.train({"objective": "binary:logistic", "max_depth": 2, "nthread": 1}, xgb.DMatrix(X, label=y), 5)
+    lr = LogisticRegression().fit(X, y)
+    mlflow.xgboost.save_model(booster, tmp_path / "xgb", pip_requirements=[])
+    mlflow.sklearn.save_model(lr, tmp_path / "skops", serialization_format="skops", pip_requirements=[])
+    mlflow.sklearn.save_model(lr, tmp_path / "pickled", serialization_format="cloudpickle", pip_requirements=[])
+    assert flavor_model_file(tmp_path / "xgb") == (tmp_path / "xgb" / "model.ubj", "xgboost")
+    with pytest.raises(UnsafeModelError, match="model.pkl .*needs unpickling"):
+        flavor_model_file(tmp_path / "pickled")
+
+    # a version whose source is such a folder (no faux-checks tags): download names the flavour's file
+    reg = Registry(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    client = reg.client
+    exp = client.create_experiment("flavours")
+    for name, folder in (("xgb-model", "xgb"), ("lr-model", "skops")):
+        run = client.create_run(exp)
+        client.log_artifacts(run.info.run_id, str(tmp_path / folder), "model")
+        client.create_registered_model(name)
+        client.create_model_version(name, f"{run.info.artifact_uri}/model", run_id=run.info.run_id)
+    path, _ = reg.download("xgb-model", 1, tmp_path / "x")
+    assert path.name == "model.ubj"
+    np.testing.assert_allclose(predict_probability(load_model(path), X, TargetOutput("logit")),
+                               booster.predict(xgb.DMatrix(X)), rtol=1e-5)
+    path, _ = reg.download("lr-model", 1, tmp_path / "s")
+    assert path.name == "model.skops"
+    np.testing.assert_allclose(load_model(path).predict_raw(X), lr.predict_proba(X.astype(np.float64)))

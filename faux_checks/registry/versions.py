@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from ..errors import InputError
 from ..inputs.models import model_sha256
+from .flavors import flavor_model_file
 from .client import (
     DEFAULT_ALIAS,
     GATE_TAG,
@@ -175,7 +176,9 @@ class ModelVersions(RegistryClient):
         Returns
         -------
         model_path : Path
-            The model file, checked against the version's ``model_sha256`` tag.
+            The model file, checked against the version's ``model_sha256`` tag. For a version logged with an
+            MLflow flavour that stores ONNX, XGBoost, LightGBM or skops files, the file its ``MLmodel`` names
+            (:func:`~faux_checks.registry.flavors.flavor_model_file`; pickled flavours are refused).
         feature_spec_path : Path or None
             The feature spec JSON, or None if the version has none.
 
@@ -213,7 +216,10 @@ class ModelVersions(RegistryClient):
             staging.rmdir()
         files = sorted(p for p in dst.rglob("*") if p.is_file())
         model_file = mv.tags.get(MODEL_FILE_TAG)
-        if model_file is None:
+        flavored = flavor_model_file(dst) if model_file is None else None     # an MLflow onnx/xgboost/... flavour
+        if flavored is not None:
+            model_path = flavored[0]
+        elif model_file is None:
             if len(files) != 1:
                 raise InputError(
                     f"version {mv.version} of '{name}' was not registered by faux-checks (no "
