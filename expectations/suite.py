@@ -74,6 +74,14 @@ class SuiteOutcome:
         GX's overall success flag (every expectation successful, gating or not).
     rules : list of dict
         The rule rows the engine decided from (the report's rules table).
+    attributes : list of dict
+        A suite over several protected attributes (one fAux expectation each): per attribute, in
+        suite order, ``attribute`` and its ``check`` (``CheckResult.to_dict()``, None when it could not
+        run); ``check`` above is then the check of the first attribute whose own decision is the
+        suite's (the one that decided). Empty for one attribute.
+    policy : dict or None
+        Several attributes: the whole policy (JSON form), set by the caller that expanded it
+        (``flows.gate.validate``); each check records its own attribute's policy.
     """
 
     decision: str
@@ -82,6 +90,8 @@ class SuiteOutcome:
     expectations: list[dict] = field(default_factory=list)
     gx_success: bool = False
     rules: list[dict] = field(default_factory=list)
+    attributes: list[dict] = field(default_factory=list)
+    policy: dict | None = None
 
     @property
     def exit_code(self) -> int:
@@ -98,7 +108,12 @@ def build_suite(
     aux_model_path: str | None = None,
     name: str = "fairness-gate",
 ) -> gx.ExpectationSuite:
-    """One fAux expectation plus one expectation per enabled baseline tester of the policy.
+    """One fAux expectation plus one expectation per enabled baseline tester, per protected attribute of the policy.
+
+    A policy with ``[[attributes]]`` gives each attribute (and intersection) its own expectations,
+    built from its single-attribute policy (:meth:`Policy.attribute_policies`); the column of an
+    intersection (``sex×race``) must be in the validated frame
+    (:func:`faux_checks.gate.attributes.add_intersections`).
 
     Parameters
     ----------
@@ -120,6 +135,15 @@ def build_suite(
         ``equalized_odds`` is enabled but the policy names no label column, or an enabled
         tester has no expectation here.
     """
+    expectations: list[Any] = []
+    for one in policy.attribute_policies().values():
+        expectations += _attribute_expectations(one, model_path, feature_spec_path, aux_model_path)
+    return gx.ExpectationSuite(name=name, expectations=expectations)
+
+
+def _attribute_expectations(policy: Policy, model_path: str, feature_spec_path: str | None,
+                            aux_model_path: str | None) -> list[Any]:
+    """The fAux expectation and the enabled baseline testers' of a single-attribute policy."""
     common = {"column": policy.protected, "model_path": str(model_path),
               "feature_spec_path": None if feature_spec_path is None else str(feature_spec_path),
               "policy_json": policy.model_dump_json()}
@@ -143,7 +167,7 @@ def build_suite(
                 raise InputError("testers.equalized_odds is enabled but the policy names no label column; "
                                  "set label = \"...\" or disable the tester")
             expectations.append(cls(**common, threshold=settings.threshold, gating=settings.gating))
-    return gx.ExpectationSuite(name=name, expectations=expectations)
+    return expectations
 
 
 # ---------------------------------------------------------------------------------- validate
@@ -221,14 +245,27 @@ def _fmt(value: Any) -> str:
 
 
 def _decide(result) -> SuiteOutcome:
-    """Read GX's validation result into rule rows and decide with the gate's engine (rules in :func:`validate_frame`)."""
+    """Read GX's validation result into rule rows and decide with the gate's engine (rules in :func:`validate_frame`).
+
+    Several fAux expectations (one per protected attribute): each expectation's rules are prefixed
+    with its column (:func:`faux_checks.gate.attributes.prefixed_rules`) and one decision is taken
+    over all of them, as :func:`~faux_checks.gate.attributes.check_attributes` does.
+    """
+    from faux_checks.gate.attributes import prefixed_rules
+
+    columns = list(dict.fromkeys(r.expectation_config.kwargs.get("column") for r in result.results
+                                 if r.expectation_config.type == FAUX_TYPE))
+    several = len(columns) > 1
     rows: list[dict] = []
     rules: list[dict] = []
     raised: dict[str, list[str]] = {}  # exception message -> expectation types that raised it
     notes: list[str] = []
     check: dict | None = None
+    checks: dict[str, dict | None] = {c: None for c in columns}
     for r in result.results:
         kind = r.expectation_config.type
+        column = r.expectation_config.kwargs.get("column")
+        before = len(rules)
         res = r.result or {}
         details = res.get("details") or {}
         is_faux = kind == FAUX_TYPE
@@ -238,31 +275,39 @@ def _decide(result) -> SuiteOutcome:
         rows.append({"type": kind, "success": bool(r.success), "observed_value": res.get("observed_value"),
                      "gating": gating, "exception": error})
         if error is not None:
-            raised.setdefault(error, []).append(kind)
+            raised.setdefault(f"{column}: {error}" if several else error, []).append(kind)
         elif details.get("metric_missing"):
             rules.append(rule_row(kind, "not computed", f"{kind}: {(details.get('reasons') or ['its metric is missing'])[0]}"))
         elif is_faux:
-            check = details.get("check")
+            check = checks[column] = details.get("check")
             rules += _faux_rules(check, bool(r.success))
         elif not r.success:
             msg = f"{kind}: observed {_fmt(res.get('observed_value'))} exceeds its limit {_fmt(details.get('limit'))}"
             if gating:
                 rules.append(rule_row(kind, "exceeded", f"gating {msg}", res.get("observed_value"), details.get("limit")))
             else:
-                notes.append(f"non-gating, reported only: {msg}")
+                notes.append(f"{column}: non-gating, reported only: {msg}" if several else
+                             f"non-gating, reported only: {msg}")
         elif gating:
             rules.append(rule_row(kind, "ok", f"{kind}: observed {_fmt(res.get('observed_value'))} within its limit "
                                   f"{_fmt(details.get('limit'))}", res.get("observed_value"), details.get("limit")))
+        if several:
+            rules[before:] = prefixed_rules(str(column), rules[before:])
     rules[0:0] = [rule_row("expectation raised", "not computed", f"{msg} (raised by {', '.join(kinds)})")
                   for msg, kinds in raised.items()]
     outcome = decide(rules)
+    attributes = [{"attribute": c, "check": checks[c]} for c in columns] if several else []
+    if several:  # the headline check: the first attribute whose own decision is the suite's
+        check = next((a["check"] for a in attributes if (a["check"] or {}).get("decision") == outcome.decision),
+                     next((a["check"] for a in attributes if a["check"]), None))
     reasons = list(outcome.reasons)
     if outcome.decision != "passed":
         reasons += [n for n in notes if n not in reasons]
-    reasons += [c for c in (check or {}).get("reasons") or [] if not any(c in r for r in reasons)]
+    if not several:
+        reasons += [c for c in (check or {}).get("reasons") or [] if not any(c in r for r in reasons)]
     if outcome.decision == "passed":
         reasons += notes
-    return SuiteOutcome(outcome.decision, reasons, check, rows, bool(result.success), outcome.rules)
+    return SuiteOutcome(outcome.decision, reasons, check, rows, bool(result.success), outcome.rules, attributes)
 
 
 def _faux_rules(check: dict | None, success: bool) -> list[dict]:

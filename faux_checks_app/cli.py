@@ -26,7 +26,18 @@ def _eprint(*args) -> None:
 def _policy(args):
     from faux_checks.gate.policy import load_policy
 
-    overrides = {"protected": getattr(args, "protected", None), "label": getattr(args, "label", None)}
+    protected = getattr(args, "protected", None)
+    if protected is not None and args.policy is not None:
+        declared = load_policy(args.policy).attributes
+        if declared:
+            raise FauxChecksError(
+                f"--protected {protected}: the policy {args.policy} declares several protected attributes "
+                f"({', '.join(a.column for a in declared)}); drop --protected to check every one of them, or give a "
+                "policy with protected = \"COLUMN\"")
+    if protected is None and hasattr(args, "protected") and args.policy is None:
+        raise FauxChecksError("--protected is required with the shipped policy (or give --policy with protected = "
+                              "\"COLUMN\" or [[attributes]])")
+    overrides = {"protected": protected, "label": getattr(args, "label", None)}
     if getattr(args, "output_form", None):
         overrides["target_output"] = args.output_form
     policy = load_policy(args.policy, **overrides)
@@ -71,6 +82,8 @@ def _check(args, report_dir: Path | None) -> int:
     from faux_checks.report.build import write_report
 
     policy = _policy(args)
+    if policy.attributes:
+        return _check_attributes(args, policy, report_dir)
     _eprint(f"[1/4] loading model {args.model}")
     model = load_model(args.model, allow_pickle=args.allow_pickle, trusted_types=args.trust_type or ())
     aux = load_model(args.aux_model, allow_pickle=args.allow_pickle) if args.aux_model else None
@@ -90,6 +103,55 @@ def _check(args, report_dir: Path | None) -> int:
                              model={"path": str(args.model), "sha256": model_sha256(args.model)})
         _eprint(f"[4/4] report: {paths['html']}")
     print(repr(result))
+    for reason in result.reasons:
+        print(f"  - {reason}")
+    return result.exit_code
+
+
+def _check_attributes(args, policy, report_dir: Path | None) -> int:
+    """``check`` with a policy that declares several protected attributes: one check each, one decision."""
+    from faux_checks.gate.attributes import attribute_key, check_attributes
+    from faux_checks.inputs.io import read_table, write_scores
+    from faux_checks.inputs.models import load_model, model_sha256
+    from faux_checks.inputs.tabular import FeatureSpec
+    from faux_checks.report.build import write_report
+
+    names = policy.attribute_names
+    if args.aux_model:
+        raise FauxChecksError(f"--aux-model gives one auxiliary model, but the policy checks {len(names)} protected "
+                              f"attributes ({', '.join(names)}), each with its own; drop --aux-model")
+    scores_out = {}
+    if args.scores_out:
+        base = Path(args.scores_out)
+        scores_out = {n: base.with_name(f"{base.stem}.{attribute_key(n)}{base.suffix}") for n in names}
+        taken = [str(p) for p in scores_out.values() if p.exists()]
+        if taken:
+            raise FauxChecksError(f"{', '.join(taken)} exist already; choose another --scores-out (nothing is overwritten)")
+    _eprint(f"[1/4] loading model {args.model}")
+    model = load_model(args.model, allow_pickle=args.allow_pickle)
+    spec = FeatureSpec.load(args.feature_spec) if args.feature_spec else None
+    _eprint(f"[2/4] reading data {args.data}")
+    frame = read_table(args.data)
+    _eprint(f"[3/4] fAux check of {len(names)} protected attributes ({', '.join(names)}) on {len(frame):,} rows, "
+            "one auxiliary model each")
+    t0 = time.perf_counter()
+    result = check_attributes(model, frame, policy=policy, feature_spec=spec, progress=sys.stderr.isatty(),
+                              model_info={"model_path": str(args.model), "model_sha256": model_sha256(args.model)})
+    _eprint(f"      done in {time.perf_counter() - t0:.1f} s")
+    for section in result.sections:
+        if section.attribute in scores_out:
+            write_scores(scores_out[section.attribute], section.check)
+            _eprint(f"      {section.attribute}: scores written to {scores_out[section.attribute]}")
+    if report_dir is not None:
+        paths = write_report(report_dir, decision=result.decision, reasons=result.reasons,
+                             check=result.deciding.check.to_dict(), rules=result.rules,
+                             attributes=[s.to_dict() for s in result.sections],
+                             policy=policy.model_dump(mode="json"), policy_sha256=policy.sha256(),
+                             model={"path": str(args.model), "sha256": model_sha256(args.model)})
+        _eprint(f"[4/4] report: {paths['html']}")
+    print(repr(result))
+    for section in result.sections:
+        print(f"  {section.attribute}: {section.check!r}")
     for reason in result.reasons:
         print(f"  - {reason}")
     return result.exit_code
@@ -430,12 +492,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", required=True, help="model file: TorchScript / torch.export, or forward-only (extra "
                    "'blackbox'): ONNX, XGBoost JSON/UBJ, LightGBM text, scikit-learn .skops")
     p.add_argument("--data", required=True, help="CSV or Parquet audit data")
-    p.add_argument("--protected", required=True, help="protected attribute column")
+    p.add_argument("--protected", help="protected attribute column (required unless --policy names the protected "
+                   "attribute or declares several with [[attributes]])")
     p.add_argument("--label", help="label column (excluded from features; group metrics)")
     p.add_argument("--policy", help="policy TOML (default: the shipped policy)")
     p.add_argument("--aux-model", help="TorchScript auxiliary model (raw outputs) instead of training one")
     p.add_argument("--feature-spec", help="FeatureSpec JSON; without it the numeric columns are used as they are")
-    p.add_argument("--scores-out", help="CSV with one row per input row: lic_score, flagged, status")
+    p.add_argument("--scores-out", help="CSV with one row per input row: lic_score, flagged, status (several "
+                   "protected attributes: one file each, NAME.<attribute>.csv)")
     p.add_argument("--report-dir", help="folder for report.json and report.html")
     p.add_argument("--output-form", choices=["auto", "logit", "probability", "softmax", "logits"],
                    help="how to read the target's output (default: the policy's)")

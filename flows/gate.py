@@ -49,6 +49,7 @@ class VersionOutcome:
     run_id: str | None = None
     promoted: bool = False
     timings: dict = field(default_factory=dict)
+    attributes: list[dict] = field(default_factory=list)
 
 
 @task(**IO_TASK)
@@ -81,11 +82,32 @@ def load_audit_data(data_path: str):
 
 @task(**TASK)
 def validate(frame, policy_path: str | None, model_path: str, spec_path: str | None, aux_model_path: str | None):
-    """Build the suite from the policy and validate it; any exception becomes 'undecided'."""
+    """Build the suite from the policy and validate it; any exception becomes 'undecided'.
+
+    Several protected attributes: the intersections' columns are added to (a copy of) the frame,
+    and a version without a feature spec gets one passthrough spec that leaves out every protected
+    column, so that each attribute's check feeds the model the same inputs.
+    """
+    from dataclasses import replace
+
     from expectations import build_suite, validate_frame
     from faux_checks.gate.policy import load_policy
 
     policy = load_policy(policy_path)
+    if policy.attributes:
+        from faux_checks.gate.attributes import add_intersections, attribute_sections
+        from faux_checks.inputs.tabular import FeatureSpec
+
+        if spec_path is None:
+            exclude = [a.column for a in policy.attributes] + ([policy.label] if policy.label else [])
+            spec_path = str(FeatureSpec.passthrough(frame, exclude=exclude).save(
+                Path(model_path).parent / f"passthrough-spec-{uuid.uuid4().hex[:8]}.json"))
+        derived = add_intersections(frame, policy)
+        suite = build_suite(policy, model_path=model_path, feature_spec_path=spec_path, aux_model_path=aux_model_path)
+        outcome = validate_frame(derived, suite)
+        sections, notes = attribute_sections(policy, frame, {a["attribute"]: a["check"] for a in outcome.attributes})
+        return replace(outcome, attributes=sections, reasons=list(outcome.reasons) + notes,
+                       policy={**policy.model_dump(mode="json"), "sha256": policy.sha256()})
     suite = build_suite(policy, model_path=model_path, feature_spec_path=spec_path, aux_model_path=aux_model_path)
     return validate_frame(frame, suite)
 
@@ -105,12 +127,15 @@ def record(model_name: str, version: str, tracking_uri: str | None, outcome, rep
     if not (Path(report_dir) / "report.json").exists():  # a retry keeps the report its first try wrote
         write_report(report_dir, decision=outcome.decision, reasons=outcome.reasons, check=outcome.check,
                      model=model_info, expectations=outcome.expectations, data=[data] if data else None,
-                     history=report_history(registry, model_name), rules=outcome.rules)
+                     history=report_history(registry, model_name), rules=outcome.rules,
+                     attributes=getattr(outcome, "attributes", None) or None, **_whole_policy(outcome))
     interval = check.get("interval") or {}
     metrics = {k: check[k] for k in ("flagged_fraction", "aux_quality", "n_individuals", "n_undefined")
                if isinstance(check.get(k), (int, float))}
     metrics.update({f"flagged_fraction_{k}": interval[k] for k in ("lower", "upper")
                     if isinstance(interval.get(k), (int, float))})
+    attributes = getattr(outcome, "attributes", None) or []
+    metrics.update(_attribute_metrics(attributes))
     run_id = registry.log_gate_run(
         model_name, version, report_dir=report_dir, metrics=metrics,
         params={"delta": check.get("delta"), "max_flagged_fraction": check.get("max_flagged_fraction"),
@@ -123,9 +148,54 @@ def record(model_name: str, version: str, tracking_uri: str | None, outcome, rep
         report_uri=str(Path(report_dir) / "report.html"), run_id=run_id, interval=check.get("interval"),
         extra={PROMOTION_TAG: PENDING if outcome.decision == "passed" else "none",  # promote() sets 'done'
                "fairness_data_path": str(Path(data_path).resolve()) if data_path else None,
-               "fairness_data_sha256": (data or {}).get("sha256") or (check.get("provenance") or {}).get("data_sha256")},
+               "fairness_data_sha256": (data or {}).get("sha256") or (check.get("provenance") or {}).get("data_sha256"),
+               **_attribute_tags(attributes, check)},
     )
     return run_id
+
+
+def _whole_policy(outcome) -> dict:
+    """``policy`` and ``policy_sha256`` for the report of a several-attribute gate (empty otherwise)."""
+    policy = dict(getattr(outcome, "policy", None) or {})
+    if not policy:
+        return {}
+    sha256 = policy.pop("sha256", None)
+    return {"policy": policy, "policy_sha256": sha256}
+
+
+def _attribute_metrics(attributes: list[dict]) -> dict[str, float]:
+    """Run metrics of a several-attribute gate: ``attributes/<key>/flagged_fraction`` (and ``_lower``, ``_upper``)."""
+    metrics = {}
+    for a in attributes:
+        interval = a.get("interval") or {}
+        for name, value in (("flagged_fraction", a.get("flagged_fraction")), ("flagged_fraction_lower", interval.get("lower")),
+                            ("flagged_fraction_upper", interval.get("upper")), ("aux_quality", a.get("aux_quality"))):
+            if isinstance(value, (int, float)):
+                metrics[f"attributes/{a['key']}/{name}"] = value
+    return metrics
+
+
+def _attribute_tags(attributes: list[dict], check: dict) -> dict:
+    """Version tags of a several-attribute gate (none for one attribute).
+
+    ``fairness_attributes``: the attributes, comma-separated; ``fairness_deciding_attribute``: the one
+    whose check the headline tags (``fairness_flagged_fraction``, ...) carry; per attribute (its
+    :func:`~faux_checks.gate.attributes.attribute_key`) ``fairness_attr_<key>_decision``,
+    ``_flagged_fraction``, ``_flagged_fraction_lower``, ``_flagged_fraction_upper``, ``_aux_quality``.
+    """
+    if not attributes:
+        return {}
+    deciding = ((check or {}).get("provenance") or {}).get("policy", {}).get("protected")
+    tags: dict = {"fairness_attributes": ",".join(a["attribute"] for a in attributes),
+                                   "fairness_deciding_attribute": deciding}
+    for a in attributes:
+        interval = a.get("interval") or {}
+        prefix = f"fairness_attr_{a['key']}"
+        tags[f"{prefix}_decision"] = a.get("decision")
+        for name, value in (("flagged_fraction", a.get("flagged_fraction")), ("flagged_fraction_lower", interval.get("lower")),
+                            ("flagged_fraction_upper", interval.get("upper")), ("aux_quality", a.get("aux_quality"))):
+            tags[f"{prefix}_{name}"] = value
+    return tags
 
 
 @task(**IO_TASK)
@@ -246,6 +316,7 @@ def _version_outcome(model_name: str, version: str, outcome, decision: str, reas
         flagged_fraction=check.get("flagged_fraction"), by_group=check.get("by_group") or [],
         aux_quality=check.get("aux_quality"), testers=check.get("testers") or {}, report_dir=report_dir,
         run_id=run_id, promoted=promoted, timings=timings,
+        attributes=[{k: v for k, v in a.items() if k != "check"} for a in getattr(outcome, "attributes", None) or []],
     )
 
 
@@ -289,6 +360,11 @@ def _markdown(o: VersionOutcome) -> str:
              f"- aux quality: {o.aux_quality if o.aux_quality is not None else 'n/a'}",
              f"- promoted: {o.promoted}", f"- report: {o.report_dir}", "", "Reasons:"]
     lines += [f"- {r}" for r in o.reasons]
+    if o.attributes:
+        lines += ["", "| protected attribute | decision | flagged fraction | aux quality |", "|---|---|---|---|"]
+        lines += [f"| {a.get('attribute')} | {a.get('decision')} | "
+                  f"{'n/a' if a.get('flagged_fraction') is None else format(a['flagged_fraction'], '.2%')} | "
+                  f"{a.get('aux_quality') if a.get('aux_quality') is not None else 'n/a'} |" for a in o.attributes]
     if o.by_group:
         lines += ["", "| group | n | flagged fraction |", "|---|---|---|"]
         lines += [f"| {g.get('group')} | {g.get('n')} | {g.get('flagged_fraction')} |" for g in o.by_group]

@@ -154,3 +154,41 @@ def test_the_derived_column_never_touches_the_users_frame_or_an_existing_column(
         add_intersections(derived, policy)
     with pytest.raises(InputError, match="protected attribute 'B': .*'B'"):
         check_attributes(_model(), frame.drop(columns=["B"]), policy=_policy())
+
+
+def test_the_check_command_reports_one_section_per_attribute(tmp_path, capsys):
+    """`faux-checks check` with a several-attribute policy: exit 1, one line, report section and scores file each."""
+    import json
+
+    from _support import linear, make_data
+    from faux_checks.inputs.models import save_torchscript
+    from faux_checks_app.cli import main
+
+    frame = make_data(900, seed=3)
+    rng = np.random.default_rng(4)
+    race = rng.integers(0, 3, len(frame))
+    frame["race_proxy"] = race * 2.0 + rng.normal(scale=0.5, size=len(frame))
+    frame["race"] = np.array(["Asian", "Black", "White"], dtype=object)[race]
+    frame.to_csv(tmp_path / "audit.csv", index=False)
+    save_torchscript(linear([1.0, 0.0, 0.0, 0.0, 2.0, 0.0]), tmp_path / "unfair.pt")
+    policy = tmp_path / "policy.toml"
+    policy.write_text('label = "y"\n[[attributes]]\ncolumn = "sex"\n[[attributes]]\ncolumn = "race"\n'
+                      '[faux]\ndelta = 0.05\nmax_flagged_fraction = 0.1\n[aux]\nepochs = 15\n'
+                      '[decision]\nmin_group_rows = 20\naux_seeds = 1\n')
+    args = ["check", "--model", str(tmp_path / "unfair.pt"), "--data", str(tmp_path / "audit.csv"),
+            "--policy", str(policy)]
+    code = main(args + ["--report-dir", str(tmp_path / "report"), "--scores-out", str(tmp_path / "scores.csv")])
+    out = capsys.readouterr().out.splitlines()
+    assert code == 1
+    assert out[0].startswith("failed over 2 protected attributes: sex failed ") and ", race passed " in out[0]
+    assert out[1].startswith("  sex: failed: ") and out[2].startswith("  race: passed: ")
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert [a["attribute"] for a in report["attributes"]] == ["sex", "race"]
+    assert report["check"]["provenance"]["policy"]["protected"] == "sex" and report["policy"]["protected"] is None
+    for key in ("sex", "race"):
+        scores = pd.read_csv(tmp_path / f"scores.{key}.csv")
+        assert len(scores) == 900 and set(scores["status"]) == {"scored"}
+    flagged = pd.read_csv(tmp_path / "scores.sex.csv")["flagged"].mean()
+    assert flagged == pytest.approx(report["attributes"][0]["check"]["n_flagged"] / 900)
+    assert main(args + ["--protected", "sex"]) == 2
+    assert "declares several protected attributes (sex, race); drop --protected" in capsys.readouterr().err

@@ -24,6 +24,7 @@ A policy with ``protected = "sex"`` gives one section whose check is exactly ``r
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -40,8 +41,8 @@ from .decision import EXIT_CODES, decide
 from .policy import INTERSECTION_SEPARATOR, Policy
 from .result import CheckResult
 
-__all__ = ["AttributeSection", "AttributesResult", "add_intersections", "check_attributes", "intersection_cells",
-           "prefixed_rules"]
+__all__ = ["AttributeSection", "AttributesResult", "add_intersections", "attribute_key", "attribute_sections",
+           "check_attributes", "intersection_cells", "prefixed_rules", "section_dict"]
 
 
 @dataclass(frozen=True)
@@ -73,16 +74,81 @@ class AttributeSection:
         return (self.check.provenance or {}).get("protected_kind")
 
     def to_dict(self) -> dict:
-        """JSON-ready: the attribute, its headline numbers and its full check (``CheckResult.to_dict``)."""
-        c = self.check
-        return jsonable({
-            "attribute": self.attribute, "kind": self.kind, "components": list(self.components),
-            "decision": c.decision, "exit_code": c.exit_code, "reasons": list(c.reasons),
-            "flagged_fraction": c.flagged_fraction,
-            "interval": None if c.interval is None else c.interval.to_dict(),
-            "n_individuals": c.n_individuals, "aux_quality": c.aux_quality, "aux_quality_metric": c.aux_quality_metric,
-            "cells": list(self.cells), "check": c.to_dict(),
-        })
+        """JSON-ready: :func:`section_dict` of this attribute."""
+        return section_dict(self.attribute, self.components, self.check.to_dict(), self.cells)
+
+
+def section_dict(attribute: str, components: Sequence[str], check: dict | None, cells: Sequence[dict] = ()) -> dict:
+    """One attribute's section of a report, ``--json`` or flow result (one shape everywhere).
+
+    Parameters
+    ----------
+    attribute : str
+    components : sequence of str
+        An intersection's columns (empty otherwise).
+    check : dict or None
+        ``CheckResult.to_dict()``; None when the attribute's check could not run (``undecided``).
+    cells : sequence of dict
+        :func:`intersection_cells` (intersections only).
+
+    Returns
+    -------
+    dict
+        ``attribute``, ``key`` (:func:`attribute_key`), ``kind``, ``components``, ``decision``,
+        ``exit_code``, ``reasons``, ``flagged_fraction``, ``interval``, ``n_individuals``,
+        ``aux_quality``, ``aux_quality_metric``, ``cells``, ``check``.
+    """
+    c = check or {}
+    decision = c.get("decision") if c.get("decision") in EXIT_CODES else "undecided"
+    return jsonable({
+        "attribute": attribute, "key": attribute_key(attribute),
+        "kind": (c.get("provenance") or {}).get("protected_kind"), "components": list(components),
+        "decision": decision, "exit_code": EXIT_CODES[decision],
+        "reasons": list(c.get("reasons") or ["the check of this attribute could not run"]),
+        "flagged_fraction": c.get("flagged_fraction"), "interval": c.get("interval"),
+        "n_individuals": c.get("n_individuals"), "aux_quality": c.get("aux_quality"),
+        "aux_quality_metric": c.get("aux_quality_metric"), "cells": list(cells), "check": check,
+    })
+
+
+def attribute_key(attribute: str) -> str:
+    """The attribute's name as MLflow tag, metric and artifact paths allow it: ``sex×race`` -> ``sex_x_race``.
+
+    Every character other than letters, digits, ``_``, ``-`` and ``.`` becomes ``_``.
+    """
+    name = attribute.replace(INTERSECTION_SEPARATOR, "_x_")
+    return re.sub(r"[^\w.\-]", "_", name, flags=re.ASCII) or "_"
+
+
+def attribute_sections(policy: Policy, frame: pd.DataFrame, checks: Mapping[str, dict | None]) -> tuple[list[dict], list[str]]:
+    """The sections of a several-attribute gate from each attribute's check dict (the GX suite's path).
+
+    Parameters
+    ----------
+    policy : Policy
+        With ``[[attributes]]``.
+    frame : DataFrame
+        The audit data (for the intersections' cells).
+    checks : mapping
+        Attribute name -> ``CheckResult.to_dict()`` or None; a name the policy checks but that is
+        missing here is a check that did not run.
+
+    Returns
+    -------
+    sections : list of dict
+        :func:`section_dict` per attribute, in the policy's order.
+    notes : list of str
+        One per intersection with cells under ``[decision] min_group_rows``.
+    """
+    components = {INTERSECTION_SEPARATOR.join(c): tuple(c) for c in policy.intersections}
+    sections, notes = [], []
+    for name in policy.attribute_names:
+        cells = intersection_cells(frame, components[name], policy) if name in components else []
+        sections.append(section_dict(name, components.get(name, ()), checks.get(name), cells))
+        note = _cells_note(name, cells, policy.decision.min_group_rows)
+        if note:
+            notes.append(note)
+    return sections, notes
 
 
 @dataclass(frozen=True)
@@ -110,6 +176,11 @@ class AttributesResult:
     def exit_code(self) -> int:
         """0 passed, 1 failed, 2 undecided."""
         return EXIT_CODES[self.decision]
+
+    @property
+    def deciding(self) -> AttributeSection:
+        """The first attribute whose own decision is the gate's (the one a report's headline shows)."""
+        return next((s for s in self.sections if s.check.decision == self.decision), self.sections[0])
 
     def __getitem__(self, attribute: str) -> CheckResult:
         for s in self.sections:

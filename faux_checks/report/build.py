@@ -173,6 +173,9 @@ def build_report(
     data: list[dict] | None = None,
     artifacts: dict[str, str] | None = None,
     rules: list[dict] | None = None,
+    attributes: list[dict] | None = None,
+    policy: dict | None = None,
+    policy_sha256: str | None = None,
 ) -> dict:
     """The report dict (not validated; :func:`write_report` validates before writing).
 
@@ -196,6 +199,14 @@ def build_report(
         Name -> file name of other evidence in the run folder (e.g. Evidently's HTML).
     rules : list of dict, optional
         The rule rows the decision came from (gate: the GX suite's); default the check's own.
+    attributes : list of dict, optional
+        A gate over several protected attributes: one section per attribute
+        (:func:`faux_checks.gate.attributes.section_dict`), written as ``attributes``; ``check``
+        is then the check of the attribute that decided. Absent for one attribute.
+    policy, policy_sha256 : optional
+        The policy as the gate read it and its hash (:meth:`Policy.sha256`); default the check's
+        provenance (a several-attribute gate passes its whole policy: each check records its own
+        attribute's).
     """
     if kind not in KINDS:
         raise InputError(f"report kind must be one of {list(KINDS)}, got {kind!r}")
@@ -203,7 +214,7 @@ def build_report(
         raise InputError(f"decision must be one of {list(EXIT_CODES)}, got {decision!r}")
     prov = (check or {}).get("provenance") or {}
     audit_prov = (audit or {}).get("provenance") or {}
-    policy = prov.get("policy") or audit_prov.get("policy")
+    policy = policy or prov.get("policy") or audit_prov.get("policy")
     data = list(data or [])
     if kind == "gate":
         batches = [_batch(data[0] if data else None, check, "audit data")]
@@ -232,7 +243,7 @@ def build_report(
         "rules": rules or [],
         "model": model,
         "policy": policy,
-        "policy_sha256": prov.get("policy_sha256") or audit_prov.get("policy_sha256"),
+        "policy_sha256": policy_sha256 or prov.get("policy_sha256") or audit_prov.get("policy_sha256"),
         "data": batches,
         "aux": None if not check else {"quality": check.get("aux_quality"), "metric": check.get("aux_quality_metric"),
                                        "roc": check.get("aux_roc") or {}, "intervals": check.get("aux_intervals") or []},
@@ -244,20 +255,25 @@ def build_report(
         "environment": _environment(check, audit),
         "artifacts": dict(artifacts or {}),
     }
+    if attributes:
+        payload["attributes"] = list(attributes)
     return jsonable(payload)
 
 
 def write_report(report_dir: str | Path, *, decision: str, reasons: list[str], check: dict | None,
                  model: dict | None = None, expectations: list[dict] | None = None, kind: str = "gate",
                  audit: dict | None = None, history: list[dict] | None = None, data: list[dict] | None = None,
-                 artifacts: dict[str, str] | None = None, rules: list[dict] | None = None) -> dict[str, Path]:
+                 artifacts: dict[str, str] | None = None, rules: list[dict] | None = None,
+                 attributes: list[dict] | None = None, policy: dict | None = None,
+                 policy_sha256: str | None = None) -> dict[str, Path]:
     """Write ``report.json`` (schema-validated) and ``report.html`` into ``report_dir``.
 
     Parameters
     ----------
     report_dir : path
         Created if absent; must not already hold a report (nothing is overwritten).
-    decision, reasons, check, model, expectations, kind, audit, history, data, artifacts, rules :
+    decision, reasons, check, model, expectations, kind, audit, history, data, artifacts, rules, attributes, policy,
+    policy_sha256 :
         See :func:`build_report`.
 
     Returns
@@ -278,7 +294,7 @@ def write_report(report_dir: str | Path, *, decision: str, reasons: list[str], c
             raise InputError(f"{p} exists already; choose a new --report-dir (reports are never overwritten)")
     payload = build_report(decision=decision, reasons=reasons, check=check, kind=kind, model=model,
                            expectations=expectations, audit=audit, history=history, data=data, artifacts=artifacts,
-                           rules=rules)
+                           rules=rules, attributes=attributes, policy=policy, policy_sha256=policy_sha256)
     validate_report(payload)
     text = json.dumps(payload, indent=2, allow_nan=False)
     page = render_html(payload)

@@ -37,6 +37,7 @@ TITLES = {
     "classification": "Classification quality", "aux": "Auxiliary model", "comparison": "fAux and baselines",
     "scores": "LIC scores", "groups": "Protected groups", "evidence": "Evidence",
     "expectations": "Great Expectations", "history": "History", "environment": "Environment",
+    "attributes": "Protected attributes",
 }
 DECISION_COLOURS = {"passed": "#1b7f3b", "failed": "#b3261e"}
 UNDECIDED_COLOUR = "#8a6d00"
@@ -132,8 +133,38 @@ def _page(report: dict[str, Any]) -> dict[str, Any]:
         "provenance_json": json.dumps({k: v for k, v in (check.get("provenance") or {}).items() if k != "policy"},
                                       indent=2),
         "plots": render_plots(report),
-        "sections": [(sid, TITLES[sid]) for sid in SECTION_IDS.get(kind, SECTION_IDS["gate"])],
+        "sections": [(sid, TITLES[sid]) for sid in _section_ids(kind, report)],
+        **_attribute_sections(report),
     }
+
+
+def _section_ids(kind: str, report: dict[str, Any]) -> tuple[str, ...]:
+    """The page's sections: :data:`SECTION_IDS`, plus "attributes" after "rules" for several protected attributes."""
+    ids = SECTION_IDS.get(kind, SECTION_IDS["gate"])
+    if not report.get("attributes"):
+        return ids
+    at = ids.index("rules") + 1
+    return ids[:at] + ("attributes",) + ids[at:]
+
+
+def _attribute_sections(report: dict[str, Any]) -> dict[str, Any]:
+    """The "Protected attributes" section: one summary row per attribute, then its groups and cells."""
+    sections = report.get("attributes") or []
+    deciding = ((report.get("policy") or {}).get("protected")
+                or (((report.get("check") or {}).get("provenance") or {}).get("policy") or {}).get("protected"))
+    rows = []
+    for a in sections:
+        iv = a.get("interval") or {}
+        rows.append({"attribute": a.get("attribute"), "kind": a.get("kind"), "decision": a.get("decision"),
+                     "flagged fraction": pct(a.get("flagged_fraction")),
+                     "95% CI": (f"{pct(iv.get('lower'))}–{pct(iv.get('upper'))}"
+                                if iv.get("lower") is not None and iv.get("upper") is not None else "–"),
+                     "audited": a.get("n_individuals"), "aux quality": a.get("aux_quality"),
+                     "first reason": (a.get("reasons") or [""])[0]})
+    details = [{"attribute": a.get("attribute"), "key": a.get("key"), "components": a.get("components") or [],
+                "decision": a.get("decision"), "cells": a.get("cells") or [],
+                "by_group": (a.get("check") or {}).get("by_group") or []} for a in sections]
+    return {"attribute_rows": rows, "attribute_sections": details, "deciding_attribute": deciding or "–"}
 
 
 def flagged_sentences(check: dict) -> list[str]:
