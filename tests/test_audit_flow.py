@@ -148,6 +148,25 @@ def test_protected_attribute_drift_fails(gated):
     assert gated["registry"].alias_version("credit") == gated["version"]   # the audit never moves the alias
 
 
+def test_ten_row_audit_is_undecided(gated, capsys):
+    """Below audit.min_rows (100) the audit is undecided (exit 2) even where those rows drifted (all men)."""
+    from faux_checks_app.cli import main
+
+    path = gated["dir"] / "tiny.csv"
+    _data(n=10, seed=6, p_male=1.0).to_csv(path, index=False)
+    code = main(["audit", "credit", "--data", str(path), "--tracking-uri", gated["uri"],
+                 "--report-dir", str(gated["dir"] / "reports")])
+    out = capsys.readouterr().out
+    assert code == 2, out
+    row = _row(gated)
+    assert row["fairness_audit"] == "undecided"
+    assert row["fairness_audit_reason"].startswith("insufficient evidence: the current batch has 10 rows < "
+                                                   "audit.min_rows 100")
+    report = json.loads(Path(row["fairness_audit_report"]).with_name("report.json").read_text())
+    statuses = {r["rule"]: r["status"] for r in report["rules"]}
+    assert statuses["min_rows"] == "not met" and "exceeded" not in statuses.values()
+
+
 def test_cli_audit_history_and_report(gated, capsys):
     from faux_checks_app.cli import main
 

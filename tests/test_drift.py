@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
+from faux_checks.gate.decision import EXIT_CODES
 from faux_checks.gate.result import CheckResult
 from faux_checks.audit.columns import column_drift, screen_columns
 from faux_checks.audit.decision import decide_audit
@@ -216,11 +217,16 @@ def test_decide_audit(drift, fairness, expected, first):
 def test_decide_audit_small_batch_and_auc_limit():
     settings = AuditSettings(min_rows=1000, max_roc_auc_drop=0.05)
     cls = ClassificationQuality("computed", metrics={"roc_auc": {"reference": 0.90, "current": 0.80}})
-    decision, reasons, limits = decide_audit(settings, _drift(), _fairness(), cls, protected="sex", n_current=600)
+    decision, reasons, limits = decide_audit(settings, _drift(), _fairness(), cls, protected="sex", n_current=1000)
     assert decision == "failed" and reasons[0].startswith("ROC-AUC 0.900 -> 0.800")
-    assert any(r.startswith("the current batch has 600 rows < min_rows 1000") for r in reasons)
-    decision, reasons, _ = decide_audit(settings, _drift(), _fairness(), SKIPPED_CLS, protected="sex", n_current=600)
-    assert decision == "undecided"
+    # below audit.min_rows: undecided through the one engine, whatever was measured (a drop, a drift)
+    for drift in (_drift(), _drift(sex_drifted=True)):
+        decision, reasons, limits = decide_audit(settings, drift, _fairness(), cls, protected="sex", n_current=600)
+        assert decision == "undecided" and EXIT_CODES[decision] == 2
+        assert reasons[0] == ("insufficient evidence: the current batch has 600 rows < audit.min_rows 1000; "
+                              "too few to audit")
+        assert {r["status"] for r in limits} == {"not met", "not judged"}
+        assert any(r.startswith("not judged (audit.min_rows not met): ROC-AUC 0.900 -> 0.800") for r in reasons)
 
 
 def test_policy_audit_section(tmp_path):

@@ -33,6 +33,10 @@ def decide_audit(
 ) -> tuple[str, list[str], list[dict]]:
     """Apply the audit limits (module docstring) to the three steps' results.
 
+    A current batch below ``settings.min_rows`` rows is ``undecided`` (exit 2): the ``min_rows``
+    rule is ``not met`` and every limit measured on it is ``not judged`` (its detail is kept), so a
+    drift seen on 10 rows neither fails nor passes the audit.
+
     Returns
     -------
     decision : {"passed", "failed", "undecided"}
@@ -42,12 +46,17 @@ def decide_audit(
         One row per limit (see :class:`AuditResult`).
     """
     limits: list[dict] = []
-    if n_current < settings.min_rows:
-        limits.append(rule_row("min_rows", "not computed", f"the current batch has {fmt_count(n_current)} rows < "
-                               f"min_rows {settings.min_rows}; too few to audit", n_current, settings.min_rows))
-    limits += _drift_limits(settings, drift, protected)
-    limits += _fairness_limits(settings, fairness)
-    limits += _classification_limits(settings, classification)
+    too_few = n_current < settings.min_rows
+    if too_few:
+        limits.append(rule_row("min_rows", "not met", f"insufficient evidence: the current batch has "
+                               f"{fmt_count(n_current)} rows < audit.min_rows {settings.min_rows}; too few to audit",
+                               n_current, settings.min_rows))
+    measured = (_drift_limits(settings, drift, protected) + _fairness_limits(settings, fairness)
+                + _classification_limits(settings, classification))
+    if too_few:   # what was measured on too few rows is reported, never judged (as the gate's max_flagged_fraction)
+        measured = [{**row, "status": "not judged", "detail": f"not judged (audit.min_rows not met): {row['detail']}"}
+                    if row["status"] in ("ok", "exceeded") else row for row in measured]
+    limits += measured
     outcome = decide(limits)
     reasons = outcome.reasons
     if outcome.decision == "passed":
