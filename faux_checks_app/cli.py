@@ -210,7 +210,9 @@ def _print_table(rows: list[dict], extra: dict[str, dict[str, str]] | None = Non
 
     ``extra`` adds columns after "by group": column name -> {version number: cell text}.
     """
-    extra = extra or {}
+    extra = dict(extra or {})
+    if any(r.get("fairness_attributes") for r in rows):  # a several-attribute gate: one cell per version
+        extra = {"by attribute": {str(r.get("version")): _attributes_cell(r) for r in rows}, **extra}
     header = ["version", "decision", "flagged", "95% CI", "by group", *extra, "aux AUC", "baselines", "last audit", "alias"]
     table = []
     for r in rows:
@@ -232,6 +234,27 @@ def _print_table(rows: list[dict], extra: dict[str, dict[str, str]] | None = Non
     print("-+-".join("-" * w for w in widths))
     for row in table:
         print(" | ".join(c.ljust(w) for c, w in zip(row, widths)))
+
+
+def _attributes_cell(row: dict) -> str:
+    """'sex failed 13.3%, race passed 0.4%' from a several-attribute gate's tags; '-' for one attribute.
+
+    The other columns (flagged, CI, by group, aux AUC) show the attribute that decided
+    (tag ``fairness_deciding_attribute``).
+    """
+    from faux_checks.gate.attributes import attribute_key
+
+    names = [n for n in str(row.get("fairness_attributes") or "").split(",") if n]
+    cells = []
+    for name in names:
+        prefix = f"fairness_attr_{attribute_key(name)}"
+        ff = row.get(f"{prefix}_flagged_fraction")
+        try:
+            shown = f"{float(ff):.1%}"
+        except (TypeError, ValueError):
+            shown = "n/a"
+        cells.append(f"{name} {row.get(f'{prefix}_decision') or '?'} {shown}")
+    return ", ".join(cells) or "-"
 
 
 def _interval_cell(row: dict) -> str:

@@ -45,7 +45,7 @@ def harness():
         yield
 
 
-def test_the_gate_decides_once_over_every_attribute_and_records_each(tmp_path, harness):
+def test_the_gate_decides_once_over_every_attribute_and_records_each(tmp_path, harness, capsys):
     from faux_checks.inputs.models import save_torchscript
     from faux_checks.registry import Registry
     from flows.gate import gate
@@ -100,5 +100,14 @@ def test_the_gate_decides_once_over_every_attribute_and_records_each(tmp_path, h
     outcomes = {o["version"]: o for o in returned}
     assert [a["decision"] for a in outcomes[v_unfair]["attributes"]] == ["failed", "passed", "failed"]
     assert "check" not in outcomes[v_unfair]["attributes"][0]      # the flow's result stays small
+    from faux_checks_app.cli import _print_table
+
+    capsys.readouterr()
+    _print_table([fair, unfair])                                     # `faux-checks gate` / `history`
+    header, _, row_fair, row_unfair = capsys.readouterr().out.splitlines()
+    assert "| by attribute" in header
+    sex = float(unfair["fairness_attr_sex_flagged_fraction"])
+    assert f"| sex failed {sex:.1%}, race passed " in row_unfair and ", sex×race failed " in row_unfair
+    assert "sex passed" in row_fair
     metrics = registry.client.get_run(unfair["fairness_run_id"]).data.metrics
     assert metrics["attributes/race/flagged_fraction"] == pytest.approx(report["attributes"][1]["flagged_fraction"])
