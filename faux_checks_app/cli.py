@@ -3,12 +3,18 @@
 Exit codes (docs/architecture.md, contracts): 0 passed, 1 failed the policy (deployment blocked),
 2 could not decide (bad input, auxiliary model too weak, any error). A gate that cannot decide
 never exits 0.
+
+Output: the result goes to stdout; progress, library logs (Prefect, Great Expectations, MLflow) and
+errors go to stderr. ``--json`` prints one JSON object per model version instead (keys:
+:mod:`faux_checks_app.output`), ``--quiet`` leaves out progress and library logs below warnings.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -19,8 +25,22 @@ from faux_checks.gate.decision import EXIT_CODES
 EXIT_PASSED, EXIT_FAILED, EXIT_UNDECIDED = EXIT_CODES["passed"], EXIT_CODES["failed"], EXIT_CODES["undecided"]
 
 
+_QUIET = False
+
+
 def _eprint(*args) -> None:
+    """Progress on stderr (left out with ``--quiet``)."""
+    if not _QUIET:
+        print(*args, file=sys.stderr, flush=True)
+
+
+def _error(*args) -> None:
+    """An error on stderr, always."""
     print(*args, file=sys.stderr, flush=True)
+
+
+def _json(args) -> bool:
+    return bool(getattr(args, "json", False))
 
 
 def _policy(args):
@@ -90,10 +110,14 @@ def _check(args, report_dir: Path | None) -> int:
     spec = FeatureSpec.load(args.feature_spec) if args.feature_spec else None
     _eprint(f"[2/4] reading data {args.data}")
     frame = read_table(args.data)
+    from .output import library_output_to_stderr
+
     _eprint(f"[3/4] fAux check on {len(frame):,} rows (auxiliary model {'given' if aux is not None else 'trained'})")
     t0 = time.perf_counter()
-    result = run_check(model, frame, policy=policy, feature_spec=spec, aux_model=aux, progress=sys.stderr.isatty(),
-                       model_info={"model_path": str(args.model), "model_sha256": model_sha256(args.model)})
+    with library_output_to_stderr():
+        result = run_check(model, frame, policy=policy, feature_spec=spec, aux_model=aux,
+                           progress=sys.stderr.isatty() and not _QUIET,
+                           model_info={"model_path": str(args.model), "model_sha256": model_sha256(args.model)})
     _eprint(f"      done in {time.perf_counter() - t0:.1f} s")
     if args.scores_out:
         write_scores(args.scores_out, result)
@@ -102,6 +126,12 @@ def _check(args, report_dir: Path | None) -> int:
         paths = write_report(report_dir, decision=result.decision, reasons=result.reasons, check=result.to_dict(),
                              model={"path": str(args.model), "sha256": model_sha256(args.model)})
         _eprint(f"[4/4] report: {paths['html']}")
+    if _json(args):
+        from .output import check_object, emit_json
+
+        emit_json([check_object(result.to_dict(), model_path=str(args.model), model_sha256=model_sha256(args.model),
+                                report_dir=str(report_dir) if report_dir is not None else None)])
+        return result.exit_code
     print(repr(result))
     for reason in result.reasons:
         print(f"  - {reason}")
@@ -134,9 +164,13 @@ def _check_attributes(args, policy, report_dir: Path | None) -> int:
     frame = read_table(args.data)
     _eprint(f"[3/4] fAux check of {len(names)} protected attributes ({', '.join(names)}) on {len(frame):,} rows, "
             "one auxiliary model each")
+    from .output import library_output_to_stderr
+
     t0 = time.perf_counter()
-    result = check_attributes(model, frame, policy=policy, feature_spec=spec, progress=sys.stderr.isatty(),
-                              model_info={"model_path": str(args.model), "model_sha256": model_sha256(args.model)})
+    with library_output_to_stderr():
+        result = check_attributes(model, frame, policy=policy, feature_spec=spec,
+                                  progress=sys.stderr.isatty() and not _QUIET,
+                                  model_info={"model_path": str(args.model), "model_sha256": model_sha256(args.model)})
     _eprint(f"      done in {time.perf_counter() - t0:.1f} s")
     for section in result.sections:
         if section.attribute in scores_out:
@@ -149,6 +183,12 @@ def _check_attributes(args, policy, report_dir: Path | None) -> int:
                              policy=policy.model_dump(mode="json"), policy_sha256=policy.sha256(),
                              model={"path": str(args.model), "sha256": model_sha256(args.model)})
         _eprint(f"[4/4] report: {paths['html']}")
+    if _json(args):
+        from .output import check_object, emit_json
+
+        emit_json([check_object(result.to_dict(), model_path=str(args.model), model_sha256=model_sha256(args.model),
+                                report_dir=str(report_dir) if report_dir is not None else None)])
+        return result.exit_code
     print(repr(result))
     for section in result.sections:
         print(f"  {section.attribute}: {section.check!r}")
@@ -164,11 +204,69 @@ def cmd_gate(args) -> int:
     configure_environment()
     from flows.gate import gate
 
+    from .output import library_output_to_stderr
+
     _eprint(f"gating new versions of '{args.model_name}' (Prefect ephemeral API; first start takes ~10 s)")
-    state = gate(model_name=args.model_name, data_path=args.data, policy_path=args.policy,
-                 tracking_uri=args.tracking_uri, alias=args.alias, report_root=args.report_dir,
-                 return_state=True)
+    with library_output_to_stderr():
+        state = gate(model_name=args.model_name, data_path=args.data, policy_path=args.policy,
+                     tracking_uri=args.tracking_uri, alias=args.alias, report_root=args.report_dir,
+                     return_state=True)
+    outcomes = _flow_outcomes(state)
+    if outcomes == [] and state.is_completed():   # the flow found nothing to gate: say so (stdout stays empty in --json)
+        message = _nothing_new(args.model_name, args.tracking_uri)
+        if _json(args):
+            _error(message)
+        else:
+            print(message)
+        return EXIT_PASSED
+    if _json(args):
+        from .output import emit_json, gate_error_object, gate_objects
+
+        if outcomes is None:
+            emit_json([gate_error_object(args.model_name, f"the gate flow ended {state.type} before deciding: "
+                                                          f"{state.message}")])
+            return EXIT_UNDECIDED
+        emit_json(gate_objects(args.model_name, outcomes))
+        return _gate_exit_code(state, [o.get("decision") for o in outcomes])
     return _print_history_and_code(args.model_name, args.tracking_uri, state)
+
+
+def _nothing_new(model_name: str, tracking_uri: str | None) -> str:
+    """What a gate run that found no new version prints (instead of an empty table)."""
+    from faux_checks.registry import Registry
+
+    from .output import library_output_to_stderr
+
+    with library_output_to_stderr():
+        rows = Registry(tracking_uri).history(model_name)
+    if not rows:
+        return f"nothing to gate: '{model_name}' has no registered versions"
+    last = rows[-1]
+    return (f"nothing to gate: no new versions of '{model_name}'; all {len(rows)} registered version(s) already have "
+            f"a decision (latest v{last.get('version')}: {last.get('fairness_gate')}). "
+            f"`faux-checks history {model_name}` lists them")
+
+
+def _flow_outcomes(state) -> list[dict] | None:
+    """The per-version outcome dicts a gate flow run returned (Completed or Failed), or None when it raised."""
+    data = getattr(state, "data", None)
+    data = getattr(data, "result", data)
+    if not isinstance(data, list):
+        try:
+            data = state.result(raise_on_failure=False)
+        except Exception:
+            return None
+    if isinstance(data, list) and all(isinstance(o, dict) for o in data):
+        return data
+    return None
+
+
+def _gate_exit_code(state, decisions: list) -> int:
+    """0 when the flow completed, else 1 for blocks only and 2 when anything is undecided."""
+    if state.is_completed():
+        return EXIT_PASSED
+    return EXIT_UNDECIDED if (not decisions or "undecided" in decisions or None in decisions
+                              or "running" in decisions) else EXIT_FAILED
 
 
 def _print_history_and_code(model_name: str, tracking_uri: str | None, state, versions: list[str] | None = None,
@@ -278,6 +376,8 @@ def _tester_cell(name: str, t: dict) -> str:
     over = "" if t.get("passed", True) else " !"
     if t.get("statistic") == "flagged_fraction":
         return f"{name} {t['value']:.0%} > {t.get('threshold'):g}{over}"
+    if str(t.get("statistic")).endswith("_difference"):   # a difference of groups' rates: a share, as everywhere
+        return f"{name} {t['value']:.1%}{over}"
     return f"{name} {t['value']:.3f}{over}"
 
 
@@ -294,9 +394,17 @@ def _read_report(uri) -> dict | None:
 def cmd_history(args) -> int:
     from faux_checks.registry import Registry
 
+    from .output import library_output_to_stderr
+
     registry = Registry(args.tracking_uri)
-    _print_table(registry.history(args.model_name))
-    audits = registry.audit_runs(args.model_name)
+    with library_output_to_stderr():
+        rows, audits = registry.history(args.model_name), registry.audit_runs(args.model_name)
+    if _json(args):
+        from .output import emit_json, history_objects
+
+        emit_json(history_objects(args.model_name, rows, audits))
+        return EXIT_PASSED
+    _print_table(rows)
     if audits:
         print(f"\ndrift audits ({len(audits)}):")
         for a in audits:
@@ -317,23 +425,35 @@ def cmd_audit(args) -> int:
 
     _eprint(f"auditing the '{args.alias}' version of '{args.model_name}' on {args.data} "
             "(Prefect ephemeral API; first start takes ~10 s)")
-    state = audit(model_name=args.model_name, data_path=args.data, reference_path=args.reference,
-                  policy_path=args.policy, tracking_uri=args.tracking_uri, alias=args.alias,
-                  report_root=args.report_dir, return_state=True)
+    from .output import library_output_to_stderr
+
+    with library_output_to_stderr():
+        state = audit(model_name=args.model_name, data_path=args.data, reference_path=args.reference,
+                      policy_path=args.policy, tracking_uri=args.tracking_uri, alias=args.alias,
+                      report_root=args.report_dir, return_state=True)
     try:
         summary = state.result(raise_on_failure=False)
     except Exception:  # the state carries no readable data: report the state only
         summary = None
     summary = summary if isinstance(summary, dict) else {}
     decision = summary.get("decision") or ("passed" if state.is_completed() else "undecided")
+    if _json(args):
+        from .output import audit_object, emit_json
+
+        emit_json([audit_object(args.model_name, {**summary, "decision": decision}, str(state.message))])
+    else:
+        _print_audit(summary, decision, state)
+    if state.is_completed() and decision == "passed":
+        return EXIT_PASSED
+    return EXIT_FAILED if decision == "failed" else EXIT_UNDECIDED
+
+
+def _print_audit(summary: dict, decision: str, state) -> None:
     print(f"audit {decision}: {(summary.get('reasons') or [state.message])[0]}")
     for reason in (summary.get("reasons") or [])[1:]:
         print(f"  - {reason}")
     if summary.get("report_dir"):
         print(f"report: {Path(summary['report_dir']) / 'report.html'}")
-    if state.is_completed() and decision == "passed":
-        return EXIT_PASSED
-    return EXIT_FAILED if decision == "failed" else EXIT_UNDECIDED
 
 
 def cmd_report(args) -> int:
@@ -389,9 +509,12 @@ def cmd_demo(args) -> int:
     from flows.gate import gate
 
     policy_file = args.policy or str(policy_path("adult"))
-    state = gate(model_name=model_name, data_path=str(versions[0].audit_path), policy_path=policy_file,
-                 tracking_uri=args.tracking_uri, alias="deployable", versions=registered,
-                 report_root=str(workdir / "reports"), return_state=True)
+    from .output import library_output_to_stderr
+
+    with library_output_to_stderr():
+        state = gate(model_name=model_name, data_path=str(versions[0].audit_path), policy_path=policy_file,
+                     tracking_uri=args.tracking_uri, alias="deployable", versions=registered,
+                     report_root=str(workdir / "reports"), return_state=True)
     delta = load_policy(policy_file).faux.delta
     truth = {}
     for number, v in zip(registered, versions):
@@ -507,11 +630,22 @@ def cmd_spec(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from faux_checks import __version__
+
     parser = argparse.ArgumentParser(prog="faux-checks", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"faux-checks {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+    quiet = argparse.ArgumentParser(add_help=False)
+    quiet.add_argument("-q", "--quiet", action="store_true",
+                       help="print the result only: no progress, no library log lines below warnings")
+    machine = argparse.ArgumentParser(add_help=False, parents=[quiet])
+    machine.add_argument("--json", action="store_true",
+                         help="print one JSON object per model version on stdout (JSON Lines) and nothing else there")
+    parents = {"parents": [quiet]}
+    with_json = {"parents": [machine]}
 
-    p = sub.add_parser("check", help="check one model file on one data file (no registry)")
+    p = sub.add_parser("check", help="check one model file on one data file (no registry)", **with_json)
     p.add_argument("--model", required=True, help="model file: TorchScript / torch.export, or forward-only (extra "
                    "'blackbox'): ONNX, XGBoost JSON/UBJ, LightGBM text, scikit-learn .skops")
     p.add_argument("--data", required=True, help="CSV or Parquet audit data")
@@ -533,7 +667,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "refusal message lists them)")
     p.set_defaults(func=cmd_check)
 
-    p = sub.add_parser("gate", help="gate every new version of a registered model (Prefect flow)")
+    p = sub.add_parser("gate", help="gate every new version of a registered model (Prefect flow)", **with_json)
     p.add_argument("model_name")
     p.add_argument("--data", required=True, help="CSV or Parquet audit data")
     p.add_argument("--policy", help="policy TOML (default: the shipped policy)")
@@ -542,7 +676,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report-dir", help="root folder for per-version reports")
     p.set_defaults(func=cmd_gate)
 
-    p = sub.add_parser("demo", help="train, register and gate Adult income classifiers (real data)")
+    p = sub.add_parser("demo", help="train, register and gate Adult income classifiers (real data)", **parents)
     p.add_argument("--workdir", help="new folder for models and reports")
     p.add_argument("--model-name", default="adult-income", help="registered model name")
     p.add_argument("--policy", help="policy TOML (default: the shipped Adult policy, faux_checks/gate/policies/adult.toml)")
@@ -550,12 +684,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_demo)
 
-    p = sub.add_parser("history", help="every recorded gate decision of a model's versions")
+    p = sub.add_parser("history", help="every recorded gate decision of a model's versions", **with_json)
     p.add_argument("model_name")
     p.add_argument("--tracking-uri")
     p.set_defaults(func=cmd_history)
 
-    p = sub.add_parser("audit", help="drift audit of the deployed version on a current batch (Prefect flow, once)")
+    p = sub.add_parser("audit", help="drift audit of the deployed version on a current batch (Prefect flow, once)",
+                       **with_json)
     p.add_argument("model_name")
     p.add_argument("--data", required=True, help="CSV or Parquet current batch")
     p.add_argument("--reference", help="reference batch (default: the data the version was gated on)")
@@ -566,12 +701,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_audit)
 
     p = sub.add_parser("report", help="validate a gate/audit report.json and render its HTML; exits with its "
-                                      "decision's code (2 if the report is invalid)")
+                                      "decision's code (2 if the report is invalid)", **parents)
     p.add_argument("path", help="a run's report folder or its report.json")
     p.add_argument("--out", help="HTML file to write (default: report.html next to the JSON, if absent)")
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("score-large", help="fAux scores of a large Parquet/CSV file, streamed and sharded on Dask")
+    p = sub.add_parser("score-large", help="fAux scores of a large Parquet/CSV file, streamed and sharded on Dask",
+                       **parents)
     p.add_argument("--model", required=True, help="TorchScript / torch.export model file")
     p.add_argument("--data", required=True, help="Parquet (sharded by row group) or CSV audit data")
     p.add_argument("--protected", required=True, help="protected attribute column")
@@ -592,7 +728,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_score_large)
 
     p = sub.add_parser("spec", help="fit a feature spec (the target model's input encoding) on a data file and "
-                                    "save it as JSON (never overwrites)")
+                                    "save it as JSON (never overwrites)", **parents)
     p.add_argument("--data", required=True, help="CSV or Parquet training data of the target model")
     p.add_argument("--out", required=True, help="new JSON file for the spec")
     p.add_argument("--exclude", action="append", metavar="COLS",
@@ -612,18 +748,42 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code (0 passed, 1 failed, 2 undecided/error)."""
+    global _QUIET
     args = build_parser().parse_args(argv)
+    _QUIET = bool(getattr(args, "quiet", False))
+    restore = _quiet_libraries() if _QUIET else None
     try:
         return args.func(args)
     except FauxChecksError as exc:
-        _eprint(f"faux-checks: could not decide: {exc}")
+        _error(f"faux-checks: could not decide: {exc}")
         return EXIT_UNDECIDED
     except KeyboardInterrupt:
-        _eprint("faux-checks: interrupted; nothing was decided")
+        _error("faux-checks: interrupted; nothing was decided")
         return EXIT_UNDECIDED
     except Exception as exc:  # fail closed on anything unexpected
-        _eprint(f"faux-checks: internal error, could not decide: {type(exc).__name__}: {exc}")
+        _error(f"faux-checks: internal error, could not decide: {type(exc).__name__}: {exc}")
         return EXIT_UNDECIDED
+    finally:
+        _QUIET = False
+        if restore is not None:
+            restore()
+
+
+def _quiet_libraries():
+    """``--quiet``: library log records below WARNING are dropped (Prefect, GX, MLflow, alembic); returns the undo."""
+    previous_disable = logging.root.manager.disable
+    previous_env = {k: os.environ.get(k) for k in ("PREFECT_LOGGING_LEVEL", "MLFLOW_LOGGING_LEVEL")}
+    os.environ.update({"PREFECT_LOGGING_LEVEL": "WARNING", "MLFLOW_LOGGING_LEVEL": "WARNING"})
+    logging.disable(logging.INFO)
+
+    def restore():
+        logging.disable(previous_disable)
+        for key, value in previous_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    return restore
 
 
 if __name__ == "__main__":

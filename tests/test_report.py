@@ -224,6 +224,8 @@ def test_artifacts_summarise_the_report(reports):
     report = load_report(reports["audit"]["json"])
     table = artifact_table(report)
     assert [r["rule"] for r in table] == [r["rule"] for r in report["rules"]]
-    assert all(set(r) == {"rule", "observed", "limit", "status", "detail"} for r in table)
+    assert all(set(r) == {"rule", "statistic", "value", "limit", "status", "detail"} for r in table)
+    ks = next(r for r in table if r["rule"] == "score_ks")
+    assert ks["statistic"] == "KS p-value of the LIC scores, reference vs current"
     md = artifact_markdown(report, report_dir="/x")
     assert md.startswith("## audit · credit v2: **") and "/x/report.html" in md and "drifted columns" in md

@@ -154,5 +154,5 @@ def run_baselines(policy: Policy, target_model, output: TargetOutput, X: np.ndar
             value = metrics[key]
             out[name] = {"statistic": key, "value": value, "threshold": settings.threshold, "limit": settings.threshold,
                          "gating": settings.gating, "passed": value <= settings.threshold,
-                         "summary": f"{key} {value:.3f} (limit {settings.threshold:g})"}
+                         "summary": f"{key} {value:.2%} (limit {settings.threshold:.2%})"}
     return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ._format import fmt, pct
+from ._format import fmt, pct, rule_statistic
 
 __all__ = ["artifact_markdown", "artifact_table"]
 
@@ -26,14 +26,22 @@ def artifact_markdown(report: dict, *, report_dir: str | Path | None = None) -> 
         lines.append(f"- drifted columns: {drift.get('n_drifted', 0)} of {drift.get('n_compared', 0)}; skipped: "
                      + (", ".join(f"{s['column']} ({s['reason']})" for s in drift.get("skipped") or []) or "none"))
         lines.append(f"- flagged fraction reference → current: {pct(fairness.get('flagged_fraction_reference'))} → "
-                     f"{pct(fairness.get('flagged_fraction_current'))}; KS p = {fmt(fairness.get('ks_pvalue'))}")
+                     f"{pct(fairness.get('flagged_fraction_current'))}; KS p-value of the LIC scores = "
+                     f"{fmt(fairness.get('ks_pvalue'))}")
     if report_dir is not None:
         lines.append(f"- report: {Path(report_dir) / 'report.html'}")
     return "\n".join(lines)
 
 
 def artifact_table(report: dict) -> list[dict]:
-    """One row per rule/limit (a Prefect table artifact): rule, observed, limit, status."""
-    return [{"rule": str(r.get("rule")), "observed": fmt(r.get("observed")), "limit": fmt(r.get("limit")),
-             "status": str(r.get("status")), "detail": str(r.get("detail", ""))[:300]}
-            for r in report.get("rules") or []]
+    """One row per rule/limit (a Prefect table artifact): rule, statistic (what the value is), value, limit, status,
+    detail; shares as percentages, as in the HTML page."""
+    testers = (report.get("check") or {}).get("testers") or {}
+    rows = []
+    for r in report.get("rules") or []:
+        label, share = rule_statistic(r, testers)
+        show = pct if share else fmt
+        rows.append({"rule": str(r.get("rule")), "statistic": label, "value": show(r.get("observed")),
+                     "limit": show(r.get("limit")), "status": str(r.get("status")),
+                     "detail": str(r.get("detail", ""))[:300]})
+    return rows

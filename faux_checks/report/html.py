@@ -4,8 +4,13 @@ The template (``templates/report.html.j2``) lays out the sections; :func:`render
 what they show. The page has no external resources (no CDN, no fonts, no scripts): plots are
 PNGs embedded as base64 (:mod:`.plots`), so it opens offline.
 
+Numbers follow one rule (:mod:`._format`): shares of individuals or columns are percentages,
+everything else a plain number; each rule's value is named for what it is (a KS p-value reads
+"KS p-value ...", never "observed"). A team restyles the page by editing the template; the values
+reach it already formatted.
+
 Sections (HTML ids, :data:`SECTION_IDS`): the decision and the rule that produced it; every
-rule with its observed value and limit; model version and hash; data hashes, row counts,
+rule with the statistic it reads, its value and limit; model version and hash; data hashes, row counts,
 missing and undefined counts; the policy; (audit) column drift, score drift and classification
 quality; auxiliary-model quality and ROC; fAux and baseline testers side by side; LIC score
 histogram with δ and flagged fraction vs δ; per-group flagged fraction; the columns that carry
@@ -19,7 +24,7 @@ import json
 from functools import lru_cache
 from typing import Any
 
-from ._format import fmt, pct
+from ._format import cell, expectation_statistic, fmt, is_share_statistic, pct, rule_statistic, statistic_cell
 from .plots import render_plots
 
 __all__ = ["SECTION_IDS", "render_html"]
@@ -57,9 +62,10 @@ def _template():
     env = jinja2.Environment(loader=jinja2.PackageLoader("faux_checks.report", "templates"), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(
-        fmt=fmt, pct=pct, thousands=lambda v: f"{v:,}", status_class=lambda status: STATUS_CLASSES.get(status, ""),
+        fmt=fmt, pct=pct, cell=cell, thousands=lambda v: f"{v:,}",
+        status_class=lambda status: STATUS_CLASSES.get(status, ""),
         columns_of=lambda rows: list(dict.fromkeys(k for r in rows for k in r)),     # every key, first seen first
-        field_rows=lambda d: [{"field": k, "value": v} for k, v in d.items()],
+        field_rows=lambda d: [{"field": k, "value": cell(v, k)} for k, v in d.items()],
     )
     return env.get_template("report.html.j2")
 
@@ -75,7 +81,7 @@ SCORE_UNITS = {
 
 def _top_row(entry: dict) -> dict[str, Any]:
     """One row of the most affected individuals: ŷ now and, for the swap reading, under the estimated change of c."""
-    row = {"row": entry["row"], "score": entry["lic_score"], "ŷ now": entry["probability"]}
+    row = {"row": entry["row"], "LIC score": entry["lic_score"], "ŷ now": entry["probability"]}
     if "counterfactual_probability" in entry:
         row["ŷ if only c changed"] = entry["counterfactual_probability"]
         row["to group"] = entry.get("counterfactual_group")
@@ -108,7 +114,7 @@ def _page(report: dict[str, Any]) -> dict[str, Any]:
         "exit_code": report.get("exit_code"),
         "rule": report.get("rule", ""),
         "reasons": report.get("reasons") or [],
-        "rules": report.get("rules") or [],
+        "rules": _rule_rows(report.get("rules") or [], check.get("testers") or {}, _protected_drift_label(audit)),
         "model": report.get("model") or {},
         "created_at": report.get("created_at", ""),
         "schema_version": report.get("schema_version", ""),
@@ -121,11 +127,11 @@ def _page(report: dict[str, Any]) -> dict[str, Any]:
         "policy_json": json.dumps(policy, indent=2),
         **(_audit_sections(audit, check) if kind == "audit" else {}),
         "aux": report.get("aux") or {},
-        "comparison": report.get("comparison") or [],
+        "comparison": _comparison_rows(report.get("comparison") or []),
         "check": check,
         "flagged_text": flagged_sentences(check),
         "top_flagged": [_top_row(t) for t in check.get("top_flagged") or []],
-        "expectations": report.get("expectations") or [],
+        "expectations": _expectation_rows(report.get("expectations") or []),
         "history": report.get("history") or [],
         "environment": {"python": env.get("python"), "platform": env.get("platform"), **(env.get("seeds") or {})},
         "packages": env.get("packages") or {},
@@ -167,6 +173,52 @@ def _attribute_sections(report: dict[str, Any]) -> dict[str, Any]:
     return {"attribute_rows": rows, "attribute_sections": details, "deciding_attribute": deciding or "–"}
 
 
+def _protected_drift_label(audit: dict) -> dict[str, str]:
+    """The protected attribute's drift rule named by its test (e.g. "Z-test p_value of 'sex' (Evidently)")."""
+    for c in ((audit or {}).get("drift") or {}).get("columns") or []:
+        if c.get("role") == "protected" and c.get("method"):
+            return {"protected_drift": f"{c['method']} of '{c.get('column')}' (Evidently)"}
+    return {}
+
+
+def _rule_rows(rules: list[dict], testers: dict, labels: dict[str, str] | None = None) -> list[dict]:
+    """Each rule with the statistic its value is, value and limit formatted by the number rule."""
+    out = []
+    for r in rules:
+        label, share = rule_statistic(r, testers)
+        label = (labels or {}).get(str(r.get("rule")), label)
+        show = pct if share else fmt
+        out.append({**r, "statistic": label, "value": show(r.get("observed")), "limit": show(r.get("limit"))})
+    return out
+
+
+def _comparison_rows(rows: list[dict]) -> list[dict]:
+    """fAux and the baselines: value and limit as shares where the statistic is one; the per-individual threshold
+    (a score, e.g. δ or a gradient norm) only for per-individual testers."""
+    out = []
+    for r in rows:
+        statistic = r.get("statistic")
+        per_individual = str(statistic).endswith("flagged_fraction")
+        out.append({"tester": r.get("tester"), "statistic": statistic, "value": statistic_cell(r.get("value"), statistic),
+                    "per-individual threshold": fmt(r.get("threshold")) if per_individual else "–",
+                    "limit": statistic_cell(r.get("limit"), statistic), "gating": r.get("gating"),
+                    "passed": r.get("passed"), "summary": r.get("summary")})
+    return out
+
+
+def _expectation_rows(rows: list[dict]) -> list[dict]:
+    """Great Expectations results: each expectation's statistic named, its value formatted by the number rule."""
+    out = []
+    for r in rows:
+        kind = str(r.get("type", ""))
+        statistic = expectation_statistic(kind)
+        value = r.get("observed_value")
+        out.append({"expectation": kind, "statistic": statistic.replace("_", " "),
+                    "value": pct(value) if is_share_statistic(statistic) else fmt(value),
+                    "success": r.get("success"), "gating": r.get("gating"), "exception": r.get("exception")})
+    return out
+
+
 def flagged_sentences(check: dict) -> list[str]:
     """The flagged fraction both ways, its interval, and how far it moved across auxiliary-model seeds."""
     if not check or check.get("flagged_fraction") is None:
@@ -201,6 +253,8 @@ def _audit_sections(audit: dict, check: dict) -> dict[str, Any]:
     cls = audit.get("classification") or {}
     return {
         "drift": audit.get("drift") or {},
+        "drift_rows": [{**c, "statistic": c.get("method"), "value": c.get("score")}
+                       for c in (audit.get("drift") or {}).get("columns") or []],
         "fairness": fairness,
         "fairness_summary": {
             "fAux decision (reference)": fairness.get("decision_reference"),
