@@ -80,6 +80,36 @@ def test_check_json_is_one_object_with_the_documented_keys(files, tmp_path, capf
     assert code == 1 and captured.out.startswith("failed: ") and captured.err == ""
 
 
+def test_check_json_carries_one_section_per_protected_attribute(tmp_path, capfd):
+    import numpy as np
+
+    from faux_checks.inputs.models import save_torchscript
+
+    frame = _support.make_data(900, seed=3)
+    rng = np.random.default_rng(4)
+    race = rng.integers(0, 3, len(frame))
+    frame["race_proxy"] = race * 2.0 + rng.normal(scale=0.5, size=len(frame))
+    frame["race"] = np.array(["Asian", "Black", "White"], dtype=object)[race]
+    frame.to_csv(tmp_path / "audit.csv", index=False)
+    save_torchscript(_support.linear([1.0, 0.0, 0.0, 0.0, 2.0, 0.0]), tmp_path / "unfair.pt")
+    policy = tmp_path / "policy.toml"
+    policy.write_text('label = "y"\n[[attributes]]\ncolumn = "sex"\n[[attributes]]\ncolumn = "race"\n'
+                      '[faux]\ndelta = 0.05\nmax_flagged_fraction = 0.1\n[aux]\nepochs = 15\n'
+                      '[decision]\nmin_group_rows = 20\naux_seeds = 1\n')
+    code = main(["check", "--model", str(tmp_path / "unfair.pt"), "--data", str(tmp_path / "audit.csv"),
+                 "--policy", str(policy), "--report-dir", str(tmp_path / "r"), "--json"])
+    [obj] = _json_lines(capfd.readouterr().out)
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert code == obj["exit_code"] == 1 and obj["decision"] == "failed"
+    assert [(a["protected"], a["decision"]) for a in obj["attributes"]] == [("sex", "failed"), ("race", "passed")]
+    assert all(set(a) == ATTRIBUTE_KEYS for a in obj["attributes"])
+    for section, recorded in zip(obj["attributes"], report["attributes"]):
+        assert section["flagged_fraction"] == recorded["flagged_fraction"]
+        assert section["n_individuals"] == 900 and section["kind"] == recorded["kind"]
+    assert obj["attributes"][0]["kind"] == "binary" and obj["attributes"][1]["kind"] == "multiclass"
+    assert {g["group"] for g in obj["attributes"][1]["by_group"]} == {"Asian", "Black", "White"}
+
+
 @pytest.fixture(scope="module")
 def harness():
     from faux_checks.settings import configure_environment
