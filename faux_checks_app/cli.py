@@ -52,8 +52,8 @@ def _policy(args):
         if declared:
             raise FauxChecksError(
                 f"--protected {protected}: the policy {args.policy} declares several protected attributes "
-                f"({', '.join(a.column for a in declared)}); drop --protected to check every one of them, or give a "
-                "policy with protected = \"COLUMN\"")
+                f"({', '.join(a.column for a in declared)}); `check` and `gate` check every one of them without "
+                "--protected; for one attribute give a policy with protected = \"COLUMN\"")
     if protected is None and hasattr(args, "protected") and args.policy is None:
         raise FauxChecksError("--protected is required with the shipped policy (or give --policy with protected = "
                               "\"COLUMN\" or [[attributes]])")

@@ -105,7 +105,9 @@ def validate(frame, policy_path: str | None, model_path: str, spec_path: str | N
         derived = add_intersections(frame, policy)
         suite = build_suite(policy, model_path=model_path, feature_spec_path=spec_path, aux_model_path=aux_model_path)
         outcome = validate_frame(derived, suite)
-        sections, notes = attribute_sections(policy, frame, {a["attribute"]: a["check"] for a in outcome.attributes})
+        checks = ({a["attribute"]: a["check"] for a in outcome.attributes} if outcome.attributes
+                  else {policy.attribute_names[0]: outcome.check})          # [[attributes]] declaring one
+        sections, notes = attribute_sections(policy, frame, checks)
         return replace(outcome, attributes=sections, reasons=list(outcome.reasons) + notes,
                        policy={**policy.model_dump(mode="json"), "sha256": policy.sha256()})
     suite = build_suite(policy, model_path=model_path, feature_spec_path=spec_path, aux_model_path=aux_model_path)

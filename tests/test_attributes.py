@@ -120,6 +120,15 @@ def test_each_attribute_is_exactly_its_own_single_attribute_check(truth_case):
     via_layer = check_attributes(model, frame, policy=single, feature_spec=spec)
     assert via_layer.sections[0].check.flagged_fraction == alone.flagged_fraction
     assert via_layer.decision == alone.decision and via_layer.rules == alone.rules    # unprefixed: as before
+    declared_one = check_attributes(model, frame, policy=_policy(attributes=[{"column": "A", "kind": "binary"}]),
+                                    feature_spec=spec)                    # [[attributes]] declaring one: the same
+    assert declared_one.sections[0].check.n_flagged == alone.n_flagged and declared_one.rules == alone.rules
+    from faux_checks.report.build import build_report
+    from faux_checks.report.schema import validate_report
+
+    validate_report(build_report(decision=declared_one.decision, reasons=declared_one.reasons,
+                                 check=declared_one.deciding.check.to_dict(), rules=declared_one.rules,
+                                 attributes=[s.to_dict() for s in declared_one.sections]))
 
 
 def test_an_intersection_cell_under_min_group_rows_is_reported_not_merged(truth_case):
@@ -191,4 +200,4 @@ def test_the_check_command_reports_one_section_per_attribute(tmp_path, capsys):
     flagged = pd.read_csv(tmp_path / "scores.sex.csv")["flagged"].mean()
     assert flagged == pytest.approx(report["attributes"][0]["check"]["n_flagged"] / 900)
     assert main(args + ["--protected", "sex"]) == 2
-    assert "declares several protected attributes (sex, race); drop --protected" in capsys.readouterr().err
+    assert "declares several protected attributes (sex, race); `check` and `gate` check every one" in capsys.readouterr().err

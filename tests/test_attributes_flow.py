@@ -111,3 +111,21 @@ def test_the_gate_decides_once_over_every_attribute_and_records_each(tmp_path, h
     assert "sex passed" in row_fair
     metrics = registry.client.get_run(unfair["fairness_run_id"]).data.metrics
     assert metrics["attributes/race/flagged_fraction"] == pytest.approx(report["attributes"][1]["flagged_fraction"])
+
+
+def test_a_policy_declaring_one_attribute_gets_its_section_from_the_suite(tmp_path):
+    """The GX suite has one fAux expectation then; the flow's validate step still gives the one section."""
+    from faux_checks.inputs.models import save_torchscript
+    from flows.gate import validate
+
+    frame = make_data(400, seed=5)
+    save_torchscript(linear([1.0, 0.0, 0.0, 0.0, 2.0]), tmp_path / "unfair.pt")
+    policy = tmp_path / "one.toml"
+    policy.write_text(POLICY.replace('intersections = [["sex", "race"]]\n', "")
+                      .replace('[[attributes]]\ncolumn = "race"\n', ""))
+    outcome = validate.fn(frame, str(policy), str(tmp_path / "unfair.pt"), None, None)
+    assert outcome.decision == "failed" and [a["attribute"] for a in outcome.attributes] == ["sex"]
+    assert outcome.attributes[0]["decision"] == "failed"
+    assert outcome.attributes[0]["flagged_fraction"] == outcome.check["flagged_fraction"]
+    assert outcome.rules[3]["rule"] == "max_flagged_fraction"            # one attribute: rules unprefixed
+    assert list(tmp_path.glob("passthrough-spec-*.json"))                 # next to the model, never in the cwd

@@ -11,7 +11,7 @@ another cell; :attr:`AttributeSection.cells` lists every cell with its rows, the
 absent from the data included.
 
 How the attributes' outcomes combine: every attribute's rule rows, prefixed with the attribute
-(rule ``race/max_flagged_fraction``, detail ``race: ...``), feed **one**
+(rule ``race/max_flagged_fraction``, detail ``race: ...``; no prefix when only one is declared), feed **one**
 :func:`~faux_checks.gate.decision.decide`. The engine's rule therefore holds across attributes:
 ``failed`` when any attribute's rule is ``exceeded`` (a measured violation on one attribute blocks
 the deployment even when another could not be decided), else ``undecided`` when any attribute has a
@@ -359,7 +359,7 @@ def check_attributes(
             raise InputError(f"protected attribute '{name}': {exc}") from exc
         cells = intersection_cells(frame, components[name], policy) if name in components else []
         sections.append(AttributeSection(name, components.get(name, ()), result, cells))
-        rules += prefixed_rules(name, result.rules)
+        rules += prefixed_rules(name, result.rules) if len(policies) > 1 else list(result.rules)
         note = _cells_note(name, cells, policy.decision.min_group_rows)
         if note:
             notes.append(note)
