@@ -8,10 +8,13 @@ Two measurements (docs: README "Gating other kinds of model", benchmarks/README.
    block, as in docs/benchmark.md) serve both. For each target, the truly unfair individuals are those
    whose true IFS (exact counterfactual, same noise) exceeds δ = 0.1; the swap score ranks them, and we
    report the average precision (AP) of that ranking, the flagged fraction and the true fraction, per seed.
-2. **Cost** (``--part cost``): swap-scoring rows/s of a 300-tree XGBoost target (the gate's default reading,
+2. **Finite-difference step** (``--part step``): eq. 9 (``variant = "faux"``) on the XGBoost target by
+   central finite differences along J⁺, per step: AP, and the share of rows scored 0 only because no split
+   was crossed.
+3. **Cost** (``--part cost``): swap-scoring rows/s of a 300-tree XGBoost target (the gate's default reading,
    no evidence / with the forward-only evidence) and the ratio to its plain predictions on the same rows.
 
-Run: ``.venv/bin/python benchmarks/bench_blackbox.py [--part ap|cost|all] [--seeds 0 1 2]``.
+Run: ``.venv/bin/python benchmarks/bench_blackbox.py [--part ap|step|cost|all] [--seeds 0 1 2]``.
 """
 
 from __future__ import annotations
@@ -113,6 +116,28 @@ def ranking(cell) -> dict:
     return out
 
 
+def fd_steps(cell, steps=(0.03, 0.1, 0.3, 1.0)) -> list[dict]:
+    """Eq. 9 by central finite differences on the XGBoost target, per step: AP against the truly unfair, and the
+    share of rows scored 0 only because no split was crossed within ± the step (the swap score for reference)."""
+    from sklearn.metrics import average_precision_score
+
+    from faux_checks import FAuxTester
+    from faux_checks.groundtruth.proxy import proxy_fairness_scores
+    from faux_checks.method.output import TargetOutput, predict_probability
+
+    logit, target = TargetOutput("logit"), cell["xgb"]
+    truth = proxy_fairness_scores(lambda f: predict_probability(target, cell["spec"].encode(f), logit), cell["audit"])
+    unfair = truth > DELTA
+    rows = []
+    for step in steps:
+        res = FAuxTester(target, cell["aux"], variant="faux", output=logit, fd_step=step).evaluate(
+            cell["X_audit"], evidence=False)
+        ok = np.isfinite(res.scores)
+        rows.append({"step": step, "ap": float(average_precision_score(unfair[ok], res.scores[ok])),
+                     "no_split_crossed": float(res.no_split_crossed.mean())})
+    return rows
+
+
 def cost(*, seed: int = 0, n_rows: int = 15_000, trees: int = 300, repeats: int = 3) -> dict:
     """Rows/s of swap scoring a 300-tree XGBoost target, and the ratio to its plain predictions on the same rows."""
     from faux_checks.method.output import TargetOutput, predict_probability
@@ -141,7 +166,7 @@ def cost(*, seed: int = 0, n_rows: int = 15_000, trees: int = 300, repeats: int 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=["ap", "cost", "all"], default="all")
+    parser.add_argument("--part", choices=["ap", "step", "cost", "all"], default="all")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--bias", type=float, default=0.5)
     args = parser.parse_args()
@@ -153,6 +178,10 @@ def main() -> None:
                 print(f"{seed:4d} | {name:6s} | {r['ap']:.3f} | {r['true_fraction']:.3f}   | {r['flagged_fraction']:.3f}   "
                       f"| {r['undefined']}")
             print(f"     | AP difference xgb − mlp: {res['xgb']['ap'] - res['mlp']['ap']:+.3f}")
+    if args.part in ("step", "all"):
+        print("eq. 9 on the XGBoost target by finite differences (seed 0): step | AP | scored 0, no split crossed")
+        for r in fd_steps(proxy_targets(seed=args.seeds[0], bias=args.bias)):
+            print(f"  {r['step']:<5g} | {r['ap']:.3f} | {r['no_split_crossed']:.1%}")
     if args.part in ("cost", "all"):
         r = cost()
         print(f"XGBoost {r['trees']} trees, {r['rows']:,} rows × {r['features']} features, torch threads {r['threads']}:")
