@@ -84,15 +84,28 @@ def proxy_targets(*, seed: int, bias: float = 0.5, n_train: int = 8000, n_audit:
             "booster": booster}
 
 
-def swap_tester(target, cell, output):
-    """The gate's default reading (swap, covariance metric, uninformative features held) for ``target``."""
+def swap_tester(target, cell, output, categorical: str = "soft"):
+    """The gate's default reading (swap, covariance metric, uninformative features held) for ``target``;
+    ``categorical="snap"``: one-hot groups snap to their largest entry (the setting for tree targets)."""
     from faux_checks import FAuxTester
+    from faux_checks.method.counterfactual import SwapSettings
 
     aux = cell["aux"]
-    tester = FAuxTester(target, aux, variant="swap", output=output)
+    groups = _one_hot_groups(cell["spec"])
+    tester = FAuxTester(target, aux, variant="swap", output=output,
+                        swap=SwapSettings(categorical=categorical, categorical_groups=groups))
     hold = getattr(aux, "holdout_rows_", None)
     holdout = (cell["X_train"][hold], cell["c_train"][hold]) if hold is not None and len(hold) else None
     return tester.fit_reference(cell["X_train"], cell["c_train"], admissible=cell["admissible"], holdout=holdout)
+
+
+def _one_hot_groups(spec) -> list[np.ndarray]:
+    out, j = [], 0
+    for enc in spec.columns:
+        if enc.kind == "categorical":
+            out.append(np.arange(j, j + enc.width))
+        j += enc.width
+    return out
 
 
 def ranking(cell) -> dict:
@@ -104,10 +117,10 @@ def ranking(cell) -> dict:
 
     out = {}
     logit = TargetOutput("logit")
-    for name in ("mlp", "xgb"):
-        target = cell[name]
+    for name, target_name, categorical in (("mlp", "mlp", "soft"), ("xgb", "xgb", "soft"), ("xgb_snap", "xgb", "snap")):
+        target = cell[target_name]
         truth = proxy_fairness_scores(lambda f: predict_probability(target, cell["spec"].encode(f), logit), cell["audit"])
-        scores = swap_tester(target, cell, logit).score(cell["X_audit"], cell["c_audit"])
+        scores = swap_tester(target, cell, logit, categorical).score(cell["X_audit"], cell["c_audit"])
         unfair = truth > DELTA
         defined = np.isfinite(scores)
         out[name] = {"ap": float(average_precision_score(unfair[defined], scores[defined])),
@@ -177,7 +190,8 @@ def main() -> None:
             for name, r in res.items():
                 print(f"{seed:4d} | {name:6s} | {r['ap']:.3f} | {r['true_fraction']:.3f}   | {r['flagged_fraction']:.3f}   "
                       f"| {r['undefined']}")
-            print(f"     | AP difference xgb − mlp: {res['xgb']['ap'] - res['mlp']['ap']:+.3f}")
+            print(f"     | AP difference xgb − mlp: {res['xgb']['ap'] - res['mlp']['ap']:+.3f}; "
+                  f"xgb_snap − mlp: {res['xgb_snap']['ap'] - res['mlp']['ap']:+.3f}")
     if args.part in ("step", "all"):
         print("eq. 9 on the XGBoost target by finite differences (seed 0): step | AP | scored 0, no split crossed")
         for r in fd_steps(proxy_targets(seed=args.seeds[0], bias=args.bias)):

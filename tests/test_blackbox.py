@@ -251,3 +251,26 @@ def test_registry_reads_mlflow_flavours_that_store_safe_formats_and_refuses_pick
     path, _ = reg.download("lr-model", 1, tmp_path / "s")
     assert path.name == "model.skops"
     np.testing.assert_allclose(load_model(path).predict_raw(X), lr.predict_proba(X.astype(np.float64)))
+
+
+def test_tree_targets_read_with_soft_one_hot_moves_get_a_note_naming_snap(small, tmp_path):
+    import pandas as pd
+    import skops.io as sio
+    import xgboost as xgb
+    from sklearn.linear_model import LogisticRegression
+
+    from faux_checks import FeatureSpec
+    from faux_checks.gate.check import _tree_note
+    from faux_checks.gate.policy import load_policy
+
+    X, _, y, _ = small
+    xgb.train({"objective": "binary:logistic", "nthread": 1}, xgb.DMatrix(X, label=y), 3).save_model(tmp_path / "m.json")
+    sio.dump(LogisticRegression().fit(X, y), tmp_path / "lr.skops")
+    tree, linear = load_model(tmp_path / "m.json"), load_model(tmp_path / "lr.skops")
+    assert tree.piecewise_constant and not linear.piecewise_constant
+    frame = pd.DataFrame({"a": [1.0, 2.0, 3.0], "job": ["x", "y", "x"]})
+    spec, numeric = FeatureSpec.fit(frame, ["a", "job"]), FeatureSpec.fit(frame, ["a"])
+    soft = load_policy(write_policy(tmp_path / "soft.toml"))
+    snap = soft.model_copy(update={"faux": soft.faux.model_copy(update={"swap_categorical": "snap"})})
+    assert "swap_categorical = 'snap'" in _tree_note(tree, soft, spec)[0]
+    assert _tree_note(tree, snap, spec) == [] and _tree_note(linear, soft, spec) == [] and _tree_note(tree, soft, numeric) == []

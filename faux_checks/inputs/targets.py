@@ -177,7 +177,8 @@ def load_xgboost(path: str | Path) -> ForwardOnlyTarget:
         return booster.inplace_predict(x, predict_type="margin", validate_features=False)
 
     return ForwardOnlyTarget(predict, access="forward (xgboost)", output_form=form,
-                             n_features=booster.num_features() or None, dtype=np.float32, source=booster)
+                             n_features=booster.num_features() or None, dtype=np.float32, source=booster,
+                             piecewise_constant=True)
 
 
 def load_lightgbm(path: str | Path) -> ForwardOnlyTarget:
@@ -203,7 +204,7 @@ def load_lightgbm(path: str | Path) -> ForwardOnlyTarget:
         return booster.predict(x, raw_score=True)
 
     return ForwardOnlyTarget(predict, access="forward (lightgbm)", output_form=form,
-                             n_features=booster.num_feature(), dtype=np.float64, source=booster)
+                             n_features=booster.num_feature(), dtype=np.float64, source=booster, piecewise_constant=True)
 
 
 def load_skops(path: str | Path, *, trusted_types: Sequence[str] = ()) -> ForwardOnlyTarget:
@@ -248,6 +249,8 @@ def load_skops(path: str | Path, *, trusted_types: Sequence[str] = ()) -> Forwar
     def predict(x: np.ndarray) -> np.ndarray:
         return model.predict_proba(x)
 
+    final = model.steps[-1][1] if hasattr(model, "steps") else model
+    trees = type(final).__module__.startswith(("sklearn.tree", "sklearn.ensemble"))
     return ForwardOnlyTarget(predict, access="forward (scikit-learn via skops)", output_form="softmax",
                              n_features=int(n_features) if n_features is not None else None, dtype=np.float64,
-                             source=model)
+                             source=model, piecewise_constant=trees)

@@ -60,6 +60,9 @@ class ForwardOnlyTarget(torch.nn.Module):
         Rows per ``predict`` call.
     source : object, optional
         The loaded model object (booster, estimator, session), kept for inspection.
+    piecewise_constant : bool
+        A tree model (its output changes only where a split is crossed): the check then notes that
+        ``swap_categorical = "snap"`` is the reading for one-hot inputs (docs/method.md, "Forward-only targets").
 
     Notes
     -----
@@ -72,8 +75,10 @@ class ForwardOnlyTarget(torch.nn.Module):
     forward_only = True
 
     def __init__(self, predict: Callable[[np.ndarray], np.ndarray], *, access: str, output_form: str = "auto",
-                 n_features: int | None = None, dtype=np.float32, batch_size: int = PREDICT_BATCH, source=None):
+                 n_features: int | None = None, dtype=np.float32, batch_size: int = PREDICT_BATCH, source=None,
+                 piecewise_constant: bool = False):
         super().__init__()
+        self.piecewise_constant = bool(piecewise_constant)
         self._predict = predict
         self.access = access
         self.output_form = output_form

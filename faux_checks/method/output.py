@@ -46,7 +46,8 @@ class TargetOutput:
         sigmoid probabilities; ``"softmax"``: m ≥ 2 columns of probabilities summing to 1;
         ``"logits"``: m ≥ 2 columns of unnormalised class scores (softmax applied here).
         ``"auto"`` resolves on a probe batch and refuses when the form is ambiguous (one column
-        with every value in [0, 1]).
+        with every value in [0, 1]); for a forward-only target whose loader knows its form
+        (:class:`~faux_checks.method.forward.ForwardOnlyTarget` ``output_form``), ``"auto"`` is that form.
     target_class : int
         Class whose probability is tested (default 1, the favourable outcome of a binary target).
     """
