@@ -14,6 +14,7 @@ def render_plots(report: dict) -> dict[str, str]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import PercentFormatter
 
     check = report.get("check") or {}
     audit = report.get("audit") or {}
@@ -69,6 +70,7 @@ def render_plots(report: dict) -> dict[str, str]:
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
         ax.set_xlabel("δ")
         ax.set_ylabel("flagged fraction")
+        ax.yaxis.set_major_formatter(PercentFormatter(1.0))   # shares in percent, as in the page
         ax.set_title("Flagged fraction vs δ")
         plots["flagged_vs_delta"] = _png_data_uri(fig)
 
@@ -88,6 +90,7 @@ def render_plots(report: dict) -> dict[str, str]:
             ax.axhline(mff, color="grey", ls=":", label=f"max_flagged_fraction {mff:.1%}")
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
         ax.set_ylabel("flagged fraction")
+        ax.yaxis.set_major_formatter(PercentFormatter(1.0))   # shares in percent, as in the page
         ax.set_title("Flagged fraction per protected group")
         plots["by_group"] = _png_data_uri(fig)
     elif groups:
@@ -98,6 +101,7 @@ def render_plots(report: dict) -> dict[str, str]:
             ax.axhline(mff, color="grey", ls=":", label=f"max_flagged_fraction {mff:.1%}")
             ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
         ax.set_ylabel("flagged fraction")
+        ax.yaxis.set_major_formatter(PercentFormatter(1.0))   # shares in percent, as in the page
         ax.set_title("Flagged fraction per protected group")
         plots["by_group"] = _png_data_uri(fig)
 
@@ -154,6 +158,7 @@ def render_plots(report: dict) -> dict[str, str]:
             ax.axhline(mff, color="grey", ls=":", label=f"max_flagged_fraction {mff:.1%}")
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
         ax.set_ylabel("flagged fraction")
+        ax.yaxis.set_major_formatter(PercentFormatter(1.0))   # shares in percent, as in the page
         ax.set_title("Flagged fraction across versions and audits (* = this run)")
         plots["history"] = _png_data_uri(fig)
     return plots
