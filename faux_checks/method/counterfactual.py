@@ -94,23 +94,53 @@ class SwapChunk:
 
 
 def _aux_value_and_grad(aux_raw, x: torch.Tensor, a: torch.Tensor | None, b: torch.Tensor | None):
-    """v (n,) and ∇ₓv (n, d) of the aux log-odds of b against a (continuous: the prediction of c)."""
+    """v (n,) float64 and ∇ₓv (n, d) float32 of the aux log-odds of b against a (continuous: the prediction of c)."""
+    return _aux_values_and_grads(aux_raw, x, [(a, b)])[0]
+
+
+def _aux_values_and_grads(aux_raw, x: torch.Tensor, pairs: Sequence[tuple]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """For each (a, b) of ``pairs`` ((None, None): continuous c), v (n,) float64 and ∇ₓv (n, d) float32.
+
+    One forward pass of the aux network for all pairs and one backward pass per pair (the batch-sum trick:
+    rows are independent). The gradient stays in autograd's float32.
+    """
     x = x.detach().float().requires_grad_(True)
     raw = aux_raw(x)
     raw = raw[:, None] if raw.ndim == 1 else raw
-    v = raw[:, 0] if a is None else pair_values(raw, a, b)
-    (grad,) = torch.autograd.grad(v.sum(), x)
-    return v.detach().double(), grad.double()
+    out = []
+    for i, (a, b) in enumerate(pairs):
+        v = raw[:, 0] if a is None else pair_values(raw, a, b)
+        (grad,) = torch.autograd.grad(v.sum(), x, retain_graph=i < len(pairs) - 1)
+        out.append((v.detach().double(), grad))
+    return out
 
 
-def _goals(reference: SwapReference, v: np.ndarray, x_admissible: np.ndarray, a: np.ndarray, b: np.ndarray,
+def _goals(reference: SwapReference, v: np.ndarray, x_aux: torch.Tensor | None, a: np.ndarray, b: np.ndarray,
            sign: float) -> np.ndarray:
+    """The matched aux value of each row (:meth:`GroupShift.goal`).
+
+    ``x_aux`` (n, d_aux) float32: the rows in the aux input space (None without admissible features). The
+    linear fits of every group pair come from one float32 product with coefficients that are zero on the
+    free features (no (n, d_A) gather of the admissible columns, no float64 copy of the rows); the fits
+    then enter the float64 quantile matching.
+    """
     if reference.kind == "continuous":
         return v + sign * reference.slope
+    present = [(ga, np.flatnonzero(a == ga)) for ga in range(reference.n_groups)]
+    present = [(ga, rows) for ga, rows in present if len(rows)]
+    shifts = [reference.shifts[(ga, int(b[rows[0]]))] for ga, rows in present]
+    coef = np.stack([c for s in shifts for c in (s.coef_from, s.coef_to)], axis=1)   # (1 + d_A, 2 * groups)
+    if x_aux is None:
+        fitted = np.broadcast_to(coef[0], (len(v), coef.shape[1]))
+    else:
+        slopes = np.zeros((x_aux.shape[1], coef.shape[1]), dtype=np.float32)
+        slopes[reference.admissible] = coef[1:]
+        fitted = (x_aux @ torch.from_numpy(slopes)).numpy() + coef[0]                # (n, 2 * groups) float64
+    if len(present) == 1:                                                           # one group in this chunk: no gathers
+        return shifts[0].goal_from_fits(v, fitted[:, 0], fitted[:, 1])
     out = np.empty_like(v)
-    for ga in np.unique(a):
-        rows = a == ga
-        out[rows] = reference.shifts[(int(ga), int(b[rows][0]))].goal(v[rows], x_admissible[rows])
+    for i, ((ga, rows), shift) in enumerate(zip(present, shifts)):
+        out[rows] = shift.goal_from_fits(v[rows], fitted[rows, 2 * i], fitted[rows, 2 * i + 1])
     return out
 
 
@@ -176,33 +206,45 @@ def counterfactual_inputs(aux_raw, x: torch.Tensor, c: np.ndarray | None, *, ref
         raise InputError("the swap reading needs each individual's protected group")
     free = ~reference.admissible                                             # (d_aux,) features the move may change
     free_t = torch.as_tensor(np.flatnonzero(free))                           # their positions in the aux input
-    metric = torch.as_tensor(reference.metric[np.ix_(free, free)], dtype=torch.float64)   # (d_free, d_free)
+    # (d_free, d_free); M a in float32, the precision x′ is stored in (the norm aᵀMa is summed in float64)
+    metric = torch.as_tensor(reference.metric[np.ix_(free, free)], dtype=torch.float32)
     x = x.float()
     x_aux = x[:, torch.as_tensor(keep)] if not keep.all() else x             # (b, d_aux)
-    x_adm = x_aux[:, torch.as_tensor(reference.admissible)].double().numpy() if reference.admissible.any() \
-        else np.zeros((b_rows, 0))
+    all_free = bool(free.all())
+    targets = [1.0, -1.0] if continuous else list(range(1, reference.n_groups))
+    if continuous:
+        a_np = None
+        pairs = [(None, None)]                                               # ±1 sd share v and its gradient
+    else:
+        a_np = np.asarray(c, dtype=np.int64)
+        a_t = torch.as_tensor(a_np)
+        pairs = [(a_t, torch.as_tensor((a_np + int(t)) % reference.n_groups)) for t in targets]
+    first = _aux_values_and_grads(aux_raw, x_aux, pairs)                    # one aux forward, one backward per pair
     out = []
-    for t in ([1.0, -1.0] if continuous else range(1, reference.n_groups)):
+    for i, t in enumerate(targets):
         if continuous:
-            a_np = other = a_t = b_t = None
+            other = a_t = b_t = None
             target = np.full(b_rows, int(t), dtype=np.int64)
+            v, grad = first[0]
         else:
-            a_np = np.asarray(c, dtype=np.int64)
-            other = (a_np + int(t)) % reference.n_groups
-            a_t, b_t = torch.as_tensor(a_np), torch.as_tensor(other)
+            a_t, b_t = pairs[i]
+            other = b_t.numpy()
             target = other
-        v, grad = _aux_value_and_grad(aux_raw, x_aux, a_t, b_t)
-        goal = torch.as_tensor(_goals(reference, v.numpy(), x_adm, a_np, other, t))
-        dx, undef = swap_displacement(grad.index_select(1, free_t), metric, goal - v)   # (b, d_free) float64
+            v, grad = first[i]
+        goal = torch.as_tensor(_goals(reference, v.numpy(), x_aux if reference.admissible.any() else None, a_np, other, t))
+        dx, undef = swap_displacement(grad if all_free else grad.index_select(1, free_t), metric, goal - v)
         undefined = undef.numpy().copy()
-        moved = x_aux.clone()
-        moved.index_add_(1, free_t, dx.float())
+        if all_free:
+            moved = x_aux + dx                                               # (b, d_aux) float32
+        else:
+            moved = x_aux.clone()
+            moved.index_add_(1, free_t, dx)
         if settings.line_search:
             moved = _line_search(aux_raw, x_aux, dx, free_t, v, goal, a_t, b_t, settings.line_search)
         for _ in range(settings.steps - 1):                                    # further Newton steps (a finite path)
             v, grad = _aux_value_and_grad(aux_raw, moved, a_t, b_t)
-            dx, undef = swap_displacement(grad.index_select(1, free_t), metric, goal - v)
-            moved.index_add_(1, free_t, dx.float())
+            dx, undef = swap_displacement(grad if all_free else grad.index_select(1, free_t), metric, goal - v)
+            moved.index_add_(1, free_t, dx)
             undefined |= undef.numpy()
         if settings.categorical == "snap":
             moved = _snap(moved, settings.categorical_groups)

@@ -192,9 +192,7 @@ class FAuxTester:
         n, d = X.shape
         if n == 0:
             raise InputError("no rows to score (0 individuals)")
-        if not torch.isfinite(X).all():
-            bad = (~torch.isfinite(X)).any(dim=1).sum()
-            raise InputError(f"X has {fmt_count(int(bad))} rows with NaN/inf of {fmt_count(n)}; clean them first")
+        _check_finite(X, X[: min(n, 256)])          # the probe rows now; every chunk as it is scored (no (n, d) temporaries)
         mask = np.zeros(d, dtype=bool) if self.protected_mask is None else np.asarray(self.protected_mask, bool)
         if mask.shape != (d,):
             raise InputError(f"protected_mask has shape {mask.shape}, expected ({d},)")
@@ -246,6 +244,7 @@ class FAuxTester:
         bar = _bar(n, self.progress)
         for sl in iter_chunks(n, self.chunk_size):
             x = X[sl]
+            _check_finite(X, x)
             p, g = target_probability_and_gradient(self.target_model, x, output, chunk_size=self.chunk_size, _twin=twin)
             if self.variant == "ig":
                 g = path_averaged_gradients(
@@ -344,6 +343,7 @@ class FAuxTester:
         bar = _bar(n, self.progress)
         with one_blas_thread():
             for sl in iter_chunks(n, self.chunk_size):
+                _check_finite(X, X[sl])
                 parts.append(swap_chunk(self.target_model, self.aux_model.net_, X[sl], None if c is None else c[sl],
                                         reference=self.reference, output=output, settings=self.swap, keep=keep,
                                         direct_levels=self.direct_levels, evidence=evidence))
@@ -422,6 +422,18 @@ class FAuxTester:
             return probability(out, output)                                        # (b,)
 
         return prob
+
+
+def _check_finite(X: torch.Tensor, x: torch.Tensor) -> None:
+    """Raise InputError, counting the rows of X with NaN/inf, when the rows x (a slice of X) hold any.
+
+    One float32 sum per chunk instead of an (n, d) boolean temporary: a NaN or inf anywhere makes the sum
+    non-finite; a finite chunk whose sum overflows is re-checked element by element.
+    """
+    if bool(torch.isfinite(x.sum())) or bool(torch.isfinite(x).all()):
+        return
+    bad = sum(int((~torch.isfinite(X[sl])).any(dim=1).sum()) for sl in iter_chunks(X.shape[0], DEFAULT_CHUNK))
+    raise InputError(f"X has {fmt_count(bad)} rows with NaN/inf of {fmt_count(X.shape[0])}; clean them first")
 
 
 def _bar(n: int, enabled: bool):

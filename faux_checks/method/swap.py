@@ -31,6 +31,7 @@ streams individuals through them.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -149,10 +150,15 @@ def matched_quantile(values: np.ndarray, q_from: np.ndarray, q_to: np.ndarray) -
         The target distribution's value at each value's rank in the source distribution (ties
         and flat stretches at their mid-rank; values outside the source range at its ends).
     """
+    levels, ranks = _quantile_ranks(q_from)
+    return np.interp(np.interp(values, levels, ranks), np.linspace(0.0, 1.0, len(q_from)), q_to)
+
+
+def _quantile_ranks(q_from: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct quantile values and their mean rank on the probability grid (ties share their mean rank)."""
     grid = np.linspace(0.0, 1.0, len(q_from))
-    levels, inverse = np.unique(q_from, return_inverse=True)             # ties share their mean rank
-    ranks = np.bincount(inverse, weights=grid) / np.bincount(inverse)
-    return np.interp(np.interp(values, levels, ranks), grid, q_to)
+    levels, inverse = np.unique(q_from, return_inverse=True)
+    return levels, np.bincount(inverse, weights=grid) / np.bincount(inverse)
 
 
 @dataclass(frozen=True)
@@ -175,9 +181,19 @@ class GroupShift:
 
     def goal(self, v: np.ndarray, x_admissible: np.ndarray) -> np.ndarray:
         """The matched value of v in group b for rows of group a: (n,), (n, d_A) -> (n,)."""
-        design = np.column_stack([np.ones(len(v)), x_admissible])
-        residual = v - design @ self.coef_from
-        return design @ self.coef_to + matched_quantile(residual, self.quantiles_from, self.quantiles_to)
+        fitted_from = self.coef_from[0] + x_admissible @ self.coef_from[1:]
+        fitted_to = self.coef_to[0] + x_admissible @ self.coef_to[1:]
+        return self.goal_from_fits(v, fitted_from, fitted_to)
+
+    def goal_from_fits(self, v: np.ndarray, fitted_from: np.ndarray, fitted_to: np.ndarray) -> np.ndarray:
+        """:meth:`goal` given the two linear models' fitted values for the rows, (n,) each -> (n,)."""
+        levels, ranks = self._ranks
+        grid = np.linspace(0.0, 1.0, len(self.quantiles_from))
+        return fitted_to + np.interp(np.interp(v - fitted_from, levels, ranks), grid, self.quantiles_to)
+
+    @functools.cached_property
+    def _ranks(self) -> tuple[np.ndarray, np.ndarray]:
+        return _quantile_ranks(self.quantiles_from)
 
 
 @dataclass(frozen=True)
@@ -398,15 +414,16 @@ def swap_displacement(grad: torch.Tensor, metric: torch.Tensor, delta: torch.Ten
     Parameters
     ----------
     grad : Tensor of shape (n, d)
-        a = ∇ₓ v, the gradient of the aux log-odds (or prediction) being moved.
+        a = ∇ₓ v, the gradient of the aux log-odds (or prediction) being moved; float32 or float64.
     metric : Tensor of shape (d, d), symmetric positive semi-definite
     delta : Tensor of shape (n,)
         Δv, the change of the aux output to make.
 
     Returns
     -------
-    dx : Tensor of shape (n, d), float64
-        Zero where undefined.
+    dx : Tensor of shape (n, d), in grad's dtype
+        Zero where undefined. The product M a is formed in grad's dtype (a float32 gradient from autograd
+        gives a float32 move, the precision x′ is stored in, and its norm aᵀMa); Δv / aᵀMa is in float64.
     undefined : Tensor of shape (n,), bool
         Rows whose gradient has no component the metric can move (aᵀMa ≈ 0), or non-finite values.
 
@@ -415,14 +432,14 @@ def swap_displacement(grad: torch.Tensor, metric: torch.Tensor, delta: torch.Ten
     Our reading of fAux eq. 7–8 in the metric M (module docstring); M = I gives ``a Δv / ‖a‖²``,
     eq. 9's direction times Δv.
     """
-    g = grad.double()
-    Mg = g @ metric.double()                                                 # (n, d)
-    norm2 = (Mg * g).sum(dim=1)                                              # (n,)
+    g = grad if grad.dtype in (torch.float32, torch.float64) else grad.double()
+    Mg = g @ metric.to(g.dtype)                                              # (n, d)
+    norm2 = (Mg * g).sum(dim=1).double()                                     # (n,)
     delta = delta.double()
     undefined = ~(torch.isfinite(norm2) & torch.isfinite(delta)) | (norm2 <= ZERO_NORM2)
     scale = delta / norm2                                                    # (n,): inf/NaN only where undefined
     if bool(undefined.any()):
         scale = torch.where(undefined, torch.zeros((), dtype=torch.float64), scale)
-        Mg = torch.where(undefined[:, None], torch.zeros((), dtype=torch.float64), Mg)
-    dx = Mg * scale[:, None]
+        Mg = torch.where(undefined[:, None], torch.zeros((), dtype=g.dtype), Mg)
+    dx = Mg.mul_(scale.to(g.dtype)[:, None])                                 # Mg is the matmul's own output
     return dx, undefined
