@@ -56,8 +56,10 @@ import subprocess
 import sys
 import time
 
-# run from a checkout without installing: the repository root holds the faux_checks package
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# run from a checkout without installing: the repository root holds the faux_checks package; a worker
+# started for --compare-with imports the library from that other checkout instead (same bench code)
+_LIBRARY = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--library=")), None)
+sys.path.insert(0, _LIBRARY or os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 D = 100
 HIDDEN = (64, 64)
@@ -151,6 +153,28 @@ def floor_pass(target, aux, X, chunk_size: int, parts: str = "both") -> None:
             out = aux.outputs(xa)
             for j in range(k):
                 torch.autograd.grad(out[:, j].sum(), xa, retain_graph=j < k - 1)
+
+
+def swap_floor_pass(target, aux, X, chunk_size: int, n_groups: int, metric) -> None:
+    """What the swap reading cannot avoid, per chunk (float32, batch-sum trick, nothing kept): the target's
+    forward at x; one aux forward and, per other group, one aux backward, the metric product M·a
+    ((b, d_free) x (d_free, d_free)) and the target's forward at the moved x′. ``metric``: the reference's
+    metric on its free features, float32 Tensor."""
+    import torch
+
+    n = X.shape[0]
+    for start in range(0, n, chunk_size):
+        xs = X[start : start + chunk_size]
+        with torch.no_grad():
+            target(xs)
+        xa = xs.detach().requires_grad_(True)
+        out = aux.net_(xa)
+        for j in range(n_groups - 1):
+            (g,) = torch.autograd.grad(out[:, -1 - j].sum(), xa, retain_graph=j < n_groups - 2)
+            g[:, : metric.shape[0]] @ metric
+            with torch.no_grad():
+                target(xs + g)
+        del out
 
 
 def naive_loop(target, aux, X) -> None:
@@ -266,6 +290,10 @@ def run_case(case: str, args) -> dict:
         hold = slice(min(20_000, n_rows), min(30_000, n_rows))
         tester.fit_reference(X[ref], groups[ref], holdout=(X[hold], groups[hold]) if n_rows > 20_000 else None)
         res["reference_s"] = time.perf_counter() - t0
+        free = ~tester.reference.admissible
+        res["free_features"] = int(free.sum())
+        swap_metric = torch.as_tensor(tester.reference.metric[np.ix_(free, free)], dtype=torch.float32)
+        n_groups = 2 if c_kind == "binary" else 3
 
         def run():
             r = tester.evaluate(rows, groups, evidence=evidence)
@@ -278,9 +306,12 @@ def run_case(case: str, args) -> dict:
             r = tester.evaluate(rows, evidence=evidence)
             return r.scores, r.undefined, r.probability
 
-    floors, cases, rss_floor = [], [], None
-    for _ in range(args.repeats):                       # interleaved: floor, case, floor, case, ...
+    floors, cases, swap_floors, rss_floor = [], [], [], None
+    for _ in range(args.repeats):                       # interleaved: floor, (swap floor), case, floor, ...
         floors.append(timed(lambda: floor_pass(target, aux, rows, args.chunk_size))[:2])
+        if variant == "swap":
+            swap_floors.append(timed(lambda: swap_floor_pass(target, aux, rows, args.chunk_size, n_groups,
+                                                             swap_metric))[:2])
         if rss_floor is None:
             rss_floor = peak_rss_mb()
         w, c, out = timed(run)
@@ -300,6 +331,11 @@ def run_case(case: str, args) -> dict:
     res["ratio_to_floor"] = res["time_s"] / res["floor_s"]
     res["ratio_to_floor_cpu"] = res["cpu_s"] / res["floor_cpu_s"]
     res["ratio_paired_median"] = statistics.median(c[0] / f[0] for c, f in zip(cases, floors))
+    if swap_floors:
+        res["swap_floor_s"] = min(f[0] for f in swap_floors)
+        res["swap_floor_cpu_s"] = min(f[1] for f in swap_floors)
+        res["ratio_to_swap_floor"] = res["time_s"] / res["swap_floor_s"]
+        res["ratio_to_swap_floor_cpu"] = res["cpu_s"] / res["swap_floor_cpu_s"]
     res["undefined"] = int(np.sum(undefined))
     res["score_median"] = float(np.nanmedian(scores))
 
@@ -522,8 +558,9 @@ def run_profile(c_kind: str, args) -> dict:
 
 
 # ---------------------------------------------------------------------------- driver
-def spawn(worker: str, args) -> dict:
+def spawn(worker: str, args, library: str | None = None) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", worker,
+           *([f"--library={os.path.abspath(library)}"] if library else []),
            "--n", str(args.n), "--ig-n", str(args.ig_n), "--ig-steps", str(args.ig_steps),
            "--naive-n", str(args.naive_n), "--chunk-size", str(args.chunk_size),
            "--repeats", str(args.repeats), "--threads", str(args.threads)]
@@ -534,6 +571,9 @@ def spawn(worker: str, args) -> dict:
         raise SystemExit(f"worker {worker} failed with exit code {proc.returncode}")
     res = json.loads(proc.stdout.strip().splitlines()[-1])
     res["load_avg_1min_after"] = os.getloadavg()[0]
+    if library:
+        res["case"] = f"{res['case']}@{os.path.basename(os.path.abspath(library))}"
+        res["library"] = os.path.abspath(library)
     print(f"  [{worker}: {time.perf_counter() - t0:.1f} s, load average {res['load_avg_1min_after']:.1f}]",
           file=sys.stderr, flush=True)
     return res
@@ -545,19 +585,23 @@ def print_table(results: list[dict], args) -> None:
           f"{args.repeats} interleaved floor/case runs, best kept; {os.cpu_count()} CPUs, "
           f"load average during the run {min(r['load_avg_1min_after'] for r in results):.1f}"
           f"-{max(r['load_avg_1min_after'] for r in results):.1f}")
+    print("x swapfl: best wall / best swap-floor wall (swap cases: target forward at x and each x′, aux forward, one aux "
+          "backward and one metric product per other group), and in CPU time")
     print("x floor: best wall / best floor wall, same process; paired: median over runs of (case / floor just before);"
           " CPU: in CPU time")
     print("setup / peak MB: the worker process's ru_maxrss after X + models / at the end (process peak: torch, X, "
           "models, temporaries, outputs)\n")
-    hdr = (f"{'case':<21}{'k':>2}{'rows':>11}{'time s':>8}{'rows/s':>10}{'floor rows/s':>13}"
-           f"{'x floor':>8}{'paired':>7}{'CPU':>6}{'setup MB':>9}{'peak MB':>8}{'vs naive':>9}")
+    hdr = (f"{'case':<28}{'k':>2}{'rows':>11}{'time s':>8}{'rows/s':>10}{'floor rows/s':>13}"
+           f"{'x floor':>8}{'paired':>7}{'CPU':>6}{'x swapfl':>9}{'CPU':>6}{'setup MB':>9}{'peak MB':>8}{'vs naive':>9}")
     print(hdr)
     print("-" * len(hdr))
     for r in results:
         sp = r.get("speedup_vs_naive")
-        print(f"{r['case']:<21}{r['k']:>2}{r['n']:>11,}{r['time_s']:>8.2f}{r['rows_per_s']:>10,.0f}"
+        swf = (f"{r['ratio_to_swap_floor']:>9.2f}{r['ratio_to_swap_floor_cpu']:>6.2f}" if "ratio_to_swap_floor" in r
+               else f"{'-':>9}{'-':>6}")
+        print(f"{r['case']:<28}{r['k']:>2}{r['n']:>11,}{r['time_s']:>8.2f}{r['rows_per_s']:>10,.0f}"
               f"{r['floor_rows_per_s']:>13,.0f}{r['ratio_to_floor']:>8.2f}{r['ratio_paired_median']:>7.2f}"
-              f"{r['ratio_to_floor_cpu']:>6.2f}{r['rss_after_setup_mb']:>9,.0f}{r['peak_rss_mb']:>8,.0f}"
+              f"{r['ratio_to_floor_cpu']:>6.2f}{swf}{r['rss_after_setup_mb']:>9,.0f}{r['peak_rss_mb']:>8,.0f}"
               f"{('-' if sp is None else f'{sp:,.0f}x'):>9}")
     for r in results:
         if "naive_rows_per_s" in r:
@@ -620,6 +664,11 @@ def main(argv=None) -> None:
     ap.add_argument("--cases", default=",".join(CASES), help=f"comma-separated subset of {','.join(CASES)}")
     ap.add_argument("--profile", action="store_true", help="also profile the stages of binary and 3-class fAux")
     ap.add_argument("--json", default=None, help="also write all results to this JSON file")
+    ap.add_argument("--compare-with", default=None, metavar="CHECKOUT",
+                    help="also run every case with the faux_checks package of this other checkout (e.g. the code "
+                         "before a change: git archive <commit> faux_checks | tar -x -C DIR), interleaved with this "
+                         "one's, so that before and after are measured in one run; rows named case@DIR")
+    ap.add_argument("--library", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.chunk_size is None:
@@ -639,7 +688,11 @@ def main(argv=None) -> None:
     unknown = set(cases) - set(CASES)
     if unknown:
         ap.error(f"unknown case(s) {sorted(unknown)}; choose from {CASES}")
-    results = [spawn(c, args) for c in cases]
+    results = []
+    for c in cases:
+        if args.compare_with:
+            results.append(spawn(c, args, library=args.compare_with))
+        results.append(spawn(c, args))
     profiles = [spawn(f"profile-{c}", args) for c in ("binary", "3class")] if args.profile else []
     main_res = next((r for r in results if r["case"] == "swap-binary"), None)
     if main_res is None:

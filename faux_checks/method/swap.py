@@ -154,6 +154,13 @@ def matched_quantile(values: np.ndarray, q_from: np.ndarray, q_to: np.ndarray) -
     return np.interp(np.interp(values, levels, ranks), np.linspace(0.0, 1.0, len(q_from)), q_to)
 
 
+def _interp_uniform(r: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``np.interp(r, linspace(0, 1, len(q)), q)`` for r in [0, 1], by index arithmetic (no search)."""
+    pos = r * (len(q) - 1)
+    i = np.minimum(pos.astype(np.int64), len(q) - 2)
+    return q[i] + (pos - i) * (q[i + 1] - q[i])
+
+
 def _quantile_ranks(q_from: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct quantile values and their mean rank on the probability grid (ties share their mean rank)."""
     grid = np.linspace(0.0, 1.0, len(q_from))
@@ -188,8 +195,7 @@ class GroupShift:
     def goal_from_fits(self, v: np.ndarray, fitted_from: np.ndarray, fitted_to: np.ndarray) -> np.ndarray:
         """:meth:`goal` given the two linear models' fitted values for the rows, (n,) each -> (n,)."""
         levels, ranks = self._ranks
-        grid = np.linspace(0.0, 1.0, len(self.quantiles_from))
-        return fitted_to + np.interp(np.interp(v - fitted_from, levels, ranks), grid, self.quantiles_to)
+        return fitted_to + _interp_uniform(np.interp(v - fitted_from, levels, ranks), self.quantiles_to)
 
     @functools.cached_property
     def _ranks(self) -> tuple[np.ndarray, np.ndarray]:
