@@ -159,3 +159,19 @@ def test_swap_scores_match_the_values_recorded_before_the_optimisation(case):
             assert got[key] == value, key
         else:
             np.testing.assert_allclose(got[key], value, rtol=1e-5, atol=2e-8, err_msg=key)
+
+
+def test_nan_beyond_the_probe_rows_is_refused_with_the_whole_count():
+    """Finiteness is checked chunk by chunk (no (n, d) temporary); the error still counts every bad row."""
+    from _swap_pin_problem import _problem
+
+    from faux_checks.errors import InputError
+
+    tester, X, c = _problem("binary")
+    X[280, 2] = np.nan                          # in the fifth 64-row chunk, after the 256 probe rows
+    X[290, 0] = np.inf
+    X[299, 1] = -np.inf
+    with pytest.raises(InputError, match="X has 3 rows with NaN/inf of 300"):
+        tester.evaluate(X, c)
+    big = np.full_like(X, 3e37)                 # finite values whose float32 sum overflows: not refused
+    assert np.isfinite(tester.evaluate(big, c, evidence=False).probability).all()

@@ -378,6 +378,7 @@ class FAuxTester:
         ev = np.zeros((n, d), dtype=np.float32) if evidence else None
         for sl in iter_chunks(n, self.chunk_size):
             x = X[sl]
+            _check_finite(X, x)
             J = self.aux_model.jacobian(x[:, torch.from_numpy(keep)], chunk_size=self.chunk_size)   # (b, k, d_aux)
             M, undef = pseudo_inverse_rows(J, ridge=self.ridge)                                    # (b, k, d_aux)
             U = torch.zeros((len(x), M.shape[1], d), dtype=torch.float64)
