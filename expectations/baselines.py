@@ -12,8 +12,12 @@
   fairlearn's differences on the predictions P(y|x) > 0.5 across protected groups
   (:func:`faux_checks.baselines.group_metrics`), at most ``threshold``.
 
-Each metric scores the rows the fAux check audits (``expectations._inputs.audit_inputs``) and
-makes one call into the tester. Errors surface as ``exception_info`` (suite: ``undecided``).
+Each metric depends on the suite's ``faux.check`` metric (the same model, feature spec, aux model and
+policy: GX computes it once per validation) and reads the tester's result that ``run_check`` already
+computed on the audited rows (``check["testers"]``): the expectations validate, they do not score
+again. Only an expectation whose settings differ from its policy's (a hand-built one), or whose tester
+the check did not run, scores the rows itself (``expectations._inputs.audit_inputs``, one call into the
+tester). Errors surface as ``exception_info`` (suite: ``undecided``).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from great_expectations.execution_engine import ExecutionEngine, PandasExecution
 from great_expectations.expectations.expectation import ColumnAggregateExpectation
 from great_expectations.expectations.metrics.column_aggregate_metric_provider import ColumnAggregateMetricProvider
 from great_expectations.expectations.metrics.metric_provider import metric_value
+from great_expectations.validator.metric_configuration import MetricConfiguration
 
 from faux_checks.baselines import FTATester, group_metrics
 from faux_checks.errors import InputError
@@ -35,6 +40,7 @@ from faux_checks.method.forward import is_forward_only
 from faux_checks.method.output import TargetOutput, predict_probability, resolve_output_form
 
 from ._inputs import audit_inputs, table_records
+from .faux import FAUX_METRIC, FauxCheck
 
 __all__ = [
     "ExpectFtaFlaggedFractionToBeAtMost",
@@ -59,6 +65,10 @@ FEATURE_SPEC_PATH_DESCRIPTION = (
 )
 POLICY_JSON_DESCRIPTION = (
     "The gate policy as JSON; supplies protected/label columns, missing-value rule, max_rows, seed and output form."
+)
+AUX_MODEL_PATH_DESCRIPTION = (
+    "The suite's fAux expectation's aux model path (None: trained); names the fAux check whose tester results "
+    "this expectation reads, so it must equal that expectation's (build_suite sets both)."
 )
 GATING_DESCRIPTION = "If true, an unsuccessful result fails the gate; otherwise it is only reported."
 FTA_SHORT_DESCRIPTION = (
@@ -90,16 +100,78 @@ _LIBRARY_METADATA: Dict[str, Union[str, list, bool]] = {
 
 
 # ---------------------------------------------------------------------------------- metrics
-class FtaFlaggedFraction(ColumnAggregateMetricProvider):
+class _ReadsTheCheck(ColumnAggregateMetricProvider):
+    """Base of the baseline metrics: each depends on the suite's ``faux.check`` (computed once per validation).
+
+    The dependency has the fAux expectation's exact domain and value kwargs (model, feature spec, aux model,
+    policy), so GX resolves one ``run_check`` for the fAux expectation and every baseline metric.
+    """
+
+    @classmethod
+    @override
+    def _get_evaluation_dependencies(cls, metric: MetricConfiguration, configuration=None, execution_engine=None,
+                                     runtime_configuration: Optional[dict] = None):
+        dependencies = super()._get_evaluation_dependencies(
+            metric=metric, configuration=configuration, execution_engine=execution_engine,
+            runtime_configuration=runtime_configuration)
+        kw = metric.metric_value_kwargs or {}
+        dependencies[FAUX_METRIC] = MetricConfiguration(
+            metric_name=FAUX_METRIC, metric_domain_kwargs=metric.metric_domain_kwargs,
+            metric_value_kwargs={k: kw.get(k) for k in FauxCheck.value_keys})
+        return dependencies
+
+
+def _computed_entry(metrics: dict, tester: str, kw: dict, params: tuple = ()) -> tuple[dict, dict] | None:
+    """(the check, its entry for ``tester``) when ``run_check`` computed it with this metric's settings, else None.
+
+    Reused only when the policy enables the tester with the same threshold and parameters as the metric's
+    kwargs and the check holds its entry; a defined value, or a per-individual tester that is not applicable.
+    """
+    from faux_checks.gate.policy import Policy
+
+    check = metrics.get(FAUX_METRIC)
+    if not isinstance(check, dict) or not isinstance(check.get("testers"), dict):
+        return None
+    entry = check["testers"].get(tester)
+    settings = Policy.model_validate_json(kw["policy_json"]).testers.get(tester)
+    if not isinstance(entry, dict) or settings is None or not settings.enabled:
+        return None
+    if kw.get("threshold") is not None and float(kw["threshold"]) != float(settings.threshold):
+        return None
+    if any(kw.get(k) is not None and kw[k] != getattr(settings, k) for k in params):
+        return None
+    if entry.get("value") is None and not (entry.get("statistic") == "flagged_fraction" and entry.get("summary")):
+        return None
+    return check, entry
+
+
+def _flagged_from_check(metrics: dict, tester: str, kw: dict, params: tuple) -> dict | None:
+    """A per-individual tester's metric value from the check's entry (None: score the rows instead)."""
+    found = _computed_entry(metrics, tester, kw, params)
+    if found is None:
+        return None
+    check, entry = found
+    summary = {"statistic": "flagged_fraction", "tester": tester, "threshold": float(entry["threshold"]),
+               **{k: kw.get(k) for k in params}, "n_individuals": int(check["n_individuals"]), "source": "run_check"}
+    if entry.get("value") is None:
+        return {**summary, "value": None, "not_applicable": entry.get("summary")}
+    return {**summary, "value": float(entry["value"]), "n_flagged": entry.get("n_flagged"),
+            "rule": entry.get("description"), "p50": entry.get("p50"), "p90": entry.get("p90")}
+
+
+class FtaFlaggedFraction(_ReadsTheCheck):
     """``faux.fta``: FTA scores of the audited rows summarised against ``threshold``."""
 
     metric_name = FTA_METRIC
-    value_keys = ("model_path", "feature_spec_path", "policy_json", "threshold", "p")
+    value_keys = ("model_path", "feature_spec_path", "aux_model_path", "policy_json", "threshold", "p")
 
     @metric_value(engine=PandasExecutionEngine)
     def _pandas(cls, execution_engine, metric_domain_kwargs: dict, metric_value_kwargs: dict,
                 metrics: dict[str, Any], runtime_configuration: dict) -> dict:
         kw = metric_value_kwargs
+        reused = _flagged_from_check(metrics, "fta", kw, ("p",))
+        if reused is not None:
+            return reused
         inputs = audit_inputs(table_records(execution_engine, metric_domain_kwargs), model_path=kw["model_path"],
                               feature_spec_path=kw.get("feature_spec_path"), policy_json=kw["policy_json"])
         output = TargetOutput(form=inputs.policy.target_output, target_class=inputs.policy.target_class)
@@ -115,7 +187,13 @@ class FtaFlaggedFraction(ColumnAggregateMetricProvider):
                 "p50": float(np.median(scores)), "p90": float(np.quantile(scores, 0.9))}
 
 
-def _group_metric(execution_engine, metric_domain_kwargs: dict, kw: dict, key: str) -> dict:
+def _group_metric(execution_engine, metric_domain_kwargs: dict, kw: dict, key: str, metrics: dict | None = None) -> dict:
+    tester = "demographic_parity" if key == "demographic_parity_difference" else "equalized_odds"
+    found = _computed_entry(metrics or {}, tester, {**kw, "threshold": None})
+    if found is not None and found[1].get("value") is not None:
+        check, entry = found
+        return {"statistic": key, "value": float(entry["value"]), "n_individuals": int(check["n_individuals"]),
+                "groups": sorted(str(g.get("group")) for g in check.get("by_group") or []), "source": "run_check"}
     inputs = audit_inputs(table_records(execution_engine, metric_domain_kwargs), model_path=kw["model_path"],
                           feature_spec_path=kw.get("feature_spec_path"), policy_json=kw["policy_json"])
     policy = inputs.policy
@@ -134,30 +212,30 @@ def _group_metric(execution_engine, metric_domain_kwargs: dict, kw: dict, key: s
             "groups": sorted(map(str, set(groups)))}
 
 
-class DemographicParityDifference(ColumnAggregateMetricProvider):
+class DemographicParityDifference(_ReadsTheCheck):
     """``faux.demographic_parity_difference`` on the audited rows."""
 
     metric_name = DP_METRIC
-    value_keys = ("model_path", "feature_spec_path", "policy_json")
+    value_keys = ("model_path", "feature_spec_path", "aux_model_path", "policy_json")
 
     @metric_value(engine=PandasExecutionEngine)
     def _pandas(cls, execution_engine, metric_domain_kwargs: dict, metric_value_kwargs: dict,
                 metrics: dict[str, Any], runtime_configuration: dict) -> dict:
         return _group_metric(execution_engine, metric_domain_kwargs, metric_value_kwargs,
-                             "demographic_parity_difference")
+                             "demographic_parity_difference", metrics)
 
 
-class EqualizedOddsDifference(ColumnAggregateMetricProvider):
+class EqualizedOddsDifference(_ReadsTheCheck):
     """``faux.equalized_odds_difference`` on the audited rows (needs the policy's label column)."""
 
     metric_name = EO_METRIC
-    value_keys = ("model_path", "feature_spec_path", "policy_json")
+    value_keys = ("model_path", "feature_spec_path", "aux_model_path", "policy_json")
 
     @metric_value(engine=PandasExecutionEngine)
     def _pandas(cls, execution_engine, metric_domain_kwargs: dict, metric_value_kwargs: dict,
                 metrics: dict[str, Any], runtime_configuration: dict) -> dict:
         return _group_metric(execution_engine, metric_domain_kwargs, metric_value_kwargs,
-                             "equalized_odds_difference")
+                             "equalized_odds_difference", metrics)
 
 
 # ---------------------------------------------------------------------------------- expectations
@@ -172,6 +250,7 @@ class _BaselineExpectation(ColumnAggregateExpectation):
     column: str = pydantic.Field(min_length=1, description=COLUMN_DESCRIPTION)
     model_path: str = pydantic.Field(min_length=1, description=MODEL_PATH_DESCRIPTION)
     feature_spec_path: Optional[str] = pydantic.Field(None, description=FEATURE_SPEC_PATH_DESCRIPTION)
+    aux_model_path: Optional[str] = pydantic.Field(None, description=AUX_MODEL_PATH_DESCRIPTION)
     policy_json: str = pydantic.Field(min_length=2, description=POLICY_JSON_DESCRIPTION)
     gating: bool = pydantic.Field(False, description=GATING_DESCRIPTION)
 
@@ -228,9 +307,11 @@ class ExpectFtaFlaggedFractionToBeAtMost(_BaselineExpectation):
     p: float = pydantic.Field(2.0, ge=1, description=FTA_P_DESCRIPTION)
 
     metric_dependencies = (FTA_METRIC,)
-    success_keys = ("model_path", "feature_spec_path", "policy_json", "threshold", "p", "max_flagged_fraction",
+    success_keys = ("model_path", "feature_spec_path", "aux_model_path", "policy_json", "threshold", "p",
+                    "max_flagged_fraction",
                     "gating")
-    args_keys = ("column", "model_path", "feature_spec_path", "policy_json", "threshold", "max_flagged_fraction",
+    args_keys = ("column", "model_path", "feature_spec_path", "aux_model_path", "policy_json", "threshold",
+                 "max_flagged_fraction",
                  "p", "gating")
     _metric: ClassVar[str] = FTA_METRIC
     _limit_key: ClassVar[str] = "max_flagged_fraction"
@@ -258,8 +339,8 @@ class ExpectDemographicParityDifferenceToBeAtMost(_BaselineExpectation):
     threshold: float = pydantic.Field(description=DP_THRESHOLD_DESCRIPTION)
 
     metric_dependencies = (DP_METRIC,)
-    success_keys = ("model_path", "feature_spec_path", "policy_json", "threshold", "gating")
-    args_keys = ("column", "model_path", "feature_spec_path", "policy_json", "threshold", "gating")
+    success_keys = ("model_path", "feature_spec_path", "aux_model_path", "policy_json", "threshold", "gating")
+    args_keys = ("column",) + success_keys
     _metric: ClassVar[str] = DP_METRIC
 
 
@@ -284,8 +365,8 @@ class ExpectEqualizedOddsDifferenceToBeAtMost(_BaselineExpectation):
     threshold: float = pydantic.Field(description=EO_THRESHOLD_DESCRIPTION)
 
     metric_dependencies = (EO_METRIC,)
-    success_keys = ("model_path", "feature_spec_path", "policy_json", "threshold", "gating")
-    args_keys = ("column", "model_path", "feature_spec_path", "policy_json", "threshold", "gating")
+    success_keys = ("model_path", "feature_spec_path", "aux_model_path", "policy_json", "threshold", "gating")
+    args_keys = ("column",) + success_keys
     _metric: ClassVar[str] = EO_METRIC
 
 
@@ -307,7 +388,7 @@ TESTER_PARAMS: Dict[str, tuple] = {
     "ftu_flip": (),
     "linked_columns": (),
 }
-_COMMON_VALUE_KEYS = ("model_path", "feature_spec_path", "policy_json", "threshold")
+_COMMON_VALUE_KEYS = ("model_path", "feature_spec_path", "aux_model_path", "policy_json", "threshold")
 MAX_FLAGGED_FRACTION_DESCRIPTION = "Largest allowed share of individuals over threshold; None = report only."
 
 
@@ -345,9 +426,12 @@ def _tester_metric_provider(class_name: str, tester: str, metric_name: str, doc:
     @metric_value(engine=PandasExecutionEngine)
     def _pandas(cls, execution_engine, metric_domain_kwargs: dict, metric_value_kwargs: dict,
                 metrics: dict[str, Any], runtime_configuration: dict) -> dict:
+        reused = _flagged_from_check(metrics, tester, metric_value_kwargs, TESTER_PARAMS[tester])
+        if reused is not None:
+            return reused
         return _tester_flagged_fraction(tester, execution_engine, metric_domain_kwargs, metric_value_kwargs)
 
-    return type(class_name, (ColumnAggregateMetricProvider,), {
+    return type(class_name, (_ReadsTheCheck,), {
         "__doc__": doc, "__module__": __name__, "metric_name": metric_name,
         "value_keys": _COMMON_VALUE_KEYS + TESTER_PARAMS[tester], "_pandas": _pandas})
 
@@ -408,7 +492,8 @@ class TesterFlaggedFractionExpectation(_BaselineExpectation):
         return super()._validate(metrics, runtime_configuration, execution_engine)
 
 
-_KEYS = ("model_path", "feature_spec_path", "policy_json", "threshold", "max_flagged_fraction", "gating")
+_KEYS = ("model_path", "feature_spec_path", "aux_model_path", "policy_json", "threshold", "max_flagged_fraction",
+         "gating")
 
 
 class ExpectWeightedFtaFlaggedFractionToBeAtMost(TesterFlaggedFractionExpectation):

@@ -144,12 +144,14 @@ def build_suite(
 def _attribute_expectations(policy: Policy, model_path: str, feature_spec_path: str | None,
                             aux_model_path: str | None) -> list[Any]:
     """The fAux expectation and the enabled baseline testers' of a single-attribute policy."""
+    # every expectation names the same model, spec, aux model and policy: the baselines' metrics depend on
+    # the fAux expectation's faux.check with these exact kwargs, so GX runs the check once and they read it
     common = {"column": policy.protected, "model_path": str(model_path),
               "feature_spec_path": None if feature_spec_path is None else str(feature_spec_path),
+              "aux_model_path": None if aux_model_path is None else str(aux_model_path),
               "policy_json": policy.model_dump_json()}
     expectations: list[Any] = [ExpectFauxFlaggedFractionToBeAtMost(
-        **common, aux_model_path=None if aux_model_path is None else str(aux_model_path),
-        max_flagged_fraction=policy.faux.max_flagged_fraction)]
+        **common, max_flagged_fraction=policy.faux.max_flagged_fraction)]
     for tester, settings in policy.testers.items():
         if not settings.enabled:
             continue

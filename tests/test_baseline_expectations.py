@@ -89,11 +89,72 @@ def test_each_new_expectation_fires_with_run_check_numbers(frame, files):
         assert r["observed_value"] == pytest.approx(t["value"], abs=1e-12), name
         assert r["observed_value"] > 0.05
         assert t["statistic"] == "flagged_fraction" and t["limit"] == 0.05 and t["gating"] is False
-        assert set(t) == {"statistic", "value", "threshold", "limit", "gating", "passed", "p50", "p90", "summary"}
-        assert t["summary"].startswith(f"{t['value']:.2%} of individuals with ")
+        assert set(t) == {"statistic", "value", "threshold", "limit", "gating", "passed", "p50", "p90", "summary",
+                          "n_flagged", "description"}
+        assert t["summary"] == f"{t['value']:.2%} of individuals with {t['description']}"
+        assert t["n_flagged"] == round(t["value"] * direct.n_individuals)
     # non-gating: reported, and the decision is fAux's own
     assert outcome.decision == direct.decision
     assert any(r.startswith(f"non-gating, reported only: {NEW['fliptest']}") for r in outcome.reasons)
+
+
+def test_the_suite_runs_the_check_once_and_the_baselines_read_its_testers(frame, files, monkeypatch):
+    """Issue 12: GX resolves one faux.check for the fAux expectation and every baseline metric; the baselines
+    validate run_check's numbers and score nothing again (a hand-built expectation with other settings does)."""
+    import faux_checks.gate.check as check_mod
+    import faux_checks.gate.testers as testers_mod
+
+    calls = {"run_check": 0, "baseline_scores": 0, "fta": 0}
+    real_run_check, real_scores = check_mod.run_check, testers_mod.baseline_scores
+
+    def counted_run_check(*a, **k):
+        calls["run_check"] += 1
+        return real_run_check(*a, **k)
+
+    def counted_scores(name, *a, **k):
+        calls["baseline_scores"] += 1
+        return real_scores(name, *a, **k)
+
+    real_fta = E.baselines.FTATester.score
+
+    def counted_fta(self, *a, **k):
+        calls["fta"] += 1
+        return real_fta(self, *a, **k)
+
+    monkeypatch.setattr(check_mod, "run_check", counted_run_check)
+    monkeypatch.setattr(testers_mod, "baseline_scores", counted_scores)
+    monkeypatch.setattr(E.baselines.FTATester, "score", counted_fta)
+    testers = {**STRICT, "fta": {"threshold": 0.05, "max_flagged_fraction": 0.5},
+               "demographic_parity": {"threshold": 0.2}, "equalized_odds": {"threshold": 0.2}}
+    policy = make_policy(testers)
+    suite = E.build_suite(policy, model_path=files["unfair"], feature_spec_path=files["spec"])
+    outcome = E.validate_frame(frame, suite)
+    per_run = {k: v for k, v in calls.items()}
+    assert per_run["run_check"] == 1                       # the fAux expectation's check, shared by 7 baselines
+    # run_check itself scores each per-individual tester once (5 through baseline_scores; FTA in it too)
+    assert per_run["baseline_scores"] == 5 and per_run["fta"] == 1
+    check = outcome.check
+    for r in outcome.expectations[1:]:
+        assert r["exception"] is None, r
+    rows = {r["type"]: r for r in outcome.expectations}
+    for name, kind in NEW.items():
+        assert rows[kind]["observed_value"] == check["testers"][name]["value"], name
+    assert rows["expect_fta_flagged_fraction_to_be_at_most"]["observed_value"] == check["testers"]["fta"]["value"]
+    assert rows["expect_demographic_parity_difference_to_be_at_most"]["observed_value"] == \
+        check["testers"]["demographic_parity"]["value"]
+    assert rows["expect_equalized_odds_difference_to_be_at_most"]["observed_value"] == \
+        check["testers"]["equalized_odds"]["value"]
+
+    # an expectation whose threshold differs from its policy's scores the rows itself (and still agrees)
+    calls.update(run_check=0, baseline_scores=0)
+    odd = E.ExpectUnfairMapFlaggedFractionToBeAtMost(
+        column="sex", model_path=files["unfair"], feature_spec_path=files["spec"],
+        policy_json=policy.model_dump_json(), threshold=5.0, **{k: v for k, v in STRICT["unfair_map"].items()
+                                                               if k not in ("threshold", "max_flagged_fraction")})
+    import great_expectations as gx
+
+    E.validate_frame(frame, gx.ExpectationSuite(name="odd", expectations=[suite.expectations[0], odd]))
+    assert calls["run_check"] == 1 and calls["baseline_scores"] == 1 + 5
 
 
 def test_gating_new_tester_fails_a_passing_model(frame, files):

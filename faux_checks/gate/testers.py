@@ -119,7 +119,8 @@ def flagged_summary(settings: TesterSettings, scores: np.ndarray | None, descrip
         return entry
     frac = float(np.mean(scores > settings.threshold))
     entry.update(value=frac, passed=limit is None or frac <= limit, p50=float(np.median(scores)),
-                 p90=float(np.quantile(scores, 0.9)), summary=f"{frac:.2%} of individuals with {description}")
+                 p90=float(np.quantile(scores, 0.9)), summary=f"{frac:.2%} of individuals with {description}",
+                 n_flagged=int(np.sum(scores > settings.threshold)), description=description)
     return entry
 
 
