@@ -7,7 +7,7 @@ gate that cannot decide never passes (docs/architecture.md, "Contracts").
 
 from __future__ import annotations
 
-__all__ = ["FauxChecksError", "InputError", "UndecidableError", "UnsafeModelError"]
+__all__ = ["FauxChecksError", "InputError", "RegistryUnreachableError", "UndecidableError", "UnsafeModelError"]
 
 
 class FauxChecksError(Exception):
@@ -28,3 +28,7 @@ class UndecidableError(FauxChecksError):
 
 class UnsafeModelError(InputError):
     """A model file would need unpickling arbitrary Python objects to load; refused by default."""
+
+
+class RegistryUnreachableError(UndecidableError):
+    """The model registry (MLflow tracking server) did not answer within the client's timeouts and retries."""

@@ -15,7 +15,9 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -197,38 +199,95 @@ def _check_attributes(args, policy, report_dir: Path | None) -> int:
     return result.exit_code
 
 
+class Stop(BaseException):
+    """Raised in the main thread by SIGTERM / SIGINT or by the gate's deadline.
+
+    A ``BaseException``: the flow's fail-closed wrappers (``except Exception``) do not turn it into a
+    recorded ``undecided``; it unwinds every ``finally`` (leases released) and :func:`main` stops the
+    temporary Prefect server and any Dask cluster this process started, then exits with ``code``.
+    """
+
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+def _on_signal(signum, frame):
+    raise Stop(128 + signum, f"{signal.Signals(signum).name} received")
+
+
+def _on_deadline(seconds: float):
+    def handler(signum, frame):
+        raise Stop(EXIT_UNDECIDED, f"the gate's deadline of {seconds:g} s was reached")
+    return handler
+
+
 def cmd_gate(args) -> int:
-    """Run the Prefect gate flow on a registered model."""
+    """Run the Prefect gate flow on a registered model, within the deadline (policy ``[operations]`` or --deadline)."""
+    from faux_checks.gate.policy import load_policy
+    from faux_checks.registry import default_tracking_uri
+    from faux_checks.registry.operations import apply_client_settings, check_reachable
     from faux_checks.settings import configure_environment
 
-    configure_environment()
-    from flows.gate import gate
+    operations = load_policy(args.policy).operations
+    deadline = float(args.deadline or operations.deadline_s)
+    apply_client_settings(operations)
+    uri = args.tracking_uri or default_tracking_uri()
+    armed = threading.current_thread() is threading.main_thread()
+    if armed:  # the whole command: server start, flow, history
+        previous = signal.signal(signal.SIGALRM, _on_deadline(deadline))
+        signal.setitimer(signal.ITIMER_REAL, deadline)
+    try:
+        check_reachable(uri)  # an MLflow server that does not answer: no Prefect server started at all
+        configure_environment()
+        from flows.gate import gate
 
-    from .output import library_output_to_stderr
+        from .output import library_output_to_stderr
 
-    _eprint(f"gating new versions of '{args.model_name}' (Prefect ephemeral API; first start takes ~10 s)")
-    with library_output_to_stderr():
-        state = gate(model_name=args.model_name, data_path=args.data, policy_path=args.policy,
-                     tracking_uri=args.tracking_uri, alias=args.alias, report_root=args.report_dir,
-                     return_state=True)
-    outcomes = _flow_outcomes(state)
-    if outcomes == [] and state.is_completed():   # the flow found nothing to gate: say so (stdout stays empty in --json)
-        message = _nothing_new(args.model_name, args.tracking_uri)
+        _eprint(f"gating new versions of '{args.model_name}' (Prefect ephemeral API; first start takes ~10 s; "
+                f"deadline {deadline:g} s)")
+        with library_output_to_stderr():
+            state = gate(model_name=args.model_name, data_path=args.data, policy_path=args.policy,
+                         tracking_uri=args.tracking_uri, alias=args.alias, report_root=args.report_dir,
+                         deadline_s=deadline, return_state=True)
+        _raise_if_unreachable(state, uri)
+        outcomes = _flow_outcomes(state)
+        if outcomes == [] and state.is_completed():   # the flow found nothing to gate: say so (stdout stays empty in --json)
+            message = _nothing_new(args.model_name, args.tracking_uri)
+            if _json(args):
+                _error(message)
+            else:
+                print(message)
+            return EXIT_PASSED
         if _json(args):
-            _error(message)
-        else:
-            print(message)
-        return EXIT_PASSED
-    if _json(args):
-        from .output import emit_json, gate_error_object, gate_objects
+            from .output import emit_json, gate_error_object, gate_objects
 
-        if outcomes is None:
-            emit_json([gate_error_object(args.model_name, f"the gate flow ended {state.type} before deciding: "
-                                                          f"{state.message}")])
-            return EXIT_UNDECIDED
-        emit_json(gate_objects(args.model_name, outcomes))
-        return _gate_exit_code(state, [o.get("decision") for o in outcomes])
-    return _print_history_and_code(args.model_name, args.tracking_uri, state)
+            if outcomes is None:
+                emit_json([gate_error_object(args.model_name, f"the gate flow ended {state.type} before deciding: "
+                                                              f"{state.message}")])
+                return EXIT_UNDECIDED
+            emit_json(gate_objects(args.model_name, outcomes))
+            return _gate_exit_code(state, [o.get("decision") for o in outcomes])
+        return _print_history_and_code(args.model_name, args.tracking_uri, state)
+    finally:
+        if armed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+
+
+def _raise_if_unreachable(state, uri: str) -> None:
+    """A flow that ended because the registry did not answer: its error, without one more registry call."""
+    from faux_checks.errors import RegistryUnreachableError
+    from faux_checks.registry.operations import is_unreachable, unreachable_error
+
+    if state.is_completed():
+        return
+    try:
+        exc = state.result(raise_on_failure=False)
+    except Exception as error:
+        exc = error
+    if isinstance(exc, BaseException) and is_unreachable(exc):
+        raise exc if isinstance(exc, RegistryUnreachableError) else unreachable_error(uri, 0.0, exc)
 
 
 def _nothing_new(model_name: str, tracking_uri: str | None) -> str:
@@ -674,6 +733,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tracking-uri", help="MLflow URI (default: $MLFLOW_TRACKING_URI or the embedded sqlite file)")
     p.add_argument("--alias", default="deployable", help="alias moved to versions that pass")
     p.add_argument("--report-dir", help="root folder for per-version reports")
+    p.add_argument("--deadline", type=float, metavar="SECONDS",
+                   help="stop the whole gate after this many seconds, exit 2, record nothing unfinished "
+                        "(default: the policy's [operations] deadline_s, 600)")
     p.set_defaults(func=cmd_gate)
 
     p = sub.add_parser("demo", help="train, register and gate Adult income classifiers (real data)", **parents)
@@ -752,19 +814,30 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _QUIET = bool(getattr(args, "quiet", False))
     restore = _quiet_libraries() if _QUIET else None
+    handlers = {}
+    if threading.current_thread() is threading.main_thread():
+        handlers = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    before = _started_services()
     try:
         return args.func(args)
+    except Stop as stop:
+        _error(f"faux-checks: {stop.message}; stopping. Nothing unfinished was recorded: a version being gated "
+               "stays new and is gated by the next run")
+        _stop_started_services(before)
+        return stop.code
     except FauxChecksError as exc:
         _error(f"faux-checks: could not decide: {exc}")
         return EXIT_UNDECIDED
     except KeyboardInterrupt:
         _error("faux-checks: interrupted; nothing was decided")
-        return EXIT_UNDECIDED
+        return 130
     except Exception as exc:  # fail closed on anything unexpected
         _error(f"faux-checks: internal error, could not decide: {type(exc).__name__}: {exc}")
         return EXIT_UNDECIDED
     finally:
         _QUIET = False
+        for sig, previous in handlers.items():
+            signal.signal(sig, previous)
         if restore is not None:
             restore()
 
@@ -785,6 +858,53 @@ def _quiet_libraries():
                 os.environ[key] = value
     return restore
 
+
+def _started_services() -> tuple[set, set]:
+    """Prefect temporary servers and child processes that exist now (ids), so that only later ones are stopped."""
+    server = sys.modules.get("prefect.server.api.server")
+    servers = {id(i) for i in getattr(getattr(server, "SubprocessASGIServer", None), "_instances", {}).values()}
+    try:
+        import psutil
+
+        children = {c.pid for c in psutil.Process().children(recursive=True)}
+    except Exception:  # pragma: no cover - psutil comes with distributed
+        children = set()
+    return servers, children
+
+
+def _stop_started_services(before: tuple[set, set]) -> None:
+    """Stop what this command started: Prefect's temporary API server, then any child process left (Dask).
+
+    Prefect stops its server at interpreter exit (``atexit``), which a signal's default action
+    skips; stopping it here makes the exit clean. Called only on :class:`Stop`; what existed
+    before the command (``before``, from :func:`_started_services`) is left alone.
+    """
+    old_servers, old_children = before
+    server = sys.modules.get("prefect.server.api.server")
+    if server is not None:
+        for instance in list(getattr(server.SubprocessASGIServer, "_instances", {}).values()):
+            if id(instance) in old_servers:
+                continue
+            try:
+                instance.stop()
+            except Exception as exc:  # pragma: no cover - best effort on the way out
+                _error(f"faux-checks: Prefect's temporary server did not stop cleanly: {exc}")
+    try:
+        import psutil
+    except ImportError:  # pragma: no cover - psutil comes with distributed
+        return
+    children = [c for c in psutil.Process().children(recursive=True) if c.pid not in old_children]
+    for child in children:
+        try:
+            child.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(children, timeout=5)
+    for child in alive:
+        try:
+            child.kill()
+        except psutil.NoSuchProcess:
+            pass
 
 if __name__ == "__main__":
     sys.exit(main())

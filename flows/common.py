@@ -1,8 +1,8 @@
 """What every faux-checks flow shares: retries on I/O only, and names for Prefect artifacts.
 
 Tasks that read data or talk to the registry retry twice, one second apart, but only for I/O
-trouble (:func:`retry_io_only`): never for bad input (:class:`~faux_checks.errors.FauxChecksError`)
-or a decision. Tasks use no result cache (``NO_CACHE``): their parameters are paths and names,
+trouble (:func:`retry_io_only`): never for bad input (:class:`~faux_checks.errors.FauxChecksError`),
+a decision, or a registry that did not answer (MLflow's client retried already). Tasks use no result cache (``NO_CACHE``): their parameters are paths and names,
 and models or DataFrames never need hashing.
 """
 
@@ -16,14 +16,29 @@ __all__ = ["IO_TASK", "TASK", "retry_io_only", "slug"]
 
 
 def retry_io_only(task, task_run, state) -> bool:
-    """Retry a task only for I/O trouble, never for bad input or a decision."""
+    """Retry a task only for I/O trouble, never for bad input or a decision.
+
+    Never for an unreachable registry either (:func:`faux_checks.registry.operations.is_unreachable`):
+    MLflow's client has already retried within the policy's ``[operations]`` budget, and Prefect's
+    retries on top multiplied an outage (issue 14: 12.5 minutes).
+    """
+    from faux_checks.registry.operations import is_unreachable
+
     try:
         state.result()
     except FauxChecksError:
         return False
-    except (OSError, TimeoutError, ConnectionError):
+    except BaseException as exc:
+        if is_unreachable(exc):
+            return False
+        return _io_trouble(exc)
+    return False
+
+
+def _io_trouble(exc: BaseException) -> bool:
+    if isinstance(exc, (OSError, TimeoutError, ConnectionError)):
         return True
-    except Exception as exc:  # MLflow/sqlite raise their own types for 'database is locked'
+    if isinstance(exc, Exception):  # MLflow/sqlite raise their own types for 'database is locked'
         return "locked" in str(exc).lower() or "connection" in str(exc).lower()
     return False
 

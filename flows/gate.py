@@ -30,7 +30,7 @@ from prefect.states import Completed, Failed
 
 from .common import IO_TASK, TASK, slug
 
-__all__ = ["gate", "gate_version", "VersionOutcome"]
+__all__ = ["gate", "gate_version", "gate_version_leased", "VersionOutcome"]
 
 
 @dataclass
@@ -215,6 +215,45 @@ def _undecided(exc: BaseException):
                         expectations=[], gx_success=False)
 
 
+def gate_version_leased(model_name: str, version: str, frame, *, lease_ttl_s: float, lease_wait_s: float = 0.0,
+                        only_if_new: bool = True, **kwargs) -> VersionOutcome:
+    """:func:`gate_version` under the version's lease (:mod:`faux_checks.registry.operations`): one gate at a time.
+
+    Another gate's live lease is waited for up to ``lease_wait_s``; a version that this wait let
+    another gate decide is reported with that decision (``only_if_new``: nothing run or recorded
+    again); a lease still held after the wait leaves the version ``undecided`` in this run, with
+    nothing recorded. The lease is released however the gate ends (an interrupt included); a
+    lease whose owner died expires (its deadline, or at once on the same host).
+    """
+    from faux_checks.registry import GATE_TAG, Registry
+    from faux_checks.registry.operations import acquire_lease, release_lease
+
+    logger = get_run_logger()
+    tracking_uri = kwargs.get("tracking_uri")
+    registry = Registry(tracking_uri)
+    lease, other = acquire_lease(registry, model_name, version, ttl_s=lease_ttl_s, wait_s=lease_wait_s)
+    if lease is None:
+        reason = (f"v{version} is being gated by another run, {other.describe() if other else 'unknown'}; this run "
+                  f"waited {lease_wait_s:.0f} s and recorded nothing (the other run decides it)")
+        logger.warning("%s %s", model_name, reason)
+        return VersionOutcome(model_name=model_name, version=version, decision="undecided", reasons=[reason])
+    try:
+        if only_if_new and str(version) not in registry.new_versions(model_name):
+            tags = registry._version(model_name, version).tags or {}
+            decision = tags.get(GATE_TAG)
+            reason = f"v{version} was decided by another gate run while this one waited: {decision}"
+            logger.info("%s %s", model_name, reason)
+            return VersionOutcome(model_name=model_name, version=version, decision=decision or "undecided",
+                                  reasons=[reason], run_id=tags.get("fairness_run_id") or None,
+                                  report_dir=tags.get("fairness_report") or None)
+        return gate_version(model_name, version, frame, **kwargs)
+    finally:
+        try:
+            release_lease(registry, lease)
+        except Exception as exc:  # it expires by itself
+            logger.warning("%s v%s: lease not released (%s); it expires at its deadline", model_name, version, exc)
+
+
 def gate_version(model_name: str, version: str, frame, *, policy_path: str | None, tracking_uri: str | None,
                  alias: str, report_root: str, workdir: str, aux_model_path: str | None = None,
                  data_path: str | None = None) -> VersionOutcome:
@@ -376,7 +415,7 @@ def _markdown(o: VersionOutcome) -> str:
 @flow(name="fairness-gate", log_prints=True)
 def gate(model_name: str, data_path: str, policy_path: str | None = None, tracking_uri: str | None = None,
          alias: str = "deployable", report_root: str | None = None, versions: list[str] | None = None,
-         aux_model_path: str | None = None):
+         aux_model_path: str | None = None, deadline_s: float | None = None):
     """Gate every new version of ``model_name`` on the audit data at ``data_path``.
 
     Parameters
@@ -395,6 +434,10 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
         Folder for per-version reports (default ``$FAUX_CHECKS_HOME/reports``).
     versions : list of str, optional
         Gate exactly these versions instead of the new ones.
+    deadline_s : float, optional
+        This run's deadline (default: the policy's ``[operations] deadline_s``): it bounds the
+        version leases (their expiry) and how long this run waits for another gate's lease. The
+        CLI enforces it on the whole command.
 
     Returns
     -------
@@ -407,7 +450,10 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
 
     logger = get_run_logger()
     report_root = report_root or str(default_home() / "reports")
-    todo = versions if versions else find_new_versions(model_name, tracking_uri)
+    operations = _operations(policy_path)
+    deadline_s = float(deadline_s or operations.deadline_s)
+    ends_at = time.monotonic() + deadline_s
+    todo = versions if versions else _new_versions(model_name, tracking_uri)
     if not todo:
         logger.info("no new versions of %s to gate", model_name)
         return []
@@ -422,9 +468,11 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
             if load_error is not None:
                 outcome = _record_undecided(model_name, version, load_error, tracking_uri, report_root, data_path)
             else:
-                outcome = gate_version(model_name, version, frame, policy_path=policy_path, tracking_uri=tracking_uri,
-                                       alias=alias, report_root=report_root, workdir=workdir,
-                                       aux_model_path=aux_model_path, data_path=data_path)
+                outcome = gate_version_leased(
+                    model_name, version, frame, lease_ttl_s=deadline_s + LEASE_MARGIN_S,
+                    lease_wait_s=max(0.0, ends_at - time.monotonic() - LEASE_MARGIN_S), only_if_new=not versions,
+                    policy_path=policy_path, tracking_uri=tracking_uri, alias=alias, report_root=report_root,
+                    workdir=workdir, aux_model_path=aux_model_path, data_path=data_path)
             outcomes.append(outcome)
     results = [asdict(o) for o in outcomes]
     bad = [o for o in outcomes if o.decision != "passed"]
@@ -432,6 +480,38 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
         summary = ", ".join(f"v{o.version} {o.decision}" for o in bad)
         return Failed(message=f"fairness gate blocked {model_name}: {summary}", data=results)
     return Completed(message=f"all {len(outcomes)} version(s) of {model_name} passed", data=results)
+
+
+#: Seconds a lease outlives its gate's deadline, and that a waiting gate keeps for its own work.
+LEASE_MARGIN_S = 60.0
+
+
+def _operations(policy_path: str | None):
+    """The policy's ``[operations]`` (defaults when the policy does not load: the check reports that),
+    with MLflow's HTTP timeout, retries and backoff applied to this process."""
+    from faux_checks.gate.policy import OperationsSettings, load_policy
+    from faux_checks.registry.operations import apply_client_settings
+
+    try:
+        operations = load_policy(policy_path).operations
+    except Exception:
+        operations = OperationsSettings()
+    apply_client_settings(operations)
+    return operations
+
+
+def _new_versions(model_name: str, tracking_uri: str | None) -> list[str]:
+    """:func:`find_new_versions`, an unreachable registry named as such (with the seconds spent trying)."""
+    from faux_checks.registry import default_tracking_uri
+    from faux_checks.registry.operations import is_unreachable, unreachable_error
+
+    t0 = time.monotonic()
+    try:
+        return find_new_versions(model_name, tracking_uri)
+    except Exception as exc:
+        if is_unreachable(exc):
+            raise unreachable_error(tracking_uri or default_tracking_uri(), time.monotonic() - t0, exc) from exc
+        raise
 
 
 def _record_undecided(model_name, version, exc, tracking_uri, report_root, data_path=None) -> VersionOutcome:

@@ -21,7 +21,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from ..errors import InputError
 
 __all__ = ["Policy", "AttributeSettings", "AuxSettings", "FauxSettings", "TesterSettings", "ScaleSettings", "AuditSettings",
-           "DecisionSettings", "load_policy", "default_policy_path", "policy_path", "policy_errors", "recorded_policy",
+           "DecisionSettings", "OperationsSettings", "load_policy", "default_policy_path", "policy_path", "policy_errors", "recorded_policy",
            "SHIPPED_POLICIES"]
 
 
@@ -204,6 +204,26 @@ class ScaleSettings(_Strict):
         2, ge=1, le=64, description="Shards (contiguous Parquet row-group ranges) per worker thread.")
 
 
+class OperationsSettings(_Strict):
+    """How long a gate may take and how the registry client behaves (``[operations]``; decisions never depend on it).
+
+    Not part of :meth:`Policy.sha256`: recorded decisions match their policy whatever these are.
+    """
+
+    deadline_s: float = Field(
+        600.0, gt=0, le=86_400, description="Deadline of a whole `faux-checks gate` run (seconds; --deadline overrides): "
+        "past it the gate stops, exits 2 and records nothing it did not finish. 10 minutes: a gate of one Adult-sized "
+        "version takes 10-20 s on 2 cores and the 5-version demo 52-74 s, so a 15-minute schedule never overlaps itself.")
+    registry_timeout_s: int = Field(
+        10, ge=1, le=600, description="MLflow HTTP request timeout (MLFLOW_HTTP_REQUEST_TIMEOUT; client default 120).")
+    registry_retries: int = Field(
+        2, ge=0, le=10, description="MLflow HTTP retries per call (MLFLOW_HTTP_REQUEST_MAX_RETRIES; client default 7, "
+        "about 4 minutes of retrying per call).")
+    registry_backoff: int = Field(
+        1, ge=0, le=120, description="MLflow HTTP backoff factor (MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR; client default 2): "
+        "sleeps of 0, 2, 4 ... x this many seconds between retries.")
+
+
 #: Joins the columns of an intersection into the name of its derived column (``sex×race``) and a row's values
 #: into its cell label (``Female×Black``).
 INTERSECTION_SEPARATOR = "×"
@@ -266,6 +286,7 @@ class Policy(_Strict):
     scale: ScaleSettings = ScaleSettings()
     audit: AuditSettings = AuditSettings()
     decision: DecisionSettings = DecisionSettings()
+    operations: OperationsSettings = OperationsSettings()
 
     @model_validator(mode="after")
     def _known_testers(self) -> "Policy":
@@ -390,9 +411,11 @@ class Policy(_Strict):
         """Hash of the canonical JSON form (provenance).
 
         ``attributes`` and ``intersections`` count only when set, so a one-attribute policy keeps the
-        hash it had before they existed (recorded decisions still match their policy).
+        hash it had before they existed (recorded decisions still match their policy); ``operations``
+        never counts.
         """
         payload = self.model_dump(mode="json")
+        payload.pop("operations")           # deadlines and timeouts never change a decision
         for key in ("attributes", "intersections"):
             if not payload[key]:
                 payload.pop(key)

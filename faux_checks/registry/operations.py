@@ -1,0 +1,227 @@
+"""Operating the registry under faults: bounded MLflow calls, an unreachable registry named, one gate per version.
+
+- :func:`apply_client_settings` sets MLflow's own HTTP settings (``MLFLOW_HTTP_REQUEST_TIMEOUT``,
+  ``MLFLOW_HTTP_REQUEST_MAX_RETRIES``, ``MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR``; read by
+  ``mlflow/utils/rest_utils.py`` at every call, MLflow 3.17.2) for this process from the policy's
+  ``[operations]``: MLflow's defaults (120 s timeout, 7 retries, factor 2) retry one call for about
+  4 minutes, so an outage hung a gate for more than 15 minutes (issue 14).
+- :func:`is_unreachable` recognises a registry that did not answer (connection refused, timed out,
+  retries exhausted) in an exception chain; :func:`check_reachable` turns it into
+  :class:`~faux_checks.errors.RegistryUnreachableError` ("registry unreachable at URI for N s").
+- :func:`acquire_lease` / :func:`release_lease`: a **lease** on a model version, so that two gates
+  never gate the same version at once. It is a version tag, ``fairness_gate_lease`` = JSON
+  ``{owner, host, pid, expires_at}``, written only when no live lease is there, then read back after
+  a settle delay: of two gates that both found it free, the one whose write was last holds it, and
+  the other sees that and backs off. A lease expires at ``expires_at`` (the gate's deadline plus a
+  margin: a gate cannot outlive its deadline, so no heartbeat is needed), or at once when its owner
+  ran on this host and its process is gone. Why a tag and not Prefect's global concurrency limits:
+  by default each ``faux-checks gate`` process runs its own temporary Prefect API, so a limit
+  would not be shared between two processes; the registry is what they share (sqlite file or
+  server). MLflow has no compare-and-set, so two writes within one settle delay (1 s) of each
+  other's read could both win; the read-back makes that window the time between a gate's read
+  and its write (milliseconds).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import uuid
+from dataclasses import asdict, dataclass
+
+from ..errors import RegistryUnreachableError
+
+__all__ = ["LEASE_TAG", "Lease", "acquire_lease", "apply_client_settings", "check_reachable", "is_unreachable",
+           "read_lease", "release_lease", "unreachable_error"]
+
+LEASE_TAG = "fairness_gate_lease"
+#: Seconds between writing a lease and reading it back.
+SETTLE_S = 1.0
+#: MLflow environment variables set from ``[operations]`` (policy field -> variable).
+CLIENT_SETTINGS = {"registry_timeout_s": "MLFLOW_HTTP_REQUEST_TIMEOUT",
+                   "registry_retries": "MLFLOW_HTTP_REQUEST_MAX_RETRIES",
+                   "registry_backoff": "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR"}
+_set_by_us: set[str] = set()
+_UNREACHABLE_MARKERS = ("max retries exceeded", "connection refused", "failed to establish a new connection",
+                        "read timed out", "connecttimeout", "connection aborted", "connection reset",
+                        "name or service not known", "temporary failure in name resolution", "remotedisconnected")
+
+
+def apply_client_settings(operations) -> dict[str, str]:
+    """Set MLflow's HTTP timeout, retries and backoff for this process from ``[operations]``.
+
+    A variable the user exported before (not set by an earlier call here) wins.
+
+    Parameters
+    ----------
+    operations : faux_checks.gate.policy.OperationsSettings
+
+    Returns
+    -------
+    dict
+        The variables in force, name -> value.
+    """
+    applied = {}
+    for field, name in CLIENT_SETTINGS.items():
+        if name in os.environ and name not in _set_by_us:
+            applied[name] = os.environ[name]
+            continue
+        os.environ[name] = str(getattr(operations, field))
+        _set_by_us.add(name)
+        applied[name] = os.environ[name]
+    return applied
+
+
+def is_unreachable(exc: BaseException) -> bool:
+    """True when ``exc`` (or its cause/context chain) says the registry server did not answer."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, (RegistryUnreachableError, ConnectionError, TimeoutError)):
+            return True
+        name = type(current).__name__
+        if name in ("MaxRetryError", "NewConnectionError", "ConnectTimeoutError", "ReadTimeoutError", "ConnectTimeout",
+                    "ReadTimeout"):
+            return True
+        message = str(current).lower()
+        if any(marker in message for marker in _UNREACHABLE_MARKERS):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def unreachable_error(uri: str, seconds: float, exc: BaseException | None = None) -> RegistryUnreachableError:
+    """``registry unreachable at URI for N s`` with MLflow's settings and the cause's first line."""
+    settings = ", ".join(f"{n}={os.environ.get(n, 'MLflow default')}" for n in CLIENT_SETTINGS.values())
+    cause = ""
+    if exc is not None:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        cause = f" ({type(exc).__name__}: {first[:240]}{'...' if len(first) > 240 else ''})"
+    return RegistryUnreachableError(
+        f"registry unreachable at {uri} for {seconds:.1f} s{cause}; nothing was recorded, every version stays new "
+        f"and is gated by the next run. Client settings: {settings} (policy [operations])")
+
+
+def check_reachable(tracking_uri: str) -> float:
+    """One cheap call to an MLflow server; raise if it does not answer. Local stores are not probed.
+
+    Returns
+    -------
+    float
+        Seconds the call took (0.0 for a local store).
+
+    Raises
+    ------
+    RegistryUnreachableError
+        ``registry unreachable at URI for N s`` (N: seconds spent trying, retries included).
+    """
+    if not tracking_uri.startswith(("http://", "https://")):
+        return 0.0
+    import mlflow
+
+    t0 = time.monotonic()
+    try:
+        mlflow.MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri).search_registered_models(max_results=1)
+    except Exception as exc:
+        if is_unreachable(exc):
+            raise unreachable_error(tracking_uri, time.monotonic() - t0, exc) from exc
+        raise
+    return time.monotonic() - t0
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A gate's hold on one model version (the ``fairness_gate_lease`` tag's content)."""
+
+    name: str
+    version: str
+    owner: str
+    host: str
+    pid: int
+    expires_at: float
+
+    def live(self, now: float | None = None) -> bool:
+        """Not expired, and (same host) its process still runs."""
+        if (now if now is not None else time.time()) >= self.expires_at:
+            return False
+        if self.host == socket.gethostname():
+            try:
+                os.kill(self.pid, 0)
+            except ProcessLookupError:
+                return False
+            except PermissionError:
+                return True
+        return True
+
+    def describe(self) -> str:
+        left = max(0.0, self.expires_at - time.time())
+        return f"{self.owner} (pid {self.pid} on {self.host}, lease expires in {left:.0f} s)"
+
+
+def read_lease(registry, name: str, version: str) -> Lease | None:
+    """The version's lease, or None (no tag, or one that does not parse)."""
+    tags = registry._version(name, version).tags or {}
+    raw = tags.get(LEASE_TAG)
+    if not raw:
+        return None
+    try:
+        data = json.loads(raw)
+        return Lease(name=name, version=str(version), owner=str(data["owner"]), host=str(data["host"]),
+                     pid=int(data["pid"]), expires_at=float(data["expires_at"]))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def acquire_lease(registry, name: str, version: str, *, ttl_s: float, wait_s: float = 0.0,
+                  settle_s: float = SETTLE_S, poll_s: float = 1.0) -> tuple[Lease | None, Lease | None]:
+    """Take the lease on a version, waiting up to ``wait_s`` for a live one to end.
+
+    Parameters
+    ----------
+    registry : faux_checks.registry.Registry
+    ttl_s : float
+        The lease's lifetime (the gate's deadline plus a margin).
+    wait_s : float
+        How long to wait for another gate's live lease (0: do not wait).
+
+    Returns
+    -------
+    (Lease or None, Lease or None)
+        This gate's lease (None when not taken) and the other gate's live lease it found last.
+    """
+    from .client import with_retry
+
+    stop = time.monotonic() + wait_s
+    other = None
+    while True:
+        current = read_lease(registry, name, version)
+        if current is None or not current.live():
+            mine = Lease(name=name, version=str(version), owner=f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}",
+                         host=socket.gethostname(), pid=os.getpid(), expires_at=time.time() + ttl_s)
+            payload = {k: v for k, v in asdict(mine).items() if k not in ("name", "version")}
+            with_retry(registry.client.set_model_version_tag, name, str(version), LEASE_TAG, json.dumps(payload))
+            time.sleep(settle_s)
+            back = read_lease(registry, name, version)
+            if back is not None and back.owner == mine.owner:
+                return mine, None
+            other = back
+        else:
+            other = current
+        left = stop - time.monotonic()
+        if left <= 0:
+            return None, other
+        time.sleep(min(poll_s, left))
+
+
+def release_lease(registry, lease: Lease) -> bool:
+    """Delete the lease tag if it is still this lease's (never another gate's); True when deleted."""
+    from .client import with_retry
+
+    current = read_lease(registry, lease.name, lease.version)
+    if current is None or current.owner != lease.owner:
+        return False
+    with_retry(registry.client.delete_model_version_tag, lease.name, lease.version, LEASE_TAG)
+    return True
