@@ -76,8 +76,9 @@ def csv_field_count_errors(path: str | Path) -> MalformedRows:
     """Every CSV record whose field count differs from the header's, with its row and line numbers.
 
     One pass of Python's C ``csv`` reader (quoted fields, embedded newlines, ``skipinitialspace``
-    as the streaming reader reads): about 1 s per million 15-field rows. pandas fills a short
-    record with missing values and stops on a long one; this names both kinds.
+    as the streaming reader reads): 1.8 s per million 15-field Adult rows on 2 cores, about one
+    chunked ``pd.read_csv`` of the file (1.7-2.2 s). pandas fills a short record with missing values
+    and stops on a long one; this names both kinds.
 
     Parameters
     ----------

@@ -251,13 +251,12 @@ def check_rows(source: DataSource, spec: FeatureSpec, *, chunk_rows: int = 65_53
 
 
 def _raw_chunks(source: DataSource, columns: list[str], chunk_rows: int):
-    """Chunks of ``columns`` as text (CSV: ``dtype=str``, pandas' missing markers kept missing)."""
+    """Chunks of ``columns`` as pandas reads them: a column with a value that is not a number comes as text."""
     if source.format == "parquet":
         yield from read_chunks(source, columns, chunk_rows=chunk_rows)
         return
     try:
-        with pd.read_csv(source.path, chunksize=chunk_rows, skipinitialspace=True, usecols=columns,
-                         dtype=str) as reader:
+        with pd.read_csv(source.path, chunksize=chunk_rows, skipinitialspace=True, usecols=columns) as reader:
             start = 0
             for frame in reader:
                 yield start, frame
