@@ -45,3 +45,29 @@ def _seed_torch():
 
     torch.manual_seed(0)
     yield
+
+
+@pytest.fixture(autouse=True)
+def _log_handlers_outlive_capture():
+    """After each test, point logging handlers whose stream was closed back at ``sys.stderr``.
+
+    Prefect reconfigures logging (``setup_logging``, resolving ``ext://sys.stderr`` then) whenever it
+    builds a server app; inside a test that uses ``capfd``/``capsys`` that stream is pytest's per-test
+    capture, closed when the test ends, and every later Prefect log line then failed with "I/O
+    operation on closed file" (seen as a RecursionError in tests/test_flow.py after
+    tests/test_cli_output.py). A real process never closes its stderr, so this is test hygiene only.
+    """
+    yield
+    import logging
+    import sys
+
+    loggers = [logging.getLogger()] + [lg for lg in logging.Logger.manager.loggerDict.values()
+                                       if isinstance(lg, logging.Logger)]
+    for lg in loggers:
+        for handler in lg.handlers:
+            stream = getattr(handler, "stream", None)
+            if isinstance(handler, logging.StreamHandler) and getattr(stream, "closed", False):
+                handler.stream = sys.stderr        # not setStream: it flushes the closed stream first
+                console = getattr(handler, "console", None)   # Prefect's rich console keeps its own file
+                if console is not None:
+                    console.file = sys.stderr
