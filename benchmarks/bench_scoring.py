@@ -17,6 +17,9 @@ and its output arrays):
 - floor: the autograd floor over the same rows and chunk size, float32, batch-sum trick: one
   forward + one backward of the target logit plus one forward + k backwards of the aux outputs
   per chunk; nothing is kept (pure compute).
+- swap floor (swap cases): what the swap reading cannot avoid, per chunk: the target's forward at x,
+  one aux forward and, per other group, one aux backward, the metric product M·a and the target's
+  forward at x′ (``swap_floor_pass``); reported as ``ratio_to_swap_floor`` beside ``ratio_to_floor``.
 - swap (the gate's default reading): ``FAuxTester(..., variant="swap").evaluate(X, c, evidence=False)``
   on all n rows, its reference (covariance metric, group shifts, informativeness test) fitted
   once on 20,000 rows before the timing; c = [x₀ + N(0, 1) > 0] (binary) or its tertiles (3-class),
@@ -40,6 +43,9 @@ recorded: on a shared machine, other processes stretch wall time.
 
 The last line printed is ``ratio_to_floor=<x> rows_per_s=<y> peak_rss_mb=<z>`` for the default
 reading, binary-c swap (evidence=False).
+
+``--compare-with CHECKOUT`` runs every case a second time, in its own worker, with the ``faux_checks``
+package of another checkout (rows ``case@CHECKOUT``): before and after a change in one run.
 
 Run: ``python benchmarks/bench_scoring.py`` (15-60 minutes on 2 busy CPU cores at n = 1M);
 ``--n 100000`` for a quick run. See benchmarks/README.md.
