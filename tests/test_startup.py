@@ -1,4 +1,4 @@
-"""Commands that need no flow engine never import it (issue 12): `check`, `report` and `history` run in a
+"""Commands that need no flow engine never import it (issue 12): `spec`, `check`, `report` and `history` run in a
 fresh interpreter, in process through the CLI's ``main``, and Prefect must not be in ``sys.modules`` after
 them (importing Prefect alone costs seconds; starting its temporary API server ~10 s)."""
 
@@ -26,6 +26,7 @@ SCRIPT = textwrap.dedent("""
     save_torchscript(_support.linear(_support.FAIR), d / "fair.pt")
     (d / "policy.toml").write_text(_support.POLICY)
     codes = {{}}
+    codes["spec"] = main(["spec", "--data", str(d / "data.csv"), "--out", str(d / "spec.json"), "--exclude", "sex,y"])
     codes["check"] = main(["check", "--model", str(d / "fair.pt"), "--data", str(d / "data.csv"), "--protected", "sex",
                            "--label", "y", "--policy", str(d / "policy.toml"), "--report-dir", str(d / "report")])
     codes["report"] = main(["report", str(d / "report" / "report.json"), "--out", str(d / "again.html")])
@@ -35,7 +36,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_check_report_and_history_never_import_prefect(tmp_path):
+def test_spec_check_report_and_history_never_import_prefect(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     script = SCRIPT.format(root=str(ROOT), tests=str(ROOT / "tests"), tmp=str(tmp_path))
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
@@ -43,7 +44,8 @@ def test_check_report_and_history_never_import_prefect(tmp_path):
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     # the fair model passes and so does its report; `history` of a model the registry lacks reads the registry
     # (MLflow) and says so: exit 2
-    assert out["codes"] == {"check": 0, "report": 0, "history": 2}, proc.stderr[-1500:]
+    assert out["codes"] == {"spec": 0, "check": 0, "report": 0, "history": 2}, proc.stderr[-1500:]
     assert "no registered model named 'nobody'" in proc.stderr
     assert out["heavy"] == []                                          # no Prefect, GX or Dask was imported
     assert (tmp_path / "again.html").stat().st_size > 1000
+    assert '"f0"' in (tmp_path / "spec.json").read_text()
