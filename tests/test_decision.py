@@ -112,6 +112,16 @@ def test_insufficient_evidence_and_weak_aux_are_undecided_never_passed():
     tester = {"linked_columns": {"gating": True, "passed": False, "value": 0.3, "limit": 0.05, "summary": "30%"}}
     blocked = decide(check_rules(evidence(flagged=0, aux_lower=0.65, testers=tester), policy()))
     assert blocked.decision == "failed" and blocked.reasons[0].startswith("gating baseline tester exceeded its limit")
+    # a gating tester that is not applicable to this model cannot judge it: undecided, never passed
+    na = {"fta": {"gating": True, "passed": True, "value": None, "limit": 0.05,
+                  "summary": "not applicable: fta needs the target's input gradient"}}
+    blind = decide(check_rules(evidence(flagged=0, testers=na), policy()))
+    assert blind.decision == "undecided" and blind.exit_code == 2
+    assert blind.reasons[0] == ("gating baseline tester fta is not applicable: fta needs the target's input gradient; "
+                                "the policy makes it gating, so the gate cannot decide: set [testers.fta] gating = false "
+                                "for this model")
+    reported = decide(check_rules(evidence(flagged=0, testers={"fta": {**na["fta"], "gating": False}}), policy()))
+    assert reported.decision == "passed"
 
 
 def test_aux_quality_per_group_with_intervals():

@@ -173,7 +173,8 @@ def check_rules(evidence: CheckEvidence, policy) -> list[dict]:
       ``inconclusive`` in between (with the rows that would decide it); rule ``upper_bound``:
       ``ok`` or ``exceeded`` on the upper bound;
     - ``tester:<name>`` for each gating baseline tester: ``exceeded`` over its limit, ``not computed``
-      when it could not run (or is not run on this path).
+      when it could not run (or is not run on this path) and when it is not applicable to this model
+      (e.g. a gradient tester on a forward-only target): a gating tester that cannot judge never passes.
 
     Parameters
     ----------
@@ -290,7 +291,13 @@ def _tester_rules(ev: CheckEvidence) -> list[dict]:
     for name, t in ev.testers.items():
         if not t.get("gating"):
             continue
-        if t.get("passed"):
+        summary = str(t.get("summary", ""))
+        if t.get("value") is None and summary.startswith("not applicable"):
+            # a tester the policy makes gating cannot judge this model: the gate cannot decide with it (fail closed)
+            rows.append(rule_row(f"tester:{name}", "not computed", f"gating baseline tester {name} is {summary}; "
+                                 f"the policy makes it gating, so the gate cannot decide: set "
+                                 f"[testers.{name}] gating = false for this model", None, t.get("limit")))
+        elif t.get("passed"):
             rows.append(rule_row(f"tester:{name}", "ok", f"{name}: {t.get('summary', '')}", t.get("value"),
                                  t.get("limit")))
         elif t.get("value") is None:
