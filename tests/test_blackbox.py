@@ -253,7 +253,7 @@ def test_registry_reads_mlflow_flavours_that_store_safe_formats_and_refuses_pick
     np.testing.assert_allclose(load_model(path).predict_raw(X), lr.predict_proba(X.astype(np.float64)))
 
 
-def test_tree_targets_read_with_soft_one_hot_moves_get_a_note_naming_snap(small, tmp_path):
+def test_tree_targets_snap_one_hot_moves_by_default_and_an_explicit_soft_gets_a_note(small, tmp_path):
     import pandas as pd
     import skops.io as sio
     import xgboost as xgb
@@ -261,6 +261,7 @@ def test_tree_targets_read_with_soft_one_hot_moves_get_a_note_naming_snap(small,
 
     from faux_checks import FeatureSpec
     from faux_checks.gate.check import _tree_note
+    from faux_checks.gate.scorer import swap_categorical
     from faux_checks.gate.policy import load_policy
 
     X, _, y, _ = small
@@ -270,7 +271,13 @@ def test_tree_targets_read_with_soft_one_hot_moves_get_a_note_naming_snap(small,
     assert tree.piecewise_constant and not linear.piecewise_constant
     frame = pd.DataFrame({"a": [1.0, 2.0, 3.0], "job": ["x", "y", "x"]})
     spec, numeric = FeatureSpec.fit(frame, ["a", "job"]), FeatureSpec.fit(frame, ["a"])
-    soft = load_policy(write_policy(tmp_path / "soft.toml"))
-    snap = soft.model_copy(update={"faux": soft.faux.model_copy(update={"swap_categorical": "snap"})})
+    auto = load_policy(write_policy(tmp_path / "auto.toml"))
+    assert auto.faux.swap_categorical == "auto"
+    soft = auto.model_copy(update={"faux": auto.faux.model_copy(update={"swap_categorical": "soft"})})
+    snap = auto.model_copy(update={"faux": auto.faux.model_copy(update={"swap_categorical": "snap"})})
+    # 'auto': snap for the tree, soft for the logistic regression; explicit settings are kept
+    assert (swap_categorical(auto.faux, tree), swap_categorical(auto.faux, linear)) == ("snap", "soft")
+    assert (swap_categorical(soft.faux, tree), swap_categorical(snap.faux, linear)) == ("soft", "snap")
+    assert _tree_note(tree, auto, spec) == []
     assert "swap_categorical = 'snap'" in _tree_note(tree, soft, spec)[0]
     assert _tree_note(tree, snap, spec) == [] and _tree_note(linear, soft, spec) == [] and _tree_note(tree, soft, numeric) == []

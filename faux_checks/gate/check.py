@@ -39,7 +39,7 @@ from .decision import CheckEvidence, check_rules, decide, missing_protected_note
 from .policy import Policy
 from .result import CheckResult, delta_curve
 from .rows import AuditRows, check_model_accepts, prepare_audit
-from .scorer import faux_tester
+from .scorer import faux_tester, swap_categorical
 from .seeds import flagged_worst_case, seed_sample, seed_spread
 from .testers import run_baselines
 
@@ -131,7 +131,8 @@ def run_check(
                                    index=audit.row_index)                # (n, source columns)
     scores_all = np.full(len(frame), np.nan)                              # (n_input_rows,)
     scores_all[audit.row_index] = lic.scores
-    provenance = _provenance(frame, policy, audit, resolved, aux, given=aux_model is not None, model_info=model_info)
+    provenance = _provenance(frame, policy, audit, resolved, aux, given=aux_model is not None, model_info=model_info,
+                             target_model=target_model)
     provenance.update(_target_access(target_model, policy, resolved))
     if provenance["swap"] is not None:
         provenance["swap"]["held_fixed_uninformative"] = held
@@ -208,7 +209,7 @@ def _notes(policy: Policy, audit: AuditRows, lic: LICResult, n_undefined: int, u
 def _tree_note(target_model, policy: Policy, spec: FeatureSpec) -> list[str]:
     """A tree target read with soft one-hot moves: its splits read a fractional level as 0 or 1 (docs/method.md)."""
     if not (getattr(target_model, "piecewise_constant", False) and policy.faux.variant == "swap"
-            and policy.faux.swap_categorical == "soft" and any(c.kind == "categorical" for c in spec.columns)):
+            and swap_categorical(policy.faux, target_model) == "soft" and any(c.kind == "categorical" for c in spec.columns)):
         return []
     return ["the target is a tree model read with swap_categorical = 'soft': its splits read the moved, fractional "
             "one-hot values by threshold. On Adult this flagged 5.4% (XGBoost) and 27.7% (LightGBM) against 12.2% and "
@@ -232,7 +233,7 @@ def _target_access(target_model, policy: Policy, resolved: TargetOutput) -> dict
 
 
 def _provenance(frame: pd.DataFrame, policy: Policy, audit: AuditRows, resolved: TargetOutput, aux: AuxFit, *,
-                given: bool, model_info: dict | None) -> dict[str, Any]:
+                given: bool, model_info: dict | None, target_model=None) -> dict[str, Any]:
     """Everything that makes the decision reproducible: hashes, settings as used, seeds, versions."""
     faux, model = policy.faux, aux.model
     return {
@@ -251,7 +252,7 @@ def _provenance(frame: pd.DataFrame, policy: Policy, audit: AuditRows, resolved:
                        else "change of ŷ per unit of the auxiliary model's output"),
         "swap": ({"admissible": list(faux.admissible), "metric": faux.swap_metric, "steps": faux.swap_steps,
                   "line_search": faux.swap_line_search,
-                  "evaluation": faux.swap_evaluation, "categorical": faux.swap_categorical,
+                  "evaluation": faux.swap_evaluation, "categorical": swap_categorical(faux, target_model),
                   "reference_rows": int(len(aux.rows))} if faux.variant == "swap" else None),
         "target_output": resolved.form,
         "target_class": resolved.target_class,

@@ -79,8 +79,10 @@ class FauxSettings(_Strict):
         "model's actual output reaches the matched value (0 = the linear step).")
     swap_evaluation: Literal["finite", "first_order"] = Field(
         "finite", description="Variant swap: the target's actual change, or its first-order value ∇f·Δx.")
-    swap_categorical: Literal["soft", "snap"] = Field(
-        "soft", description="Variant swap: one-hot groups keep the moved values, or snap to their largest entry.")
+    swap_categorical: Literal["auto", "soft", "snap"] = Field(
+        "auto", description="Variant swap: one-hot groups keep the moved values ('soft'), or snap to their largest "
+        "entry ('snap'); 'auto' snaps for tree targets (their splits read a fractional one-hot value as 0 or 1) and "
+        "is soft otherwise (docs/method.md, 'Forward-only targets').")
     max_flagged_fraction: float = Field(..., ge=0, le=1, description="Policy threshold on the flagged fraction.")
     ridge: float = Field(0.0, ge=0, description="Damping λ of (JJᵀ + λI) (docs/method.md, open point 2).")
     max_undefined_fraction: float = Field(
