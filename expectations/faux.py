@@ -59,13 +59,17 @@ class FauxCheck(ColumnAggregateMetricProvider):
         frame = table_records(execution_engine, metric_domain_kwargs)
         spec_path = metric_value_kwargs.get("feature_spec_path")
         aux_path = metric_value_kwargs.get("aux_model_path")
-        return run_check(
+        from faux_checks.report.records import record_check
+
+        result = run_check(
             cached_model(metric_value_kwargs["model_path"]),
             frame,
             policy=Policy.model_validate_json(metric_value_kwargs["policy_json"]),
             feature_spec=FeatureSpec.load(spec_path) if spec_path else None,
             aux_model=cached_model(aux_path) if aux_path else None,
-        ).to_dict()
+        )
+        record_check(result)  # scores, per-group metrics, aux model: only inside records.recording(...) (the gate flow)
+        return result.to_dict()
 
 
 class ExpectFauxFlaggedFractionToBeAtMost(ColumnAggregateExpectation):

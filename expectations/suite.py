@@ -14,7 +14,7 @@ import logging
 import os
 import tempfile
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +82,9 @@ class SuiteOutcome:
     policy : dict or None
         Several attributes: the whole policy (JSON form), set by the caller that expanded it
         (``flows.gate.validate``); each check records its own attribute's policy.
+    gx_result : dict or None
+        GX's validation result as JSON (``ExpectationSuiteValidationResult.to_json_dict()``); None
+        when GX did not run.
     """
 
     decision: str
@@ -92,6 +95,7 @@ class SuiteOutcome:
     rules: list[dict] = field(default_factory=list)
     attributes: list[dict] = field(default_factory=list)
     policy: dict | None = None
+    gx_result: dict | None = None
 
     @property
     def exit_code(self) -> int:
@@ -204,11 +208,20 @@ def validate_frame(frame: pd.DataFrame, suite: gx.ExpectationSuite) -> SuiteOutc
         logger.exception("GX validation could not run")
         return SuiteOutcome("undecided", [f"GX validation could not run: {type(exc).__name__}: {exc}"], None)
     try:
-        return _decide(result)
+        return replace(_decide(result), gx_result=_json_result(result))
     except Exception as exc:  # a result we cannot read is no pass either
         logger.exception("GX validation result could not be read")
         return SuiteOutcome("undecided", [f"GX validation result could not be read: {type(exc).__name__}: {exc}"],
                             None)
+
+
+def _json_result(result) -> dict | None:
+    """GX's validation result as plain JSON (best effort: None when it cannot be serialised)."""
+    try:
+        return json.loads(json.dumps(result.to_json_dict(), default=str))
+    except Exception:  # the record is evidence, not part of the decision
+        logger.warning("GX validation result could not be serialised", exc_info=True)
+        return None
 
 
 def _run_gx(frame: pd.DataFrame, suite_name: str, configs: list) -> Any:

@@ -1,4 +1,4 @@
-"""Command line: ``faux-checks check | gate | demo | history | audit | report | score-large | spec``.
+"""Command line: ``faux-checks check | register | gate | demo | history | audit | report | score-large | spec``.
 
 Exit codes (docs/architecture.md, contracts): 0 passed, 1 failed the policy (deployment blocked),
 2 could not decide (bad input, auxiliary model too weak, any error). A gate that cannot decide
@@ -222,6 +222,45 @@ def _on_deadline(seconds: float):
     return handler
 
 
+def cmd_register(args) -> int:
+    """Register a model file (and its feature spec) as a new version; checked to load safely first."""
+    from faux_checks.inputs.models import load_model, model_format
+    from faux_checks.registry import Registry
+
+    fmt = model_format(args.model)
+    model = load_model(args.model)  # UnsafeModelError for a pickle: the gate would refuse it, so it is not registered
+    if args.data:
+        _check_accepts(model, args)
+    registry = Registry(args.tracking_uri)
+    tags = {"registered_with": "faux-checks register", "model_format": fmt}
+    if args.data:
+        tags["registered_checked_on"] = Path(args.data).resolve().as_uri()
+    version = registry.register_version(args.model_name, args.model, args.feature_spec, description=args.description or "",
+                                        tags=tags)
+    _eprint(f"registered {args.model} as version {version} of '{args.model_name}' in {registry.tracking_uri}; "
+            f"`faux-checks gate {args.model_name} --data ...` gates it")
+    print(version)
+    return EXIT_PASSED
+
+
+def _check_accepts(model, args) -> None:
+    """Raise InputError unless the model accepts the rows of ``--data`` encoded by the feature spec."""
+    from faux_checks.gate.policy import load_policy
+    from faux_checks.gate.rows import check_model_accepts, prepare_audit
+    from faux_checks.inputs.io import read_table
+    from faux_checks.inputs.tabular import FeatureSpec
+    from faux_checks.method._batching import as_tensor
+
+    overrides = {"protected": args.protected} if args.protected else {}
+    policy = load_policy(args.policy, **overrides)
+    if args.policy is None and policy.label is not None:
+        policy = policy.with_overrides(label=None)
+    rows = prepare_audit(read_table(args.data), policy=policy,
+                         feature_spec=FeatureSpec.load(args.feature_spec) if args.feature_spec else None)
+    check_model_accepts(model, as_tensor(rows.X[:256]), rows.feature_spec)
+    _eprint(f"the model accepts {args.data}: {rows.X.shape[1]} encoded features")
+
+
 def cmd_gate(args) -> int:
     """Run the Prefect gate flow on a registered model, within the deadline (policy ``[operations]`` or --deadline)."""
     from faux_checks.gate.policy import load_policy
@@ -244,12 +283,16 @@ def cmd_gate(args) -> int:
 
         from .output import library_output_to_stderr
 
-        _eprint(f"gating new versions of '{args.model_name}' (Prefect ephemeral API; first start takes ~10 s; "
+        if args.force and not args.version:
+            raise FauxChecksError("--force re-decides the versions named by --version N; name at least one")
+        versions = _versions_to_regate(args) if args.version else None
+        what = f"version(s) {', '.join(versions)}" if versions else "new versions"
+        _eprint(f"gating {what} of '{args.model_name}' (Prefect ephemeral API; first start takes ~10 s; "
                 f"deadline {deadline:g} s)")
         with library_output_to_stderr():
             state = gate(model_name=args.model_name, data_path=args.data, policy_path=args.policy,
                          tracking_uri=args.tracking_uri, alias=args.alias, report_root=args.report_dir,
-                         deadline_s=deadline, return_state=True)
+                         versions=versions, deadline_s=deadline, return_state=True)
         _raise_if_unreachable(state, uri)
         outcomes = _flow_outcomes(state)
         if outcomes == [] and state.is_completed():   # the flow found nothing to gate: say so (stdout stays empty in --json)
@@ -268,7 +311,7 @@ def cmd_gate(args) -> int:
                 return EXIT_UNDECIDED
             emit_json(gate_objects(args.model_name, outcomes))
             return _gate_exit_code(state, [o.get("decision") for o in outcomes])
-        return _print_history_and_code(args.model_name, args.tracking_uri, state)
+        return _print_history_and_code(args.model_name, args.tracking_uri, state, versions=versions)
     finally:
         if armed:
             signal.setitimer(signal.ITIMER_REAL, 0)
@@ -288,6 +331,25 @@ def _raise_if_unreachable(state, uri: str) -> None:
         exc = error
     if isinstance(exc, BaseException) and is_unreachable(exc):
         raise exc if isinstance(exc, RegistryUnreachableError) else unreachable_error(uri, 0.0, exc)
+
+
+def _versions_to_regate(args) -> list[str]:
+    """The ``--version`` numbers, checked to exist; one already decided needs ``--force`` (re-decided under the current policy)."""
+    from faux_checks.registry import GATE_TAG, RUNNING, Registry
+
+    rows = {r["version"]: r for r in Registry(args.tracking_uri).history(args.model_name)}
+    versions = [str(v) for v in dict.fromkeys(args.version)]
+    for v in versions:
+        if v not in rows:
+            raise FauxChecksError(f"registered model '{args.model_name}' has no version {v!r}; existing versions: "
+                                  f"{list(rows)}")
+        decided = rows[v].get(GATE_TAG)
+        if decided not in (None, RUNNING) and not args.force:
+            raise FauxChecksError(
+                f"v{v} of '{args.model_name}' was already decided: {decided} at {rows[v].get('fairness_checked_at', '?')} "
+                f"(δ={rows[v].get('fairness_delta') or '?'}, policy {(rows[v].get('fairness_policy_sha256') or '?')[:12]}); "
+                "pass --force to re-decide it under the current policy (its tags and alias follow the new decision)")
+    return versions
 
 
 def _nothing_new(model_name: str, tracking_uri: str | None) -> str:
@@ -463,7 +525,7 @@ def cmd_history(args) -> int:
 
         emit_json(history_objects(args.model_name, rows, audits))
         return EXIT_PASSED
-    _print_table(rows)
+    _print_table(rows, _decision_columns(rows))
     if audits:
         print(f"\ndrift audits ({len(audits)}):")
         for a in audits:
@@ -473,6 +535,17 @@ def cmd_history(args) -> int:
             print(f"  {a.get('started_at')}  v{a.get('version')}  {a.get('decision'):<9}  flagged {flagged}  "
                   f"{a.get('reason', '')[:140]}")
     return EXIT_PASSED
+
+
+def _decision_columns(rows: list[dict]) -> dict[str, dict[str, str]]:
+    """History's per-version δ, policy hash (12 hex) and decision time; '-' where a version was never decided."""
+    def cell(row, key, width=None):
+        value = row.get(key)
+        return "-" if value in (None, "", "None") else str(value)[:width]
+
+    return {"δ": {r["version"]: cell(r, "fairness_delta") for r in rows},
+            "policy": {r["version"]: cell(r, "fairness_policy_sha256", 12) for r in rows},
+            "decided at": {r["version"]: cell(r, "fairness_checked_at") for r in rows}}
 
 
 def cmd_audit(args) -> int:
@@ -489,7 +562,7 @@ def cmd_audit(args) -> int:
     with library_output_to_stderr():
         state = audit(model_name=args.model_name, data_path=args.data, reference_path=args.reference,
                       policy_path=args.policy, tracking_uri=args.tracking_uri, alias=args.alias,
-                      report_root=args.report_dir, return_state=True)
+                      report_root=args.report_dir, retrain_aux=args.retrain_aux, return_state=True)
     try:
         summary = state.result(raise_on_failure=False)
     except Exception:  # the state carries no readable data: report the state only
@@ -736,7 +809,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--deadline", type=float, metavar="SECONDS",
                    help="stop the whole gate after this many seconds, exit 2, record nothing unfinished "
                         "(default: the policy's [operations] deadline_s, 600)")
+    p.add_argument("--version", action="append", metavar="N",
+                   help="gate this version (repeatable) instead of the new ones; one already decided needs --force")
+    p.add_argument("--force", action="store_true",
+                   help="with --version: re-decide an already decided version under the current policy")
     p.set_defaults(func=cmd_gate)
+
+    p = sub.add_parser("register", help="register a model file (+ feature spec) as a new version of a registered model",
+                       **parents)
+    p.add_argument("model_name")
+    p.add_argument("--model", required=True, help="model file the gate loads without unpickling (a pickle is refused)")
+    p.add_argument("--feature-spec", help="FeatureSpec JSON the model was trained with")
+    p.add_argument("--data", help="CSV or Parquet sample: refuse to register unless the model accepts its encoded rows")
+    p.add_argument("--protected", help="protected attribute column of --data (default: the policy's)")
+    p.add_argument("--policy", help="policy TOML naming the protected/label columns of --data")
+    p.add_argument("--description", help="version description")
+    p.add_argument("--tracking-uri", help="MLflow URI (default: $MLFLOW_TRACKING_URI or the embedded sqlite file)")
+    p.set_defaults(func=cmd_register)
 
     p = sub.add_parser("demo", help="train, register and gate Adult income classifiers (real data)", **parents)
     p.add_argument("--workdir", help="new folder for models and reports")
@@ -760,6 +849,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tracking-uri", help="MLflow URI (default: $MLFLOW_TRACKING_URI or the embedded sqlite file)")
     p.add_argument("--alias", default="deployable", help="alias of the audited version")
     p.add_argument("--report-dir", help="root folder for the audit's report folder")
+    p.add_argument("--retrain-aux", action="store_true",
+                   help="train an auxiliary model on each batch instead of reusing the gate's (the report says which)")
     p.set_defaults(func=cmd_audit)
 
     p = sub.add_parser("report", help="validate a gate/audit report.json and render its HTML; exits with its "

@@ -162,7 +162,7 @@ def audit_object(model_name: str, summary: dict, fallback_reason: str) -> dict:
     if report is not None:
         section = attribute_section((report or {}).get("check"))
         section.update({k: fairness.get(k) for k in ("flagged_fraction_reference", "flagged_fraction_current",
-                                                    "increase", "ks_statistic", "ks_pvalue")})
+                                                    "increase", "ks_statistic", "ks_pvalue", "aux_model")})
         section["by_group_drift"] = fairness.get("by_group") or []
         sections.append(section)
     decision = summary.get("decision") or "undecided"
@@ -199,6 +199,8 @@ def history_objects(model_name: str, rows: list[dict], audits: list[dict]) -> li
                     (report or {}).get("reasons") or [], sections if decided or check else [], path)
         obj.update({"status": decision, "aliases": list(r.get("aliases") or []),
                     "checked_at": r.get("fairness_checked_at"),
+                    "policy_sha256": r.get("fairness_policy_sha256") or None,
+                    "previous_gate": r.get("fairness_previous_gate") or None,
                     "last_audit": None if last is None else {"decision": last.get("decision"),
                                                             "at": last.get("started_at"),
                                                             "run_id": last.get("run_id")}})

@@ -1,7 +1,8 @@
 """Prefect 3 flow: the scheduled drift audit of the deployed model version.
 
 Recipe: find the version holding the deployment alias and the data it was gated on (its
-``fairness_data_path`` tag, or ``reference_path``) → download its model and feature spec →
+``fairness_data_path`` tag, or ``reference_path``) → download its model and feature spec, and
+the gate run's records (its auxiliary model and scores, reused unless ``retrain_aux``) →
 read both batches → :func:`faux_checks.audit.drift.run_audit` (column drift, fairness drift,
 classification quality; Evidently's HTML kept as evidence) → write report.json/html → log an
 MLflow run in ``faux-checks-audit`` and tag the version ``fairness_audit`` =
@@ -72,6 +73,20 @@ def fetch_version(model_name: str, version: str, tracking_uri: str | None, workd
 
 
 @task(**IO_TASK)
+def fetch_gate_records(run_id: str | None, tracking_uri: str | None, workdir: str) -> tuple[str | None, str]:
+    """Download the gate run's ``records/`` (aux model, scores): ``(folder, note)``; folder None with the reason."""
+    from faux_checks.registry import Registry
+
+    if not run_id:
+        return None, "the version's gate recorded no run"
+    try:
+        folder = Registry(tracking_uri).download_run_artifacts(run_id, "records", Path(workdir) / "gate-records")
+    except Exception as exc:  # a gate from before records existed, or the store is unreachable: retrain, say why
+        return None, f"{type(exc).__name__}: {exc}"
+    return str(folder), ""
+
+
+@task(**IO_TASK)
 def load_table(path: str):
     """Read a batch (CSV/Parquet); the file is never modified."""
     from faux_checks.inputs.io import read_table
@@ -81,8 +96,13 @@ def load_table(path: str):
 
 @task(**TASK)
 def audit_batch(model_path: str, spec_path: str | None, reference, current, policy_path: str | None,
-                policy_json: str | None, evidence_dir: str, model_info: dict, gate_record: dict):
-    """Column drift, fairness drift and classification quality of the current batch (one library call)."""
+                policy_json: str | None, evidence_dir: str, model_info: dict, gate_record: dict,
+                records: tuple[str | None, str] | None = None):
+    """Column drift, fairness drift and classification quality of the current batch (one library call).
+
+    ``records``: the gate run's downloaded records (:func:`fetch_gate_records`); their auxiliary
+    model and scores are reused when they fit the policy, else the audit retrains (and says why).
+    """
     from faux_checks.audit.drift import run_audit
     from faux_checks.inputs.models import load_model
     from faux_checks.gate.policy import load_policy, recorded_policy
@@ -92,9 +112,36 @@ def audit_batch(model_path: str, spec_path: str | None, reference, current, poli
     source = policy_path or ("the policy recorded by the gate" if policy_json else "the shipped default policy")
     get_run_logger().info("audit policy: %s (sha256 %s…)", source, policy.sha256()[:12])
     Path(evidence_dir).mkdir(parents=True, exist_ok=True)
+    aux, scores, aux_source = _gate_aux(records, policy, gate_record.get("run_id"))
+    get_run_logger().info("audit auxiliary model: %s", aux_source)
     return run_audit(load_model(model_path), reference, current, policy=policy,
                      feature_spec=FeatureSpec.load(spec_path) if spec_path else None, evidence_dir=evidence_dir,
-                     model_info=model_info, gate_record=gate_record)
+                     model_info=model_info, gate_record=gate_record, aux_model=aux, reference_scores=scores,
+                     aux_source=aux_source)
+
+
+def _gate_aux(records: tuple[str | None, str] | None, policy, run_id: str | None):
+    """``(aux module, reference scores, aux_source)`` from the gate's records, or ``(None, None, retrained + why)``."""
+    from faux_checks.report.records import RECORD_FILES, read_aux_record, reference_scores
+
+    if records is None:
+        return None, None, {"source": "retrained", "note": "asked for (--retrain-aux)"}
+    folder, why = records
+    if folder is None:
+        return None, None, {"source": "retrained", "note": f"the gate's auxiliary model is not available: {why}"}
+    if not (Path(folder) / RECORD_FILES["aux_model"]).is_file():  # a several-attribute gate: records/<attribute>/
+        from faux_checks.gate.attributes import attribute_key
+
+        folder = str(Path(folder) / attribute_key(policy.protected or ""))
+    try:
+        aux, info = read_aux_record(folder, policy=policy)
+        scores_path = Path(folder) / RECORD_FILES["scores"]
+        scores = reference_scores(scores_path) if scores_path.is_file() else None
+    except FauxChecksError as exc:
+        return None, None, {"source": "retrained", "note": f"the gate's auxiliary model does not fit: {exc}"}
+    return aux, scores, {"source": "gate", "run_id": run_id, "artifact": f"runs:/{run_id}/records/{RECORD_FILES['aux_model']}",
+                         "kind": info.get("kind"), "gate_quality": info.get("quality"),
+                         "gate_quality_metric": info.get("quality_metric")}
 
 
 @task(**TASK)
@@ -136,19 +183,22 @@ def record_audit(model_name: str, version: str, tracking_uri: str | None, report
     registry = Registry(tracking_uri)
     run_id = registry.log_audit_run(
         model_name, version, report_dir=report_dir, metrics=metrics,
-        params={"data_path": data_path, "policy_sha256": report.get("policy_sha256")},
+        params={"data_path": str(Path(data_path).resolve()), "policy_sha256": report.get("policy_sha256")},
         tags={"decision": report["decision"], "reason": report["rule"][:1000]})
     registry.record_audit(model_name, version, decision=report["decision"], reason=report["rule"],
                           report_uri=str(Path(report_dir) / "report.html"), run_id=run_id,
                           extra={"fairness_audit_flagged_fraction": fairness.get("flagged_fraction_current"),
                                  "fairness_audit_drifted_share": drift.get("drifted_share"),
-                                 "fairness_audit_data_path": data_path})
+                                 "fairness_audit_data_path": str(Path(data_path).resolve()),
+                                 "fairness_audit_data_uri": Path(data_path).resolve().as_uri(),
+                                 "fairness_audit_report_uri": f"runs:/{run_id}/report.html"})
     return run_id
 
 
 @flow(name="fairness-audit", log_prints=True)
 def audit(model_name: str, data_path: str, reference_path: str | None = None, policy_path: str | None = None,
-          tracking_uri: str | None = None, alias: str = "deployable", report_root: str | None = None):
+          tracking_uri: str | None = None, alias: str = "deployable", report_root: str | None = None,
+          retrain_aux: bool = False):
     """Audit the deployed version of ``model_name`` on the current batch at ``data_path``.
 
     Parameters
@@ -167,6 +217,9 @@ def audit(model_name: str, data_path: str, reference_path: str | None = None, po
         The deployment alias whose version is audited.
     report_root : str, optional
         Folder for the run's report folder (default ``$FAUX_CHECKS_HOME/reports``).
+    retrain_aux : bool
+        Train an auxiliary model on each batch instead of reusing the gate's (recorded in the gate
+        run's ``records/``); the report says which was used, and why when the gate's could not be.
 
     Returns
     -------
@@ -187,17 +240,25 @@ def audit(model_name: str, data_path: str, reference_path: str | None = None, po
                       data={"model_name": model_name, "decision": "undecided", "reasons": [str(exc)]})
     version = target["version"]
     report_dir = str(Path(report_root) / f"{model_name}-v{version}-audit-{time.strftime('%Y%m%dT%H%M%S')}")
-    model_info = {"name": model_name, "version": version, "sha256": target["sha256"]}
+    model_info = {"name": model_name, "version": version}
+    if target["sha256"]:  # a version logged with MLflow's own API has no model_sha256 tag: hashed once downloaded
+        model_info["sha256"] = target["sha256"]
     data: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="faux-audit-") as workdir:
         try:
             model_path, spec_path = fetch_version(model_name, version, tracking_uri, workdir)
+            if "sha256" not in model_info:
+                from faux_checks.inputs.models import model_sha256
+
+                model_info["sha256"] = model_sha256(model_path)
             reference = load_table(target["reference_path"])
             current = load_table(data_path)
+            records = None if retrain_aux else fetch_gate_records(target["gate_record"].get("run_id"), tracking_uri,
+                                                                  workdir)
             data = [summarise_data(reference, path=target["reference_path"], name="reference"),
                     summarise_data(current, path=data_path, name="current")]
             result = audit_batch(model_path, spec_path, reference, current, policy_path, target["policy_json"],
-                                 report_dir, model_info, target["gate_record"])
+                                 report_dir, model_info, target["gate_record"], records)
         except Exception as exc:  # fail closed, but still record the undecided audit
             logger.error("audit of %s v%s could not run: %s", model_name, version, exc)
             result = AuditResult.undecided(f"the audit could not run: {type(exc).__name__}: {exc}",

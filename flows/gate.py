@@ -81,12 +81,17 @@ def load_audit_data(data_path: str):
 
 
 @task(**TASK)
-def validate(frame, policy_path: str | None, model_path: str, spec_path: str | None, aux_model_path: str | None):
+def validate(frame, policy_path: str | None, model_path: str, spec_path: str | None, aux_model_path: str | None,
+             records_dir: str | None = None):
     """Build the suite from the policy and validate it; any exception becomes 'undecided'.
 
     Several protected attributes: the intersections' columns are added to (a copy of) the frame,
     and a version without a feature spec gets one passthrough spec that leaves out every protected
     column, so that each attribute's check feeds the model the same inputs.
+
+    ``records_dir`` receives the check's per-row scores, per-group metrics and auxiliary model
+    (:mod:`faux_checks.report.records`; one sub-folder per attribute when there are several),
+    logged with the gate run.
     """
     from dataclasses import replace
 
@@ -104,19 +109,40 @@ def validate(frame, policy_path: str | None, model_path: str, spec_path: str | N
                 Path(model_path).parent / f"passthrough-spec-{uuid.uuid4().hex[:8]}.json"))
         derived = add_intersections(frame, policy)
         suite = build_suite(policy, model_path=model_path, feature_spec_path=spec_path, aux_model_path=aux_model_path)
-        outcome = validate_frame(derived, suite)
+        with _recording(records_dir, several=len(policy.attribute_names) > 1):
+            outcome = validate_frame(derived, suite)
         checks = ({a["attribute"]: a["check"] for a in outcome.attributes} if outcome.attributes
                   else {policy.attribute_names[0]: outcome.check})          # [[attributes]] declaring one
         sections, notes = attribute_sections(policy, frame, checks)
         return replace(outcome, attributes=sections, reasons=list(outcome.reasons) + notes,
                        policy={**policy.model_dump(mode="json"), "sha256": policy.sha256()})
     suite = build_suite(policy, model_path=model_path, feature_spec_path=spec_path, aux_model_path=aux_model_path)
-    return validate_frame(frame, suite)
+    with _recording(records_dir, several=False):
+        return validate_frame(frame, suite)
+
+
+def _recording(records_dir: str | None, *, several: bool):
+    """:func:`faux_checks.report.records.recording` into ``records_dir`` (per attribute when several); a no-op without one."""
+    import contextlib
+
+    if records_dir is None:
+        return contextlib.nullcontext()
+    from faux_checks.gate.attributes import attribute_key
+    from faux_checks.report.records import recording
+
+    def per_attribute(result) -> str:
+        return attribute_key(((result.provenance or {}).get("policy") or {}).get("protected") or "_")
+
+    return recording(records_dir, subfolder=per_attribute if several else None)
+
+
+#: Sub-folder of a gate's report folder (and of its MLflow run's artifacts) holding its records.
+RECORDS = "records"
 
 
 @task(**IO_TASK)
 def record(model_name: str, version: str, tracking_uri: str | None, outcome, report_dir: str, model_info: dict,
-           data_path: str | None = None, data: dict | None = None) -> str:
+           data_path: str | None = None, data: dict | None = None, policy_path: str | None = None) -> str:
     """Write the reports, log the MLflow audit run and tag the version with the decision.
 
     ``data_path`` is recorded (tag ``fairness_data_path``) as the reference of later drift audits.
@@ -126,6 +152,7 @@ def record(model_name: str, version: str, tracking_uri: str | None, outcome, rep
 
     check = outcome.check or {}
     registry = Registry(tracking_uri)
+    records = _write_records(Path(report_dir) / RECORDS, outcome, policy_path)
     if not (Path(report_dir) / "report.json").exists():  # a retry keeps the report its first try wrote
         write_report(report_dir, decision=outcome.decision, reasons=outcome.reasons, check=outcome.check,
                      model=model_info, expectations=outcome.expectations, data=[data] if data else None,
@@ -138,6 +165,7 @@ def record(model_name: str, version: str, tracking_uri: str | None, outcome, rep
                     if isinstance(interval.get(k), (int, float))})
     attributes = getattr(outcome, "attributes", None) or []
     metrics.update(_attribute_metrics(attributes))
+    metrics.update(_group_metrics(check))
     run_id = registry.log_gate_run(
         model_name, version, report_dir=report_dir, metrics=metrics,
         params={"delta": check.get("delta"), "max_flagged_fraction": check.get("max_flagged_fraction"),
@@ -149,6 +177,10 @@ def record(model_name: str, version: str, tracking_uri: str | None, outcome, rep
         delta=check.get("delta"), aux_quality=check.get("aux_quality"),
         report_uri=str(Path(report_dir) / "report.html"), run_id=run_id, interval=check.get("interval"),
         extra={PROMOTION_TAG: PENDING if outcome.decision == "passed" else "none",  # promote() sets 'done'
+               **_policy_tags(check, policy_path, outcome),
+               "fairness_report_uri": f"runs:/{run_id}/report.html",
+               **{f"fairness_{name}_uri": f"runs:/{run_id}/{RECORDS}/{file}" for name, file in records.items()},
+               "fairness_data_uri": Path(data_path).resolve().as_uri() if data_path else None,
                "fairness_data_path": str(Path(data_path).resolve()) if data_path else None,
                "fairness_data_sha256": (data or {}).get("sha256") or (check.get("provenance") or {}).get("data_sha256"),
                **_attribute_tags(attributes, check)},
@@ -198,6 +230,77 @@ def _attribute_tags(attributes: list[dict], check: dict) -> dict:
                             ("flagged_fraction_upper", interval.get("upper")), ("aux_quality", a.get("aux_quality"))):
             tags[f"{prefix}_{name}"] = value
     return tags
+
+
+def _write_records(folder: Path, outcome, policy_path: str | None) -> dict[str, str]:
+    """The gate's records beside its report: name -> file name inside ``folder``.
+
+    Several protected attributes: each attribute's check records are in ``<attribute key>/``, named
+    ``attr_<key>_<record>`` (version tags ``fairness_attr_<key>_<record>_uri``).
+
+    ``scores`` / ``by_group`` / ``aux_model`` (+ ``aux_model_info``) come from the check (written by the
+    fAux expectation, :mod:`faux_checks.report.records`); added here: ``policy`` (the policy file as
+    given, or the shipped default) and ``gx_result`` (GX's validation result). A retry keeps what is there.
+    """
+    import json
+    import shutil
+
+    from faux_checks.gate.policy import policy_path as shipped_policy
+    from faux_checks.report.records import RECORD_FILES
+
+    folder.mkdir(parents=True, exist_ok=True)
+    source = Path(policy_path) if policy_path else shipped_policy("default")
+    policy_copy = folder / f"policy{source.suffix or '.toml'}"
+    if source.is_file() and not policy_copy.exists():
+        shutil.copyfile(source, policy_copy)
+    gx = folder / "gx_validation.json"
+    if getattr(outcome, "gx_result", None) is not None and not gx.exists():
+        gx.write_text(json.dumps(outcome.gx_result, indent=1, default=str))
+    files = {**RECORD_FILES, "policy": policy_copy.name, "gx_result": gx.name}
+    found = {name: file for name, file in files.items() if (folder / file).is_file()}
+    for sub in sorted(p for p in folder.iterdir() if p.is_dir()):  # several attributes: records/<attribute key>/
+        found.update({f"attr_{sub.name}_{name}": f"{sub.name}/{file}" for name, file in RECORD_FILES.items()
+                      if (sub / file).is_file()})
+    return found
+
+
+def _group_metrics(check: dict) -> dict[str, float]:
+    """Per-group MLflow metrics: ``flagged_fraction.<group>`` and ``n.<group>`` (group names made key-safe)."""
+    out: dict[str, float] = {}
+    for row in check.get("by_group") or []:
+        key = "".join(ch if ch.isalnum() or ch in "-_. " else "_" for ch in str(row.get("group")))[:200] or "_"
+        for name in ("flagged_fraction", "flagged_fraction_defined", "n"):
+            if isinstance(row.get(name), (int, float)):
+                out[f"{name}.{key}"] = row[name]
+    return out
+
+
+def _policy_tags(check: dict, policy_path: str | None, outcome=None) -> dict:
+    """``fairness_policy_sha256`` / ``fairness_policy_name`` of the policy that decided (also when the check did not run).
+
+    Several attributes: the whole policy's hash (each attribute's check records its own single-attribute one).
+    """
+    provenance = check.get("provenance") or {}
+    whole = getattr(outcome, "policy", None) or {}
+    sha = whole.get("sha256") or provenance.get("policy_sha256")
+    name = whole.get("name") or provenance.get("policy_name")
+    if not sha:
+        try:
+            from faux_checks.gate.policy import load_policy
+
+            policy = load_policy(policy_path)
+            sha, name = policy.sha256(), policy.name
+        except Exception:  # an unreadable policy is already the recorded reason
+            sha = name = None
+    return {"fairness_policy_sha256": sha, "fairness_policy_name": name}
+
+
+@task(**IO_TASK)
+def demote(model_name: str, version: str, tracking_uri: str | None, alias: str) -> bool:
+    """Remove ``alias`` from a re-gated version that no longer passes; True when it was removed."""
+    from faux_checks.registry import Registry
+
+    return Registry(tracking_uri).demote(model_name, version, alias=alias)
 
 
 @task(**IO_TASK)
@@ -267,13 +370,15 @@ def gate_version(model_name: str, version: str, frame, *, policy_path: str | Non
     report_dir = _new_report_dir(report_root, model_name, version)
     model_info = {"name": model_name, "version": version}
     outcome, error = _fail_closed(f"model {model_name} v{version} could not be validated", lambda: _check_version(
-        model_name, version, frame, policy_path, tracking_uri, workdir, aux_model_path, model_info, timings))
+        model_name, version, frame, policy_path, tracking_uri, workdir, aux_model_path, model_info, timings,
+        str(Path(report_dir) / RECORDS)))
     if error is not None:
         outcome = _undecided(error)
+    outcome = _with_next_step(outcome, model_name, version)
 
     t0 = time.perf_counter()
     run_id, error = _fail_closed(f"model {model_name} v{version}: the decision could not be recorded", lambda: _record(
-        model_name, version, tracking_uri, outcome, report_dir, model_info, data_path, frame))
+        model_name, version, tracking_uri, outcome, report_dir, model_info, data_path, frame, policy_path))
     if error is not None:  # not recorded: the version stays 'running' (new), nothing is promoted
         return _not_completed(model_name, version, outcome, report_dir, model_info, timings, "not-recorded",
                               f"the decision '{outcome.decision}' could not be recorded in the registry "
@@ -282,6 +387,16 @@ def gate_version(model_name: str, version: str, frame, *, policy_path: str | Non
     timings["record"] = time.perf_counter() - t0
 
     promoted = False
+    if outcome.decision != "passed":  # a re-gated version that no longer passes loses the alias
+        removed, error = _fail_closed(f"model {model_name} v{version}: alias '{alias}' could not be removed",
+                                      lambda: demote(model_name, version, tracking_uri, alias))
+        if removed or error is not None:
+            from dataclasses import replace
+
+            note = (f"alias '{alias}' removed from v{version}: it no longer passes" if removed else
+                    f"alias '{alias}' may still point at v{version}, which no longer passes: removing it failed "
+                    f"({type(error).__name__}: {error}); remove it by hand")
+            outcome = replace(outcome, reasons=list(outcome.reasons) + [note])
     if outcome.decision == "passed":
         _, error = _fail_closed(f"model {model_name} v{version} passed but alias '{alias}' could not be moved",
                                 lambda: promote(model_name, version, tracking_uri, alias))
@@ -299,6 +414,18 @@ def gate_version(model_name: str, version: str, frame, *, policy_path: str | Non
     return result
 
 
+def _with_next_step(outcome, model_name: str, version: str):
+    """An ``undecided`` outcome with what happens to the version next (it is not gated again by itself)."""
+    if outcome.decision != "undecided":
+        return outcome
+    from dataclasses import replace
+
+    step = (f"v{version} of '{model_name}' is recorded undecided and is not gated again automatically: fix the cause "
+            f"above, then re-decide it with `faux-checks gate {model_name} --data ... --version {version} --force`, or "
+            "register a fixed model as a new version, which the next gate run picks up")
+    return replace(outcome, reasons=list(outcome.reasons) + [step])
+
+
 def _fail_closed(what: str, step):
     """Run one step of the gate: ``(its result, None)``, or ``(None, the exception)``, logged; never raises."""
     try:
@@ -309,7 +436,8 @@ def _fail_closed(what: str, step):
 
 
 def _check_version(model_name: str, version: str, frame, policy_path: str | None, tracking_uri: str | None,
-                   workdir: str, aux_model_path: str | None, model_info: dict, timings: dict):
+                   workdir: str, aux_model_path: str | None, model_info: dict, timings: dict,
+                   records_dir: str | None = None):
     """Download the version (marked running), hash its model, validate the suite on the audit data."""
     from faux_checks.inputs.models import model_sha256
 
@@ -318,18 +446,18 @@ def _check_version(model_name: str, version: str, frame, policy_path: str | None
     model_info["sha256"] = model_sha256(model_path)
     timings["load"] = time.perf_counter() - t0
     t1 = time.perf_counter()
-    outcome = validate(frame, policy_path, model_path, spec_path, aux_model_path)
+    outcome = validate(frame, policy_path, model_path, spec_path, aux_model_path, records_dir)
     timings["validate"] = time.perf_counter() - t1
     return outcome
 
 
 def _record(model_name: str, version: str, tracking_uri: str | None, outcome, report_dir: str, model_info: dict,
-            data_path: str | None, frame):
+            data_path: str | None, frame, policy_path: str | None = None):
     """The :func:`record` task, with the audit data's summary (rows, hash, missing values) for the report."""
     from faux_checks.report.build import summarise_data
 
     data = summarise_data(frame, path=data_path) if frame is not None else None
-    return record(model_name, version, tracking_uri, outcome, report_dir, model_info, data_path, data)
+    return record(model_name, version, tracking_uri, outcome, report_dir, model_info, data_path, data, policy_path)
 
 
 def _publish(result: VersionOutcome, report_dir: str) -> None:
@@ -466,7 +594,8 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
     with tempfile.TemporaryDirectory(prefix="faux-gate-") as workdir:
         for version in todo:
             if load_error is not None:
-                outcome = _record_undecided(model_name, version, load_error, tracking_uri, report_root, data_path)
+                outcome = _record_undecided(model_name, version, load_error, tracking_uri, report_root, data_path,
+                                            policy_path)
             else:
                 outcome = gate_version_leased(
                     model_name, version, frame, lease_ttl_s=deadline_s + LEASE_MARGIN_S,
@@ -514,12 +643,14 @@ def _new_versions(model_name: str, tracking_uri: str | None) -> list[str]:
         raise
 
 
-def _record_undecided(model_name, version, exc, tracking_uri, report_root, data_path=None) -> VersionOutcome:
-    outcome = _undecided(exc)
+def _record_undecided(model_name, version, exc, tracking_uri, report_root, data_path=None,
+                      policy_path=None) -> VersionOutcome:
+    outcome = _with_next_step(_undecided(exc), model_name, version)
     report_dir = _new_report_dir(report_root, model_name, version)
     model_info = {"name": model_name, "version": version}
     try:
-        run_id = record(model_name, version, tracking_uri, outcome, report_dir, model_info, data_path)
+        run_id = record(model_name, version, tracking_uri, outcome, report_dir, model_info, data_path,
+                        policy_path=policy_path)
     except Exception as rec_exc:
         return _not_completed(model_name, version, outcome, report_dir, model_info, {}, "not-recorded",
                               f"the decision 'undecided' could not be recorded in the registry "

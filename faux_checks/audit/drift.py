@@ -40,6 +40,23 @@ def audit_columns(feature_spec: FeatureSpec | None, reference: pd.DataFrame, cur
     return columns
 
 
+def _aux_note(fairness) -> str:
+    """One line: which auxiliary model scored both batches, and what the score drift compares."""
+    src = fairness.aux_source
+    if src.get("source") == "gate":
+        text = (f"auxiliary model: the gate's (run {src.get('run_id')}), reused on both batches, so the score drift "
+                "measures the data")
+    elif src.get("source") == "retrained":
+        text = "auxiliary model: retrained on each batch (the score drift includes the retraining's own variation)"
+    else:
+        text = f"auxiliary model: {src.get('source')}"
+    if src.get("note"):
+        text += f" ({src['note']})"
+    if fairness.score_reference:
+        text += f"; KS reference: {fairness.score_reference}"
+    return text
+
+
 def run_audit(
     target_model,
     reference: pd.DataFrame,
@@ -50,6 +67,9 @@ def run_audit(
     evidence_dir: str | Path | None = None,
     model_info: dict | None = None,
     gate_record: dict | None = None,
+    aux_model=None,
+    reference_scores: np.ndarray | None = None,
+    aux_source: dict | None = None,
 ) -> AuditResult:
     """Audit a deployed model on a current batch against its reference data (module docstring).
 
@@ -74,6 +94,13 @@ def run_audit(
     gate_record : dict, optional
         What the gate recorded (``flagged_fraction``, ``data_sha256``): compared with the
         reference check and noted when they differ.
+    aux_model : torch module or AuxiliaryModel, optional
+        The gate's auxiliary model: both batches are scored with it (score drift then measures
+        the data); without it each batch trains its own.
+    reference_scores : ndarray of shape (m,), optional
+        The gate's recorded defined scores: the KS test's reference.
+    aux_source : dict, optional
+        Where ``aux_model`` came from (``source``, ``note``, ``run_id``), reported as given.
 
     Returns
     -------
@@ -99,13 +126,16 @@ def run_audit(
             logger.warning("audit: no feature columns: %s", exc)
     columns = audit_columns(feature_spec, reference, current, policy=policy)
     categorical = (policy.protected,) if policy.protected_kind != "continuous" else ()
+    if feature_spec is not None:  # the spec's one-hot columns are categorical for Evidently too
+        categorical += tuple(c.name for c in feature_spec.columns if c.kind == "categorical" and c.name not in categorical)
     drift = column_drift(reference, current, columns, categorical=categorical, settings=policy.audit,
                          html_path=None if evidence is None else evidence / "evidently_drift.html")
     timings["column_drift"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     fairness = fairness_drift(target_model, reference, current, policy=policy, feature_spec=feature_spec,
-                              model_info=model_info)
+                              model_info=model_info, aux_model=aux_model, reference_scores=reference_scores,
+                              aux_source=aux_source)
     timings["fairness_drift"] = time.perf_counter() - t0
     if fairness.error:
         logger.warning("audit: %s", fairness.error)
@@ -130,6 +160,8 @@ def run_audit(
         reasons.append("drift notes: " + "; ".join(f"'{c.column}': {c.note}" for c in noted))
     if fairness.sample_note:
         reasons.append(fairness.sample_note)
+    if fairness.aux_source:
+        reasons.append(_aux_note(fairness))
     if gate_record and fairness.reference is not None:
         recorded = finite_or_none(gate_record.get("flagged_fraction"))
         now = fairness.flagged_fraction_reference

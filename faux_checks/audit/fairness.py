@@ -27,11 +27,20 @@ def fairness_drift(
     policy: Policy,
     feature_spec: FeatureSpec | None,
     model_info: dict | None = None,
+    aux_model=None,
+    reference_scores: np.ndarray | None = None,
+    aux_source: dict | None = None,
 ) -> FairnessDrift:
     """The fAux check on both batches, the change of the flagged fraction, and a KS test on scores.
 
     Both checks use ``policy`` (δ, aux settings, seed) with ``max_rows`` lowered to
     ``policy.audit.max_rows`` so that the two batches are scored on samples of the same size.
+
+    With ``aux_model`` (the gate's, :func:`faux_checks.report.records.read_aux_record`) both batches
+    are scored with it, so a change of the scores measures the data, not a retrained auxiliary
+    model; without it each batch trains its own. With ``reference_scores`` (m,) (the gate's recorded
+    defined scores) the KS test compares the current batch's scores with them instead of the
+    reference check's. ``aux_source`` (``source``, ``note``, ...) is reported as given.
 
     Returns
     -------
@@ -55,7 +64,7 @@ def fairness_drift(
         t0 = time.perf_counter()
         try:
             checks[name] = run_check(target_model, frame, policy=check_policy, feature_spec=feature_spec,
-                                     model_info=model_info)
+                                     model_info=model_info, aux_model=aux_model)
         except FauxChecksError as exc:
             checks[name] = None
             errors.append(f"the fAux check on the {name} could not run: {exc}")
@@ -65,12 +74,18 @@ def fairness_drift(
         timings["check_" + name.split()[0]] = time.perf_counter() - t0
     ref_check, cur_check = checks["reference"], checks["current batch"]
     error = "; ".join(errors) or None
+    aux_source = dict(aux_source or {"source": "given" if aux_model is not None else "retrained"})
     if ref_check is None or cur_check is None:
         return FairnessDrift(reference=ref_check, current=cur_check, error=error, sample_note=sample_note,
-                             timings=timings)
+                             timings=timings, aux_source=aux_source)
     from scipy.stats import ks_2samp
 
     ref_scores = ref_check.scores[np.isfinite(ref_check.scores)]
+    score_reference = f"the reference batch's {fmt_count(len(ref_scores))} defined scores, scored by the audit"
+    if reference_scores is not None:
+        ref_scores = np.asarray(reference_scores, dtype=np.float64)
+        ref_scores = ref_scores[np.isfinite(ref_scores)]
+        score_reference = f"the {fmt_count(len(ref_scores))} defined scores the gate recorded on the reference"
     cur_scores = cur_check.scores[np.isfinite(cur_check.scores)]
     ks_stat, ks_p = float("nan"), float("nan")
     if len(ref_scores) and len(cur_scores):
@@ -80,7 +95,8 @@ def fairness_drift(
         reference=ref_check, current=cur_check, error=error, ks_statistic=ks_stat, ks_pvalue=ks_p,
         n_reference_scores=len(ref_scores), n_current_scores=len(cur_scores),
         by_group=_group_changes(ref_check, cur_check, policy.decision.min_group_rows),
-        score_histograms=_common_histogram(ref_scores, cur_scores), sample_note=sample_note, timings=timings)
+        score_histograms=_common_histogram(ref_scores, cur_scores), sample_note=sample_note, timings=timings,
+        aux_source=aux_source, score_reference=score_reference)
 
 
 def _group_changes(ref: CheckResult, cur: CheckResult, min_rows: int) -> list[dict]:

@@ -99,7 +99,10 @@ class FairnessDrift:
     ``reference`` / ``current`` are the two :class:`CheckResult` (None where the check raised,
     ``error`` then says which batch and why). ``by_group`` rows: ``group``, ``n_reference``,
     ``n_current``, ``flagged_fraction_reference``, ``flagged_fraction_current``, ``increase``,
-    ``compared`` (enough rows in both batches) and ``note``.
+    ``compared`` (enough rows in both batches) and ``note``. ``aux_source``: where the auxiliary
+    model came from (``source`` = ``"gate"``: the gate run's recorded model, both batches scored
+    with it; ``"retrained"``: each batch trained its own; ``note`` says why). ``score_reference``
+    names the scores the KS test compared the current batch with.
     """
 
     reference: CheckResult | None
@@ -113,6 +116,8 @@ class FairnessDrift:
     score_histograms: dict = field(default_factory=dict)
     sample_note: str = ""
     timings: dict[str, float] = field(default_factory=dict)
+    aux_source: dict = field(default_factory=dict)
+    score_reference: str = ""
 
     @property
     def flagged_fraction_reference(self) -> float:
@@ -144,6 +149,8 @@ class FairnessDrift:
                 "current": {} if self.current is None else self.current.curve,
             },
             "sample_note": self.sample_note,
+            "aux_model": self.aux_source,
+            "score_reference": self.score_reference,
         })
 
 

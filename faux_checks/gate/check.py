@@ -147,6 +147,7 @@ def run_check(
         curve=delta_curve(lic.scores), aux_roc=aux.roc, n_flagged=int(flagged.sum()), interval=interval,
         rules=outcome.rules, aux_intervals=list(aux.intervals),
         group_rows=[{"group": g, "audited": evidence.group_rows[g], "holdout": evidence.holdout_rows[g]} for g in names],
+        aux_model=aux.model,
     )
 
 

@@ -61,6 +61,9 @@ class CheckResult(DecidedResult):
         The aux model's quality where it matters, with intervals (:func:`~faux_checks.gate.bounds.quality_intervals`).
     group_rows : list of dict
         Per protected group: ``audited`` rows and the aux model's ``holdout`` rows (the evidence minimum).
+    aux_model : AuxiliaryModel or None
+        The auxiliary model the scores were computed with (trained or given); not in :meth:`to_dict`
+        (:func:`faux_checks.report.records.write_check_records` saves it as TorchScript).
     """
 
     decision: Decision
@@ -88,6 +91,7 @@ class CheckResult(DecidedResult):
     rules: list[dict] = field(default_factory=list)
     aux_intervals: list[dict] = field(default_factory=list)
     group_rows: list[dict] = field(default_factory=list)
+    aux_model: Any = field(default=None, repr=False, compare=False)
 
     @classmethod
     def undecided(cls, reason: str, *, delta: float = float("nan"), max_flagged_fraction: float = float("nan"),

@@ -148,6 +148,8 @@ def read_table(path: str | Path) -> pd.DataFrame:
 def write_scores(path: str | Path, result) -> Path:
     """Write one row per input row, in input order: ``row``, ``lic_score``, ``flagged``, ``status``.
 
+    Parquet when ``path`` ends in ``.parquet``, CSV otherwise.
+
     ``status`` is ``scored``, ``undefined`` (audited, score undefined: never counted as not
     flagged) or ``not_audited`` (dropped for a missing protected value, or not sampled); the last
     two have empty ``lic_score`` and ``flagged``. Refuses to overwrite an existing file.
@@ -167,5 +169,8 @@ def write_scores(path: str | Path, result) -> Path:
     flagged = pd.array(result.flagged(), dtype="boolean")
     flagged[status != "scored"] = pd.NA
     frame = pd.DataFrame({"row": np.arange(len(scores)), "lic_score": scores, "flagged": flagged, "status": status})
-    frame.to_csv(path, index=False)
+    if path.suffix.lower() == ".parquet":
+        frame.to_parquet(path, index=False)
+    else:
+        frame.to_csv(path, index=False)
     return path

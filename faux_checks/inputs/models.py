@@ -29,7 +29,7 @@ from ..errors import InputError, UnsafeModelError
 from ..method._batching import eval_mode
 from .targets import load_forward_only, sniff_format
 
-__all__ = ["load_model", "save_torchscript", "model_sha256"]
+__all__ = ["load_model", "model_format", "save_torchscript", "model_sha256"]
 
 EXPORT_HINT = (
     "Export the model safely instead: torch.jit.save(torch.jit.script(model), 'model.pt') "
@@ -45,6 +45,44 @@ def _zip_names(path: Path) -> list[str]:
             return zf.namelist()
     except zipfile.BadZipFile:
         return []
+
+
+def model_format(path: str | Path) -> str:
+    """The format of a model file, read from its content (nothing is loaded or unpickled).
+
+    Returns
+    -------
+    str
+        ``"torchscript"`` (``torch.jit.save``), ``"torch.export"`` (``torch.export.save``, ``.pt2``),
+        ``"torch.save"`` (a pickle: a state dict loads with ``weights_only``, a pickled module
+        would run code) or ``"unknown"``. The first two load without unpickling (:func:`load_model`).
+
+    Raises
+    ------
+    InputError
+        If ``path`` is not a file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"model file {path} does not exist")
+    names = _zip_names(path)
+    if _is_torchscript(names):
+        return "torchscript"
+    if _is_export(names):
+        return "torch.export"
+    if any(n.endswith("data.pkl") for n in names):
+        return "torch.save"
+    with open(path, "rb") as fh:
+        head = fh.read(2)
+    return "torch.save" if head[:1] == b"\x80" else "unknown"  # pickle protocol 2+ (legacy torch.save)
+
+
+def _is_torchscript(names: list[str]) -> bool:
+    return any(n.endswith("constants.pkl") for n in names) and any("/code/" in n for n in names)
+
+
+def _is_export(names: list[str]) -> bool:
+    return any(n.endswith("serialized_exported_program.json") or "/models/" in n for n in names)
 
 
 def load_model(

@@ -47,13 +47,23 @@ class DecisionTrail(RegistryClient):
     def mark_running(self, name: str, version: str | int) -> None:
         """Tag a version ``fairness_gate=running`` (it stays new until a decision is recorded).
 
+        A version that was decided before (a re-gate) also gets ``fairness_previous_gate``: the earlier
+        decision, its time, δ and policy hash.
+
         Raises
         ------
         InputError
             If the model or version does not exist.
         """
         mv = self._version(name, version)
-        self._set_version_tags(name, mv.version, {"fairness_started_at": utc_now(), GATE_TAG: RUNNING})
+        tags = {"fairness_started_at": utc_now()}
+        previous = mv.tags.get(GATE_TAG)
+        if previous in DECISIONS:  # a re-gate: keep what was decided before, in one line
+            tags["fairness_previous_gate"] = (
+                f"{previous} at {mv.tags.get('fairness_checked_at') or '?'} (δ={mv.tags.get('fairness_delta') or '?'}, "
+                f"policy {(mv.tags.get('fairness_policy_sha256') or '?')[:12]})")
+        tags[GATE_TAG] = RUNNING
+        self._set_version_tags(name, mv.version, tags)
 
     def _decision_tags(self, name: str, version, decision: str, extra, own_tag: str):
         """The version and the ``extra`` tags (as strings, without ``own_tag``) of a decision being recorded.
@@ -169,6 +179,28 @@ class DecisionTrail(RegistryClient):
         with_retry(self.client.set_registered_model_alias, name, alias, str(mv.version))
         if mv.tags.get(PROMOTION_TAG) == PENDING:
             self._set_version_tags(name, mv.version, {"fairness_promoted_at": utc_now(), PROMOTION_TAG: "done"})
+
+    def demote(self, name: str, version: str | int, alias: str = DEFAULT_ALIAS) -> bool:
+        """Remove ``alias`` from ``version`` if it points there (a re-gate that no longer passes).
+
+        Returns
+        -------
+        bool
+            True when the alias was removed (tag ``fairness_demoted_at`` set), False when it
+            pointed elsewhere or nowhere.
+
+        Raises
+        ------
+        InputError
+            If the model or version does not exist.
+        """
+        mv = self._version(name, version)
+        aliases = self._registered_model(name).aliases or {}
+        if str(aliases.get(alias)) != str(mv.version):
+            return False
+        with_retry(self.client.delete_registered_model_alias, name, alias)
+        self._set_version_tags(name, mv.version, {"fairness_demoted_at": utc_now(), "fairness_demoted_alias": alias})
+        return True
 
     def log_gate_run(
         self,
@@ -347,6 +379,32 @@ class DecisionTrail(RegistryClient):
             token = page.token
             if not token:
                 return rows
+
+    def download_run_artifacts(self, run_id: str, artifact_path: str, dst_dir: str | Path) -> Path:
+        """Download ``artifact_path`` of a run (e.g. a gate run's ``records``) into ``dst_dir``, through this registry's URI.
+
+        Returns
+        -------
+        Path
+            The local copy (a folder or a file).
+
+        Raises
+        ------
+        InputError
+            If the run does not exist or holds no such artifact.
+        """
+        import mlflow
+
+        self.run_artifact_uri(run_id)  # InputError naming the run when it does not exist
+        try:
+            local = with_retry(mlflow.artifacts.download_artifacts, run_id=run_id, artifact_path=artifact_path,
+                               dst_path=str(dst_dir), tracking_uri=self.tracking_uri)
+        except Exception as exc:
+            if error_code(exc) in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE") or isinstance(exc, OSError):
+                raise InputError(f"run {run_id} has no artifact {artifact_path!r} in {self.tracking_uri} "
+                                 f"({type(exc).__name__}: {exc})") from exc
+            raise
+        return Path(local)
 
     def run_artifact_uri(self, run_id: str) -> str:
         """Artifact URI of a run (where :meth:`log_gate_run` put the report files).

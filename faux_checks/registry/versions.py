@@ -8,13 +8,14 @@ optionally, its :class:`~faux_checks.inputs.tabular.FeatureSpec` JSON.
 from __future__ import annotations
 
 import datetime as _dt
+import re
 import uuid
 from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import InputError
 from ..inputs.models import model_sha256
-from .flavors import flavor_model_file
+from .formats import feature_spec_file, mlflow_model_file
 from .client import (
     DEFAULT_ALIAS,
     GATE_TAG,
@@ -26,6 +27,12 @@ from .client import (
     tag_value,
     with_retry,
 )
+
+def _logged_model_id(uri: str) -> str | None:
+    """``m-…`` of a ``models:/m-…[/path]`` URI (an MLflow 3 LoggedModel), None for ``models:/name/…``."""
+    head = uri[len("models:/"):].strip("/").split("/", 1)[0]
+    return head if re.fullmatch(r"m-[0-9a-f]{32}", head) else None
+
 
 __all__ = ["MODEL_FILE_TAG", "MODEL_SHA_TAG", "ModelVersions", "SPEC_FILE_TAG", "SPEC_SHA_TAG"]
 
@@ -176,21 +183,30 @@ class ModelVersions(RegistryClient):
         Returns
         -------
         model_path : Path
-            The model file, checked against the version's ``model_sha256`` tag. For a version logged with an
-            MLflow flavour that stores ONNX, XGBoost, LightGBM or skops files, the file its ``MLmodel`` names
-            (:func:`~faux_checks.registry.flavors.flavor_model_file`; pickled flavours are refused).
+            The model file: the one named by the ``model_file`` tag (registered by faux-checks,
+            checked against its ``model_sha256`` tag), or, for a version logged with MLflow's own
+            APIs, the file :func:`~faux_checks.registry.formats.mlflow_model_file` picks: the pytorch
+            flavor's TorchScript / torch.export file, the file an ONNX, XGBoost, LightGBM or skops
+            flavour's ``MLmodel`` names (:func:`~faux_checks.registry.flavors.flavor_model_file`),
+            or a LoggedModel's single model file.
         feature_spec_path : Path or None
-            The feature spec JSON, or None if the version has none.
+            The feature spec JSON (:func:`~faux_checks.registry.formats.feature_spec_file`), or None.
 
         Raises
         ------
+        UnsafeModelError
+            The version's model is a pickle (e.g. ``serialization_format="pickle"`` of an
+            ``nn.Module``); nothing from it is executed; the message gives the safe recipes.
         InputError
             If the model or version does not exist, ``dst_dir`` is a file or a non-empty
-            directory, the version's artifacts do not identify a single model file, or the
-            downloaded model does not match its recorded sha256.
-        """
-        import mlflow
+            directory, the version's artifacts do not identify a single model file of a format
+            the gate reads, or the downloaded model does not match its recorded sha256.
 
+        Notes
+        -----
+        Only this registry's URI is used (never MLflow's global default, which would create
+        ``./mlflow.db`` in the working directory).
+        """
         mv = self._version(name, version)
         dst = Path(dst_dir)
         if dst.exists() and (not dst.is_dir() or any(dst.iterdir())):
@@ -199,35 +215,19 @@ class ModelVersions(RegistryClient):
                 "new directory (nothing is overwritten)"
             )
         dst.mkdir(parents=True, exist_ok=True)
-        # From the version's source, not "models:/name/version": MLflow resolves a models:/ URI
-        # through the *global* registry URI (ignoring the one passed), i.e. ./mlflow.db.
-        local = Path(
-            with_retry(
-                mlflow.artifacts.download_artifacts,
-                artifact_uri=mv.source,
-                dst_path=str(dst),
-                tracking_uri=self.tracking_uri,
-            )
-        )
+        local = Path(with_retry(self._download_source, mv, dst))
+        if local.is_file() and local.parent != dst:  # a single-file source: keep it at the top
+            local = local.rename(dst / local.name)
         if local.is_dir() and local != dst:  # the source folder itself was copied: flatten it
             staging = local.rename(dst / f".staging-{uuid.uuid4().hex}")  # a file may be named like it
             for item in list(staging.iterdir()):
                 item.rename(dst / item.name)
             staging.rmdir()
         files = sorted(p for p in dst.rglob("*") if p.is_file())
+        what = f"version {mv.version} of '{name}'"
         model_file = mv.tags.get(MODEL_FILE_TAG)
-        flavored = flavor_model_file(dst) if model_file is None else None     # an MLflow onnx/xgboost/... flavour
-        if flavored is not None:
-            model_path = flavored[0]
-        elif model_file is None:
-            if len(files) != 1:
-                raise InputError(
-                    f"version {mv.version} of '{name}' was not registered by faux-checks (no "
-                    f"'{MODEL_FILE_TAG}' tag) and holds {len(files)} files "
-                    f"{[str(p.relative_to(dst)) for p in files][:10]}; set the '{MODEL_FILE_TAG}' tag "
-                    "to the model's file name"
-                )
-            model_path = files[0]
+        if model_file is None:  # logged with MLflow's own APIs: the MLmodel file or the content says
+            model_path = mlflow_model_file(dst, what=what, exclude=mv.tags.get(SPEC_FILE_TAG))
         else:
             model_path = dst / model_file
         if not model_path.is_file():
@@ -242,14 +242,28 @@ class ModelVersions(RegistryClient):
                 f"{model_sha256(model_path)[:12]}… but the registry recorded {expected[:12]}…; the "
                 "artifact was changed after registration, register the model again"
             )
-        spec_file = mv.tags.get(SPEC_FILE_TAG)
-        spec_path = dst / spec_file if spec_file else None
-        if spec_path is not None and not spec_path.is_file():
-            raise InputError(
-                f"version {mv.version} of '{name}': feature spec {spec_file!r} not found among its "
-                f"artifacts {[str(p.relative_to(dst)) for p in files][:10]}"
-            )
+        spec_path = feature_spec_file(dst, mv.tags.get(SPEC_FILE_TAG), what=what)
         return model_path, spec_path
+
+    def _download_source(self, mv, dst: Path) -> str:
+        """Download a version's source into ``dst`` through this registry's URI only.
+
+        A ``models:/m-…`` source (MLflow 3's LoggedModel, what ``log_model(registered_model_name=…)``
+        registers) is resolved here with this client: MLflow's own resolver asks the *global*
+        tracking URI, i.e. ``sqlite:///mlflow.db`` in the working directory when none is set, which
+        created a stray ``mlflow.db`` there and answered "Logged model … not found".
+        """
+        import mlflow
+
+        uri = str(mv.source)
+        if uri.startswith("models:/"):
+            model_id = getattr(mv, "model_id", None) or _logged_model_id(uri)
+            if model_id:
+                uri = with_retry(self.client.get_logged_model, model_id).artifact_location
+            else:  # models:/name/version: the registry's own download location
+                uri = with_retry(self.client.get_model_version_download_uri, mv.name, str(mv.version))
+        return mlflow.artifacts.download_artifacts(artifact_uri=uri, dst_path=str(dst),
+                                                   tracking_uri=self.tracking_uri, registry_uri=self.tracking_uri)
 
     def alias_version(self, name: str, alias: str = DEFAULT_ALIAS) -> str | None:
         """Version the alias points at, or None if the alias is not set.

@@ -1,0 +1,187 @@
+"""The records of a check beside its report: per-row scores, per-group metrics and the auxiliary model.
+
+:func:`write_check_records` writes them into a folder the gate logs with its MLflow run
+(``records/``), so that a later audit can score new data with the *same* auxiliary model and
+compare against the *same* score distribution (:func:`read_aux_record`), instead of retraining.
+
+Files (names fixed, :data:`RECORD_FILES`):
+
+- ``scores.parquet``: one row per input row (``row``, ``lic_score``, ``flagged``, ``status``;
+  :func:`faux_checks.inputs.io.write_scores`): the scores' reference distribution;
+- ``by_group.csv``: per protected group ``n``, ``flagged``, ``flagged_fraction``,
+  ``flagged_fraction_defined``, ``undefined``, ``mean_score``, ``p90_score``;
+- ``aux_model.pt``: the auxiliary model's network (raw outputs) as TorchScript, and
+  ``aux_model.json``: what it needs to be read back (kind, output space, groups, feature count,
+  the protected column, its quality when trained, the policy hash).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+from ..provenance import jsonable
+
+__all__ = ["RECORD_FILES", "read_aux_record", "record_check", "recording", "reference_scores", "write_check_records"]
+
+logger = logging.getLogger(__name__)
+
+#: The folder (and how to name a sub-folder per check) that :func:`record_check` writes to, inside :func:`recording`.
+_ACTIVE: ContextVar[tuple[Path, Callable[[Any], str] | None] | None] = ContextVar("faux_checks_records", default=None)
+
+
+@contextlib.contextmanager
+def recording(folder: str | Path, *, subfolder: Callable[[Any], str] | None = None):
+    """Within this block, every :func:`record_check` writes its check's records into ``folder``.
+
+    The gate flow wraps its Great Expectations validation in it: the fAux expectation's metric
+    computes the check once and records it here, so the records add no metric argument (the
+    baseline expectations' dependency on that metric stays the same, and it is computed once).
+
+    Parameters
+    ----------
+    folder : str or Path
+    subfolder : callable, optional
+        ``CheckResult -> str``: a sub-folder per check (several protected attributes).
+    """
+    token = _ACTIVE.set((Path(folder), subfolder))
+    try:
+        yield Path(folder)
+    finally:
+        _ACTIVE.reset(token)
+
+
+def record_check(result) -> dict[str, str] | None:
+    """Write ``result``'s records where :func:`recording` says; None (nothing written) outside it.
+
+    A failure to write is logged, not raised: the records are evidence beside the decision, never part of it
+    (the gate then records no URI for them, and an audit retrains its auxiliary model, saying why).
+    """
+    active = _ACTIVE.get()
+    if active is None:
+        return None
+    folder, subfolder = active
+    try:
+        return write_check_records(result, folder / subfolder(result) if subfolder else folder)
+    except Exception as exc:
+        logger.warning("the check's records could not be written to %s: %s", folder, exc)
+        return None
+
+RECORD_FILES = {"scores": "scores.parquet", "by_group": "by_group.csv", "aux_model": "aux_model.pt",
+                "aux_model_info": "aux_model.json"}
+
+
+def write_check_records(result, folder: str | Path) -> dict[str, str]:
+    """Write a check's per-row scores, per-group metrics and auxiliary model into ``folder``.
+
+    Parameters
+    ----------
+    result : CheckResult
+        From :func:`faux_checks.gate.check.run_check` (its ``scores``, ``by_group``, ``aux_model``).
+    folder : str or Path
+        Created if absent; an existing record file is never overwritten.
+
+    Returns
+    -------
+    dict
+        Record name (keys of :data:`RECORD_FILES`) -> file path, for the files written (a check
+        without scores or aux model writes fewer).
+
+    Raises
+    ------
+    InputError
+        If a record file exists already in ``folder``.
+    """
+    from ..inputs.io import write_scores
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in RECORD_FILES.values():
+        if (folder / name).exists():
+            raise InputError(f"{folder / name} exists already; records are never overwritten")
+    written: dict[str, str] = {}
+    if result.scores is not None and result.row_index is not None:
+        written["scores"] = str(write_scores(folder / RECORD_FILES["scores"], result))
+    if result.by_group is not None:
+        path = folder / RECORD_FILES["by_group"]
+        result.by_group.reset_index().to_csv(path, index=False)
+        written["by_group"] = str(path)
+    aux = getattr(result, "aux_model", None)
+    if aux is not None:
+        import torch
+
+        path = folder / RECORD_FILES["aux_model"]
+        torch.jit.save(aux.to_torchscript(), str(path))
+        written["aux_model"] = str(path)
+        provenance = result.provenance or {}
+        info = {"kind": aux.kind, "output_space": aux.output_space, "groups": list(getattr(aux, "groups_", ()) or ()),
+                "n_features": getattr(aux, "n_features_in_", None), "quality": getattr(aux, "quality_", None),
+                "quality_metric": getattr(aux, "quality_metric_", None),
+                "protected": (provenance.get("policy") or {}).get("protected"),
+                "feature_spec": provenance.get("feature_spec"), "policy_sha256": provenance.get("policy_sha256"),
+                "aux_given": provenance.get("aux_given"), "training": provenance.get("aux_training")}
+        info_path = folder / RECORD_FILES["aux_model_info"]
+        info_path.write_text(json.dumps(jsonable(info), indent=2))
+        written["aux_model_info"] = str(info_path)
+    return written
+
+
+def read_aux_record(folder: str | Path, *, policy) -> tuple[Any, dict]:
+    """The auxiliary model a gate recorded, checked against the policy the audit uses.
+
+    Parameters
+    ----------
+    folder : str or Path
+        Holds ``aux_model.pt`` and ``aux_model.json`` (:func:`write_check_records`).
+    policy : Policy
+        The audit's policy: its protected column and ``aux.output_space`` must match the record.
+
+    Returns
+    -------
+    (module, info)
+        The TorchScript network (loaded with ``torch.jit.load``, never unpickled) and the JSON record.
+
+    Raises
+    ------
+    InputError
+        A file is missing, or the record was made for another protected column or output space
+        (the message says which; retrain instead).
+    """
+    from ..inputs.models import load_model
+
+    folder = Path(folder)
+    model_path, info_path = folder / RECORD_FILES["aux_model"], folder / RECORD_FILES["aux_model_info"]
+    if not model_path.is_file() or not info_path.is_file():
+        raise InputError(f"no recorded auxiliary model in {folder} (need {model_path.name} and {info_path.name})")
+    info = json.loads(info_path.read_text())
+    if info.get("protected") not in (None, policy.protected):
+        raise InputError(f"the recorded auxiliary model predicts '{info['protected']}', the audit's policy protects "
+                         f"'{policy.protected}'")
+    if info.get("output_space") != policy.aux.output_space:
+        raise InputError(f"the recorded auxiliary model has output space '{info.get('output_space')}', the audit's "
+                         f"policy '{policy.aux.output_space}'")
+    return load_model(model_path), info
+
+
+def reference_scores(path: str | Path) -> np.ndarray:
+    """The defined LIC scores (m,) of a recorded ``scores.parquet`` (rows with status ``scored``).
+
+    Raises
+    ------
+    InputError
+        The file lacks the ``lic_score`` / ``status`` columns.
+    """
+    frame = pd.read_parquet(path)
+    missing = [c for c in ("lic_score", "status") if c not in frame.columns]
+    if missing:
+        raise InputError(f"{path} is not a scores record: columns {missing} missing")
+    scores = frame.loc[frame["status"] == "scored", "lic_score"].to_numpy(dtype=np.float64)
+    return scores[np.isfinite(scores)]
