@@ -165,7 +165,7 @@ def record(model_name: str, version: str, tracking_uri: str | None, outcome, rep
                     if isinstance(interval.get(k), (int, float))})
     attributes = getattr(outcome, "attributes", None) or []
     metrics.update(_attribute_metrics(attributes))
-    metrics.update(_group_metrics(check))
+    metrics.update(_group_metrics(check, attributes))
     run_id = registry.log_gate_run(
         model_name, version, report_dir=report_dir, metrics=metrics,
         params={"delta": check.get("delta"), "max_flagged_fraction": check.get("max_flagged_fraction"),
@@ -264,8 +264,12 @@ def _write_records(folder: Path, outcome, policy_path: str | None) -> dict[str, 
     return found
 
 
-def _group_metrics(check: dict) -> dict[str, float]:
-    """Per-group MLflow metrics: ``flagged_fraction.<group>`` and ``n.<group>`` (group names made key-safe)."""
+def _group_metrics(check: dict, attributes: list[dict] | None = None) -> dict[str, float]:
+    """Per-group MLflow metrics: ``flagged_fraction.<group>``, ``flagged_fraction_defined.<group>``, ``n.<group>``
+    (group names made key-safe); several attributes: ``attributes/<key>/flagged_fraction.<group>``, ... each."""
+    if attributes:
+        return {f"attributes/{a['key']}/{name}": value for a in attributes
+                for name, value in _group_metrics(a.get("check") or {}).items()}
     out: dict[str, float] = {}
     for row in check.get("by_group") or []:
         key = "".join(ch if ch.isalnum() or ch in "-_. " else "_" for ch in str(row.get("group")))[:200] or "_"

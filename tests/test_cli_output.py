@@ -164,7 +164,7 @@ def test_gate_audit_history_json_and_a_gate_with_nothing_new(files, tmp_path, ha
     rows = _json_lines(capfd.readouterr().out)
     assert [(r["model"]["version"], r["decision"], r["aliases"]) for r in rows] == [
         (fair, "passed", ["deployable"]), (unfair, "failed", [])]
-    assert all(set(r) == COMMON_KEYS | {"status", "aliases", "checked_at", "last_audit"} for r in rows)
+    assert all(set(r) == COMMON_KEYS | {"status", "aliases", "checked_at", "policy_sha256", "previous_gate", "last_audit"} for r in rows)
     assert rows[0]["last_audit"] is None
 
     assert main(["audit", "m", "--data", str(files / "data.csv"), "--json", *common,

@@ -2,8 +2,9 @@
 audited with the gate's own auxiliary model; the run records and tags hold what they claim, and the
 working directory is untouched.
 
-One protected attribute (``sex``). Marked spots: ``--json`` output (the ``users`` work) and several
-protected attributes (the ``multi`` work) join this test when they land.
+Two protected attributes (``sex`` and ``region``, one ``[[attributes]]`` policy) through the gate and the
+re-gate; the audit checks one attribute (as audits do), with the gate's auxiliary model of that attribute;
+``--json`` output throughout.
 """
 
 from __future__ import annotations
@@ -26,8 +27,21 @@ SLIGHT = [1.0, 0.0, 0.0, 0.0, 0.2, 0.0, 0.0, 0.0]     # proxy (standardised) mov
 
 def data(n: int, seed: int) -> pd.DataFrame:
     frame = make_data(n, seed)
-    frame["grade"] = np.random.default_rng(seed + 100).choice(["a", "b", "c"], n)
+    rng = np.random.default_rng(seed + 100)
+    frame["grade"] = rng.choice(["a", "b", "c"], n)
+    # a second protected attribute, tied to f2 (which no model uses): its aux model is good, no model depends on it
+    frame["region"] = np.where(frame["f2"] + rng.normal(scale=0.3, size=n) > 0, "north", "south")
     return frame
+
+
+def two_attributes(policy: str) -> str:
+    """The one-attribute test policy as an ``[[attributes]]`` policy over sex and region."""
+    return (policy.replace('protected = "sex"\n', "")
+            + '\n[[attributes]]\ncolumn = "sex"\nkind = "binary"\n\n[[attributes]]\ncolumn = "region"\nkind = "binary"\n')
+
+
+def json_lines(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def snapshot(folder: Path) -> dict[str, int]:
@@ -47,8 +61,6 @@ def harness():
 
 def test_issue15_done_when(tmp_path, monkeypatch, harness, capsys):
     import mlflow
-    from flows.audit import audit
-    from flows.gate import gate
 
     from faux_checks.gate.policy import load_policy
     from faux_checks.inputs.models import load_model
@@ -63,11 +75,12 @@ def test_issue15_done_when(tmp_path, monkeypatch, harness, capsys):
     current.to_csv(cur_path, index=False)
     spec_dir = tmp_path / "spec"
     spec_dir.mkdir()
-    spec = FeatureSpec.fit(reference, FEATURES, name="credit spec")
+    spec = FeatureSpec.fit(reference, FEATURES, categorical=["grade"], name="credit spec")
     spec.save(spec_dir / "feature_spec.json")
-    strict, lenient = tmp_path / "strict.toml", tmp_path / "lenient.toml"
-    strict.write_text(POLICY)                                          # δ = 0.05: the slight model fails
-    lenient.write_text(POLICY.replace("delta = 0.05", "delta = 0.2"))  # δ = 0.2: nobody moves that far
+    strict, lenient, audit_policy = tmp_path / "strict.toml", tmp_path / "lenient.toml", tmp_path / "sex.toml"
+    strict.write_text(two_attributes(POLICY))                                          # δ = 0.05: slight fails
+    lenient.write_text(two_attributes(POLICY.replace("delta = 0.05", "delta = 0.2")))  # δ = 0.2: nobody that far
+    audit_policy.write_text(POLICY.replace("delta = 0.05", "delta = 0.2"))            # audits: one attribute
 
     cwd = tmp_path / "cwd"
     cwd.mkdir()
@@ -91,72 +104,83 @@ def test_issue15_done_when(tmp_path, monkeypatch, harness, capsys):
     reg = Registry(uri)
     assert reg.new_versions("credit") == [v1, v2]
 
-    # 2. gate both under the strict policy
-    reports = str(tmp_path / "reports")
-    state = gate(model_name="credit", data_path=str(ref_path), policy_path=str(strict), tracking_uri=uri,
-                 report_root=reports, return_state=True)
-    rows = {r["version"]: r for r in reg.history("credit")}
-    assert (rows[v1]["fairness_gate"], rows[v2]["fairness_gate"]) == ("passed", "failed"), state.message
+    # 2. gate both on two protected attributes under the strict policy
+    common = ["--data", str(ref_path), "--tracking-uri", uri, "--report-dir", str(tmp_path / "reports"), "--json"]
+    capsys.readouterr()
+    assert main(["gate", "credit", "--policy", str(strict), *common]) == 1
+    out = {o["model"]["version"]: o for o in json_lines(capsys.readouterr().out)}
+    assert (out[v1]["decision"], out[v2]["decision"]) == ("passed", "failed")
+    assert [a["protected"] for a in out[v2]["attributes"]] == ["sex", "region"]
+    assert [a["decision"] for a in out[v2]["attributes"]] == ["failed", "passed"]   # sex fails, region passes
     assert reg.alias_version("credit", "deployable") == v1
 
     # 3. change the policy, re-gate v2 only
-    assert main(["gate", "credit", "--data", str(ref_path), "--policy", str(lenient), "--tracking-uri", uri,
-                 "--report-dir", reports, "--version", v2, "--force"]) == 0
-    rows = {r["version"]: r for r in reg.history("credit")}
-    row = rows[v2]
+    assert main(["gate", "credit", "--policy", str(lenient), "--version", v2, "--force", *common]) == 0
+    (regated,) = json_lines(capsys.readouterr().out)
+    assert (regated["model"]["version"], regated["decision"], regated["promoted"]) == (v2, "passed", True)
+    assert [a["delta"] for a in regated["attributes"]] == [0.2, 0.2]
+    row = {r["version"]: r for r in reg.history("credit")}[v2]
     assert row["fairness_gate"] == "passed" and row["fairness_delta"] == "0.2"
     assert row["fairness_policy_sha256"] == load_policy(lenient).sha256()
     assert row["fairness_previous_gate"].startswith("failed at ") and "δ=0.05" in row["fairness_previous_gate"]
-    assert rows[v1]["fairness_policy_sha256"] == load_policy(strict).sha256()   # v1 untouched
+    assert row["fairness_attributes"] == "sex,region" and row["fairness_attr_sex_decision"] == "passed"
     assert reg.alias_version("credit", "deployable") == v2
-    # TODO(users, issue 15 item 6): when `--json` lands, also assert main([... "--json"]) prints one object per
-    # version whose decision / delta / policy hash equal these tags.
-    # TODO(multi, issue 15 item 7): when several protected attributes land, gate on [sex, a second attribute] here
-    # and assert one section per attribute in the tags and in --json.
+    assert main(["history", "credit", "--tracking-uri", uri, "--json"]) == 0
+    history = {o["model"]["version"]: o for o in json_lines(capsys.readouterr().out)}
+    assert history[v2]["policy_sha256"] == load_policy(lenient).sha256()
+    assert history[v1]["policy_sha256"] == load_policy(strict).sha256()   # v1 untouched
+    assert history[v2]["previous_gate"] == row["fairness_previous_gate"]
 
     # 4. the gate run's records: every URI tag points at an artifact that exists and loads
     run_id = row["fairness_run_id"]
     assert row["fairness_report_uri"] == f"runs:/{run_id}/report.html"
     assert row["fairness_data_uri"] == ref_path.resolve().as_uri()
+    tags = {"report": row["fairness_report_uri"], "policy": row["fairness_policy_uri"],
+            "gx_result": row["fairness_gx_result_uri"]}
+    for attr in ("sex", "region"):
+        for key in ("scores", "by_group", "aux_model", "aux_model_info"):
+            tags[f"{attr}/{key}"] = row[f"fairness_attr_{attr}_{key}_uri"]
     fetched = {}
-    for key in ("report", "scores", "by_group", "aux_model", "aux_model_info", "policy", "gx_result"):
-        target = row[f"fairness_{key}_uri"]
-        assert target.startswith(f"runs:/{run_id}/")
-        fetched[key] = Path(mlflow.artifacts.download_artifacts(artifact_uri=target, dst_path=str(tmp_path / "dl" / key),
-                                                                tracking_uri=uri))
-    scores = pd.read_parquet(fetched["scores"])
-    assert len(scores) == len(reference) and set(scores["status"]) == {"scored"}
-    assert (scores["lic_score"] > 0.2).sum() == 0 and scores["lic_score"].max() > 0.02
-    by_group = pd.read_csv(fetched["by_group"])
-    assert sorted(by_group["group"]) == ["F", "M"] and by_group["n"].sum() == len(reference)
+    for key, target in tags.items():
+        assert target.startswith(f"runs:/{run_id}/"), target
+        fetched[key] = Path(mlflow.artifacts.download_artifacts(
+            artifact_uri=target, dst_path=str(tmp_path / "dl" / key.replace("/", "-")), tracking_uri=uri))
     assert fetched["policy"].read_text() == lenient.read_text()
     gx_result = json.loads(fetched["gx_result"].read_text())
-    assert gx_result["success"] is True and gx_result["results"][0]["expectation_config"]["type"] == \
-        "expect_faux_flagged_fraction_to_be_at_most"
-    aux = load_model(fetched["aux_model"])
-    info = json.loads(fetched["aux_model_info"].read_text())
-    assert (info["kind"], info["n_features"], info["protected"]) == ("binary", 8, "sex")
-    with torch.no_grad():
-        assert aux(torch.zeros(3, 8)).shape == (3, 1)
+    faux_results = [r for r in gx_result["results"]
+                    if r["expectation_config"]["type"] == "expect_faux_flagged_fraction_to_be_at_most"]
+    assert gx_result["success"] is True and [r["expectation_config"]["kwargs"]["column"] for r in faux_results] == \
+        ["sex", "region"]
     run = mlflow.MlflowClient(uri).get_run(run_id)
-    flagged = by_group.set_index("group")["flagged_fraction"]
-    assert run.data.metrics["flagged_fraction.F"] == pytest.approx(flagged["F"])
-    assert run.data.metrics["flagged_fraction.M"] == pytest.approx(flagged["M"])
+    for attr, groups in (("sex", ["F", "M"]), ("region", ["north", "south"])):
+        scores = pd.read_parquet(fetched[f"{attr}/scores"])
+        assert len(scores) == len(reference) and set(scores["status"]) == {"scored"}
+        assert (scores["lic_score"] > 0.2).sum() == 0
+        by_group = pd.read_csv(fetched[f"{attr}/by_group"])
+        assert sorted(by_group["group"]) == groups and by_group["n"].sum() == len(reference)
+        for g, fraction in by_group.set_index("group")["flagged_fraction"].items():
+            assert run.data.metrics[f"attributes/{attr}/flagged_fraction.{g}"] == pytest.approx(fraction)
+        info = json.loads(fetched[f"{attr}/aux_model_info"].read_text())
+        assert (info["kind"], info["n_features"], info["protected"]) == ("binary", 8, attr)
+        with torch.no_grad():
+            assert load_model(fetched[f"{attr}/aux_model"])(torch.zeros(3, 8)).shape == (3, 1)
+    assert pd.read_parquet(fetched["sex/scores"])["lic_score"].max() > 0.02   # v2 does lean on the sex proxy
 
-    # 5. audit the deployed v2 on a batch from the same distribution, reusing the gate's aux model
-    state = audit(model_name="credit", data_path=str(cur_path), tracking_uri=uri, report_root=str(tmp_path / "audits"),
-                  return_state=True)
-    summary = state.data.result if hasattr(state.data, "result") else state.result(raise_on_failure=False)
-    report = json.loads((Path(summary["report_dir"]) / "report.json").read_text())
+    # 5. audit the deployed v2 (one attribute: sex) on a batch from the same distribution, reusing the gate's aux model
+    assert main(["audit", "credit", "--data", str(cur_path), "--policy", str(audit_policy), "--tracking-uri", uri,
+                 "--report-dir", str(tmp_path / "audits"), "--json"]) in (0, 1)
+    (audited,) = json_lines(capsys.readouterr().out)
+    (section,) = audited["attributes"]
+    assert section["aux_model"]["source"] == "gate" and section["aux_model"]["run_id"] == run_id
+    assert section["ks_statistic"] < 0.1, section["ks_statistic"]      # same distribution: the data did not move
+    report = json.loads(Path(audited["report"]).read_text())
     fairness = report["audit"]["fairness"]
-    assert fairness["aux_model"]["source"] == "gate" and fairness["aux_model"]["run_id"] == run_id
-    assert fairness["n_reference_scores"] == len(scores)                 # the gate's recorded scores
-    assert fairness["ks_statistic"] < 0.1, fairness["ks_statistic"]      # same distribution: the data did not move
+    assert fairness["n_reference_scores"] == len(reference)             # the gate's recorded scores of sex
     assert any("the gate's (run" in r for r in report["reasons"])
     kinds = {c["column"]: c.get("kind") for c in report["audit"]["drift"]["columns"]}
     assert kinds["grade"] == "categorical" and kinds["proxy"] == "numeric"
-    audited = {r["version"]: r for r in reg.history("credit")}[v2]
-    assert audited["fairness_audit_data_path"] == str(cur_path.resolve())
-    assert audited["fairness_audit_data_uri"] == cur_path.resolve().as_uri()
+    row = {r["version"]: r for r in reg.history("credit")}[v2]
+    assert row["fairness_audit_data_path"] == str(cur_path.resolve())
+    assert row["fairness_audit_data_uri"] == cur_path.resolve().as_uri()
 
     assert snapshot(cwd) == before   # nothing written to the working directory by any step
