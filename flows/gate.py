@@ -179,13 +179,23 @@ def record(model_name: str, version: str, tracking_uri: str | None, outcome, rep
         extra={PROMOTION_TAG: PENDING if outcome.decision == "passed" else "none",  # promote() sets 'done'
                **_policy_tags(check, policy_path, outcome),
                "fairness_report_uri": f"runs:/{run_id}/report.html",
-               **{f"fairness_{name}_uri": f"runs:/{run_id}/{RECORDS}/{file}" for name, file in records.items()},
+               **_record_uri_tags(run_id, records),
                "fairness_data_uri": Path(data_path).resolve().as_uri() if data_path else None,
                "fairness_data_path": str(Path(data_path).resolve()) if data_path else None,
                "fairness_data_sha256": (data or {}).get("sha256") or (check.get("provenance") or {}).get("data_sha256"),
                **_attribute_tags(attributes, check)},
     )
     return run_id
+
+
+def _record_uri_tags(run_id: str, records: dict[str, str]) -> dict[str, str | None]:
+    """``fairness_<record>_uri`` = ``runs:/<run_id>/records/<file>``; a record this run lacks is written empty,
+    so that a re-gate never leaves a tag pointing at an earlier run's artifact."""
+    from faux_checks.report.records import RECORD_FILES
+
+    tags: dict[str, str | None] = {f"fairness_{name}_uri": None for name in (*RECORD_FILES, "policy", "gx_result")}
+    tags.update({f"fairness_{name}_uri": f"runs:/{run_id}/{RECORDS}/{file}" for name, file in records.items()})
+    return tags
 
 
 def _whole_policy(outcome) -> dict:
