@@ -59,7 +59,7 @@ def harness():
         yield
 
 
-def test_issue15_done_when(tmp_path, monkeypatch, harness, capsys):
+def test_issue15_done_when(tmp_path, monkeypatch, harness, capfd):
     import mlflow
 
     from faux_checks.gate.policy import load_policy
@@ -106,9 +106,9 @@ def test_issue15_done_when(tmp_path, monkeypatch, harness, capsys):
 
     # 2. gate both on two protected attributes under the strict policy
     common = ["--data", str(ref_path), "--tracking-uri", uri, "--report-dir", str(tmp_path / "reports"), "--json"]
-    capsys.readouterr()
+    capfd.readouterr()
     assert main(["gate", "credit", "--policy", str(strict), *common]) == 1
-    out = {o["model"]["version"]: o for o in json_lines(capsys.readouterr().out)}
+    out = {o["model"]["version"]: o for o in json_lines(capfd.readouterr().out)}
     assert (out[v1]["decision"], out[v2]["decision"]) == ("passed", "failed")
     assert [a["protected"] for a in out[v2]["attributes"]] == ["sex", "region"]
     assert [a["decision"] for a in out[v2]["attributes"]] == ["failed", "passed"]   # sex fails, region passes
@@ -116,7 +116,7 @@ def test_issue15_done_when(tmp_path, monkeypatch, harness, capsys):
 
     # 3. change the policy, re-gate v2 only
     assert main(["gate", "credit", "--policy", str(lenient), "--version", v2, "--force", *common]) == 0
-    (regated,) = json_lines(capsys.readouterr().out)
+    (regated,) = json_lines(capfd.readouterr().out)
     assert (regated["model"]["version"], regated["decision"], regated["promoted"]) == (v2, "passed", True)
     assert [a["delta"] for a in regated["attributes"]] == [0.2, 0.2]
     row = {r["version"]: r for r in reg.history("credit")}[v2]
@@ -126,7 +126,7 @@ def test_issue15_done_when(tmp_path, monkeypatch, harness, capsys):
     assert row["fairness_attributes"] == "sex,region" and row["fairness_attr_sex_decision"] == "passed"
     assert reg.alias_version("credit", "deployable") == v2
     assert main(["history", "credit", "--tracking-uri", uri, "--json"]) == 0
-    history = {o["model"]["version"]: o for o in json_lines(capsys.readouterr().out)}
+    history = {o["model"]["version"]: o for o in json_lines(capfd.readouterr().out)}
     assert history[v2]["policy_sha256"] == load_policy(lenient).sha256()
     assert history[v1]["policy_sha256"] == load_policy(strict).sha256()   # v1 untouched
     assert history[v2]["previous_gate"] == row["fairness_previous_gate"]
@@ -169,7 +169,7 @@ def test_issue15_done_when(tmp_path, monkeypatch, harness, capsys):
     # 5. audit the deployed v2 (one attribute: sex) on a batch from the same distribution, reusing the gate's aux model
     assert main(["audit", "credit", "--data", str(cur_path), "--policy", str(audit_policy), "--tracking-uri", uri,
                  "--report-dir", str(tmp_path / "audits"), "--json"]) in (0, 1)
-    (audited,) = json_lines(capsys.readouterr().out)
+    (audited,) = json_lines(capfd.readouterr().out)
     (section,) = audited["attributes"]
     assert section["aux_model"]["source"] == "gate" and section["aux_model"]["run_id"] == run_id
     assert section["ks_statistic"] < 0.1, section["ks_statistic"]      # same distribution: the data did not move

@@ -144,7 +144,7 @@ def harness():
         yield
 
 
-def test_register_command_checks_the_file_and_the_data(tmp_path, capsys):
+def test_register_command_checks_the_file_and_the_data(tmp_path, capfd):
     from faux_checks.inputs.models import save_torchscript
     from faux_checks.inputs.tabular import FeatureSpec
     from faux_checks.registry import Registry
@@ -161,7 +161,7 @@ def test_register_command_checks_the_file_and_the_data(tmp_path, capsys):
 
     assert main(["register", "credit", "--model", str(tmp_path / "model.pt"), "--feature-spec", str(tmp_path / "spec.json"),
                  "--data", str(data), "--protected", "sex", "--tracking-uri", uri]) == 0
-    assert capsys.readouterr().out.strip() == "1"
+    assert capfd.readouterr().out.strip() == "1"
     reg = Registry(uri)
     row = reg.history("credit")[0]
     assert row["model_file"] == "model.pt" and row["feature_spec_file"] == "spec.json"
@@ -169,8 +169,8 @@ def test_register_command_checks_the_file_and_the_data(tmp_path, capsys):
     assert reg.new_versions("credit") == ["1"]
 
     assert main(["register", "credit", "--model", str(tmp_path / "pickled.pt"), "--tracking-uri", uri]) == 2
-    assert "refused to load" in capsys.readouterr().err
+    assert "refused to load" in capfd.readouterr().err
     assert main(["register", "credit", "--model", str(tmp_path / "narrow.pt"), "--feature-spec", str(tmp_path / "spec.json"),
                  "--data", str(data), "--protected", "sex", "--tracking-uri", uri]) == 2
-    assert "does not accept X with 5 encoded features" in capsys.readouterr().err
+    assert "does not accept X with 5 encoded features" in capfd.readouterr().err
     assert [r["version"] for r in reg.history("credit")] == ["1"]  # neither refused file was registered

@@ -21,7 +21,7 @@ def harness():
         yield
 
 
-def test_regate_records_new_delta_policy_and_moves_the_alias(tmp_path, harness, capsys):
+def test_regate_records_new_delta_policy_and_moves_the_alias(tmp_path, harness, capfd):
     from faux_checks.gate.policy import load_policy
     from faux_checks.inputs.models import save_torchscript
     from faux_checks.registry import Registry
@@ -46,7 +46,7 @@ def test_regate_records_new_delta_policy_and_moves_the_alias(tmp_path, harness, 
 
     # an already decided version is re-decided only with --force; nothing changes without it
     assert main(["gate", "m", "--policy", str(strict), "--version", v, *common]) == 2
-    assert "already decided: passed" in capsys.readouterr().err
+    assert "already decided: passed" in capfd.readouterr().err
     assert reg.history("m")[0]["fairness_checked_at"] == first["fairness_checked_at"]
 
     assert main(["gate", "m", "--policy", str(strict), "--version", v, "--force", *common]) == 1
@@ -60,9 +60,9 @@ def test_regate_records_new_delta_policy_and_moves_the_alias(tmp_path, harness, 
     assert reg.alias_version("m", "deployable") is None and row["fairness_demoted_alias"] == "deployable"
     assert reg.new_versions("m") == []
 
-    capsys.readouterr()
+    capfd.readouterr()
     assert main(["history", "m", "--tracking-uri", uri]) == 0
-    header, _, line = capsys.readouterr().out.splitlines()[:3]
+    header, _, line = capfd.readouterr().out.splitlines()[:3]
     cells = dict(zip([h.strip() for h in header.split("|")], [c.strip() for c in line.split("|")]))
     assert (cells["decision"], cells["δ"], cells["policy"]) == ("failed", "0.05", row["fairness_policy_sha256"][:12])
     assert cells["decided at"] == row["fairness_checked_at"]
