@@ -128,16 +128,7 @@ def _check(args, report_dir: Path | None) -> int:
         paths = write_report(report_dir, decision=result.decision, reasons=result.reasons, check=result.to_dict(),
                              model={"path": str(args.model), "sha256": model_sha256(args.model)})
         _eprint(f"[4/4] report: {paths['html']}")
-    if _json(args):
-        from .output import check_object, emit_json
-
-        emit_json([check_object(result.to_dict(), model_path=str(args.model), model_sha256=model_sha256(args.model),
-                                report_dir=str(report_dir) if report_dir is not None else None)])
-        return result.exit_code
-    print(repr(result))
-    for reason in result.reasons:
-        print(f"  - {reason}")
-    return result.exit_code
+    return _print_check(args, result, report_dir, model_sha256(args.model))
 
 
 def _check_attributes(args, policy, report_dir: Path | None) -> int:
@@ -185,15 +176,21 @@ def _check_attributes(args, policy, report_dir: Path | None) -> int:
                              policy=policy.model_dump(mode="json"), policy_sha256=policy.sha256(),
                              model={"path": str(args.model), "sha256": model_sha256(args.model)})
         _eprint(f"[4/4] report: {paths['html']}")
+    return _print_check(args, result, report_dir, model_sha256(args.model),
+                        [f"{section.attribute}: {section.check!r}" for section in result.sections])
+
+
+def _print_check(args, result, report_dir: Path | None, sha256: str, sections: list[str] = ()) -> int:
+    """A check's result on stdout: one ``--json`` object, or its summary, one line per attribute section and its reasons."""
     if _json(args):
         from .output import check_object, emit_json
 
-        emit_json([check_object(result.to_dict(), model_path=str(args.model), model_sha256=model_sha256(args.model),
+        emit_json([check_object(result.to_dict(), model_path=str(args.model), model_sha256=sha256,
                                 report_dir=str(report_dir) if report_dir is not None else None)])
         return result.exit_code
     print(repr(result))
-    for section in result.sections:
-        print(f"  {section.attribute}: {section.check!r}")
+    for line in sections:
+        print(f"  {line}")
     for reason in result.reasons:
         print(f"  - {reason}")
     return result.exit_code

@@ -71,3 +71,20 @@ def _log_handlers_outlive_capture():
                 console = getattr(handler, "console", None)   # Prefect's rich console keeps its own file
                 if console is not None:
                     console.file = sys.stderr
+
+
+@pytest.fixture(scope="module")
+def harness():
+    """A Prefect test server for the flow tests of one module (``prefect_test_harness``); yields its API URL.
+
+    Module scope, not session: in-process CLI tests elsewhere must still start (and stop) their own
+    temporary server, which an API URL left set for the whole session would hide.
+    """
+    from faux_checks.settings import configure_environment
+
+    configure_environment()
+    from prefect.settings import PREFECT_API_URL
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=90):
+        yield PREFECT_API_URL.value()

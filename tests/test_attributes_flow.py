@@ -34,17 +34,6 @@ aux_seeds = 1
 '''
 
 
-@pytest.fixture(scope="module")
-def harness():
-    from faux_checks.settings import configure_environment
-
-    configure_environment()
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=90):
-        yield
-
-
 def test_the_gate_decides_once_over_every_attribute_and_records_each(tmp_path, harness, capsys):
     from faux_checks.inputs.models import save_torchscript
     from faux_checks.registry import Registry

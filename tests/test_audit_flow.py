@@ -45,17 +45,6 @@ def _sensitive_model() -> torch.nn.Module:
 
 
 @pytest.fixture(scope="module")
-def harness():
-    from faux_checks.settings import configure_environment
-
-    configure_environment()
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=90):
-        yield
-
-
-@pytest.fixture(scope="module")
 def gated(tmp_path_factory, harness):
     """One version gated (passed, promoted) on reference.csv: its data_path is recorded."""
     from faux_checks.inputs.models import save_torchscript

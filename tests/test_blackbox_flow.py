@@ -16,17 +16,6 @@ pytest.importorskip("xgboost")
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def harness():
-    from faux_checks.settings import configure_environment
-
-    configure_environment()
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=90):
-        yield
-
-
 def test_gate_flow_passes_a_fair_onnx_version_and_fails_an_xgboost_version_that_uses_the_proxy(tmp_path, harness):
     import xgboost as xgb
 

@@ -110,17 +110,6 @@ def test_check_json_carries_one_section_per_protected_attribute(tmp_path, capfd)
     assert {g["group"] for g in obj["attributes"][1]["by_group"]} == {"Asian", "Black", "White"}
 
 
-@pytest.fixture(scope="module")
-def harness():
-    from faux_checks.settings import configure_environment
-
-    configure_environment()
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=90):
-        yield
-
-
 @pytest.mark.slow
 def test_gate_audit_history_json_and_a_gate_with_nothing_new(files, tmp_path, harness, capfd):
     from faux_checks.registry import Registry

@@ -21,17 +21,6 @@ def _data(n=800, seed=0) -> pd.DataFrame:
 _linear = linear
 
 
-@pytest.fixture(scope="module")
-def harness():
-    from faux_checks.settings import configure_environment
-
-    configure_environment()
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=90):
-        yield
-
-
 @pytest.fixture()
 def setup(tmp_path, harness):
     from faux_checks.inputs.models import save_torchscript

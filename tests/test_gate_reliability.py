@@ -40,18 +40,6 @@ def _raise(*args, **kwargs):
 
 # ---------------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="module")
-def harness():
-    from faux_checks.settings import configure_environment
-
-    configure_environment()
-    from prefect.settings import PREFECT_API_URL
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=90):
-        yield PREFECT_API_URL.value()
-
-
-@pytest.fixture(scope="module")
 def env(tmp_path_factory, harness):
     """One registry and one set of user files for the module; each test uses its own model name."""
     from faux_checks.inputs.models import save_torchscript

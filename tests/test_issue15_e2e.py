@@ -48,17 +48,6 @@ def snapshot(folder: Path) -> dict[str, int]:
     return {str(p.relative_to(folder)): (p.stat().st_size if p.is_file() else -1) for p in folder.rglob("*")}
 
 
-@pytest.fixture(scope="module")
-def harness():
-    from faux_checks.settings import configure_environment
-
-    configure_environment()
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=90):
-        yield
-
-
 def test_issue15_done_when(tmp_path, monkeypatch, harness, capfd):
     import mlflow
 

@@ -133,17 +133,6 @@ def test_gate_decides_native_version_refuses_pickle_and_leaves_cwd_alone(native,
     assert snapshot(cwd) == before
 
 
-@pytest.fixture(scope="module")
-def harness():
-    from faux_checks.settings import configure_environment
-
-    configure_environment()
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=90):
-        yield
-
-
 def test_register_command_checks_the_file_and_the_data(tmp_path, capfd):
     from faux_checks.inputs.models import save_torchscript
     from faux_checks.inputs.tabular import FeatureSpec

@@ -10,17 +10,6 @@ pytestmark = pytest.mark.slow
 SLIGHT = [1.0, 0.0, 0.0, 0.0, 0.2]  # the proxy moves the logit by ≈0.4 between groups: |Δp| ≤ 0.1
 
 
-@pytest.fixture(scope="module")
-def harness():
-    from faux_checks.settings import configure_environment
-
-    configure_environment()
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=90):
-        yield
-
-
 def test_regate_records_new_delta_policy_and_moves_the_alias(tmp_path, harness, capfd):
     from faux_checks.gate.policy import load_policy
     from faux_checks.inputs.models import save_torchscript

@@ -288,17 +288,6 @@ def test_cli_score_large_in_process(files, tmp_path, capsys):
                  "--protected", "sex", "--out", str(out), "--workers", "0"]) == 2   # never overwrites
 
 
-@pytest.fixture(scope="module")
-def harness():
-    from faux_checks.settings import configure_environment
-
-    configure_environment()
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=90):
-        yield
-
-
 @pytest.mark.slow
 def test_dask_flow_two_workers_equals_single_process(files, tmp_path, harness):
     """CSV in (copied to Parquet, one row group per chunk), 2 Dask workers, same file as score_stream."""
