@@ -23,6 +23,7 @@ from .gate.policy import Policy, load_policy
 from .gate.result import CheckResult
 from .gate.stream.run import StreamSummary, score_stream
 from .inputs.protected import ProtectedAttribute, encode_protected
+from .inputs.column_transformer import from_column_transformer
 from .inputs.tabular import FeatureSpec
 from .method.auxiliary import AuxiliaryModel
 from .method.faux import FAuxTester, LICResult
@@ -39,6 +40,7 @@ __all__ = [
     "FAuxTester",
     "FauxChecksError",
     "FeatureSpec",
+    "from_column_transformer",
     "InputError",
     "LICResult",
     "LICScores",

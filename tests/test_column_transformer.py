@@ -13,7 +13,7 @@ from sklearn.impute import SimpleImputer
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler, OneHotEncoder, StandardScaler
 
-from faux_checks import FeatureSpec, InputError
+from faux_checks import FeatureSpec, InputError, from_column_transformer
 from faux_checks.inputs.tabular import INFREQUENT
 
 
@@ -50,7 +50,7 @@ def test_scaler_one_hot_passthrough_drop_reproduce_the_matrix(frame, tmp_path):
         ("cat", OneHotEncoder(), ["job", "code"]),
         ("gone", "drop", ["sex"]),
     ], remainder="passthrough").fit(frame)
-    spec = FeatureSpec.from_column_transformer(ct, name="team")
+    spec = from_column_transformer(ct, name="team")
     assert spec.source_columns == ["age", "hours", "const", "job", "code", "income"]
     assert spec.feature_names == ["age", "hours", "const", "job=clerk", "job=nurse", "job=pilot", "job=rare",
                                   "code=1", "code=2", "code=3", "income"]
@@ -73,7 +73,7 @@ def test_selectors_indices_pipelines_and_scaler_options(frame):
         ("ints", StandardScaler(with_std=False), [1]),
         ("cat", make_pipeline(OneHotEncoder(sparse_output=True)), make_column_selector(dtype_include=object)),
     ]).fit(frame)
-    spec = FeatureSpec.from_column_transformer(ct)
+    spec = from_column_transformer(ct)
     assert spec.source_columns == ["age", "const", "income", "hours", "job", "sex"]
     assert spec.columns[0].mean == 0.0 and spec.columns[3].std == 1.0
     _same(spec, ct, frame)
@@ -82,7 +82,7 @@ def test_selectors_indices_pipelines_and_scaler_options(frame):
 @pytest.mark.parametrize("handle_unknown", ["error", "ignore", "infrequent_if_exist"])
 def test_infrequent_and_unknown_categories_follow_the_encoder(frame, handle_unknown):
     ct = ColumnTransformer([("cat", OneHotEncoder(min_frequency=10, handle_unknown=handle_unknown), ["job"])]).fit(frame)
-    spec = FeatureSpec.from_column_transformer(ct)
+    spec = from_column_transformer(ct)
     assert spec.columns[0].levels == ("clerk", "nurse", "pilot", INFREQUENT)    # 'rare' (< 10 rows) joins it, last
     assert (frame["job"] == "rare").sum() < 10
     _same(spec, ct, frame)
@@ -100,7 +100,7 @@ def test_infrequent_and_unknown_categories_follow_the_encoder(frame, handle_unkn
 
 def test_ignore_without_infrequent_gives_zeros(frame):
     ct = ColumnTransformer([("cat", OneHotEncoder(handle_unknown="ignore"), ["job", "code"])]).fit(frame)
-    spec = FeatureSpec.from_column_transformer(ct)
+    spec = from_column_transformer(ct)
     unseen = frame.iloc[:2].assign(job=["astronaut", "nurse"], code=[9, 2])
     _same(spec, ct, unseen)
     np.testing.assert_array_equal(spec.transform(unseen), [[0, 0, 0, 0, 0, 0, 0], [0, 1, 0, 0, 0, 1, 0]])
@@ -118,10 +118,10 @@ def test_unsupported_steps_are_named(frame):
     ]
     for ct, message in cases:
         with pytest.raises(InputError, match=message):
-            FeatureSpec.from_column_transformer(ct.fit(frame))
+            from_column_transformer(ct.fit(frame))
     with pytest.raises(InputError, match="not fitted"):
-        FeatureSpec.from_column_transformer(ColumnTransformer([("num", StandardScaler(), ["age"])]))
+        from_column_transformer(ColumnTransformer([("num", StandardScaler(), ["age"])]))
     with pytest.raises(InputError, match="without column names"):
-        FeatureSpec.from_column_transformer(ColumnTransformer([("num", StandardScaler(), [0])]).fit(frame[["age"]].to_numpy()))
+        from_column_transformer(ColumnTransformer([("num", StandardScaler(), [0])]).fit(frame[["age"]].to_numpy()))
     with pytest.raises(InputError, match="expected a fitted sklearn ColumnTransformer, got StandardScaler"):
-        FeatureSpec.from_column_transformer(StandardScaler().fit(frame[["age"]]))
+        from_column_transformer(StandardScaler().fit(frame[["age"]]))

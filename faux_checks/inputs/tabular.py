@@ -17,7 +17,7 @@ Rules (documented, never silent):
 - at encode time a category never seen at fit time goes to ``"__infrequent__"`` when that level
   exists and is an :class:`~faux_checks.errors.InputError` otherwise (a column's ``unknown``
   setting can ask for all zeros or always an error instead, as scikit-learn's
-  ``OneHotEncoder(handle_unknown=...)``: :meth:`FeatureSpec.from_column_transformer`);
+  ``OneHotEncoder(handle_unknown=...)``: :func:`faux_checks.inputs.column_transformer.from_column_transformer`);
 - missing values are an :class:`~faux_checks.errors.InputError` naming the column and the
   row count (drop or impute them first): they are never encoded as zeros.
 """
@@ -218,7 +218,7 @@ class FeatureSpec:
         """Encode ``data`` in float64: the same matrix as :meth:`encode` before rounding to float32.
 
         What scikit-learn's ``ColumnTransformer.transform`` returns for the pipeline a spec was
-        made from (:meth:`from_column_transformer`), to the last bit for the same operations.
+        made from (:func:`~faux_checks.inputs.column_transformer.from_column_transformer`), to the last bit for the same operations.
 
         Parameters
         ----------
@@ -380,18 +380,6 @@ class FeatureSpec:
         except (OSError, json.JSONDecodeError) as exc:
             raise InputError(f"cannot read feature spec {path}: {exc}") from exc
         return cls.from_dict(payload)
-
-    @classmethod
-    def from_column_transformer(cls, ct, *, name: str = "column-transformer") -> "FeatureSpec":
-        """The spec that reproduces a fitted scikit-learn ``ColumnTransformer`` (StandardScaler, OneHotEncoder,
-        passthrough, drop): ``spec.transform(frame)`` equals ``ct.transform(frame)``.
-
-        See :func:`faux_checks.inputs.column_transformer.from_column_transformer` (what translates,
-        errors raised).
-        """
-        from .column_transformer import from_column_transformer
-
-        return from_column_transformer(ct, name=name)
 
     @classmethod
     def passthrough(cls, data: pd.DataFrame, *, exclude: Sequence[str] = (), name: str = "passthrough") -> "FeatureSpec":
