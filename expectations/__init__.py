@@ -22,6 +22,7 @@ from .baselines import (
     UnfairMapFlaggedFraction,
     WeightedFtaFlaggedFraction,
 )
+from ._inputs import trusting
 from .faux import ExpectFauxFlaggedFractionToBeAtMost, FauxCheck
 from .suite import SuiteOutcome, build_suite, load_suite, save_suite, validate_frame
 
@@ -47,5 +48,6 @@ __all__ = [
     "build_suite",
     "load_suite",
     "save_suite",
+    "trusting",
     "validate_frame",
 ]

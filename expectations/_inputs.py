@@ -7,7 +7,9 @@ baseline expectations score exactly the individuals the fAux check audits.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,23 +24,44 @@ from faux_checks.inputs.protected import ProtectedAttribute
 from faux_checks.inputs.tabular import FeatureSpec
 
 
+#: skops types the operator reviewed for the models loaded in this context (:func:`trusting`).
+_TRUSTED: ContextVar[tuple[str, ...]] = ContextVar("faux_checks_trusted_types", default=())
+
+
+@contextlib.contextmanager
+def trusting(types):
+    """Within this block, :func:`cached_model` passes ``types`` as ``trusted_types`` to ``load_model``.
+
+    The gate flow wraps its Great Expectations validation in it (CLI ``gate --trust-type NAME``):
+    a ``.skops`` version whose types skops does not trust by default loads once its operator has
+    reviewed and named them. ``types`` : iterable of fully qualified type names (``"mylib.MyScaler"``);
+    empty trusts nothing beyond skops's defaults.
+    """
+    token = _TRUSTED.set(tuple(sorted(set(types or ()))))
+    try:
+        yield
+    finally:
+        _TRUSTED.reset(token)
+
+
 @functools.lru_cache(maxsize=16)
-def _load_model_cached(path: str, mtime_ns: int, size: int):
-    return load_model(path)
+def _load_model_cached(path: str, mtime_ns: int, size: int, trusted: tuple[str, ...] = ()):
+    return load_model(path, trusted_types=trusted)
 
 
 def cached_model(path: str):
-    """``load_model(path)``, cached per (path, mtime, size) within the process.
+    """``load_model(path)``, cached per (path, mtime, size, trusted types) within the process.
 
     A changed file is loaded again; a refused or broken file is never cached (the exception
-    propagates every time).
+    propagates every time). The skops types named by an enclosing :func:`trusting` are trusted.
     """
+    trusted = _TRUSTED.get()
     p = Path(path)
     try:
         stat = p.stat()
     except OSError:
-        return load_model(path)  # raises the library's InputError naming the path
-    return _load_model_cached(str(p.resolve()), stat.st_mtime_ns, stat.st_size)
+        return load_model(path, trusted_types=trusted)  # raises the library's InputError naming the path
+    return _load_model_cached(str(p.resolve()), stat.st_mtime_ns, stat.st_size, trusted)
 
 
 def table_records(execution_engine, metric_domain_kwargs: dict) -> pd.DataFrame:

@@ -151,7 +151,7 @@ def _check_attributes(args, policy, report_dir: Path | None) -> int:
         if taken:
             raise FauxChecksError(f"{', '.join(taken)} exist already; choose another --scores-out (nothing is overwritten)")
     _eprint(f"[1/4] loading model {args.model}")
-    model = load_model(args.model, allow_pickle=args.allow_pickle)
+    model = load_model(args.model, allow_pickle=args.allow_pickle, trusted_types=args.trust_type or ())
     spec = FeatureSpec.load(args.feature_spec) if args.feature_spec else None
     _eprint(f"[2/4] reading data {args.data}")
     frame = read_table(args.data)
@@ -225,7 +225,8 @@ def cmd_register(args) -> int:
     from faux_checks.registry import Registry
 
     fmt = model_format(args.model)
-    model = load_model(args.model)  # UnsafeModelError for a pickle: the gate would refuse it, so it is not registered
+    # UnsafeModelError for a pickle, or a skops file with types not reviewed: the gate would refuse it, so it is not registered
+    model = load_model(args.model, trusted_types=args.trust_type or ())
     if args.data:
         _check_accepts(model, args)
     registry = Registry(args.tracking_uri)
@@ -289,7 +290,8 @@ def cmd_gate(args) -> int:
         with library_output_to_stderr():
             state = gate(model_name=args.model_name, data_path=args.data, policy_path=args.policy,
                          tracking_uri=args.tracking_uri, alias=args.alias, report_root=args.report_dir,
-                         versions=versions, deadline_s=deadline, return_state=True)
+                         versions=versions, deadline_s=deadline, trusted_types=args.trust_type or None,
+                         return_state=True)
         _raise_if_unreachable(state, uri)
         outcomes = _flow_outcomes(state)
         if outcomes == [] and state.is_completed():   # the flow found nothing to gate: say so (stdout stays empty in --json)
@@ -683,7 +685,8 @@ def cmd_score_large(args) -> int:
 
         _eprint(f"scoring {args.data} in chunks of {chunk_rows:,} rows in this process")
         summary = score_stream(
-            load_model(args.model, allow_pickle=args.allow_pickle), args.data, policy=policy, out_path=args.out,
+            load_model(args.model, allow_pickle=args.allow_pickle, trusted_types=args.trust_type or ()), args.data,
+            policy=policy, out_path=args.out,
             feature_spec=FeatureSpec.load(args.feature_spec) if args.feature_spec else None,
             aux_model=load_model(args.aux_model, allow_pickle=args.allow_pickle) if args.aux_model else None,
             chunk_rows=chunk_rows, progress=sys.stderr.isatty(),
@@ -698,7 +701,8 @@ def cmd_score_large(args) -> int:
         _eprint(f"scoring {args.data} in chunks of {chunk_rows:,} rows on {where} (Prefect flow; first start ~10-20 s)")
         summary = run_score_sharded(args.model, args.data, args.out, policy=policy, feature_spec_path=args.feature_spec,
                                     aux_model_path=args.aux_model, workers=workers, scheduler_address=scheduler,
-                                    chunk_rows=chunk_rows, work_dir=args.work_dir, allow_pickle=args.allow_pickle)
+                                    chunk_rows=chunk_rows, work_dir=args.work_dir, allow_pickle=args.allow_pickle,
+                                    trusted_types=args.trust_type or ())
     _eprint(f"      done in {time.perf_counter() - t0:.1f} s; scores written to {summary.out_path}")
     print(repr(summary))
     for reason in summary.reasons:
@@ -791,9 +795,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how to read the target's output (default: the policy's)")
     p.add_argument("--allow-pickle", action="store_true",
                    help="DANGEROUS: load pickled models (runs code from the file); only for files you trust")
-    p.add_argument("--trust-type", action="append", metavar="NAME",
-                   help="a .skops model: a type to rebuild beyond those skops trusts by default (once per type; the "
-                        "refusal message lists them)")
+    _trust_type(p)
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("gate", help="gate every new version of a registered model (Prefect flow)", **with_json)
@@ -810,6 +812,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="gate this version (repeatable) instead of the new ones; one already decided needs --force")
     p.add_argument("--force", action="store_true",
                    help="with --version: re-decide an already decided version under the current policy")
+    _trust_type(p)
     p.set_defaults(func=cmd_gate)
 
     p = sub.add_parser("register", help="register a model file (+ feature spec) as a new version of a registered model",
@@ -822,6 +825,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--policy", help="policy TOML naming the protected/label columns of --data")
     p.add_argument("--description", help="version description")
     p.add_argument("--tracking-uri", help="MLflow URI (default: $MLFLOW_TRACKING_URI or the embedded sqlite file)")
+    _trust_type(p)
     p.set_defaults(func=cmd_register)
 
     p = sub.add_parser("demo", help="train, register and gate Adult income classifiers (real data)", **parents)
@@ -875,6 +879,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how to read the target's output (default: the policy's)")
     p.add_argument("--allow-pickle", action="store_true",
                    help="DANGEROUS: load pickled models (runs code from the file); only for files you trust")
+    _trust_type(p)
     p.set_defaults(func=cmd_score_large)
 
     p = sub.add_parser("spec", help="fit a feature spec (the target model's input encoding) on a data file and "
@@ -894,6 +899,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", help="the spec's name in messages and reports (default: the file's stem)")
     p.set_defaults(func=cmd_spec)
     return parser
+
+
+def _trust_type(p) -> None:
+    """The ``--trust-type NAME`` option (check, gate, register, score-large): skops types the user reviewed."""
+    p.add_argument("--trust-type", action="append", metavar="NAME",
+                   help="a .skops model: a type to rebuild beyond those skops trusts by default (once per type; the "
+                        "refusal message lists them). Only for types you have reviewed")
 
 
 def main(argv: list[str] | None = None) -> int:

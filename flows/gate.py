@@ -82,7 +82,7 @@ def load_audit_data(data_path: str):
 
 @task(**TASK)
 def validate(frame, policy_path: str | None, model_path: str, spec_path: str | None, aux_model_path: str | None,
-             records_dir: str | None = None):
+             records_dir: str | None = None, trusted_types: list[str] | None = None):
     """Build the suite from the policy and validate it; any exception becomes 'undecided'.
 
     Several protected attributes: the intersections' columns are added to (a copy of) the frame,
@@ -91,11 +91,12 @@ def validate(frame, policy_path: str | None, model_path: str, spec_path: str | N
 
     ``records_dir`` receives the check's per-row scores, per-group metrics and auxiliary model
     (:mod:`faux_checks.report.records`; one sub-folder per attribute when there are several),
-    logged with the gate run.
+    logged with the gate run. ``trusted_types``: skops types the operator reviewed (CLI ``--trust-type``),
+    trusted when the version's ``.skops`` model is loaded (:func:`expectations.trusting`).
     """
     from dataclasses import replace
 
-    from expectations import build_suite, validate_frame
+    from expectations import build_suite, trusting, validate_frame
     from faux_checks.gate.policy import load_policy
 
     policy = load_policy(policy_path)
@@ -109,7 +110,7 @@ def validate(frame, policy_path: str | None, model_path: str, spec_path: str | N
                 Path(model_path).parent / f"passthrough-spec-{uuid.uuid4().hex[:8]}.json"))
         derived = add_intersections(frame, policy)
         suite = build_suite(policy, model_path=model_path, feature_spec_path=spec_path, aux_model_path=aux_model_path)
-        with _recording(records_dir, several=len(policy.attribute_names) > 1):
+        with _recording(records_dir, several=len(policy.attribute_names) > 1), trusting(trusted_types):
             outcome = validate_frame(derived, suite)
         checks = ({a["attribute"]: a["check"] for a in outcome.attributes} if outcome.attributes
                   else {policy.attribute_names[0]: outcome.check})          # [[attributes]] declaring one
@@ -117,7 +118,7 @@ def validate(frame, policy_path: str | None, model_path: str, spec_path: str | N
         return replace(outcome, attributes=sections, reasons=list(outcome.reasons) + notes,
                        policy={**policy.model_dump(mode="json"), "sha256": policy.sha256()})
     suite = build_suite(policy, model_path=model_path, feature_spec_path=spec_path, aux_model_path=aux_model_path)
-    with _recording(records_dir, several=False):
+    with _recording(records_dir, several=False), trusting(trusted_types):
         return validate_frame(frame, suite)
 
 
@@ -373,7 +374,7 @@ def gate_version_leased(model_name: str, version: str, frame, *, lease_ttl_s: fl
 
 def gate_version(model_name: str, version: str, frame, *, policy_path: str | None, tracking_uri: str | None,
                  alias: str, report_root: str, workdir: str, aux_model_path: str | None = None,
-                 data_path: str | None = None) -> VersionOutcome:
+                 data_path: str | None = None, trusted_types: list[str] | None = None) -> VersionOutcome:
     """Gate one version (called inside the flow): check, record, promote, publish; fails closed.
 
     An error while checking makes the decision ``undecided`` (still recorded); a decision that
@@ -385,7 +386,7 @@ def gate_version(model_name: str, version: str, frame, *, policy_path: str | Non
     model_info = {"name": model_name, "version": version}
     outcome, error = _fail_closed(f"model {model_name} v{version} could not be validated", lambda: _check_version(
         model_name, version, frame, policy_path, tracking_uri, workdir, aux_model_path, model_info, timings,
-        str(Path(report_dir) / RECORDS)))
+        str(Path(report_dir) / RECORDS), trusted_types))
     if error is not None:
         outcome = _undecided(error)
     outcome = _with_next_step(outcome, model_name, version)
@@ -451,7 +452,7 @@ def _fail_closed(what: str, step):
 
 def _check_version(model_name: str, version: str, frame, policy_path: str | None, tracking_uri: str | None,
                    workdir: str, aux_model_path: str | None, model_info: dict, timings: dict,
-                   records_dir: str | None = None):
+                   records_dir: str | None = None, trusted_types: list[str] | None = None):
     """Download the version (marked running), hash its model, validate the suite on the audit data."""
     from faux_checks.inputs.models import model_sha256
 
@@ -460,7 +461,7 @@ def _check_version(model_name: str, version: str, frame, policy_path: str | None
     model_info["sha256"] = model_sha256(model_path)
     timings["load"] = time.perf_counter() - t0
     t1 = time.perf_counter()
-    outcome = validate(frame, policy_path, model_path, spec_path, aux_model_path, records_dir)
+    outcome = validate(frame, policy_path, model_path, spec_path, aux_model_path, records_dir, trusted_types)
     timings["validate"] = time.perf_counter() - t1
     return outcome
 
@@ -557,7 +558,7 @@ def _markdown(o: VersionOutcome) -> str:
 @flow(name="fairness-gate", log_prints=True)
 def gate(model_name: str, data_path: str, policy_path: str | None = None, tracking_uri: str | None = None,
          alias: str = "deployable", report_root: str | None = None, versions: list[str] | None = None,
-         aux_model_path: str | None = None, deadline_s: float | None = None):
+         aux_model_path: str | None = None, deadline_s: float | None = None, trusted_types: list[str] | None = None):
     """Gate every new version of ``model_name`` on the audit data at ``data_path``.
 
     Parameters
@@ -580,6 +581,9 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
         This run's deadline (default: the policy's ``[operations] deadline_s``): it bounds the
         version leases (their expiry) and how long this run waits for another gate's lease. The
         CLI enforces it on the whole command.
+    trusted_types : list of str, optional
+        A ``.skops`` version: types beyond those skops trusts by default that its operator reviewed
+        (CLI ``--trust-type NAME``); without them such a version is ``undecided``, its reason listing them.
 
     Returns
     -------
@@ -615,7 +619,8 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
                     model_name, version, frame, lease_ttl_s=deadline_s + LEASE_MARGIN_S,
                     lease_wait_s=max(0.0, ends_at - time.monotonic() - LEASE_MARGIN_S), only_if_new=not versions,
                     policy_path=policy_path, tracking_uri=tracking_uri, alias=alias, report_root=report_root,
-                    workdir=workdir, aux_model_path=aux_model_path, data_path=data_path)
+                    workdir=workdir, aux_model_path=aux_model_path, data_path=data_path,
+                    trusted_types=list(trusted_types or []))
             outcomes.append(outcome)
     results = [asdict(o) for o in outcomes]
     bad = [o for o in outcomes if o.decision != "passed"]

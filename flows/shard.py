@@ -118,7 +118,7 @@ def sample_shard(data_path: str, policy, feature_spec, chunk_rows: int, row_grou
 
 @task(**IO_TASK)
 def score_shard(model_path: str, aux_path: str, data_path: str, plan, row_groups: tuple[int, int], part_path: str,
-                threads: int, allow_pickle: bool = False) -> ShardResult:
+                threads: int, allow_pickle: bool = False, trusted_types: tuple[str, ...] = ()) -> ShardResult:
     """Score pass over one shard with the shared TorchScript aux model; writes the shard's part file."""
     import torch
 
@@ -128,7 +128,7 @@ def score_shard(model_path: str, aux_path: str, data_path: str, plan, row_groups
 
     t0, started_at = time.perf_counter(), time.time()
     torch.set_num_threads(threads)
-    target = load_model(model_path, allow_pickle=allow_pickle)
+    target = load_model(model_path, allow_pickle=allow_pickle, trusted_types=trusted_types)
     aux = plan.wrap_aux(load_model(aux_path, allow_pickle=allow_pickle))
     Path(part_path).unlink(missing_ok=True)  # a retried task starts its part again
     writer = ScoresWriter(part_path)
@@ -143,12 +143,12 @@ def score_shard(model_path: str, aux_path: str, data_path: str, plan, row_groups
 
 @task(**TASK)
 def prepare(model_path: str, sample, policy, feature_spec, aux_model_path: str | None, chunk_rows: int,
-            work_dir: str, allow_pickle: bool = False):
+            work_dir: str, allow_pickle: bool = False, trusted_types: tuple[str, ...] = ()):
     """Train (or load) the aux model once on the merged sample; save it as TorchScript for the workers."""
     from faux_checks.inputs.models import load_model
     from faux_checks.gate.stream.plan import prepare_scoring
 
-    target = load_model(model_path, allow_pickle=allow_pickle)
+    target = load_model(model_path, allow_pickle=allow_pickle, trusted_types=trusted_types)
     given = load_model(aux_model_path, allow_pickle=allow_pickle) if aux_model_path else None
     plan, aux = prepare_scoring(target, sample, policy=policy, feature_spec=feature_spec,
                                 aux_model=given, chunk_rows=chunk_rows)
@@ -172,7 +172,8 @@ def merge_parts(part_paths: list[str], out_path: str) -> str:
 @flow(name="fairness-score-sharded", log_prints=True)
 def score_sharded(model_path: str, data_path: str, out_path: str, policy: dict | None = None,
                   feature_spec_path: str | None = None, aux_model_path: str | None = None,
-                  chunk_rows: int | None = None, work_dir: str | None = None, allow_pickle: bool = False):
+                  chunk_rows: int | None = None, work_dir: str | None = None, allow_pickle: bool = False,
+                  trusted_types: list[str] | None = None):
     """Score every row of a large Parquet/CSV file with fAux, sharded over the flow's Dask workers.
 
     Parameters
@@ -250,12 +251,14 @@ def score_sharded(model_path: str, data_path: str, out_path: str, policy: dict |
             sample = part if sample is None else merge_samples([sample, part])
             del part
         t2 = time.perf_counter()
-        plan, aux_path = prepare(model_path, sample, policy, spec, aux_model_path, chunk_rows, str(work), allow_pickle)
+        trusted = tuple(trusted_types or ())
+        plan, aux_path = prepare(model_path, sample, policy, spec, aux_model_path, chunk_rows, str(work), allow_pickle,
+                                 trusted)
         del sample
         t3 = time.perf_counter()
         parts = [str(work / f"part-{i:05d}.parquet") for i in range(len(shards))]
         futures = [score_shard.submit(model_path, aux_path, source.path, plan, rg, part,
-                                      policy.scale.threads_per_worker, allow_pickle)
+                                      policy.scale.threads_per_worker, allow_pickle, trusted)
                    for rg, part in zip(shards, parts)]
         results: list[ShardResult] = [f.result() for f in futures]
         t4 = time.perf_counter()
@@ -359,10 +362,11 @@ def dask_task_runner(*, workers: int | None = None, threads_per_worker: int = 1,
 
 def run_score_sharded(model_path, data_path, out_path, *, policy=None, feature_spec_path=None, aux_model_path=None,
                       workers: int | None = None, scheduler_address: str | None = None, chunk_rows: int | None = None,
-                      work_dir: str | None = None, allow_pickle: bool = False):
+                      work_dir: str | None = None, allow_pickle: bool = False, trusted_types=()):
     """Run :func:`score_sharded` on a Dask task runner built from the settings; return the summary.
 
     ``workers``, ``scheduler_address`` and ``chunk_rows`` default to the policy's ``[scale]``.
+    ``trusted_types``: skops types the user reviewed (CLI ``--trust-type``), trusted when the model loads.
 
     Returns
     -------
@@ -384,7 +388,7 @@ def run_score_sharded(model_path, data_path, out_path, *, policy=None, feature_s
         model_path=str(model_path), data_path=str(data_path), out_path=str(out_path),
         policy=policy.model_dump(mode="json"), feature_spec_path=str(feature_spec_path) if feature_spec_path else None,
         aux_model_path=str(aux_model_path) if aux_model_path else None, chunk_rows=chunk_rows,
-        work_dir=work_dir, allow_pickle=allow_pickle, return_state=True)
+        work_dir=work_dir, allow_pickle=allow_pickle, trusted_types=list(trusted_types or ()), return_state=True)
     result = state.result(raise_on_failure=False)
     if isinstance(result, BaseException):
         raise result
