@@ -2,7 +2,8 @@
 
 Exit codes (docs/architecture.md, contracts): 0 passed, 1 failed the policy (deployment blocked),
 2 could not decide (bad input, auxiliary model too weak, any error). A gate that cannot decide
-never exits 0.
+never exits 0. Commands that decide nothing (spec, register, history, report) exit 2 on an error,
+printed as ``faux-checks COMMAND: error: ...`` without "could not decide".
 
 Output: the result goes to stdout; progress, library logs (Prefect, Great Expectations, MLflow) and
 errors go to stderr. ``--json`` prints one JSON object per model version instead (keys:
@@ -826,7 +827,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--description", help="version description")
     p.add_argument("--tracking-uri", help="MLflow URI (default: $MLFLOW_TRACKING_URI or the embedded sqlite file)")
     _trust_type(p)
-    p.set_defaults(func=cmd_register)
+    p.set_defaults(func=cmd_register, decides=False)
 
     p = sub.add_parser("demo", help="train, register and gate Adult income classifiers (real data)", **parents)
     p.add_argument("--workdir", help="new folder for models and reports")
@@ -839,7 +840,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("history", help="every recorded gate decision of a model's versions", **with_json)
     p.add_argument("model_name")
     p.add_argument("--tracking-uri")
-    p.set_defaults(func=cmd_history)
+    p.set_defaults(func=cmd_history, decides=False)
 
     p = sub.add_parser("audit", help="drift audit of the deployed version on a current batch (Prefect flow, once)",
                        **with_json)
@@ -858,7 +859,7 @@ def build_parser() -> argparse.ArgumentParser:
                                       "decision's code (2 if the report is invalid)", **parents)
     p.add_argument("path", help="a run's report folder or its report.json")
     p.add_argument("--out", help="HTML file to write (default: report.html next to the JSON, if absent)")
-    p.set_defaults(func=cmd_report)
+    p.set_defaults(func=cmd_report, decides=False)
 
     p = sub.add_parser("score-large", help="fAux scores of a large Parquet/CSV file, streamed and sharded on Dask",
                        **parents)
@@ -897,8 +898,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="levels with fewer rows (integer) or a smaller share of rows (0-1) join '__infrequent__' "
                         "(default 0: none)")
     p.add_argument("--name", help="the spec's name in messages and reports (default: the file's stem)")
-    p.set_defaults(func=cmd_spec)
+    p.set_defaults(func=cmd_spec, decides=False)
     return parser
+
+
+def _decides(args) -> bool:
+    """Whether the command makes a decision (check, gate, audit, demo, score-large); its errors read "could not decide"."""
+    return getattr(args, "decides", True)
 
 
 def _trust_type(p) -> None:
@@ -925,14 +931,15 @@ def main(argv: list[str] | None = None) -> int:
                "stays new and is gated by the next run")
         _stop_started_services(before)
         return stop.code
-    except FauxChecksError as exc:
-        _error(f"faux-checks: could not decide: {exc}")
+    except FauxChecksError as exc:  # commands that decide nothing (spec, register, history, report) say "error"
+        _error(f"faux-checks: could not decide: {exc}" if _decides(args) else f"faux-checks {args.command}: error: {exc}")
         return EXIT_UNDECIDED
     except KeyboardInterrupt:
         _error("faux-checks: interrupted; nothing was decided")
         return 130
     except Exception as exc:  # fail closed on anything unexpected
-        _error(f"faux-checks: internal error, could not decide: {type(exc).__name__}: {exc}")
+        _error(f"faux-checks: internal error, could not decide: {type(exc).__name__}: {exc}" if _decides(args) else
+               f"faux-checks {args.command}: internal error: {type(exc).__name__}: {exc}")
         return EXIT_UNDECIDED
     finally:
         _QUIET = False

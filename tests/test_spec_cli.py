@@ -67,3 +67,23 @@ def test_spec_command_imports_no_integration(data, tmp_path):
     rc, loaded = json.loads(run.stdout.strip().splitlines()[-1])
     assert rc == 0 and out.exists()
     assert not set(loaded) & {"prefect", "mlflow", "great_expectations", "evidently", "flows", "expectations"}, loaded
+
+
+def test_commands_that_decide_nothing_report_an_error_not_could_not_decide(data, tmp_path, capsys):
+    """spec, register and report make no decision: their errors name the command and the problem, exit 2,
+    and never say "could not decide" (which check/gate/audit print when they fail closed)."""
+    _, path = data
+    assert main(["spec", "--data", str(path), "--exclude", "label", "--out", str(tmp_path / "s.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("faux-checks spec: error: column(s) ['label'] are not in") and "could not decide" not in err
+    assert main(["report", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("faux-checks report: error: ") and "missing" in err and "could not decide" not in err
+    torch = pytest.importorskip("torch")
+    torch.save(torch.nn.Linear(2, 1), tmp_path / "m.pt")                           # a pickle: register refuses it
+    assert main(["register", "m", "--model", str(tmp_path / "m.pt"),
+                 "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("faux-checks register: error: ") and "could not decide" not in err
+    assert main(["check", "--model", str(tmp_path / "m.pt"), "--data", str(path), "--protected", "sex"]) == 2
+    assert "faux-checks: could not decide: " in capsys.readouterr().err           # check decides: unchanged wording
