@@ -86,7 +86,7 @@ def cell_metrics(cell, readings: dict) -> dict:
 
 
 # ---------------------------------------------------------------------------- runs
-def grid(quick: bool, seeds, families):
+def grid(quick: bool, seeds, families, datasets=("adult", "law")):
     if quick:
         return [("fused", {"bias": 0.0}), ("fused", {"bias": 0.6}),
                 ("proxy", {"dataset": "law", "kind": "binary", "bias": 0.0}),
@@ -96,7 +96,7 @@ def grid(quick: bool, seeds, families):
     if "fused" in families:
         cells += [("fused", {"bias": b}) for b in (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)]
     if "proxy" in families:
-        cells += [("proxy", {"dataset": ds, "kind": k, "bias": b}) for ds in ("adult", "law")
+        cells += [("proxy", {"dataset": ds, "kind": k, "bias": b}) for ds in datasets
                   for k in ("binary", "multiclass", "continuous") for b in (0.0, 0.2, 0.5, 0.8)]
     if "adult" in families:
         cells += [("adult", {"version": v}) for v in ("v1", "v2", "v3", "v4", "v5")]
@@ -111,7 +111,7 @@ def run(args) -> list[dict]:
 
     torch.set_num_threads(args.threads)
     sources = _cells.Sources(args.data_dir)
-    cells, seeds = grid(args.quick, args.seeds, args.families)
+    cells, seeds = grid(args.quick, args.seeds, args.families, args.datasets)
     builders = {"fused": _cells.fused_cell, "proxy": _cells.proxy_cell, "adult": _cells.adult_cell}
     results = []
     for seed in seeds:
@@ -364,6 +364,9 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="5 cells, 1 seed, small data (< 3 min)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--families", nargs="+", default=["fused", "proxy", "adult"])
+    parser.add_argument("--datasets", nargs="+", default=["adult", "law"],
+                        help="proxy-injection datasets (development: adult law; 'credit' is the held-out independent "
+                             "check of benchmark_notes.md, run with --families proxy --datasets credit --out ...)")
     parser.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "data")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", type=Path, help="save the runs (and cost) here")
