@@ -446,3 +446,46 @@ def test_concurrent_registry_writers(reg, models):
     versions = sorted((v for vs in results for v in vs), key=int)
     assert versions == [str(i) for i in range(1, 10)]
     assert reg.new_versions(NAME) == versions
+
+
+def test_a_regate_with_fewer_attributes_empties_the_other_attributes_tags(reg, two_versions):
+    """Gate v1 with two protected attributes (sex, race), re-gate it with one (sex): every ``fairness_attr_race_*``
+    tag (its record ``_uri`` tags included) is emptied; sex's are the new gate's; a single-attribute re-gate then
+    empties them all, ``fairness_attributes`` too. The tags are the gate flow's own (flows.gate helpers)."""
+    from flows.gate import _attribute_tags, _record_uri_tags
+
+    def attribute(name, flagged, decision):
+        return {"attribute": name, "key": name, "decision": decision, "flagged_fraction": flagged,
+                "interval": {"lower": flagged / 2, "upper": flagged * 2}, "aux_quality": 0.9}
+
+    check = {"provenance": {"policy": {"protected": "race"}}}
+    records = {f"attr_{k}_scores": f"{k}/scores.parquet" for k in ("sex", "race")}
+    two = {**_record_uri_tags("run1", records), **_attribute_tags([attribute("sex", 0.01, "passed"),
+                                                                   attribute("race", 0.3, "failed")], check)}
+    reg.record_decision(NAME, "1", decision="failed", flagged_fraction=0.3, delta=0.05, aux_quality=0.9,
+                        report_uri="r1", run_id="run1", extra=two)
+    tags = reg.client.get_model_version(NAME, "1").tags
+    assert tags["fairness_attr_race_decision"] == "failed" and tags["fairness_attr_race_scores_uri"] == \
+        "runs:/run1/records/race/scores.parquet"
+    race = sorted(k for k in tags if k.startswith("fairness_attr_race_"))
+    assert race == ["fairness_attr_race_aux_quality", "fairness_attr_race_decision", "fairness_attr_race_flagged_fraction",
+                    "fairness_attr_race_flagged_fraction_lower", "fairness_attr_race_flagged_fraction_upper",
+                    "fairness_attr_race_scores_uri"]
+    assert all(tags[k] for k in race) and tags["fairness_attributes"] == "sex,race"
+
+    one = {**_record_uri_tags("run2", {"attr_sex_scores": "sex/scores.parquet"}),
+           **_attribute_tags([attribute("sex", 0.02, "passed")], {"provenance": {"policy": {"protected": "sex"}}})}
+    reg.record_decision(NAME, "1", decision="passed", flagged_fraction=0.02, delta=0.05, aux_quality=0.9,
+                        report_uri="r2", run_id="run2", extra=one)
+    tags = reg.client.get_model_version(NAME, "1").tags
+    assert {k: tags[k] for k in race} == dict.fromkeys(race, "")                # nothing of race's earlier gate left
+    assert tags["fairness_attr_sex_decision"] == "passed" and float(tags["fairness_attr_sex_flagged_fraction"]) == 0.02
+    assert tags["fairness_attr_sex_scores_uri"] == "runs:/run2/records/sex/scores.parquet"
+    assert tags["fairness_attributes"] == "sex" and tags["fairness_deciding_attribute"] == "sex"
+
+    reg.record_decision(NAME, "1", decision="passed", flagged_fraction=0.02, delta=0.05, aux_quality=0.9,
+                        report_uri="r3", run_id="run3", extra=_record_uri_tags("run3", {"scores": "scores.parquet"}))
+    tags = reg.client.get_model_version(NAME, "1").tags
+    left = {k: v for k, v in tags.items() if k.startswith("fairness_attr") or k == "fairness_deciding_attribute"}
+    assert left and set(left.values()) == {""}                                 # one protected column: none set
+    assert tags["fairness_scores_uri"] == "runs:/run3/records/scores.parquet"

@@ -36,6 +36,8 @@ from .client import (
 __all__ = ["DecisionTrail"]
 
 _MAX_REASON_CHARS = 1000
+#: Per-attribute version tags of a several-attribute gate (``fairness_attr_<key>_*``); a re-gate empties those it does not set.
+ATTRIBUTE_TAG_PREFIX = "fairness_attr_"
 # MLflow REST limits per log_batch call
 _BATCH_METRICS, _BATCH_PARAMS = 1000, 100
 _MAX_PARAM_CHARS, _MAX_RUN_TAG_CHARS = 6000, 8000  # longer values are truncated by MLflow
@@ -102,6 +104,10 @@ class DecisionTrail(RegistryClient):
         ``fairness_checked_at`` (UTC, ISO 8601), the ``extra`` tags as given, and last
         ``fairness_gate``: a gate killed while recording leaves the version ``running``, hence new.
 
+        A re-gate leaves nothing of an earlier several-attribute gate behind: the version's per-attribute
+        tags (``fairness_attr_<key>_*``, their ``_uri`` record tags included) and ``fairness_attributes`` /
+        ``fairness_deciding_attribute`` that ``extra`` does not set again are written ``""``.
+
         Parameters
         ----------
         name : str
@@ -127,6 +133,9 @@ class DecisionTrail(RegistryClient):
             If ``decision`` is not one of the three outcomes, or the model or version does not exist.
         """
         mv, tags = self._decision_tags(name, version, decision, extra, GATE_TAG)
+        stale = {k: "" for k in (mv.tags or {}) if k not in tags and (k.startswith(ATTRIBUTE_TAG_PREFIX) or k in
+                                                                      ("fairness_attributes", "fairness_deciding_attribute"))}
+        tags = {**stale, **tags}
         tags.update(
             {
                 "fairness_flagged_fraction": tag_value(flagged_fraction),
