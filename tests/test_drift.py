@@ -196,7 +196,7 @@ SKIPPED_CLS = ClassificationQuality("skipped", "the policy names no label column
 @pytest.mark.parametrize("drift, fairness, expected, first", [
     (_drift(), _fairness(), "passed", "all 7 audit limits held"),
     (_drift(sex_drifted=True), _fairness(), "failed", "the protected attribute 'sex' drifted"),
-    (_drift(n_feature_drifted=3), _fairness(), "failed", "3 of 5 feature/protected columns drifted (60% >"),
+    (_drift(n_feature_drifted=3), _fairness(), "failed", "3 of 5 feature/protected columns drifted (60.00% > max_drifted_share 50.00%): "),
     (_drift(), _fairness(cur_ff=0.11), "failed", "flagged fraction 5.00% (reference) -> 11.00% (current): +6.00% >"),
     (_drift(), _fairness(cur_groups=(("F", 300, 0.2), ("M", 300, 0.05))), "failed", "group 'F': flagged fraction"),
     (_drift(), _fairness(ks=(0.3, 1e-6)), "failed", "LIC score distribution: KS statistic 0.300"),
@@ -239,3 +239,11 @@ def test_policy_audit_section(tmp_path):
     path.write_text('protected = "sex"\n[faux]\ndelta = 0.05\nmax_flagged_fraction = 0.1\n[audit]\nmax_drift = 0.3\n')
     with pytest.raises(InputError, match="audit.max_drift"):
         load_policy(path)
+
+
+def test_drift_share_details_show_two_decimals_like_every_other_share():
+    """'0.00% <= max_drifted_share 50.00%', not '0%' / '50%' (reports show shares with two decimals)."""
+    _, _, limits = decide_audit(AuditSettings(), _drift(), _fairness(), SKIPPED_CLS, protected="sex", n_current=600)
+    (row,) = [r for r in limits if r["rule"] == "max_drifted_share"]
+    assert row["detail"] == "0 of 5 feature/protected columns drifted (0.00% <= max_drifted_share 50.00%)"
+    assert row["status"] == "ok" and row["observed"] == 0.0 and row["limit"] == 0.5

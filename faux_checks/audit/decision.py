@@ -86,8 +86,8 @@ def _drift_limits(settings: AuditSettings, drift: DriftResult, protected: str) -
         names = [c.column for c in counted if c.drifted]
         limits.append(rule_row(
             "max_drifted_share", "exceeded" if share > limit else "ok",
-            f"{len(names)} of {len(counted)} feature/protected columns drifted ({share:.0%} "
-            f"{'>' if share > limit else '<='} max_drifted_share {limit:.0%}){': ' + ', '.join(names[:10]) if names else ''}",
+            f"{len(names)} of {len(counted)} feature/protected columns drifted ({share:.2%} "
+            f"{'>' if share > limit else '<='} max_drifted_share {limit:.2%}){': ' + ', '.join(names[:10]) if names else ''}",
             share, limit))
     return limits
 
