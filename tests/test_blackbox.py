@@ -281,3 +281,33 @@ def test_tree_targets_snap_one_hot_moves_by_default_and_an_explicit_soft_gets_a_
     assert _tree_note(tree, auto, spec) == []
     assert "swap_categorical = 'snap'" in _tree_note(tree, soft, spec)[0]
     assert _tree_note(tree, snap, spec) == [] and _tree_note(linear, soft, spec) == [] and _tree_note(tree, soft, numeric) == []
+
+
+def test_score_large_loads_a_skops_model_with_a_reviewed_type_only_with_trust_type(tmp_path, capsys):
+    """``score-large --trust-type``: refused (exit 2, the type named, no scores file) without it; scored with it."""
+    import pandas as pd
+    import skops.io as sio
+    from operator import neg
+
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import FunctionTransformer
+
+    from faux_checks_app.cli import main
+
+    data = make_data(400, seed=0)
+    data.to_csv(tmp_path / "d.csv", index=False)
+    X = data[FEATURES].to_numpy(np.float32)
+    sio.dump(make_pipeline(FunctionTransformer(neg), LogisticRegression()).fit(X, (X[:, 0] > 0).astype(int)),
+             tmp_path / "m.skops")
+    policy = tmp_path / "p.toml"
+    policy.write_text('protected = "sex"\nlabel = "y"\nmin_aux_quality = 0.0\n[faux]\ndelta = 0.05\n'
+                      'max_flagged_fraction = 0.1\n[aux]\nepochs = 3\n'
+                      '[decision]\nmin_group_rows = 20\n')
+    out = tmp_path / "scores.csv"
+    cmd = ["score-large", "--model", str(tmp_path / "m.skops"), "--data", str(tmp_path / "d.csv"), "--protected", "sex",
+           "--label", "y", "--policy", str(policy), "--out", str(out), "--workers", "0"]
+    assert main(cmd) == 2
+    assert "_operator.neg" in capsys.readouterr().err and not out.exists()
+    assert main([*cmd, "--trust-type", "_operator.neg"]) in (0, 1)
+    assert len(pd.read_csv(out)) == 400
