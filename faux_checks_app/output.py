@@ -154,12 +154,24 @@ def gate_error_object(model_name: str, message: str) -> dict:
 
 
 def audit_object(model_name: str, summary: dict, fallback_reason: str) -> dict:
-    """``audit --json``: the audit's object (``summary``: the audit flow's result dict, may be empty)."""
+    """``audit --json``: the audit's object (``summary``: the audit flow's result dict, may be empty).
+
+    Its ``attributes`` hold one section per protected attribute (the report's ``attributes`` when the
+    policy declares several), each with that attribute's reference/current flagged fractions, KS
+    test, auxiliary model and ``by_group_drift``; ``decision`` there is the attribute's own audit outcome.
+    """
     report, path = _report_json(summary.get("report_dir"))
     audit = (report or {}).get("audit") or {}
     fairness = audit.get("fairness") or {}
     sections = []
-    if report is not None:
+    if report is not None and report.get("attributes"):  # several attributes: one section each, its own drift
+        for section, a in zip(attribute_sections(report), report["attributes"]):
+            own = a.get("audit") or {}
+            section.update({k: own.get(k) for k in ("flagged_fraction_reference", "flagged_fraction_current",
+                                                   "increase", "ks_statistic", "ks_pvalue", "aux_model")})
+            section["by_group_drift"] = own.get("by_group") or []
+            sections.append(section)
+    elif report is not None:
         section = attribute_section((report or {}).get("check"))
         section.update({k: fairness.get(k) for k in ("flagged_fraction_reference", "flagged_fraction_current",
                                                     "increase", "ks_statistic", "ks_pvalue", "aux_model")})

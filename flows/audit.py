@@ -59,7 +59,9 @@ def find_deployed(model_name: str, alias: str, tracking_uri: str | None, referen
     return {"version": version, "reference_path": reference, "policy_json": policy_json if policy_json != "null" else None,
             "gate_record": {"decision": row.get("fairness_gate"), "flagged_fraction": row.get("fairness_flagged_fraction"),
                             "data_path": row.get("fairness_data_path"), "data_sha256": row.get("fairness_data_sha256"),
-                            "run_id": row.get("fairness_run_id"), "checked_at": row.get("fairness_checked_at")},
+                            "run_id": row.get("fairness_run_id"), "checked_at": row.get("fairness_checked_at"),
+                            **({"deciding_attribute": row["fairness_deciding_attribute"]}
+                               if row.get("fairness_deciding_attribute") else {})},
             "sha256": row.get("model_sha256")}
 
 
@@ -112,8 +114,16 @@ def audit_batch(model_path: str, spec_path: str | None, reference, current, poli
     source = policy_path or ("the policy recorded by the gate" if policy_json else "the shipped default policy")
     get_run_logger().info("audit policy: %s (sha256 %s…)", source, policy.sha256()[:12])
     Path(evidence_dir).mkdir(parents=True, exist_ok=True)
-    aux, scores, aux_source = _gate_aux(records, policy, gate_record.get("run_id"))
-    get_run_logger().info("audit auxiliary model: %s", aux_source)
+    if policy.attributes:  # one auxiliary model per attribute: the gate's records/<attribute_key>/
+        per = {name: _gate_aux(records, one, gate_record.get("run_id")) for name, one in policy.attribute_policies().items()}
+        for name, (_, _, src) in per.items():
+            get_run_logger().info("audit auxiliary model of %s: %s", name, src)
+        aux = {name: a for name, (a, _, _) in per.items() if a is not None}
+        scores = {name: s for name, (_, s, _) in per.items() if s is not None}
+        aux_source = {name: src for name, (_, _, src) in per.items()}
+    else:
+        aux, scores, aux_source = _gate_aux(records, policy, gate_record.get("run_id"))
+        get_run_logger().info("audit auxiliary model: %s", aux_source)
     return run_audit(load_model(model_path), reference, current, policy=policy,
                      feature_spec=FeatureSpec.load(spec_path) if spec_path else None, evidence_dir=evidence_dir,
                      model_info=model_info, gate_record=gate_record, aux_model=aux, reference_scores=scores,
@@ -129,17 +139,20 @@ def _gate_aux(records: tuple[str | None, str] | None, policy, run_id: str | None
     folder, why = records
     if folder is None:
         return None, None, {"source": "retrained", "note": f"the gate's auxiliary model is not available: {why}"}
+    artifact = f"runs:/{run_id}/records/{RECORD_FILES['aux_model']}"
     if not (Path(folder) / RECORD_FILES["aux_model"]).is_file():  # a several-attribute gate: records/<attribute>/
         from faux_checks.gate.attributes import attribute_key
 
-        folder = str(Path(folder) / attribute_key(policy.protected or ""))
+        key = attribute_key(policy.protected or "")
+        folder = str(Path(folder) / key)
+        artifact = f"runs:/{run_id}/records/{key}/{RECORD_FILES['aux_model']}"
     try:
         aux, info = read_aux_record(folder, policy=policy)
         scores_path = Path(folder) / RECORD_FILES["scores"]
         scores = reference_scores(scores_path) if scores_path.is_file() else None
     except FauxChecksError as exc:
         return None, None, {"source": "retrained", "note": f"the gate's auxiliary model does not fit: {exc}"}
-    return aux, scores, {"source": "gate", "run_id": run_id, "artifact": f"runs:/{run_id}/records/{RECORD_FILES['aux_model']}",
+    return aux, scores, {"source": "gate", "run_id": run_id, "artifact": artifact,
                          "kind": info.get("kind"), "gate_quality": info.get("quality"),
                          "gate_quality_metric": info.get("quality_metric")}
 
@@ -154,9 +167,11 @@ def write_audit_report(result, report_dir: str, model_info: dict, data: list[dic
     current = result.fairness.current
     artifacts = {p.stem.replace("_", " "): p.name for p in sorted(Path(report_dir).glob("evidently_*.html"))}
     history = report_history(Registry(tracking_uri), model_info["name"])
+    audit = result.to_dict()
+    attributes = audit.pop("attributes", None)  # a several-attribute audit: the report's own `attributes` sections
     paths = write_report(report_dir, kind="audit", decision=result.decision, reasons=result.reasons,
-                         check=None if current is None else current.to_dict(), audit=result.to_dict(), model=model_info,
-                         history=history, data=data, artifacts=artifacts)
+                         check=None if current is None else current.to_dict(), audit=audit, model=model_info,
+                         history=history, data=data, artifacts=artifacts, attributes=attributes)
     return load_report(paths["json"])
 
 
@@ -180,6 +195,20 @@ def record_audit(model_name: str, version: str, tracking_uri: str | None, report
         "roc_auc_current": (cls.get("roc_auc") or {}).get("current"),
         **{f"seconds_{k}": v for k, v in (audit.get("timings") or {}).items()},
     }
+    sections = report.get("attributes") or []
+    attribute_tags: dict = {}
+    if sections:  # several attributes: per attribute metrics and tags, in the gate's style (fairness_attr_<key>_...)
+        attribute_tags["fairness_audit_attributes"] = ",".join(a["attribute"] for a in sections)
+        for a in sections:
+            drift_of = a.get("audit") or {}
+            values = {"flagged_fraction_reference": drift_of.get("flagged_fraction_reference"),
+                      "flagged_fraction_current": drift_of.get("flagged_fraction_current"),
+                      "flagged_fraction_increase": drift_of.get("increase"), "ks_pvalue": drift_of.get("ks_pvalue")}
+            metrics.update({f"attributes/{a['key']}/{k}": v for k, v in values.items()})
+            attribute_tags[f"fairness_audit_attr_{a['key']}_decision"] = a["decision"]
+            attribute_tags[f"fairness_audit_attr_{a['key']}_flagged_fraction"] = values["flagged_fraction_current"]
+            attribute_tags[f"fairness_audit_attr_{a['key']}_increase"] = values["flagged_fraction_increase"]
+            attribute_tags[f"fairness_audit_attr_{a['key']}_aux_model"] = (drift_of.get("aux_model") or {}).get("source")
     registry = Registry(tracking_uri)
     run_id = registry.log_audit_run(
         model_name, version, report_dir=report_dir, metrics=metrics,
@@ -191,7 +220,7 @@ def record_audit(model_name: str, version: str, tracking_uri: str | None, report
                                  "fairness_audit_drifted_share": drift.get("drifted_share"),
                                  "fairness_audit_data_path": str(Path(data_path).resolve()),
                                  "fairness_audit_data_uri": Path(data_path).resolve().as_uri(),
-                                 "fairness_audit_report_uri": f"runs:/{run_id}/report.html"})
+                                 "fairness_audit_report_uri": f"runs:/{run_id}/report.html", **attribute_tags})
     return run_id
 
 

@@ -16,7 +16,7 @@ from ..gate.decision import decide, rule_row
 from ..gate.policy import AuditSettings
 from .results import ClassificationQuality, DriftResult, FairnessDrift
 
-__all__ = ["decide_audit"]
+__all__ = ["decide_audit", "decide_audit_attributes"]
 
 #: The gate's decision on the current batch as the status of the audit's ``current_check`` limit.
 CHECK_STATUS = {"passed": "ok", "failed": "exceeded", "undecided": "not computed"}
@@ -62,6 +62,72 @@ def decide_audit(
     if outcome.decision == "passed":
         reasons = [f"all {len(limits)} audit limits held"] + [row["detail"] for row in limits]
     return outcome.decision, reasons, limits
+
+
+def decide_audit_attributes(
+    settings: AuditSettings,
+    drift: DriftResult,
+    sections: list[tuple[str, tuple[str, ...], FairnessDrift]],
+    classification: ClassificationQuality,
+    *,
+    n_current: int,
+) -> tuple[str, list[str], list[dict], list[tuple[str, list[str]]]]:
+    """:func:`decide_audit` over several protected attributes (a policy with ``[[attributes]]``): decided once.
+
+    Parameters
+    ----------
+    sections : list of (attribute, components, FairnessDrift)
+        In the policy's order; ``components`` is empty for a declared column, an intersection's
+        columns otherwise (an intersection has no ``protected_drift`` row: its components' drift is
+        each declared attribute's own row).
+
+    Each attribute contributes its ``protected_drift`` row and its fairness limits, prefixed as the
+    gate prefixes them (:func:`faux_checks.gate.attributes.prefixed_rules`: rule ``race/score_ks``,
+    detail ``race: ...``); ``min_rows``, ``max_drifted_share`` and ``max_roc_auc_drop`` are shared
+    and unprefixed. Every row feeds one :func:`~faux_checks.gate.decision.decide`.
+
+    Returns
+    -------
+    decision, reasons, limits
+        As :func:`decide_audit`.
+    per_attribute : list of (decision, reasons)
+        Each attribute's own rows decided alone (its section's outcome), in ``sections``' order.
+    """
+    from ..gate.attributes import prefixed_rules
+
+    limits: list[dict] = []
+    too_few = n_current < settings.min_rows
+    if too_few:
+        limits.append(rule_row("min_rows", "not met", f"insufficient evidence: the current batch has "
+                               f"{fmt_count(n_current)} rows < audit.min_rows {settings.min_rows}; too few to audit",
+                               n_current, settings.min_rows))
+    shared_drift: list[dict] = []
+    own: list[list[dict]] = []
+    for name, components, fairness in sections:
+        rows = []
+        for row in _drift_limits(settings, drift, name):
+            if row["rule"] != "protected_drift":
+                shared_drift = [row]
+            elif not components:
+                rows.append(row)
+        own.append(prefixed_rules(name, rows + _fairness_limits(settings, fairness)))
+    measured = [r for rows in own for r in rows] + shared_drift + _classification_limits(settings, classification)
+    if too_few:
+        measured = [{**row, "status": "not judged", "detail": f"not judged (audit.min_rows not met): {row['detail']}"}
+                    if row["status"] in ("ok", "exceeded") else row for row in measured]
+        judged = {id(r): m for r, m in zip([r for rows in own for r in rows], measured)}
+        own = [[judged[id(r)] for r in rows] for rows in own]
+    limits += measured
+    outcome = decide(limits)
+    reasons = outcome.reasons
+    if outcome.decision == "passed":
+        reasons = [f"all {len(limits)} audit limits held over {len(sections)} protected attributes"] + [
+            row["detail"] for row in limits]
+    per_attribute = []
+    for rows in own:
+        one = decide(rows)
+        per_attribute.append((one.decision, list(one.reasons)))
+    return outcome.decision, reasons, limits, per_attribute
 
 
 def _drift_limits(settings: AuditSettings, drift: DriftResult, protected: str) -> list[dict]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
@@ -16,11 +17,11 @@ from ..inputs.tabular import FeatureSpec
 from ..provenance import data_sha256, installed_versions, jsonable, package_versions
 from .classification import classification_quality, finite_or_none
 from .columns import column_drift
-from .decision import decide_audit
+from .decision import decide_audit, decide_audit_attributes
 from .fairness import fairness_drift
-from .results import AuditResult
+from .results import AuditAttribute, AuditResult
 
-__all__ = ["audit_columns", "run_audit"]
+__all__ = ["audit_columns", "run_audit", "run_audit_attributes"]
 
 logger = logging.getLogger(__name__)
 
@@ -108,12 +109,14 @@ def run_audit(
         Never raises for bad data: what could not be computed makes the audit ``undecided``
         with the reason (the column, the row counts).
 
-    Raises
-    ------
-    InputError
-        The policy declares several protected attributes (``[[attributes]]``): the audit checks one.
+    A policy with ``[[attributes]]`` (and intersections) is audited over every attribute
+    (:func:`run_audit_attributes`); ``aux_model``, ``reference_scores`` and ``aux_source`` are then
+    mappings from attribute name (``sex``, ``sex×race``) to that attribute's.
     """
-    policy.single_protected("the drift audit")
+    if policy.attributes:
+        return run_audit_attributes(target_model, reference, current, policy=policy, feature_spec=feature_spec,
+                                    evidence_dir=evidence_dir, model_info=model_info, gate_record=gate_record,
+                                    aux_models=aux_model, reference_scores=reference_scores, aux_sources=aux_source)
     timings: dict[str, float] = {}
     reference, current = as_frame(reference), as_frame(current)
     evidence = Path(evidence_dir) if evidence_dir is not None else None
@@ -180,5 +183,130 @@ def run_audit(
     }
     result = AuditResult(decision=decision, reasons=reasons, limits=limits, drift=drift, fairness=fairness,
                          classification=classification, timings=timings, provenance=jsonable(provenance))
+    logger.info("%r", result)
+    return result
+
+
+def run_audit_attributes(
+    target_model,
+    reference: pd.DataFrame,
+    current: pd.DataFrame,
+    *,
+    policy: Policy,
+    feature_spec: FeatureSpec | None = None,
+    evidence_dir: str | Path | None = None,
+    model_info: dict | None = None,
+    gate_record: dict | None = None,
+    aux_models: Mapping[str, Any] | None = None,
+    reference_scores: Mapping[str, np.ndarray] | None = None,
+    aux_sources: Mapping[str, dict] | None = None,
+) -> AuditResult:
+    """Audit over every protected attribute of a policy with ``[[attributes]]``: one fairness section each, one decision.
+
+    Column drift (every declared attribute is a ``protected`` column) and classification quality
+    run once; the fAux checks on both batches run per attribute
+    (:meth:`Policy.attribute_policies`; an intersection on its derived column,
+    :func:`faux_checks.gate.attributes.add_intersections`), each with its own auxiliary model
+    (``aux_models[name]``, the gate's ``records/<key>/``; retrained when absent) and KS reference
+    (``reference_scores[name]``). :func:`~.decision.decide_audit_attributes` prefixes each
+    attribute's rows (``race/max_flagged_fraction_increase``) and decides once with the gate's engine.
+
+    Returns
+    -------
+    AuditResult
+        ``attributes`` holds one :class:`~.results.AuditAttribute` per attribute, in the policy's
+        order; ``fairness`` is the deciding attribute's. Never raises for bad data: a current
+        batch whose intersection cannot be derived is ``undecided`` with the reason.
+    """
+    from ..gate.attributes import add_intersections, intersection_cells
+    from ..gate.policy import INTERSECTION_SEPARATOR
+
+    aux_models, reference_scores, aux_sources = dict(aux_models or {}), dict(reference_scores or {}), dict(aux_sources or {})
+    timings: dict[str, float] = {}
+    reference, current = as_frame(reference), as_frame(current)
+    evidence = Path(evidence_dir) if evidence_dir is not None else None
+    declared = [a.column for a in policy.attributes]
+    t0 = time.perf_counter()
+    if feature_spec is None:
+        exclude = declared + ([policy.label] if policy.label else [])
+        try:
+            feature_spec = FeatureSpec.passthrough(reference, exclude=exclude, name="passthrough (reference columns)")
+        except InputError as exc:
+            logger.warning("audit: no feature columns: %s", exc)
+    inputs = feature_spec.source_columns if feature_spec is not None else []
+    columns = {c: "feature" for c in inputs if c not in declared}
+    columns.update({c: "protected" for c in declared})
+    for c in reference.columns:
+        if c not in columns and c != policy.label and c in current.columns:
+            columns[str(c)] = "other"
+    categorical = tuple(a.column for a in policy.attributes if a.kind != "continuous")
+    if feature_spec is not None:
+        categorical += tuple(c.name for c in feature_spec.columns if c.kind == "categorical" and c.name not in categorical)
+    drift = column_drift(reference, current, columns, categorical=categorical, settings=policy.audit,
+                         html_path=None if evidence is None else evidence / "evidently_drift.html")
+    timings["column_drift"] = time.perf_counter() - t0
+
+    components = {INTERSECTION_SEPARATOR.join(c): tuple(c) for c in policy.intersections}
+    try:
+        derived_ref, derived_cur = add_intersections(reference, policy), add_intersections(current, policy)
+    except InputError as exc:
+        return AuditResult.undecided(f"the audit could not derive the intersections: {exc}", provenance=model_info)
+    sections = []
+    for name, one in policy.attribute_policies().items():
+        t0 = time.perf_counter()
+        fairness = fairness_drift(target_model, derived_ref, derived_cur, policy=one, feature_spec=feature_spec,
+                                  model_info=model_info, aux_model=aux_models.get(name),
+                                  reference_scores=reference_scores.get(name), aux_source=aux_sources.get(name))
+        timings[f"fairness_drift.{name}"] = time.perf_counter() - t0
+        if fairness.error:
+            logger.warning("audit: %s: %s", name, fairness.error)
+        sections.append((name, components.get(name, ()), fairness))
+
+    t0 = time.perf_counter()
+    classification = classification_quality(
+        target_model, reference, current, policy=policy, feature_spec=feature_spec,
+        html_path=None if evidence is None else evidence / "evidently_classification.html")
+    timings["classification"] = time.perf_counter() - t0
+    timings.update({f"column_drift.{k}": v for k, v in drift.timings.items()})
+    decision, reasons, limits, outcomes = decide_audit_attributes(policy.audit, drift, sections, classification,
+                                                                  n_current=len(current))
+    attributes = []
+    for (name, comps, fairness), (one_decision, one_reasons) in zip(sections, outcomes):
+        cells = []
+        if comps:
+            try:
+                cells = intersection_cells(current, comps, policy)
+            except InputError:
+                cells = []
+        attributes.append(AuditAttribute(name, comps, fairness, one_decision, one_reasons, cells))
+    deciding = next((a for a in attributes if a.decision == decision), attributes[0])
+    for c in drift.skipped:
+        reasons.append(f"drift not computed for '{c.column}' ({c.note})")
+    notes = {a.fairness.sample_note for a in attributes if a.fairness.sample_note}
+    reasons += sorted(notes)
+    reasons += [f"{a.attribute}: {_aux_note(a.fairness)}" for a in attributes if a.fairness.aux_source]
+    gated = next((a for a in attributes if a.attribute == (gate_record or {}).get("deciding_attribute")), None)
+    if gated is not None and gated.fairness.reference is not None:  # the gate's headline tags are that attribute's
+        recorded = finite_or_none(gate_record.get("flagged_fraction"))
+        now = gated.fairness.flagged_fraction_reference
+        if recorded is not None and np.isfinite(now) and abs(recorded - now) > 1e-9:
+            reasons.append(f"the gate recorded a flagged fraction of {recorded:.2%} for '{gated.attribute}' on the "
+                           f"reference; the audit's reference check gives {now:.2%} (sampled rows, or the data/policy "
+                           "changed since)")
+    current_check = deciding.fairness.current
+    provenance = {
+        "audited_at": current_check.provenance.get("checked_at") if current_check is not None else None,
+        "policy_name": policy.name, "policy_sha256": policy.sha256(), "policy": policy.model_dump(mode="json"),
+        "seed": policy.seed, "feature_spec": None if feature_spec is None else feature_spec.name,
+        "reference": {"sha256": data_sha256(reference), "n_rows": len(reference)},
+        "current": {"sha256": data_sha256(current), "n_rows": len(current)},
+        "packages": {**package_versions(), **installed_versions(OPTIONAL_PACKAGES)},
+        "gate_record": gate_record or {}, "attributes": [a.attribute for a in attributes],
+        "deciding_attribute": deciding.attribute,
+        **(model_info or {}),
+    }
+    result = AuditResult(decision=decision, reasons=reasons, limits=limits, drift=drift, fairness=deciding.fairness,
+                         classification=classification, timings=timings, provenance=jsonable(provenance),
+                         attributes=tuple(attributes))
     logger.info("%r", result)
     return result

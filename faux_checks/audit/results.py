@@ -10,7 +10,7 @@ from ..gate.decision import EXIT_CODES, rule_row
 from ..gate.result import SCHEMA_VERSION, CheckResult
 from ..provenance import jsonable
 
-__all__ = ["AuditResult", "ClassificationQuality", "ColumnDrift", "DriftResult", "FairnessDrift"]
+__all__ = ["AuditAttribute", "AuditResult", "ClassificationQuality", "ColumnDrift", "DriftResult", "FairnessDrift"]
 
 
 @dataclass(frozen=True)
@@ -177,6 +177,47 @@ class ClassificationQuality:
 
 
 @dataclass(frozen=True)
+class AuditAttribute:
+    """One protected attribute's fairness drift in an audit of a policy with ``[[attributes]]``.
+
+    Attributes
+    ----------
+    attribute : str
+        The column, or an intersection's derived column (``sex×race``).
+    components : tuple of str
+        An intersection's columns; empty for a declared attribute.
+    fairness : FairnessDrift
+        The fAux check on both batches with this attribute's own auxiliary model (the gate's
+        ``records/<key>/`` when it fits).
+    decision : {"passed", "failed", "undecided"}
+        :func:`~faux_checks.gate.decision.decide` over this attribute's own rows (its protected
+        drift and fairness limits); the audit's decision is decided once over every row.
+    reasons : list of str
+        This attribute's deciding rows first.
+    cells : list of dict
+        Intersections only: :func:`~faux_checks.gate.attributes.intersection_cells` of the current batch.
+    """
+
+    attribute: str
+    components: tuple[str, ...]
+    fairness: FairnessDrift
+    decision: str
+    reasons: list[str]
+    cells: list[dict] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        """A report section (:func:`~faux_checks.gate.attributes.section_dict` of the current batch's check) with
+        the attribute's audit ``decision``/``exit_code``/``reasons`` and ``audit`` (:meth:`FairnessDrift.to_dict`)."""
+        from ..gate.attributes import section_dict
+
+        current = None if self.fairness.current is None else self.fairness.current.to_dict()
+        section = section_dict(self.attribute, self.components, current, self.cells)
+        section.update({"decision": self.decision, "exit_code": EXIT_CODES[self.decision], "reasons": list(self.reasons),
+                        "audit": self.fairness.to_dict()})
+        return jsonable(section)
+
+
+@dataclass(frozen=True)
 class AuditResult:
     """Outcome of one drift audit, computed eagerly and then read-only.
 
@@ -194,6 +235,10 @@ class AuditResult:
         Wall seconds per step.
     provenance : dict
         Hashes and row counts of both batches, policy hash, seed, package versions.
+    attributes : tuple of AuditAttribute
+        A policy with ``[[attributes]]``: one per attribute, in the policy's order (``fairness`` is
+        then the deciding attribute's, and every per-attribute limit is prefixed ``attribute/``);
+        empty for one attribute.
     """
 
     decision: str
@@ -204,6 +249,7 @@ class AuditResult:
     classification: ClassificationQuality
     timings: dict[str, float] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
+    attributes: tuple[AuditAttribute, ...] = ()
 
     @classmethod
     def undecided(cls, reason: str, *, provenance: dict | None = None) -> "AuditResult":
@@ -242,4 +288,5 @@ class AuditResult:
             "classification": self.classification.to_dict(),
             "timings": self.timings,
             "provenance": self.provenance,
+            **({"attributes": [a.to_dict() for a in self.attributes]} if self.attributes else {}),
         })
