@@ -370,7 +370,7 @@ def _nothing_new(model_name: str, tracking_uri: str | None) -> str:
 
 def _flow_outcomes(state) -> list[dict] | None:
     """The per-version outcome dicts a gate flow run returned (Completed or Failed), or None when it raised."""
-    data = getattr(state, "data", None)
+    data = getattr(state, "data", None)  # a Failed state the flow returned: its list, in a ResultRecord
     data = getattr(data, "result", data)
     if not isinstance(data, list):
         try:
@@ -412,16 +412,8 @@ def _print_history_and_code(model_name: str, tracking_uri: str | None, state, ve
 
 def _flow_decisions(state) -> list | None:
     """Decisions of the versions a gate flow run returned, or None when it raised instead."""
-    data = getattr(state, "data", None)  # a Failed state the flow returned: its list, in a ResultRecord
-    data = getattr(data, "result", data)
-    if not isinstance(data, list):
-        try:
-            data = state.result(raise_on_failure=False)
-        except Exception:
-            return None
-    if isinstance(data, list) and all(isinstance(o, dict) for o in data):
-        return [o.get("decision") for o in data]
-    return None
+    outcomes = _flow_outcomes(state)
+    return None if outcomes is None else [o.get("decision") for o in outcomes]
 
 
 def _print_table(rows: list[dict], extra: dict[str, dict[str, str]] | None = None) -> None:
