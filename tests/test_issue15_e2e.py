@@ -3,7 +3,7 @@ audited with the gate's own auxiliary model; the run records and tags hold what 
 working directory is untouched.
 
 Two protected attributes (``sex`` and ``region``, one ``[[attributes]]`` policy) through the gate and the
-re-gate; the audit checks one attribute (as audits do), with the gate's auxiliary model of that attribute;
+re-gate; the audit here checks one attribute (its own policy; tests/test_audit_attributes_flow.py audits several), with the gate's auxiliary model of that attribute;
 ``--json`` output throughout.
 """
 
@@ -69,7 +69,7 @@ def test_issue15_done_when(tmp_path, monkeypatch, harness, capfd):
     strict, lenient, audit_policy = tmp_path / "strict.toml", tmp_path / "lenient.toml", tmp_path / "sex.toml"
     strict.write_text(two_attributes(POLICY))                                          # δ = 0.05: slight fails
     lenient.write_text(two_attributes(POLICY.replace("delta = 0.05", "delta = 0.2")))  # δ = 0.2: nobody that far
-    audit_policy.write_text(POLICY.replace("delta = 0.05", "delta = 0.2"))            # audits: one attribute
+    audit_policy.write_text(POLICY.replace("delta = 0.05", "delta = 0.2"))            # this audit: one attribute
 
     cwd = tmp_path / "cwd"
     cwd.mkdir()
