@@ -219,3 +219,13 @@ def build_cases(d: Path) -> dict[str, Case]:
     add(Case("C10-pickle", d / "data.csv", evil, policy, "undecided", "refused to load",
              notes={"marker": d / "c10-pwned"}))
     return cases
+
+
+def sensitive_model() -> torch.nn.Module:
+    """The audit tests' target: logit = 20·f0 + 4·(proxy − 1) on (f0, f1, f2, f3, proxy); flagged on the
+    protected attribute behind ``proxy`` only where |logit| is small (σ' large); f1–f3 unused."""
+    lin = torch.nn.Linear(5, 1)
+    with torch.no_grad():
+        lin.weight[:] = torch.tensor([[20.0, 0.0, 0.0, 0.0, 4.0]])
+        lin.bias.fill_(-4.0)
+    return lin

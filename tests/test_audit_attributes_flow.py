@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import torch
+from _support import sensitive_model
 
 pytestmark = pytest.mark.slow
 
@@ -53,15 +53,6 @@ def _data(n=1200, seed=0, f0_scale=1.0) -> pd.DataFrame:
     return df
 
 
-def _sensitive_model() -> torch.nn.Module:
-    """logit = 20·f0 + 4·(proxy − 1): flagged on sex only where |logit| is small; region (f2) unused."""
-    lin = torch.nn.Linear(5, 1)
-    with torch.no_grad():
-        lin.weight[:] = torch.tensor([[20.0, 0.0, 0.0, 0.0, 4.0]])
-        lin.bias.fill_(-4.0)
-    return lin
-
-
 @pytest.fixture(scope="module")
 def gated(tmp_path_factory, harness):
     """One version gated on sex and region (passed, promoted) on reference.csv."""
@@ -72,7 +63,7 @@ def gated(tmp_path_factory, harness):
     d = tmp_path_factory.mktemp("audit-attributes")
     uri = f"sqlite:///{d}/mlflow.db"
     registry = Registry(uri)
-    save_torchscript(_sensitive_model(), d / "model.pt")
+    save_torchscript(sensitive_model(), d / "model.pt")
     policy = d / "policy.toml"
     policy.write_text(POLICY)
     reference = d / "reference.csv"

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import torch
+from _support import sensitive_model
 
 pytestmark = pytest.mark.slow
 
@@ -35,15 +35,6 @@ def _data(n=1200, seed=0, p_male=0.5, f0_scale=1.0) -> pd.DataFrame:
     return df
 
 
-def _sensitive_model() -> torch.nn.Module:
-    """logit = 20·f0 + 4·(proxy − 1): flagged only where |logit| is small (σ' large)."""
-    lin = torch.nn.Linear(5, 1)
-    with torch.no_grad():
-        lin.weight[:] = torch.tensor([[20.0, 0.0, 0.0, 0.0, 4.0]])
-        lin.bias.fill_(-4.0)
-    return lin
-
-
 @pytest.fixture(scope="module")
 def gated(tmp_path_factory, harness):
     """One version gated (passed, promoted) on reference.csv: its data_path is recorded."""
@@ -54,7 +45,7 @@ def gated(tmp_path_factory, harness):
     d = tmp_path_factory.mktemp("audit")
     uri = f"sqlite:///{d}/mlflow.db"
     registry = Registry(uri)
-    save_torchscript(_sensitive_model(), d / "model.pt")
+    save_torchscript(sensitive_model(), d / "model.pt")
     policy = d / "policy.toml"
     policy.write_text('protected = "sex"\nlabel = "y"\nmin_aux_quality = 0.7\n'
                       '[faux]\ndelta = 0.05\nmax_flagged_fraction = 0.4\n[aux]\nepochs = 15\n'

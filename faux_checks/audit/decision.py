@@ -45,17 +45,12 @@ def decide_audit(
     limits : list of dict
         One row per limit (see :class:`AuditResult`).
     """
-    limits: list[dict] = []
-    too_few = n_current < settings.min_rows
-    if too_few:
-        limits.append(rule_row("min_rows", "not met", f"insufficient evidence: the current batch has "
-                               f"{fmt_count(n_current)} rows < audit.min_rows {settings.min_rows}; too few to audit",
-                               n_current, settings.min_rows))
+    limits = _min_rows(settings, n_current)
+    too_few = bool(limits)
     measured = (_drift_limits(settings, drift, protected) + _fairness_limits(settings, fairness)
                 + _classification_limits(settings, classification))
-    if too_few:   # what was measured on too few rows is reported, never judged (as the gate's max_flagged_fraction)
-        measured = [{**row, "status": "not judged", "detail": f"not judged (audit.min_rows not met): {row['detail']}"}
-                    if row["status"] in ("ok", "exceeded") else row for row in measured]
+    if too_few:
+        measured = _not_judged(measured)
     limits += measured
     outcome = decide(limits)
     reasons = outcome.reasons
@@ -95,12 +90,8 @@ def decide_audit_attributes(
     """
     from ..gate.attributes import prefixed_rules
 
-    limits: list[dict] = []
-    too_few = n_current < settings.min_rows
-    if too_few:
-        limits.append(rule_row("min_rows", "not met", f"insufficient evidence: the current batch has "
-                               f"{fmt_count(n_current)} rows < audit.min_rows {settings.min_rows}; too few to audit",
-                               n_current, settings.min_rows))
+    limits = _min_rows(settings, n_current)
+    too_few = bool(limits)
     shared_drift: list[dict] = []
     own: list[list[dict]] = []
     for name, components, fairness in sections:
@@ -113,8 +104,7 @@ def decide_audit_attributes(
         own.append(prefixed_rules(name, rows + _fairness_limits(settings, fairness)))
     measured = [r for rows in own for r in rows] + shared_drift + _classification_limits(settings, classification)
     if too_few:
-        measured = [{**row, "status": "not judged", "detail": f"not judged (audit.min_rows not met): {row['detail']}"}
-                    if row["status"] in ("ok", "exceeded") else row for row in measured]
+        measured = _not_judged(measured)
         judged = {id(r): m for r, m in zip([r for rows in own for r in rows], measured)}
         own = [[judged[id(r)] for r in rows] for rows in own]
     limits += measured
@@ -128,6 +118,20 @@ def decide_audit_attributes(
         one = decide(rows)
         per_attribute.append((one.decision, list(one.reasons)))
     return outcome.decision, reasons, limits, per_attribute
+
+
+def _min_rows(settings: AuditSettings, n_current: int) -> list[dict]:
+    """The ``min_rows`` rule row when the current batch is too small to audit, else no row."""
+    if n_current >= settings.min_rows:
+        return []
+    return [rule_row("min_rows", "not met", f"insufficient evidence: the current batch has {fmt_count(n_current)} "
+                     f"rows < audit.min_rows {settings.min_rows}; too few to audit", n_current, settings.min_rows)]
+
+
+def _not_judged(rows: list[dict]) -> list[dict]:
+    """Limits measured on too few rows: reported, never judged (as the gate's max_flagged_fraction)."""
+    return [{**row, "status": "not judged", "detail": f"not judged (audit.min_rows not met): {row['detail']}"}
+            if row["status"] in ("ok", "exceeded") else row for row in rows]
 
 
 def _drift_limits(settings: AuditSettings, drift: DriftResult, protected: str) -> list[dict]:
