@@ -4,7 +4,9 @@ Accepted formats, detected from the file's content (not its name):
 
 - **TorchScript** (``torch.jit.save``): a zip archive with ``code/`` and ``constants.pkl``;
   loaded with ``torch.jit.load``, whose unpickler only rebuilds tensors and TorchScript types.
-- **torch.export** (``torch.export.save``, ``.pt2``): loaded with ``torch.export.load``.
+- **torch.export** (``torch.export.save``, ``.pt2``): checked and loaded by
+  :mod:`faux_checks.inputs.export_archive` (``torch.export.load`` alone unpickles and ``exec``-s content
+  of the archive; that module lists how and what it refuses).
 - **state dict + factory**: a ``torch.save`` of a dict of tensors, loaded with
   ``weights_only=True`` into a module built by a factory the caller gives.
 - **forward-only targets** (:mod:`faux_checks.inputs.targets`, optional extra ``blackbox``): ONNX,
@@ -14,6 +16,10 @@ Accepted formats, detected from the file's content (not its name):
 Anything else, in particular a pickled ``nn.Module`` (``torch.save(model)``), is refused with
 :class:`~faux_checks.errors.UnsafeModelError` before any of its code can run (bad-inputs C10).
 ``allow_pickle=True`` is the explicit, documented opt-in for trusted files.
+
+Size: a zip archive (TorchScript, torch.export) whose members unpack to more than ``max_bytes``
+(1 GiB by default) is refused before it is read: a 2 MB zip bomb named ``model.pt`` once unpacked to
+2.6 GB.
 """
 
 from __future__ import annotations
@@ -29,7 +35,9 @@ from ..errors import InputError, UnsafeModelError
 from ..method._batching import eval_mode
 from .targets import load_forward_only, sniff_format
 
-__all__ = ["load_model", "model_format", "save_torchscript", "model_sha256"]
+__all__ = ["DEFAULT_MAX_MODEL_BYTES", "load_model", "model_format", "save_torchscript", "model_sha256"]
+
+DEFAULT_MAX_MODEL_BYTES = 1 << 30
 
 EXPORT_HINT = (
     "Export the model safely instead: torch.jit.save(torch.jit.script(model), 'model.pt') "
@@ -39,12 +47,21 @@ EXPORT_HINT = (
 )
 
 
-def _zip_names(path: Path) -> list[str]:
+def _zip_names(path: Path, max_bytes: int | None = None) -> list[str]:
     try:
         with zipfile.ZipFile(path) as zf:
-            return zf.namelist()
+            infos = zf.infolist()
     except zipfile.BadZipFile:
         return []
+    if max_bytes is not None:
+        unpacked = sum(i.file_size for i in infos)
+        if unpacked > max_bytes:
+            raise InputError(
+                f"refused to load {path}: its {len(infos)} archive members unpack to {unpacked:,} bytes, more than "
+                f"the limit of {max_bytes:,} bytes (max_bytes) for a model file; a tabular model is far smaller, so "
+                "this is a damaged or hostile file. Nothing from it was read."
+            )
+    return [i.filename for i in infos]
 
 
 def model_format(path: str | Path) -> str:
@@ -91,6 +108,7 @@ def load_model(
     factory: Callable[[], torch.nn.Module] | None = None,
     allow_pickle: bool = False,
     trusted_types: Sequence[str] = (),
+    max_bytes: int = DEFAULT_MAX_MODEL_BYTES,
 ):
     """Load a target or auxiliary model from ``path`` safely.
 
@@ -101,9 +119,12 @@ def load_model(
     factory : callable, optional
         Builds the module a state dict is loaded into.
     allow_pickle : bool
-        Opt-in to ``torch.load(weights_only=False)`` for a trusted pickled module.
+        Opt-in for a file whose author you trust: ``torch.load(weights_only=False)`` for a pickled
+        module, plain ``torch.export.load`` for an archive :mod:`~faux_checks.inputs.export_archive` refuses.
     trusted_types : sequence of str
         skops files: types to rebuild beyond those skops trusts by default (:func:`~faux_checks.inputs.targets.load_skops`).
+    max_bytes : int
+        Largest unpacked size of a zip archive (TorchScript, torch.export), in bytes.
 
     Returns
     -------
@@ -115,31 +136,41 @@ def load_model(
     ------
     InputError
         The file does not exist or is not a model, or a state dict does not fit the module
-        the factory builds.
+        the factory builds, or a zip archive unpacks to more than ``max_bytes``.
     UnsafeModelError
-        The file is a pickle that needs arbitrary code to load and ``allow_pickle`` is False;
-        nothing from it has been executed.
+        The file is a pickle that needs arbitrary code to load, or a torch.export archive that
+        holds code (:func:`~faux_checks.inputs.export_archive.check_export_archive`), and
+        ``allow_pickle`` is False; nothing from it has been executed.
     """
     path = Path(path)
     if not path.is_file():
         raise InputError(f"model file {path} does not exist")
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise InputError(
+            f"refused to load {path}: it has {size:,} bytes, more than the limit of {max_bytes:,} bytes "
+            "(max_bytes) for a model file. Nothing from it was read."
+        )
     fmt = sniff_format(path)
     if fmt is not None:
         return load_forward_only(path, fmt, trusted_types=trusted_types)
-    names = _zip_names(path)
-    if any(n.endswith("constants.pkl") for n in names) and any("/code/" in n for n in names):
+    names = _zip_names(path, max_bytes)
+    if _is_torchscript(names):
         try:
             model = torch.jit.load(str(path), map_location="cpu")
         except Exception as exc:
             raise InputError(f"cannot load TorchScript model {path}: {exc}") from exc
         model.eval()
         return model
-    if any(n.endswith("serialized_exported_program.json") or "/models/" in n for n in names):
-        try:
-            model = torch.export.load(str(path)).module()
-        except Exception as exc:
-            raise InputError(f"cannot load torch.export model {path}: {exc}") from exc
-        return model
+    if _is_export(names):
+        if allow_pickle:  # the explicit opt-in: torch's own loader, pickles and all
+            try:
+                return torch.export.load(str(path)).module()
+            except Exception as exc:
+                raise InputError(f"cannot load torch.export model {path}: {exc}") from exc
+        from .export_archive import load_export_archive
+
+        return load_export_archive(path.read_bytes(), str(path))
     if allow_pickle:
         model = torch.load(str(path), map_location="cpu", weights_only=False)  # noqa: S614 - explicit opt-in
         if hasattr(model, "eval"):
