@@ -61,6 +61,18 @@ class Cell:
     meta: dict = field(default_factory=dict)
 
 
+class _Masked(nn.Module):
+    """A network of some features only, taking the full encoded row (the other features are ignored)."""
+
+    def __init__(self, net, mask):
+        super().__init__()
+        self.net = net
+        self.register_buffer("idx", torch.as_tensor(np.flatnonzero(mask)))
+
+    def forward(self, x):
+        return self.net(x[:, self.idx])
+
+
 def train_mlp(X, y, *, seed, hidden=(64, 64), epochs=20, lr=1e-3, batch_size=512, weight_decay=0.0):
     """An MLP with one logit output trained on (X, y) only; deterministic per seed, one torch thread."""
     gen = torch.Generator().manual_seed(seed)
@@ -168,6 +180,43 @@ class Sources:
         self._cache[dataset] = out
         return out
 
+    def base(self, dataset: str):
+        """(real rows for the mechanisms family, real label, real continuous outcome or None)."""
+        key = f"base:{dataset}"
+        if key in self._cache:
+            return self._cache[key]
+        d = self.data_dir
+        if dataset == "bank":
+            bank = pd.read_csv(d / "bank_marketing" / "bank-additional-full.csv", sep=";")
+            y = (bank["y"] == "yes").astype(int).to_numpy()
+            frame = pd.DataFrame({
+                "age": bank["age"].astype(float), "job": bank["job"], "marital": bank["marital"],
+                "education": bank["education"], "housing": bank["housing"], "contact": bank["contact"],
+                "log_duration": np.log1p(bank["duration"].astype(float)),
+                "log_campaign": np.log1p(bank["campaign"].astype(float)), "previous": bank["previous"].astype(float),
+                "poutcome": bank["poutcome"], "euribor3m": bank["euribor3m"].astype(float),
+                "cons_conf_idx": bank["cons.conf.idx"].astype(float)})
+            out = (frame, y, None)
+        elif dataset == "law":
+            law = pd.read_csv(d / "law_school" / "law_data.csv", index_col=0)
+            law = law[law["region_first"] != "PO"].reset_index(drop=True)
+            y = (law["ZFYA"] > law["ZFYA"].median()).astype(int).to_numpy()
+            frame = law[["LSAT", "UGPA", "region_first"]].copy()
+            frame["LSAT"] = frame["LSAT"].astype(float)
+            out = (frame, y, law["ZFYA"].to_numpy(dtype=np.float64))
+        elif dataset == "compas":
+            cp = pd.read_csv(d / "compas" / "compas-scores-two-years.csv")
+            cp = cp[(cp["days_b_screening_arrest"].abs() <= 30) & (cp["c_charge_degree"] != "O")].reset_index(drop=True)
+            y = (1 - cp["two_year_recid"]).astype(int).to_numpy()             # favourable: no recidivism
+            frame = pd.DataFrame({"age": cp["age"].astype(float), "priors_count": cp["priors_count"].astype(float),
+                                  "juv_fel_count": cp["juv_fel_count"].astype(float),
+                                  "c_charge_degree": cp["c_charge_degree"].astype(str), "age_cat": cp["age_cat"]})
+            out = (frame, y, None)
+        else:
+            raise ValueError(f"unknown mechanism dataset {dataset!r}")
+        self._cache[key] = out
+        return out
+
     def adult_split(self):
         if "adult_split" not in self._cache:
             from faux_checks.inputs.datasets import load_adult
@@ -255,3 +304,59 @@ def adult_cell(sources: Sources, *, version: str, seed: int, n_audit: int = 5000
     return Cell("adult", {"version": version}, target, aux, "binary", X_audit, c_audit, X_train[:, keep], c_train,
                 truth, admissible, keep, groups=one_hot_groups(spec, keep), direct_levels=direct_levels,
                 exact=linked_rows(audit), meta={"aux_auc": aux.quality_, "description": ADULT_VERSIONS[version]})
+
+
+#: Per (dataset, mechanism): the real column the mechanism builds on and the subgroup (see mechanisms.py).
+MECHANISM_COLUMNS = {
+    ("bank", "ratio"): {"column": "log_duration"}, ("bank", "redraw"): {"column": "job"},
+    ("bank", "mediator"): {"column": "log_duration"}, ("bank", "subgroup"): {"subgroup": ("marital", "married")},
+    ("bank", "names"): {"column": "marital"}, ("law", "ratio"): {"column": "LSAT"},
+    ("law", "redraw"): {"column": "region_first"}, ("law", "mediator"): {"column": "LSAT"},
+    ("compas", "names"): {"column": "age_cat"}, ("compas", "ratio"): {"column": "priors_count"},
+}
+
+
+def mechanism_cell(sources: Sources, *, dataset: str, mechanism: str, kind: str, bias: float, seed: int,
+                   target: str = "all", n_train: int = 10_000, n_audit: int = 4000) -> Cell:
+    """A cell of the mechanisms family (:mod:`faux_checks.groundtruth.mechanisms`).
+
+    ``target = "all"``: the target sees every column; ``"mediator_only"``: the target and the aux model see the
+    real block and the admissible mediator only (no proxy), so the truth is 0 everywhere. Law-school rows take
+    the threshold label bias on ZFYA, the others label flips.
+    """
+    from faux_checks import AuxiliaryModel, FeatureSpec
+    from faux_checks.groundtruth.mechanisms import make_mechanism_data, mechanism_fairness_scores
+
+    base, y, outcome = sources.base(dataset)
+    n_total = min(len(base), n_train + n_audit)
+    if n_total < n_train + n_audit:
+        n_train = int(n_total * 0.7)
+    rows = np.random.default_rng(seed).choice(len(base), n_total, replace=False)
+    data = make_mechanism_data(base.iloc[rows], y[rows], mechanism=mechanism, kind=kind, bias=bias, seed=seed,
+                               label_bias="threshold" if outcome is not None else "flip",
+                               outcome=None if outcome is None else outcome[rows],
+                               **MECHANISM_COLUMNS.get((dataset, mechanism), {}))
+    train, audit = data.subset(np.arange(n_train)), data.subset(np.arange(n_train, n_total))
+    frame = train.frame()
+    columns = list(frame.columns)
+    if target == "mediator_only":
+        columns = [c for c in columns if c in data.admissible]
+    spec = FeatureSpec.fit(frame, columns, min_frequency=50)
+    X_train, X_audit = spec.encode(frame), spec.encode(audit.frame())
+    if target == "legit_only":            # the fair control: a model of the real block only, blind to every caused column
+        real = np.isin(spec.feature_to_column(), [spec.source_columns.index(c) for c in base.columns
+                                                   if c in spec.source_columns])
+        net = _Masked(train_mlp(X_train[:, real], train.y, seed=seed), real)
+    else:
+        net = train_mlp(X_train, train.y, seed=seed)
+    aux = AuxiliaryModel(kind=kind, seed=seed).fit(X_train, train.c)
+    truth = mechanism_fairness_scores(lambda f: prob(net, spec.encode(f)), audit)
+    declared = ["mediator"] if mechanism == "mediator" else data.admissible   # the mediator alone: the rest is for the hold
+    admissible_cols = [spec.source_columns.index(c) for c in declared if c in spec.source_columns]
+    admissible = np.isin(spec.feature_to_column(), admissible_cols)
+    key = {"dataset": dataset, "mechanism": mechanism, "kind": kind, "bias": bias}
+    if target != "all":
+        key["target"] = target
+    return Cell("mechanism", key, net, aux, kind, X_audit, audit.c, X_train, train.c, truth, admissible,
+                np.ones(spec.n_features, dtype=bool), groups=one_hot_groups(spec),
+                meta={"aux_quality": aux.quality_, "spec": spec, "links": data.links})
