@@ -29,10 +29,11 @@ def test_covariance_metric_is_the_conditional_covariance_of_the_free_features():
     np.testing.assert_allclose(M[0, 0], 1 - rho**2 / 2.0, atol=0.02)       # closed form of the population
 
 
-def test_covariance_metric_refuses_all_admissible_and_bad_rows():
+def test_covariance_metric_is_zero_when_everything_is_held_and_refuses_bad_rows():
     X = np.random.default_rng(0).normal(size=(50, 3))
-    with pytest.raises(InputError, match="every feature is declared admissible"):
-        covariance_metric(X, admissible=np.ones(3, bool))
+    for part in ("total", "explained", "within"):
+        M = covariance_metric(X, admissible=np.ones(3, bool), c=np.arange(50) % 2, kind="binary", part=part)
+        assert M.shape == (3, 3) and not M.any()                           # nothing may move: the move is zero
     X[3, 1] = np.nan
     with pytest.raises(InputError, match="1 rows with NaN"):
         covariance_metric(X)
@@ -177,7 +178,8 @@ def test_linear_target_and_aux_give_the_closed_form_swap_effect():
     mu = np.array([1.0, 0.5, 0.0])
     X_ref, c_ref = _shifted_groups(mu)
     aux = AuxiliaryModel.from_module(_linear(u), kind="binary", n_features=3)
-    tester = FAuxTester(_linear(w), aux, variant="swap", output=TargetOutput("logit")).fit_reference(X_ref, c_ref)
+    tester = FAuxTester(_linear(w), aux, variant="swap", output=TargetOutput("logit")).fit_reference(
+        X_ref, c_ref, metric="covariance", guard=0.0, hold_independent=False)
     X = np.random.default_rng(1).normal(size=(50, 3)).astype(np.float32)
     c = np.r_[np.zeros(25, int), np.ones(25, int)]
     res = tester.evaluate(X, c)
@@ -194,12 +196,40 @@ def test_linear_target_and_aux_give_the_closed_form_swap_effect():
     np.testing.assert_allclose(np.abs(res.evidence.sum(1)), expected, rtol=0.01, atol=1e-5)
 
 
+def test_the_between_metric_moves_along_the_group_mean_difference():
+    """The default metric (the covariance c explains): Δx = Δμ · Δv / (aᵀΔμ) without the guard, for any aux
+    gradient a; the guard shrinks the step by aᵀMa / (aᵀMa + floor) and keeps its direction."""
+    u = np.array([1.0, -0.5, 0.2])
+    w = np.array([0.8, 0.3, -1.0])
+    mu = np.array([1.0, 0.5, 0.0])
+    X_ref, c_ref = _shifted_groups(mu)
+    aux = AuxiliaryModel.from_module(_linear(u), kind="binary", n_features=3)
+    X = np.random.default_rng(1).normal(size=(40, 3)).astype(np.float32)
+    c = np.r_[np.zeros(20, int), np.ones(20, int)]
+    z = X.astype(np.float64) @ w
+    dmu = X_ref[c_ref == 1].mean(0).astype(np.float64) - X_ref[c_ref == 0].mean(0)   # the sample's Δμ
+    sign = np.where(c == 0, 1.0, -1.0)
+    dv = u @ mu
+    dx = sign[:, None] * dmu[None, :] * (dv / (u @ dmu))                    # the move reaches Δv exactly
+    exact = FAuxTester(_linear(w), aux, variant="swap", output=TargetOutput("logit")).fit_reference(
+        X_ref, c_ref, guard=0.0, hold_independent=False)
+    expected = np.abs(1 / (1 + np.exp(-(z + dx @ w))) - 1 / (1 + np.exp(-z)))
+    np.testing.assert_allclose(exact.evaluate(X, c, evidence=False).scores, expected, rtol=3e-3, atol=1e-6)
+    guarded = FAuxTester(_linear(w), aux, variant="swap", output=TargetOutput("logit"),
+                         swap=SwapSettings(line_search=0)).fit_reference(X_ref, c_ref, guard=0.1,
+                                                                         hold_independent=False)
+    shrink = 1 / 1.1                                                         # every row: aᵀMa = its median
+    expected = np.abs(1 / (1 + np.exp(-(z + shrink * dx @ w))) - 1 / (1 + np.exp(-z)))
+    np.testing.assert_allclose(guarded.evaluate(X, c, evidence=False).scores, expected, rtol=3e-3, atol=1e-6)
+
+
 def test_first_order_evaluation_is_the_gradient_along_the_move():
     u, w, mu = np.array([1.0, 0.0]), np.array([0.5, 2.0]), np.array([2.0, 0.0])
     X_ref, c_ref = _shifted_groups(mu)
     aux = AuxiliaryModel.from_module(_linear(u), kind="binary", n_features=2)
     tester = FAuxTester(_linear(w), aux, variant="swap", output=TargetOutput("logit"),
-                        swap=SwapSettings(evaluation="first_order")).fit_reference(X_ref, c_ref)
+                        swap=SwapSettings(evaluation="first_order")).fit_reference(X_ref, c_ref, metric="covariance",
+                                                                                   guard=0.0, hold_independent=False)
     X = np.zeros((1, 2), dtype=np.float32)
     res = tester.evaluate(X, np.array([0]))
     S = np.cov(X_ref.astype(np.float64), rowvar=False)

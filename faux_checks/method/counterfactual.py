@@ -10,6 +10,7 @@ there.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal, Sequence
 
@@ -20,10 +21,11 @@ from ..errors import InputError
 from .forward import forward_attribution, is_forward_only
 from .gradients import target_probability_and_gradient
 from .output import TargetOutput, predict_probability
+from .levels import comonotone_transition, configurations, gumbel_transition
 from .swap import SwapReference, pair_values, swap_displacement
 
-__all__ = ["EVIDENCE_STEPS", "MAX_STRETCH", "SwapSettings", "SwapChunk", "counterfactual_inputs", "segment_attribution",
-           "swap_chunk"]
+__all__ = ["EVIDENCE_STEPS", "MAX_STRETCH", "coupled_inputs", "SwapSettings", "SwapChunk", "counterfactual_inputs", "fit_floors",
+           "segment_attribution", "swap_chunk"]
 
 #: The line search never stretches the linear step beyond this factor (nor reverses it): an aux output
 #: that cannot reach the matched value along the direction does not send x off to infinity.
@@ -41,22 +43,30 @@ class SwapSettings:
         more: recompute the aux gradient at the moved point, a finite path).
     evaluation : {"finite", "first_order"}
         The target's actual change f(x′) − f(x), or its first-order value ∇f(x) · (x′ − x).
-    categorical : {"soft", "snap"}
-        One-hot groups keep the moved (fractional) values, or snap to their largest entry (a discrete
-        swap to the level the move points to).
+    categorical : {"soft", "snap", "coupled"}
+        One-hot groups keep the moved (fractional) values, snap to their largest entry (a discrete swap to
+        the level the move points to), or switch level with the probabilities of the reference's level
+        models (:mod:`faux_checks.method.levels`; the score is then the expected change and the flag a
+        probability).
     categorical_groups : sequence of index arrays
         Encoded positions (aux input space) of each one-hot group (needed for ``"snap"``).
     line_search : int
         Secant iterations along the first step's direction so that the aux model's actual output,
         not its linearisation, reaches the matched value (each one aux forward pass); 0 = none. The
         step length is kept within [0, ``MAX_STRETCH``] times the linear one.
+    coupling : {"auto", "comonotone", "gumbel"}
+        ``categorical = "coupled"``: how a person's level maps to the other group's level distribution
+        (:func:`~faux_checks.method.levels.comonotone_transition`, :func:`~faux_checks.method.levels.gumbel_transition`);
+        ``"auto"``: comonotone for a continuous c (c moves people along the levels' order), Gumbel-max for
+        groups (a level is a choice among unordered alternatives).
     """
 
     steps: int = 1
     evaluation: Literal["finite", "first_order"] = "finite"
-    categorical: Literal["soft", "snap"] = "soft"
+    categorical: Literal["soft", "snap", "coupled"] = "coupled"
     categorical_groups: Sequence[np.ndarray] = ()
-    line_search: int = 0
+    line_search: int = 2
+    coupling: Literal["auto", "comonotone", "gumbel"] = "auto"
 
     def __post_init__(self):
         if self.line_search < 0:
@@ -65,8 +75,8 @@ class SwapSettings:
             raise InputError(f"swap steps must be >= 1, got {self.steps}")
         if self.evaluation not in ("finite", "first_order"):
             raise InputError(f"swap evaluation must be 'finite' or 'first_order', got {self.evaluation!r}")
-        if self.categorical not in ("soft", "snap"):
-            raise InputError(f"swap categorical must be 'soft' or 'snap', got {self.categorical!r}")
+        if self.categorical not in ("soft", "snap", "coupled"):
+            raise InputError(f"swap categorical must be 'soft', 'snap' or 'coupled', got {self.categorical!r}")
 
 
 @dataclass(frozen=True)
@@ -82,6 +92,9 @@ class SwapChunk:
     counterfactual_target : (b,) int64  its other group (index), or +1 / −1 (sd) for continuous c.
     direct : (b,) or None  |Δŷ| from c's own columns alone (when they are target inputs).
     evidence : (b, d) or None  per-feature terms of the change: integrated gradients along x -> x′ (:func:`segment_attribution`).
+    outcomes : (b, C) or None  ``categorical = "coupled"``: |Δŷ| of each level configuration of the counterfactual
+        with the largest expected change (``scores`` is their expected value).
+    outcome_weights : (b, C) or None  their probabilities (rows sum to 1).
     """
 
     scores: np.ndarray
@@ -91,6 +104,8 @@ class SwapChunk:
     counterfactual_target: np.ndarray
     direct: np.ndarray | None
     evidence: np.ndarray | None
+    outcomes: np.ndarray | None = None
+    outcome_weights: np.ndarray | None = None
 
 
 def _aux_value_and_grad(aux_raw, x: torch.Tensor, a: torch.Tensor | None, b: torch.Tensor | None):
@@ -116,7 +131,7 @@ def _aux_values_and_grads(aux_raw, x: torch.Tensor, pairs: Sequence[tuple]) -> l
 
 
 def _goals(reference: SwapReference, v: np.ndarray, x_aux: torch.Tensor | None, a: np.ndarray, b: np.ndarray,
-           sign: float) -> np.ndarray:
+           sign: float, c_values: np.ndarray | None = None) -> np.ndarray:
     """The matched aux value of each row (:meth:`GroupShift.goal`).
 
     ``x_aux`` (n, d_aux) float32: the rows in the aux input space (None without admissible features). The
@@ -125,7 +140,11 @@ def _goals(reference: SwapReference, v: np.ndarray, x_aux: torch.Tensor | None, 
     then enter the float64 quantile matching.
     """
     if reference.kind == "continuous":
-        return v + sign * reference.slope
+        if reference.continuous is None or c_values is None:
+            return v + sign * reference.slope
+        xa = (np.zeros((len(v), 0)) if x_aux is None
+              else x_aux[:, torch.as_tensor(reference.admissible)].double().numpy())
+        return reference.continuous.goal(v, np.asarray(c_values, dtype=np.float64), xa, sign)
     present = [(ga, np.flatnonzero(a == ga)) for ga in range(reference.n_groups)]
     present = [(ga, rows) for ga, rows in present if len(rows)]
     shifts = [reference.shifts[(ga, int(b[rows[0]]))] for ga, rows in present]
@@ -141,6 +160,71 @@ def _goals(reference: SwapReference, v: np.ndarray, x_aux: torch.Tensor | None, 
     out = np.empty_like(v)
     for i, ((ga, rows), shift) in enumerate(zip(present, shifts)):
         out[rows] = shift.goal_from_fits(v[rows], fitted[rows, 2 * i], fitted[rows, 2 * i + 1])
+    return out
+
+
+def _row_floors(reference: SwapReference, a: np.ndarray | None, b: np.ndarray | None, n: int) -> torch.Tensor | float:
+    """The guard of each row's move (:func:`~faux_checks.method.swap.swap_displacement`): (n,) float64, or 0.0."""
+    if not reference.floors:
+        return 0.0
+    if a is None:
+        return reference.floor(-1, -1)
+    table = np.zeros((reference.n_groups, reference.n_groups))
+    for (ga, gb), f in reference.floors.items():
+        table[ga, gb] = f
+    return torch.as_tensor(table[a, b], dtype=torch.float64)
+
+
+def fit_floors(aux_raw, X_ref, c_ref, reference: SwapReference, *, scale: float, max_rows: int = 20_000,
+               seed: int = 0) -> dict:
+    """The guard per group pair: ``scale`` × the median of aᵀMa over reference rows of the pair's first group.
+
+    Parameters
+    ----------
+    aux_raw : callable, Tensor (n, d_aux) -> Tensor (n, m) or (n, 1)
+    X_ref : array of shape (n, d_aux)
+    c_ref : array of shape (n,)
+    reference : SwapReference
+        Its metric and admissible mask.
+    scale : float
+        0 turns the guard off (returns {}).
+    max_rows : int
+        At most this many reference rows (a seeded sample) per pair.
+
+    Returns
+    -------
+    dict of (a, b) -> float; continuous c: {(-1, -1): float}
+
+    Notes
+    -----
+    Our reading (issue 20): a row whose aux gradient barely meets the metric's directions moves less than
+    eq. 7–8 would move it (a ridge relative to what is typical on the reference rows), never without bound.
+    """
+    if scale <= 0 or reference.nothing_free:
+        return {}
+    X = torch.as_tensor(np.asarray(X_ref), dtype=torch.float32)
+    c = np.asarray(c_ref)
+    rng = np.random.default_rng(seed)
+    free = torch.as_tensor(np.flatnonzero(~reference.admissible))
+    M = torch.as_tensor(reference.metric[np.ix_(~reference.admissible, ~reference.admissible)], dtype=torch.float64)
+
+    def median_norm(rows: np.ndarray, a, b) -> float:
+        if len(rows) > max_rows:
+            rows = rng.choice(rows, max_rows, replace=False)
+        x = X[torch.as_tensor(rows)]
+        pair = [(None, None)] if a is None else [(torch.full((len(rows),), a), torch.full((len(rows),), b))]
+        _, grad = _aux_values_and_grads(aux_raw, x, pair)[0]
+        g = grad.index_select(1, free).double()
+        return float(torch.median(((g @ M) * g).sum(dim=1)))
+
+    if reference.kind == "continuous":
+        return {(-1, -1): scale * median_norm(np.arange(len(X)), None, None)}
+    out = {}
+    for a in range(reference.n_groups):
+        rows = np.flatnonzero(c == a)
+        for b in range(reference.n_groups):
+            if a != b and len(rows):
+                out[(a, b)] = scale * median_norm(rows, a, b)
     return out
 
 
@@ -183,6 +267,28 @@ def _snap(x: torch.Tensor, groups: Sequence[np.ndarray]) -> torch.Tensor:
     return x
 
 
+def _set_direct(x: torch.Tensor, x1: torch.Tensor, keep: np.ndarray, direct_levels, other, t, continuous: bool) -> None:
+    """Set c's own columns (target inputs) of x1 to the counterfactual group's encoding, in place."""
+    levels = torch.as_tensor(np.asarray(direct_levels, dtype=np.float32))
+    drop = ~torch.as_tensor(keep)
+    x1[:, drop] = x[:, drop] + t * levels[0] if continuous else levels[torch.as_tensor(other)]
+
+
+def _unmoved(x: torch.Tensor, c, reference: SwapReference, keep: np.ndarray, direct_levels):
+    """Counterfactuals when every aux feature is held: only c's own columns (if target inputs) change."""
+    continuous = reference.kind == "continuous"
+    targets = [1.0, -1.0] if continuous else list(range(1, reference.n_groups))
+    out = []
+    for t in targets:
+        other = None if continuous else (np.asarray(c, dtype=np.int64) + int(t)) % reference.n_groups
+        target = np.full(len(x), int(t), dtype=np.int64) if continuous else other
+        x1 = x.clone()
+        if not keep.all():
+            _set_direct(x, x1, keep, direct_levels, other, t, continuous)
+        out.append((target, x1, np.zeros(len(x), dtype=bool)))
+    return out
+
+
 def counterfactual_inputs(aux_raw, x: torch.Tensor, c: np.ndarray | None, *, reference: SwapReference,
                           settings: SwapSettings = SwapSettings(), keep: np.ndarray | None = None,
                           direct_levels: np.ndarray | None = None) -> list[tuple[np.ndarray, torch.Tensor, np.ndarray]]:
@@ -204,6 +310,8 @@ def counterfactual_inputs(aux_raw, x: torch.Tensor, c: np.ndarray | None, *, ref
     continuous = reference.kind == "continuous"
     if not continuous and c is None:
         raise InputError("the swap reading needs each individual's protected group")
+    if reference.nothing_free:                                               # every feature held: no move at all
+        return _unmoved(x, c, reference, keep, direct_levels)
     free = ~reference.admissible                                             # (d_aux,) features the move may change
     free_t = torch.as_tensor(np.flatnonzero(free))                           # their positions in the aux input
     # (d_free, d_free); M a in float32, the precision x′ is stored in (the norm aᵀMa is summed in float64)
@@ -212,8 +320,10 @@ def counterfactual_inputs(aux_raw, x: torch.Tensor, c: np.ndarray | None, *, ref
     x_aux = x[:, torch.as_tensor(keep)] if not keep.all() else x             # (b, d_aux)
     all_free = bool(free.all())
     targets = [1.0, -1.0] if continuous else list(range(1, reference.n_groups))
+    c_values = None
     if continuous:
         a_np = None
+        c_values = None if c is None else np.asarray(c, dtype=np.float64)
         pairs = [(None, None)]                                               # ±1 sd share v and its gradient
     else:
         a_np = np.asarray(c, dtype=np.int64)
@@ -231,8 +341,10 @@ def counterfactual_inputs(aux_raw, x: torch.Tensor, c: np.ndarray | None, *, ref
             other = b_t.numpy()
             target = other
             v, grad = first[i]
-        goal = torch.as_tensor(_goals(reference, v.numpy(), x_aux if reference.admissible.any() else None, a_np, other, t))
-        dx, undef = swap_displacement(grad if all_free else grad.index_select(1, free_t), metric, goal - v)
+        goal = torch.as_tensor(_goals(reference, v.numpy(), x_aux if reference.admissible.any() else None, a_np, other, t,
+                                      c_values))
+        floors = _row_floors(reference, a_np, other, b_rows)
+        dx, undef = swap_displacement(grad if all_free else grad.index_select(1, free_t), metric, goal - v, floors)
         undefined = undef.numpy().copy()
         if all_free:
             moved = x_aux + dx                                               # (b, d_aux) float32
@@ -243,7 +355,7 @@ def counterfactual_inputs(aux_raw, x: torch.Tensor, c: np.ndarray | None, *, ref
             moved = _line_search(aux_raw, x_aux, dx, free_t, v, goal, a_t, b_t, settings.line_search)
         for _ in range(settings.steps - 1):                                    # further Newton steps (a finite path)
             v, grad = _aux_value_and_grad(aux_raw, moved, a_t, b_t)
-            dx, undef = swap_displacement(grad if all_free else grad.index_select(1, free_t), metric, goal - v)
+            dx, undef = swap_displacement(grad if all_free else grad.index_select(1, free_t), metric, goal - v, floors)
             moved.index_add_(1, free_t, dx)
             undefined |= undef.numpy()
         if settings.categorical == "snap":
@@ -253,10 +365,65 @@ def counterfactual_inputs(aux_raw, x: torch.Tensor, c: np.ndarray | None, *, ref
         else:
             x1 = x.clone()
             x1[:, torch.as_tensor(keep)] = moved
-            levels = torch.as_tensor(np.asarray(direct_levels, dtype=np.float32))
-            x1[:, ~torch.as_tensor(keep)] = (x[:, ~torch.as_tensor(keep)] + t * levels[0] if continuous
-                                             else levels[torch.as_tensor(other)])
+            _set_direct(x, x1, keep, direct_levels, other, t, continuous)
         out.append((target, x1, undefined))
+    return out
+
+
+def _level_probabilities(reference: SwapReference, x_aux: torch.Tensor, a_np, other, c_values, t,
+                         coupling: str = "auto") -> list[np.ndarray]:
+    """Per level model, each row's probabilities (b, K) of its counterfactual level (comonotone coupling)."""
+    xa = x_aux[:, torch.as_tensor(reference.admissible)].double().numpy()
+    out = []
+    for lm in reference.levels:
+        current = x_aux[:, torch.as_tensor(lm.positions)].argmax(dim=1).numpy()
+        c_from, c_to = (c_values, c_values + t * lm.c_sd) if reference.kind == "continuous" else (a_np, other)
+        if coupling == "gumbel" or (coupling == "auto" and reference.kind != "continuous"):
+            out.append(gumbel_transition(lm.logits(xa, c_from), lm.logits(xa, c_to), current))
+        else:
+            out.append(comonotone_transition(lm.probabilities(xa, c_from), lm.probabilities(xa, c_to), current))
+    return out
+
+
+def coupled_inputs(aux_raw, x: torch.Tensor, c, *, reference: SwapReference, settings: SwapSettings = SwapSettings(),
+                   keep: np.ndarray | None = None, direct_levels: np.ndarray | None = None
+                   ) -> list[tuple[np.ndarray, torch.Tensor, np.ndarray, np.ndarray]]:
+    """Counterfactuals whose free one-hot groups switch level and whose other free features move (``"coupled"``).
+
+    The other free features move as in the soft move of :func:`counterfactual_inputs` (the metric shares the
+    matched change of the aux output between all free features); each free one-hot group with a level model
+    then takes a level drawn from the coupling of its level distributions in the two groups
+    (:mod:`faux_checks.method.levels`) instead of the soft move's fractional values, and the configurations
+    of several groups are enumerated with their probabilities.
+
+    Parameters are those of :func:`counterfactual_inputs`.
+
+    Returns
+    -------
+    list of (target, configs, weights, undefined)
+        ``target`` (b,) int64; ``configs`` Tensor (b, C, d) float32 in the target's feature space; ``weights``
+        (b, C) float64, rows summing to 1; ``undefined`` (b,) bool.
+    """
+    d = x.shape[1]
+    keep = np.ones(d, dtype=bool) if keep is None else np.asarray(keep, dtype=bool)
+    soft = counterfactual_inputs(aux_raw, x, c, reference=reference, settings=dataclasses.replace(settings, categorical="soft"),
+                                 keep=keep, direct_levels=direct_levels)
+    if not reference.levels or reference.nothing_free:
+        return [(t, x1[:, None, :], np.ones((len(x), 1)), u) for t, x1, u in soft]
+    continuous = reference.kind == "continuous"
+    x = x.float()
+    x_aux = x[:, torch.as_tensor(keep)] if not keep.all() else x
+    to_target = np.flatnonzero(keep)                                          # aux position -> target position
+    groups = [to_target[lm.positions] for lm in reference.levels]
+    targets = [1.0, -1.0] if continuous else list(range(1, reference.n_groups))
+    a_np = None if continuous else np.asarray(c, dtype=np.int64)
+    c_values = np.asarray(c, dtype=np.float64) if continuous and c is not None else None
+    out = []
+    for (target, x1, undefined), t in zip(soft, targets):
+        other = None if continuous else (a_np + int(t)) % reference.n_groups
+        probabilities = _level_probabilities(reference, x_aux, a_np, other, c_values, t, settings.coupling)
+        configs, weights = configurations(x1, groups, probabilities)
+        out.append((target, configs, weights, undefined))
     return out
 
 
@@ -348,6 +515,12 @@ def swap_chunk(target_model, aux_raw, x: torch.Tensor, c: np.ndarray | None, *, 
     best_x = x.clone() if evidence else None
     undefined = np.zeros(b_rows, dtype=bool)
     direct = np.zeros(b_rows) if not keep_t.all() else None
+    if settings.categorical == "coupled" and reference.levels:
+        if g0 is not None:
+            raise InputError("swap_categorical = 'coupled' reads the target's actual change at each level configuration; "
+                             "use swap_evaluation = 'finite'")
+        return _coupled_chunk(target_model, aux_raw, x, c, p0, reference=reference, output=output, settings=settings,
+                              keep=keep, direct_levels=direct_levels, evidence=evidence)
     for target, x1, undef in counterfactual_inputs(aux_raw, x, c, reference=reference, settings=settings, keep=keep,
                                                    direct_levels=direct_levels):
         undefined |= undef
@@ -371,3 +544,53 @@ def swap_chunk(target_model, aux_raw, x: torch.Tensor, c: np.ndarray | None, *, 
     return SwapChunk(scores=np.where(undefined, np.nan, best), undefined=undefined, probability=p0,
                      counterfactual_probability=np.where(undefined, np.nan, best_p), counterfactual_target=best_t,
                      direct=direct, evidence=ev)
+
+
+def _coupled_chunk(target_model, aux_raw, x: torch.Tensor, c, p0: np.ndarray, *, reference: SwapReference,
+                   output: TargetOutput, settings: SwapSettings, keep, direct_levels, evidence: bool) -> SwapChunk:
+    """:func:`swap_chunk` for ``categorical = "coupled"``: the target read at every level configuration."""
+    b_rows, d = x.shape
+    keep_t = torch.as_tensor(np.ones(d, dtype=bool) if keep is None else np.asarray(keep, dtype=bool))
+    best = np.full(b_rows, -np.inf)
+    best_p = np.full(b_rows, np.nan)
+    best_t = np.zeros(b_rows, dtype=np.int64)
+    best_x = x.clone() if evidence else None
+    outcomes = weights = None
+    undefined = np.zeros(b_rows, dtype=bool)
+    direct = np.zeros(b_rows) if not keep_t.all() else None
+    rows = np.arange(b_rows)
+    for target, configs, w, undef in coupled_inputs(aux_raw, x, c, reference=reference, settings=settings, keep=keep,
+                                                    direct_levels=direct_levels):
+        undefined |= undef
+        C = configs.shape[1]
+        if direct is not None:
+            only_c = x.clone()
+            only_c[:, ~keep_t] = configs[:, 0, ~keep_t]
+            direct = np.maximum(direct, np.abs(predict_probability(target_model, only_c, output) - p0))
+        p1 = predict_probability(target_model, configs.reshape(b_rows * C, d), output).reshape(b_rows, C)
+        change = np.abs(p1 - p0[:, None])                                       # (b, C)
+        expected = (w * change).sum(axis=1)
+        better = expected > best
+        if outcomes is None:
+            outcomes, weights = np.zeros((b_rows, C)), np.zeros((b_rows, C))
+        if C > outcomes.shape[1]:
+            outcomes = np.pad(outcomes, ((0, 0), (0, C - outcomes.shape[1])))
+            weights = np.pad(weights, ((0, 0), (0, C - weights.shape[1])))
+        padded_change = np.pad(change, ((0, 0), (0, outcomes.shape[1] - C)))
+        padded_w = np.pad(w, ((0, 0), (0, outcomes.shape[1] - C)))
+        outcomes = np.where(better[:, None], padded_change, outcomes)
+        weights = np.where(better[:, None], padded_w, weights)
+        best = np.where(better, expected, best)
+        best_p = np.where(better, (w * p1).sum(axis=1), best_p)
+        best_t = np.where(better, target, best_t)
+        if best_x is not None:
+            likely = configs[torch.as_tensor(rows), torch.as_tensor(w.argmax(axis=1))]     # (b, d)
+            best_x[torch.as_tensor(better)] = likely[torch.as_tensor(better)]
+    undefined |= ~np.isfinite(best)
+    ev = None
+    if evidence:
+        ev = segment_attribution(target_model, x, best_x, output)
+        ev[undefined] = np.nan
+    return SwapChunk(scores=np.where(undefined, np.nan, best), undefined=undefined, probability=p0,
+                     counterfactual_probability=np.where(undefined, np.nan, best_p), counterfactual_target=best_t,
+                     direct=direct, evidence=ev, outcomes=outcomes, outcome_weights=weights)

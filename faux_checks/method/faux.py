@@ -9,6 +9,7 @@ rows, evidence).
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
@@ -22,10 +23,11 @@ from ._batching import DEFAULT_CHUNK, as_tensor, eval_mode, iter_chunks
 from .auxiliary import AuxiliaryModel
 from .forward import FD_STEP, directional_change, forward_attribution, is_forward_only
 from .gradients import check_batch_independence, path_averaged_gradients, target_probability_and_gradient
-from .counterfactual import SwapSettings, swap_chunk
+from .counterfactual import SwapSettings, fit_floors, swap_chunk
+from .levels import fit_level_models
 from .lic import faux_ng_scores, faux_projection_scores, faux_scores, pseudo_inverse_rows
 from .output import TargetOutput, float64_copy, predict_probability, probability, raw_output, resolve_output_form
-from .swap import SwapReference, fit_swap_reference, uninformative_features
+from .swap import SwapReference, fit_swap_reference, independent_features, uninformative_features
 
 __all__ = ["FAuxTester", "LICResult", "Variant", "VARIANTS", "probe_batch_independence"]
 
@@ -59,6 +61,9 @@ class LICResult:
     no_split_crossed : ndarray of shape (n,), bool, or None
         Variant faux with a forward-only target (finite differences): the score is 0 only because the
         prediction did not change within ± the step (a tree crossed no split), not by evidence.
+    outcomes, outcome_weights : ndarray of shape (n, C), or None
+        Variant swap with ``swap_categorical = "coupled"``: |Δŷ| at each level configuration of the
+        counterfactual and its probability (rows sum to 1); ``scores`` is their expected value.
     """
 
     scores: np.ndarray
@@ -69,10 +74,37 @@ class LICResult:
     counterfactual_probability: np.ndarray | None = None
     counterfactual_target: np.ndarray | None = None
     no_split_crossed: np.ndarray | None = None
+    outcomes: np.ndarray | None = None
+    outcome_weights: np.ndarray | None = None
+
+    def flag_probability(self, delta: float) -> np.ndarray:
+        """Float (n,) in [0, 1]: the probability that a defined row's change exceeds delta (0 for undefined rows).
+
+        With level configurations (``outcomes``) it is the weight of the configurations whose change exceeds
+        delta; otherwise 1.0 where the score exceeds delta and 0.0 elsewhere.
+        """
+        if self.outcomes is None:
+            return self.flagged(delta).astype(np.float64)
+        p = (self.outcome_weights * (self.outcomes > delta)).sum(axis=1)
+        return np.where(self.undefined, 0.0, p)
+
+    def decision_weights(self, delta: float) -> np.ndarray:
+        """Float (n,) in [0, 1]: what each row adds to the decision's flagged count at delta.
+
+        1.0 for an undefined row (the worst case), :meth:`flag_probability` otherwise.
+        """
+        bad = np.asarray(self.undefined, dtype=bool) | ~np.isfinite(np.asarray(self.scores, dtype=np.float64))
+        return np.where(bad, 1.0, self.flag_probability(delta))
 
     def flagged(self, delta: float) -> np.ndarray:
-        """Bool (n,): defined rows with score > delta. Undefined rows are never in it; count them apart."""
-        return np.nan_to_num(self.scores, nan=-np.inf) > delta
+        """Bool (n,): defined rows flagged at delta; undefined rows are never in it (count them apart).
+
+        Without level configurations: score > delta. With them: the change exceeds delta with probability
+        at least ½ (the per-person list; the flagged fraction reads :meth:`flag_probability`).
+        """
+        if self.outcomes is None:
+            return np.nan_to_num(self.scores, nan=-np.inf) > delta
+        return self.flag_probability(delta) >= 0.5
 
 
 class FAuxTester:
@@ -285,8 +317,9 @@ class FAuxTester:
             bar.close()
         return LICResult(scores=scores, undefined=undefined, evidence=ev, probability=prob, direct=direct_out)
 
-    def fit_reference(self, X_ref, c_ref, *, admissible=None, metric: str = "covariance", holdout=None,
-                      feature_groups=None) -> "FAuxTester":
+    def fit_reference(self, X_ref, c_ref, *, admissible=None, metric: str = "between", holdout=None,
+                      feature_groups=None, guard: float = 0.1, continuous_matching: str = "rank",
+                      hold_independent: bool = True) -> "FAuxTester":
         """Fit the swap reading's reference (metric and group shifts) on rows in the aux input space; returns self.
 
         Parameters
@@ -297,12 +330,21 @@ class FAuxTester:
             Their protected attribute (group index or continuous value).
         admissible : bool array of shape (d_aux,), optional
             Features the counterfactual holds fixed (declared).
-        metric : {"covariance", "diagonal", "euclidean"}
+        metric : {"covariance", "explained", "within", "diagonal", "euclidean"}
+            :func:`faux_checks.method.swap.fit_swap_reference`.
         holdout : (X_hold, c_hold), optional
             Rows the aux model did not train on: feature groups that tell it nothing about c there
-            (:func:`faux_checks.method.swap.uninformative_features`) are held fixed too.
+            (:func:`faux_checks.method.swap.uninformative_features`) are held fixed too, always (when
+            they and the declared features cover every feature, nothing moves and every score is 0).
         feature_groups : sequence of index arrays, optional
             Groups permuted together for that test (default: one group per feature).
+        guard : float
+            Scale of the move's guard (:func:`faux_checks.method.counterfactual.fit_floors`); 0 = none.
+        hold_independent : bool
+            Also hold the feature groups whose distribution does not depend on c
+            (:func:`faux_checks.method.swap.independent_features`).
+        continuous_matching : {"rank", "slope"}
+            Continuous c: :func:`faux_checks.method.swap.fit_swap_reference`.
 
         Attributes set
         --------------
@@ -320,19 +362,29 @@ class FAuxTester:
         X_ref = as_tensor(X_ref)
         d = X_ref.shape[1]
         declared = np.zeros(d, dtype=bool) if admissible is None else np.asarray(admissible, dtype=bool)
-        self.held_fixed_, self.informativeness_ = np.zeros(d, dtype=bool), []
+        self.held_fixed_, self.informativeness_, self.independence_ = np.zeros(d, dtype=bool), [], []
+        groups = feature_groups if feature_groups is not None else [[j] for j in range(d)]
         if holdout is not None:
-            groups = feature_groups if feature_groups is not None else [[j] for j in range(d)]
             held, self.informativeness_ = uninformative_features(
                 self.aux_model.net_, holdout[0], holdout[1], kind=self.aux_model.kind, groups=groups)
             self.held_fixed_ = held & ~declared
-            if (declared | held).all():
-                # nothing informative: keep the declared set, the aux quality floor decides (never a silent 0)
-                self.held_fixed_ = np.zeros(d, dtype=bool)
+        if hold_independent:
+            independent, self.independence_ = independent_features(X_ref.numpy(), c_ref, kind=self.aux_model.kind,
+                                                                   groups=groups)
+            self.held_fixed_ |= independent & ~declared
         with torch.no_grad():
             raw = self.aux_model.net_(X_ref)
-        self.reference = fit_swap_reference(raw, X_ref.numpy(), c_ref, kind=self.aux_model.kind,
-                                            admissible=declared | self.held_fixed_, metric=metric)
+        reference = fit_swap_reference(raw, X_ref.numpy(), c_ref, kind=self.aux_model.kind,
+                                       admissible=declared | self.held_fixed_, metric=metric,
+                                       continuous_matching=continuous_matching)
+        if self.swap.categorical == "coupled":
+            reference = dataclasses.replace(reference, levels=fit_level_models(
+                X_ref.numpy(), c_ref, self.swap.categorical_groups, admissible=reference.admissible,
+                kind=self.aux_model.kind, n_groups=max(reference.n_groups, 2)))
+        if guard > 0:
+            reference = dataclasses.replace(reference, floors=fit_floors(self.aux_model.net_, X_ref.numpy(), c_ref,
+                                                                         reference, scale=guard))
+        self.reference = reference
         return self
 
     # ------------------------------------------------------------------ helpers
@@ -352,7 +404,14 @@ class FAuxTester:
         if bar is not None:
             bar.close()
         join = lambda key: np.concatenate([getattr(p, key) for p in parts])   # noqa: E731
+        outcomes = weights = None
+        if parts[0].outcomes is not None:
+            width = max(p.outcomes.shape[1] for p in parts)
+            pad = lambda a: np.pad(a, ((0, 0), (0, width - a.shape[1])))      # noqa: E731
+            outcomes = np.concatenate([pad(p.outcomes) for p in parts])
+            weights = np.concatenate([pad(p.outcome_weights) for p in parts])
         return LICResult(
+            outcomes=outcomes, outcome_weights=weights,
             scores=join("scores"), undefined=join("undefined"),
             evidence=join("evidence").astype(np.float32) if evidence else None, probability=join("probability"),
             direct=join("direct") if parts[0].direct is not None else None,

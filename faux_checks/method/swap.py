@@ -40,12 +40,16 @@ import torch
 
 from .._validation import fmt_count
 from ..errors import InputError
+from .levels import LevelModel
 
 __all__ = [
+    "ContinuousShift",
     "GroupShift",
+    "METRICS",
     "SwapReference",
     "covariance_metric",
     "fit_swap_reference",
+    "independent_features",
     "matched_quantile",
     "pair_values",
     "swap_displacement",
@@ -65,31 +69,63 @@ INFORMATIVE_Z = 2.0
 Kind = Literal["binary", "multiclass", "continuous"]
 
 
-def covariance_metric(X_ref, *, admissible=None) -> np.ndarray:
-    """The metric M of the swap's minimum-norm move: the covariance of x, conditional on the admissible features.
+def _group_design(c: np.ndarray, kind: str) -> np.ndarray:
+    """(n, r) regressors for c: group dummies without group 0 (binary, multi-class) or c standardised (continuous)."""
+    if kind == "continuous":
+        c = np.asarray(c, dtype=np.float64)
+        return ((c - c.mean()) / (c.std() or 1.0))[:, None]
+    c = np.asarray(c, dtype=np.int64)
+    m = int(c.max()) + 1 if len(c) else 0
+    return (c[:, None] == np.arange(1, max(m, 2))[None, :]).astype(np.float64)
+
+
+def _residuals(Y: np.ndarray, design: np.ndarray) -> np.ndarray:
+    """Y minus its least-squares fit on ``design`` (columns already include the intercept)."""
+    coef, *_ = np.linalg.lstsq(design, Y, rcond=None)
+    return Y - design @ coef
+
+
+METRIC_PARTS = ("total", "explained", "within", "between")
+
+
+def covariance_metric(X_ref, *, admissible=None, c=None, kind: str | None = None, part: str = "total") -> np.ndarray:
+    """The metric M of the swap's minimum-norm move: a covariance of x, conditional on the admissible features.
 
     Parameters
     ----------
     X_ref : ndarray of shape (n, d)
         Reference rows in the auxiliary model's input space (encoded features).
     admissible : bool array of shape (d,), optional
-        Features the counterfactual holds fixed (declared in the policy).
+        Features the counterfactual holds fixed (declared, and those uninformative about c).
+    c : ndarray of shape (n,), optional
+        The rows' protected attribute (needed for ``part`` "explained" and "within").
+    kind : {"binary", "multiclass", "continuous"}, optional
+        How c enters the regression: group dummies, or linearly (continuous).
+    part : {"total", "explained", "within"}
+        ``"total"``: Cov(F | A) = Σ_FF − Σ_FA Σ_AA⁺ Σ_AF, the free features' covariance given the admissible
+        ones (linear). ``"explained"``: the part of it c explains, Cov(F | A) − Cov(F | A, c) (the
+        between-group covariance given A). ``"within"``: Cov(F | A, c), the within-group covariance given A.
 
     Returns
     -------
     ndarray of shape (d, d), float64
-        ``Σ_FF − Σ_FA Σ_AA⁺ Σ_AF`` on the free features F (the covariance of F given A, under a
-        linear model), zero on every row and column of an admissible feature.
+        Symmetric positive semi-definite, zero on every row and column of an admissible feature; all zero
+        when every feature is admissible (nothing may move: every score is 0 by definition).
 
     Raises
     ------
     InputError
-        Fewer than 2 rows, non-finite values, a mask of the wrong shape, or no free feature.
+        Fewer than 2 rows, non-finite values, a mask of the wrong shape, ``part`` unknown, or ``c``
+        missing or of the wrong length for "explained"/"within".
 
     Notes
     -----
     Our reading of fAux eq. 7–8 in the Mahalanobis metric: minimising ``Δxᵀ M⁺ Δx`` subject to
-    ``aᵀΔx = Δv`` and ``Δx_A = 0`` gives ``Δx = M a Δv / (aᵀ M a)`` with M the conditional covariance.
+    ``aᵀΔx = Δv`` and ``Δx_A = 0`` gives ``Δx = M a Δv / (aᵀ M a)``. With "total", features that covary for
+    reasons other than c (a proxy built from a legitimate feature and that feature) move together; with
+    "explained", only along directions in which the groups' means differ given A (issue 20; evidence in
+    docs/benchmark.md). The three satisfy total = explained + within (the law of total covariance, with
+    linear conditioning), each regression by least squares on the reference rows.
     """
     X = np.asarray(X_ref, dtype=np.float64)
     if X.ndim != 2 or len(X) < 2:
@@ -97,21 +133,40 @@ def covariance_metric(X_ref, *, admissible=None) -> np.ndarray:
     if not np.isfinite(X).all():
         raise InputError(f"the reference rows hold {fmt_count(int((~np.isfinite(X)).any(axis=1).sum()))} rows "
                          "with NaN/inf; clean them first")
-    d = X.shape[1]
+    if part not in METRIC_PARTS:
+        raise InputError(f"the metric's part must be one of {list(METRIC_PARTS)}, got {part!r}")
+    n, d = X.shape
     A = np.zeros(d, dtype=bool) if admissible is None else np.asarray(admissible, dtype=bool)
     if A.shape != (d,):
         raise InputError(f"the admissible mask has shape {A.shape}, expected ({d},)")
+    out = np.zeros((d, d))
     if A.all():
-        raise InputError("every feature is declared admissible: nothing is left that could carry the protected "
-                         "attribute, so the swap reading cannot move x; declare fewer admissible columns")
-    sigma = np.cov(X, rowvar=False).reshape(d, d)
-    if not A.any():
-        return sigma
+        return out
     F = ~A
-    s_ff, s_fa, s_aa = sigma[np.ix_(F, F)], sigma[np.ix_(F, A)], sigma[np.ix_(A, A)]
-    conditional = s_ff - s_fa @ np.linalg.pinv(s_aa, rcond=1e-10, hermitian=True) @ s_fa.T
-    out = np.zeros_like(sigma)
-    out[np.ix_(F, F)] = (conditional + conditional.T) / 2
+    if part == "total" and not A.any():
+        return np.cov(X, rowvar=False).reshape(d, d)
+    if part == "total":
+        sigma = np.cov(X, rowvar=False).reshape(d, d)
+        s_ff, s_fa, s_aa = sigma[np.ix_(F, F)], sigma[np.ix_(F, A)], sigma[np.ix_(A, A)]
+        conditional = s_ff - s_fa @ np.linalg.pinv(s_aa, rcond=1e-10, hermitian=True) @ s_fa.T
+        out[np.ix_(F, F)] = (conditional + conditional.T) / 2
+        return out
+    if c is None or len(c) != n:
+        raise InputError(f"the '{part}' metric needs the protected attribute of each of the {fmt_count(n)} "
+                         f"reference rows, got {'none' if c is None else fmt_count(len(c))}")
+    # "between": c's explained part of the free features, not conditional on A (conditioning on an admissible
+    # mediator makes c and the features that predict the mediator dependent, though c causes neither)
+    base = np.column_stack([np.ones(n), X[:, A]]) if part != "between" else np.ones((n, 1))   # (n, 1 + d_A)
+    R0 = _residuals(X[:, F], base)                                          # F given A
+    G = _residuals(_group_design(c, kind or "binary"), base)               # c given A
+    coef, *_ = np.linalg.lstsq(G, R0, rcond=None)                           # (r, d_F)
+    explained = G @ coef                                                     # (n, d_F): the part of F that c explains
+    if part in ("explained", "between"):
+        block = explained.T @ explained / (n - 1)
+    else:
+        within = R0 - explained
+        block = within.T @ within / (n - 1)
+    out[np.ix_(F, F)] = (block + block.T) / 2
     return out
 
 
@@ -203,6 +258,77 @@ class GroupShift:
 
 
 @dataclass(frozen=True)
+class ContinuousShift:
+    """How the aux prediction v of a continuous c is distributed at each value of c, given the admissible features.
+
+    The continuous analogue of :class:`GroupShift`: c's reference values are cut into bins; per bin, a
+    linear model of v on the admissible features and the quantiles of its residuals. A person at c keeps
+    their rank among people with the same c (and admissible features) when c moves to c ± 1 sd: the goal
+    is the value of that rank at c ± 1 sd, so the move of v is the person's own, not one global slope
+    (issue 20, item 4; our reading).
+
+    Attributes
+    ----------
+    centers : ndarray of shape (B,)
+        Median c of each bin, increasing (in c's own units).
+    coefs : ndarray of shape (B, 1 + d_A)
+        Intercept and slopes of v on the admissible features within each bin.
+    quantiles : ndarray of shape (B, N_QUANTILES)
+        Residual quantiles within each bin.
+    sd : float
+        Standard deviation of c on the reference rows (the unit of a counterfactual move).
+    slope : float
+        Global change of v per +1 sd of c given the admissible features (extrapolation beyond the bins).
+    """
+
+    centers: np.ndarray
+    coefs: np.ndarray
+    quantiles: np.ndarray
+    sd: float
+    slope: float
+
+    def _position(self, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For values c (n,): lower bin index, weight of the upper bin, and c beyond the outer centers (in sd)."""
+        clipped = np.clip(c, self.centers[0], self.centers[-1])
+        hi = np.clip(np.searchsorted(self.centers, clipped, side="right"), 1, len(self.centers) - 1)
+        lo = hi - 1
+        span = self.centers[hi] - self.centers[lo]
+        w = np.where(span > 0, (clipped - self.centers[lo]) / np.where(span > 0, span, 1.0), 0.0)
+        return lo, w, (c - clipped) / self.sd
+
+    def goal(self, v: np.ndarray, c: np.ndarray, x_admissible: np.ndarray, sign: float) -> np.ndarray:
+        """The matched value of v at c + sign·sd for rows at c: (n,), (n,), (n, d_A) -> (n,)."""
+        grid = np.linspace(0.0, 1.0, self.quantiles.shape[1])
+        design = np.column_stack([np.ones(len(v)), x_admissible])            # (n, 1 + d_A)
+        fits = design @ self.coefs.T                                         # (n, B)
+        rows = np.arange(len(v))
+        lo, w, _ = self._position(c)
+        fitted = (1 - w) * fits[rows, lo] + w * fits[rows, lo + 1]
+        residual = v - fitted
+        rank = np.zeros(len(v))
+        for b in np.unique(np.concatenate([lo, lo + 1])):                    # mixture of the two bins' CDFs
+            levels, ranks = _quantile_ranks(self.quantiles[b])
+            below, above = lo == b, lo + 1 == b
+            rank[below] += (1 - w[below]) * np.interp(residual[below], levels, ranks)
+            rank[above] += w[above] * np.interp(residual[above], levels, ranks)
+        rank = np.clip(rank, 0.0, 1.0)
+        lo_t, w_t, beyond = self._position(c + sign * self.sd)
+        fitted_to = (1 - w_t) * fits[rows, lo_t] + w_t * fits[rows, lo_t + 1] + beyond * self.slope
+        q_lo = np.empty(len(v))
+        q_hi = np.empty(len(v))
+        for b in np.unique(lo_t):
+            sel = lo_t == b
+            q_lo[sel] = np.interp(rank[sel], grid, self.quantiles[b])
+            q_hi[sel] = np.interp(rank[sel], grid, self.quantiles[b + 1])
+        return fitted_to + (1 - w_t) * q_lo + w_t * q_hi
+
+
+#: Bins of a continuous c for :class:`ContinuousShift`: at most this many, and at least MIN_BIN_ROWS rows each.
+N_BINS = 10
+MIN_BIN_ROWS = 200
+
+
+@dataclass(frozen=True)
 class SwapReference:
     """What the swap reading learns once from reference rows (:func:`fit_swap_reference`).
 
@@ -212,13 +338,25 @@ class SwapReference:
     n_groups : int
         m groups (0 for continuous).
     metric : ndarray of shape (d, d)
-        :func:`covariance_metric`, the variances only, or the identity (eq. 7–8 as printed).
+        :func:`covariance_metric` (total, explained or within), the variances only, or the identity
+        (eq. 7–8 as printed).
     admissible : ndarray of shape (d,), bool
+        Features the move holds fixed (declared and uninformative).
     shifts : dict of (a, b) -> GroupShift
         For every ordered pair of groups (binary and multi-class).
     slope : float
         Continuous c: change of the aux output per +1 standard deviation of c, given the admissible
         features (NaN otherwise).
+    continuous : ContinuousShift or None
+        Continuous c: the rank matching at each value of c (None: the global ``slope`` for everyone).
+    floors : dict of (a, b) -> float
+        The guard of the move's denominator per pair ((−1, −1) for continuous c): Δx = M a Δv / (aᵀMa + floor)
+        (:func:`swap_displacement`); empty = no guard.
+    metric_name : str
+        How ``metric`` was formed (provenance).
+    levels : tuple of LevelModel
+        ``swap_categorical = "coupled"``: the level model of each free one-hot group
+        (:mod:`faux_checks.method.levels`); empty otherwise.
     """
 
     kind: str
@@ -227,19 +365,39 @@ class SwapReference:
     admissible: np.ndarray
     shifts: dict = field(default_factory=dict)
     slope: float = float("nan")
+    continuous: ContinuousShift | None = None
+    floors: dict = field(default_factory=dict)
+    metric_name: str = "covariance"
+    levels: tuple = ()
 
     @property
     def n_targets(self) -> int:
         """Counterfactuals per individual: m − 1 other groups, or ±1 sd for continuous c."""
         return 2 if self.kind == "continuous" else self.n_groups - 1
 
+    @property
+    def nothing_free(self) -> bool:
+        """Every feature is held (declared or uninformative): the move is zero and every score is 0 by definition."""
+        return bool(self.admissible.all())
+
+    def floor(self, a: int, b: int) -> float:
+        """The guard for the pair (a, b) (continuous c: any pair), 0.0 when none was fitted."""
+        return float(self.floors.get((a, b), self.floors.get((-1, -1), 0.0)))
+
     def to_dict(self) -> dict:
         """JSON-serialisable form (lists), for sharing with workers."""
+        cont = self.continuous
         return {
             "kind": self.kind, "n_groups": self.n_groups, "metric": self.metric.tolist(),
             "admissible": self.admissible.tolist(), "slope": None if np.isnan(self.slope) else self.slope,
             "shifts": [[a, b, s.coef_from.tolist(), s.coef_to.tolist(), s.quantiles_from.tolist(),
                         s.quantiles_to.tolist()] for (a, b), s in sorted(self.shifts.items())],
+            "continuous": None if cont is None else {
+                "centers": cont.centers.tolist(), "coefs": cont.coefs.tolist(), "quantiles": cont.quantiles.tolist(),
+                "sd": cont.sd, "slope": cont.slope},
+            "floors": [[a, b, f] for (a, b), f in sorted(self.floors.items())],
+            "metric_name": self.metric_name,
+            "levels": [lm.to_dict() for lm in self.levels],
         }
 
     @classmethod
@@ -248,10 +406,17 @@ class SwapReference:
         shifts = {(int(a), int(b)): GroupShift(*(np.asarray(x, dtype=np.float64) for x in rest))
                   for a, b, *rest in payload["shifts"]}
         slope = payload.get("slope")
+        cont = payload.get("continuous")
+        continuous = None if cont is None else ContinuousShift(
+            centers=np.asarray(cont["centers"], dtype=np.float64), coefs=np.asarray(cont["coefs"], dtype=np.float64),
+            quantiles=np.asarray(cont["quantiles"], dtype=np.float64), sd=float(cont["sd"]), slope=float(cont["slope"]))
         return cls(kind=payload["kind"], n_groups=int(payload["n_groups"]),
                    metric=np.asarray(payload["metric"], dtype=np.float64),
                    admissible=np.asarray(payload["admissible"], dtype=bool), shifts=shifts,
-                   slope=float("nan") if slope is None else float(slope))
+                   slope=float("nan") if slope is None else float(slope), continuous=continuous,
+                   floors={(int(a), int(b)): float(f) for a, b, f in payload.get("floors", [])},
+                   metric_name=payload.get("metric_name", "covariance"),
+                   levels=tuple(LevelModel.from_dict(x) for x in payload.get("levels", [])))
 
 
 def _ridge_fit(design: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -261,8 +426,34 @@ def _ridge_fit(design: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.linalg.solve(design.T @ design + penalty, design.T @ y)
 
 
-def fit_swap_reference(raw_ref, X_ref, c_ref, *, kind: Kind, admissible=None,
-                       metric: Literal["covariance", "diagonal", "euclidean"] = "covariance") -> SwapReference:
+METRICS = ("covariance", "explained", "between", "within", "diagonal", "euclidean")
+
+
+def _continuous_shift(v: np.ndarray, XA: np.ndarray, c: np.ndarray, slope: float, sd: float) -> ContinuousShift | None:
+    n_bins = min(N_BINS, len(c) // MIN_BIN_ROWS)
+    if n_bins < 2:
+        return None
+    edges = np.quantile(c, np.linspace(0.0, 1.0, n_bins + 1))
+    which = np.clip(np.searchsorted(edges, c, side="right") - 1, 0, n_bins - 1)
+    grid = np.linspace(0.0, 1.0, N_QUANTILES)
+    centers, coefs, quantiles = [], [], []
+    for b in range(n_bins):
+        rows = which == b
+        if rows.sum() < 2:
+            return None
+        design = np.column_stack([np.ones(int(rows.sum())), XA[rows]])
+        coef = _ridge_fit(design, v[rows])
+        centers.append(float(np.median(c[rows])))
+        coefs.append(coef)
+        quantiles.append(np.quantile(v[rows] - design @ coef, grid))
+    centers = np.asarray(centers)
+    if not (np.diff(centers) > 0).all():
+        return None
+    return ContinuousShift(centers=centers, coefs=np.asarray(coefs), quantiles=np.asarray(quantiles), sd=sd, slope=slope)
+
+
+def fit_swap_reference(raw_ref, X_ref, c_ref, *, kind: Kind, admissible=None, metric: str = "covariance",
+                       continuous_matching: Literal["rank", "slope"] = "rank") -> SwapReference:
     """Learn the swap reading's metric and group shifts from reference rows.
 
     Parameters
@@ -276,10 +467,13 @@ def fit_swap_reference(raw_ref, X_ref, c_ref, *, kind: Kind, admissible=None,
     kind : {"binary", "multiclass", "continuous"}
     admissible : bool array of shape (d,), optional
         Features the counterfactual holds fixed.
-    metric : {"covariance", "diagonal", "euclidean"}
-        The move's metric: :func:`covariance_metric` (default); the features' variances only (eq. 7–8
-        in standardised units, no correlations); or the identity (eq. 7–8 as printed). Admissible
-        rows and columns are zero in every metric.
+    metric : {"covariance", "explained", "within", "diagonal", "euclidean"}
+        The move's metric: :func:`covariance_metric` with part "total" (``"covariance"``), "explained" or
+        "within"; the features' variances only (eq. 7–8 in standardised units, no correlations); or the
+        identity (eq. 7–8 as printed). Admissible rows and columns are zero in every metric.
+    continuous_matching : {"rank", "slope"}
+        Continuous c: match each person's rank at c ± 1 sd (:class:`ContinuousShift`) or move everyone's
+        aux output by one global regression slope (the reading before issue 20).
 
     Returns
     -------
@@ -302,12 +496,14 @@ def fit_swap_reference(raw_ref, X_ref, c_ref, *, kind: Kind, admissible=None,
     A = np.zeros(X.shape[1], dtype=bool) if admissible is None else np.asarray(admissible, dtype=bool)
     if metric == "covariance":
         M = covariance_metric(X, admissible=A)
+    elif metric in ("explained", "between", "within"):
+        M = covariance_metric(X, admissible=A, c=c, kind=kind, part=metric)
     elif metric == "diagonal":
         M = np.diag(np.where(A, 0.0, X.var(axis=0)))
     elif metric == "euclidean":
         M = np.diag((~A).astype(np.float64))
     else:
-        raise InputError(f"metric must be 'covariance', 'diagonal' or 'euclidean', got {metric!r}")
+        raise InputError(f"metric must be one of {list(METRICS)}, got {metric!r}")
     XA = X[:, A]
     grid = np.linspace(0.0, 1.0, N_QUANTILES)
     if kind == "continuous":
@@ -316,7 +512,9 @@ def fit_swap_reference(raw_ref, X_ref, c_ref, *, kind: Kind, admissible=None,
             raise InputError("the continuous protected attribute is constant on the reference rows")
         design = np.column_stack([np.ones(len(c)), XA, (c - c.mean()) / sd])
         slope = float(_ridge_fit(design, raw[:, 0])[-1])
-        return SwapReference(kind=kind, n_groups=0, metric=M, admissible=A, slope=slope)
+        cont = _continuous_shift(raw[:, 0], XA, c.astype(np.float64), slope, sd) if continuous_matching == "rank" else None
+        return SwapReference(kind=kind, n_groups=0, metric=M, admissible=A, slope=slope, continuous=cont,
+                             metric_name=metric)
     m = 2 if raw.shape[1] == 1 else raw.shape[1]
     c = c.astype(np.int64)
     counts = np.bincount(c, minlength=m)
@@ -337,7 +535,88 @@ def fit_swap_reference(raw_ref, X_ref, c_ref, *, kind: Kind, admissible=None,
                 coef = _ridge_fit(design, v[rows])
                 parts.append((coef, np.quantile(v[rows] - design @ coef, grid)))
             shifts[(a, b)] = GroupShift(parts[0][0], parts[1][0], parts[0][1], parts[1][1])
-    return SwapReference(kind=kind, n_groups=m, metric=M, admissible=A, shifts=shifts)
+    return SwapReference(kind=kind, n_groups=m, metric=M, admissible=A, shifts=shifts, metric_name=metric)
+
+
+#: A feature group counts as dependent on c when its chi-square test of independence from c has a p-value below this.
+INDEPENDENCE_ALPHA = 0.01
+#: Quantile bins of a numeric feature (and of a continuous c) in that test.
+INDEPENDENCE_BINS = 10
+
+
+def _bins(values: np.ndarray, n_bins: int) -> np.ndarray:
+    """Quantile-bin index (n,) of a numeric vector; a column with few distinct values keeps them as its bins."""
+    distinct = np.unique(values)
+    if len(distinct) <= n_bins:
+        return np.searchsorted(distinct, values)
+    edges = np.unique(np.quantile(values, np.linspace(0, 1, n_bins + 1)[1:-1]))
+    return np.searchsorted(edges, values, side="right")
+
+
+def independent_features(X_ref, c_ref, *, kind: Kind, groups, alpha: float = INDEPENDENCE_ALPHA
+                         ) -> tuple[np.ndarray, list[dict]]:
+    """Feature groups whose distribution does not depend on c: a chi-square test of independence per group.
+
+    The counterfactual moves only what the protected attribute moves (issue 20). A feature whose
+    distribution is the same in every group is not caused by c, even where the auxiliary model reads c
+    from it *given* other features (a proxy built multiplicatively from a legitimate feature makes that
+    feature informative given the proxy; a declared mediator makes the features that predict it
+    informative given the mediator). Such a feature group is held fixed like a declared admissible one.
+
+    Parameters
+    ----------
+    X_ref : ndarray of shape (n, d)
+        Reference rows in the aux input space.
+    c_ref : ndarray of shape (n,)
+        Their protected attribute (a continuous c is cut into ``INDEPENDENCE_BINS`` quantile bins).
+    kind : {"binary", "multiclass", "continuous"}
+    groups : sequence of index arrays
+        Feature groups tested together: a one-hot block (its level as a category), or one numeric feature
+        (cut into quantile bins).
+    alpha : float
+        The test's level: a group with p ≥ alpha is independent (held).
+
+    Returns
+    -------
+    mask : ndarray of shape (d,), bool
+        Features of the independent groups.
+    table : list of dict
+        Per group: ``features``, ``chi2``, ``dof``, ``p_value``, ``dependent``.
+
+    Notes
+    -----
+    Our choice (Pearson's chi-square test of independence on the contingency table of the group's level or
+    bin against c's group or bin, scipy.stats.chi2_contingency); evidence in docs/benchmark.md. A feature
+    that c changes without changing its distribution (c flips the sign of a symmetric noise) is missed.
+    """
+    from scipy.stats import chi2_contingency
+
+    X = np.asarray(X_ref, dtype=np.float64)
+    c = np.asarray(c_ref)
+    if len(X) != len(c) or len(X) < 2:
+        raise InputError(f"independent_features needs at least 2 reference rows with their protected values; got "
+                         f"{fmt_count(len(X))} rows and {fmt_count(len(c))} values")
+    c_bins = _bins(c.astype(np.float64), INDEPENDENCE_BINS) if kind == "continuous" else c.astype(np.int64)
+    mask = np.zeros(X.shape[1], dtype=bool)
+    table = []
+    for idx in groups:
+        idx = np.asarray(idx, dtype=np.int64)
+        block = X[:, idx]
+        level = block.argmax(axis=1) if len(idx) > 1 else _bins(block[:, 0], INDEPENDENCE_BINS)
+        _, li = np.unique(level, return_inverse=True)
+        _, ci = np.unique(c_bins, return_inverse=True)
+        counts = np.zeros((li.max() + 1, ci.max() + 1))
+        np.add.at(counts, (li, ci), 1.0)
+        counts = counts[counts.sum(axis=1) > 0][:, counts.sum(axis=0) > 0]
+        if counts.shape[0] < 2 or counts.shape[1] < 2:
+            chi2, dof, p = 0.0, 0, 1.0
+        else:
+            chi2, p, dof, _ = chi2_contingency(counts, correction=False)
+        dependent = bool(p < alpha)
+        mask[idx] = not dependent
+        table.append({"features": idx.tolist(), "chi2": float(chi2), "dof": int(dof), "p_value": float(p),
+                      "dependent": dependent})
+    return mask, table
 
 
 def uninformative_features(aux_raw, X_hold, c_hold, *, kind: Kind, groups, z: float = INFORMATIVE_Z,
@@ -414,8 +693,9 @@ def uninformative_features(aux_raw, X_hold, c_hold, *, kind: Kind, groups, z: fl
     return mask, table
 
 
-def swap_displacement(grad: torch.Tensor, metric: torch.Tensor, delta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The minimum-norm move ``Δx = M a · Δv / (aᵀ M a)`` that changes the aux output by Δv (first order).
+def swap_displacement(grad: torch.Tensor, metric: torch.Tensor, delta: torch.Tensor,
+                      floor: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """The minimum-norm move ``Δx = M a · Δv / (aᵀ M a + floor)`` that changes the aux output by Δv (first order).
 
     Parameters
     ----------
@@ -424,6 +704,11 @@ def swap_displacement(grad: torch.Tensor, metric: torch.Tensor, delta: torch.Ten
     metric : Tensor of shape (d, d), symmetric positive semi-definite
     delta : Tensor of shape (n,)
         Δv, the change of the aux output to make.
+    floor : float or Tensor of shape (n,)
+        The guard (≥ 0, squared aux-output units): with it, a row whose gradient has almost no component the
+        metric can move gets a move bounded by |Δv| / (2 √floor) in the metric's norm instead of an
+        unbounded one (the posterior mean of Δx under the prior N(0, M) given aᵀΔx = Δv observed with variance
+        ``floor``; our reading, issue 20). 0: eq. 7–8's exact solve.
 
     Returns
     -------
@@ -431,7 +716,8 @@ def swap_displacement(grad: torch.Tensor, metric: torch.Tensor, delta: torch.Ten
         Zero where undefined. The product M a is formed in grad's dtype (a float32 gradient from autograd
         gives a float32 move, the precision x′ is stored in, and its norm aᵀMa); Δv / aᵀMa is in float64.
     undefined : Tensor of shape (n,), bool
-        Rows whose gradient has no component the metric can move (aᵀMa ≈ 0), or non-finite values.
+        Rows with non-finite values, or whose gradient has no component the metric can move (aᵀMa ≈ 0: the
+        auxiliary model says nothing along the directions c moves x; fail closed, guard or not).
 
     Notes
     -----
@@ -442,8 +728,9 @@ def swap_displacement(grad: torch.Tensor, metric: torch.Tensor, delta: torch.Ten
     Mg = g @ metric.to(g.dtype)                                              # (n, d)
     norm2 = (Mg * g).sum(dim=1).double()                                     # (n,)
     delta = delta.double()
+    floor = torch.as_tensor(floor, dtype=torch.float64)
     undefined = ~(torch.isfinite(norm2) & torch.isfinite(delta)) | (norm2 <= ZERO_NORM2)
-    scale = delta / norm2                                                    # (n,): inf/NaN only where undefined
+    scale = delta / (norm2 + floor)                                                    # (n,): inf/NaN only where undefined
     if bool(undefined.any()):
         scale = torch.where(undefined, torch.zeros((), dtype=torch.float64), scale)
         Mg = torch.where(undefined[:, None], torch.zeros((), dtype=g.dtype), Mg)
