@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..baselines.linked_columns import LinkedColumnsTester, check_links
+from ..baselines.linked_columns import LinkedColumnsTester, check_links, parse_links
 from ..errors import InputError
 from ..method.faux import LICResult
 from ..method.forward import is_forward_only
@@ -101,9 +101,15 @@ def _linked_columns_scores(target_model, output: TargetOutput, audit: AuditRows,
     check_links(links, columns=list(frame.columns), groups=protected.groups, levels=levels)
     predict = lambda f: predict_probability(target_model, spec.encode(f), output)   # noqa: E731
     tester = LinkedColumnsTester(predict, protected=protected.name, links=links, groups=protected.groups)
-    declared = ", ".join(f"{col}: " + " ↔ ".join(f"{g}={v}" for g, v in m.items()) for col, m in links.items())
-    return (tester.score(frame, audit.values),
-            f"|f(x) − f(x in the other group, linked values mapped)| > {thr} (linked columns {declared})")
+    declared = ", ".join(f"{link.column}: " + " ↔ ".join(
+        f"{g}=" + "/".join(dict.fromkeys(v for vals in table.values() for v in vals)) for g, table in link.values.items())
+        + (f" (by {link.by})" if link.by else "") for link in parse_links(links))
+    both = tester.scores(frame, audit.values)
+    many = any(len(vals) > 1 for link in parse_links(links) for table in link.values.values() for vals in table.values())
+    note = (f"; mean over each group's tied values, the largest of them flags {np.mean(both['max'] > float(thr)):.2%}"
+            if many else "")
+    return (both["mean"],
+            f"|f(x) − f(x in the other group, linked values mapped)| > {thr} (linked columns {declared}{note})")
 
 
 def flagged_summary(settings: TesterSettings, scores: np.ndarray | None, description: str) -> dict[str, Any]:
