@@ -97,5 +97,7 @@ def test_a_skops_version_with_a_reviewed_type_is_registered_and_gated_only_with_
                  "--report-dir", str(tmp_path / "reports"), "--version", version, "--force",
                  "--trust-type", "_operator.neg"])
     (row,) = reg.history("sk")
-    assert row["fairness_gate"] in ("passed", "failed") and code == {"passed": 0, "failed": 1}[row["fairness_gate"]]
-    assert float(row["fairness_flagged_fraction"]) >= 0.0
+    # scored now (its flagged fraction is recorded); the decision itself is not the point here (12–13% flagged
+    # against a 10% limit on 400 rows can straddle the limit)
+    assert code == {"passed": 0, "failed": 1, "undecided": 2}[row["fairness_gate"]]
+    assert 0.0 < float(row["fairness_flagged_fraction"]) < 1.0

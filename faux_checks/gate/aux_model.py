@@ -25,9 +25,10 @@ __all__ = ["AuxFit", "aux_training", "fit_aux", "given_aux", "holdout_scores", "
 class AuxFit(NamedTuple):
     """An auxiliary model ready to differentiate, with its quality, ROC curve (binary c) and the rows it learnt from.
 
-    ``rows`` indexes the audited rows the model was trained on (all rows for a given model): the swap
-    reading's reference rows; ``holdout`` the audited rows it did not train on (its held-out rows, or all
-    rows for a given model), where the swap reading tests which features inform it about c.
+    ``rows`` indexes the audited rows the model was trained on (its training sample, held-out part included; for a
+    given model the same seeded sample): the swap reading's reference rows; ``holdout`` the rows it did not train
+    on (for a given model, those a trained one would have held out), where the swap reading tests which features
+    inform it about c.
     ``intervals``: :func:`~faux_checks.gate.bounds.quality_intervals` on those held-out rows.
     """
 
@@ -68,7 +69,8 @@ def fit_aux(X_aux: np.ndarray, protected: ProtectedAttribute, values: np.ndarray
     values : ndarray of shape (n,)
         Encoded protected values of the audited rows.
     aux_model : AuxiliaryModel or torch module, optional
-        Given auxiliary model; its quality is measured on the audited rows.
+        Given auxiliary model; its quality is measured on the audited rows a trained one would have held out
+        (:func:`gate_split`), and the swap reference is fitted on the others.
 
     Notes
     -----
@@ -77,22 +79,35 @@ def fit_aux(X_aux: np.ndarray, protected: ProtectedAttribute, values: np.ndarray
     """
     n = len(X_aux)
     confidence = policy.decision.confidence
-    if aux_model is not None:
-        aux = given_aux(aux_model, policy, protected, X_aux.shape[1])
-        quality, metric, roc = quality_on(aux, X_aux, values, protected)
-        intervals = quality_intervals(protected.kind, values, holdout_scores(aux, X_aux), protected.groups, confidence,
-                                      seed=policy.seed)
-        return AuxFit(aux, quality, metric, roc, np.arange(n), np.arange(n), intervals)
     rng = np.random.default_rng(policy.seed + 1)   # aux training sample; the audit sample used seed
     train = np.arange(n)
     if n > policy.aux.max_train_rows:
         train = np.sort(rng.choice(n, policy.aux.max_train_rows, replace=False))
+    if aux_model is not None:
+        # the rows the gate's own aux model would have trained on and held out (the same seeded split), so that a
+        # gate's recorded aux model given back reproduces the gate's reference, holds and score (issue 25, item 4)
+        _, hold = gate_split(len(train), values[train], policy, protected.kind)
+        rows, holdout = train, train[hold]
+        aux = given_aux(aux_model, policy, protected, X_aux.shape[1])
+        quality, metric, roc = quality_on(aux, X_aux[holdout], values[holdout], protected)
+        intervals = quality_intervals(protected.kind, values[holdout], holdout_scores(aux, X_aux[holdout]),
+                                      protected.groups, confidence, seed=policy.seed)
+        return AuxFit(aux, quality, metric.replace("the audit rows", "the audit rows it would have held out"), roc,
+                      rows, holdout, intervals)
     aux = new_aux(policy, protected.kind, progress=progress)
     aux.fit(X_aux[train], values[train], groups=protected.groups)
     y, score = aux.holdout_
     return AuxFit(aux, aux.quality_, aux.quality_metric_, roc_curve(y, score, aux.kind), train,
                   train[aux.holdout_rows_], quality_intervals(aux.kind, y, score, protected.groups, confidence,
                                                               seed=policy.seed))
+
+
+def gate_split(n: int, values: np.ndarray, policy: Policy, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """The training and held-out positions (of n rows) that :meth:`AuxiliaryModel.fit` draws with ``policy.seed``."""
+    from ..method.auxiliary import _split
+
+    strata = None if kind == "continuous" else np.asarray(values).astype(np.int64)
+    return _split(n, policy.aux.holdout, np.random.default_rng(policy.seed), strata=strata)
 
 
 def holdout_scores(aux: AuxiliaryModel, X_aux: np.ndarray) -> np.ndarray:
@@ -118,6 +133,45 @@ def quality_on(aux: AuxiliaryModel, X_aux: np.ndarray, values: np.ndarray, prote
         return (float(roc_auc_score(values, score, multi_class="ovr", average="macro")),
                 "roc_auc_ovr_macro (given aux model, on the audit rows)", {})
     return float(r2_score(values, score)), "r2 (given aux model, on the audit rows)", {}
+
+
+def free_column_quality(aux: AuxiliaryModel, X_aux: np.ndarray, values: np.ndarray, protected: ProtectedAttribute,
+                        held: np.ndarray, *, seed: int = 0) -> float:
+    """The aux model's quality when the columns the move holds carry no information: they are permuted together.
+
+    Parameters
+    ----------
+    aux : AuxiliaryModel
+    X_aux : ndarray of shape (n, d_aux)
+        Rows it did not train on.
+    values : ndarray of shape (n,)
+        Their protected values.
+    protected : ProtectedAttribute
+    held : bool array of shape (d_aux,)
+        Features the move holds fixed (declared admissible, uninformative, independent of c).
+    seed : int
+
+    Returns
+    -------
+    float
+        ROC-AUC / macro AUC / R² as :func:`quality_on`; what the free columns tell the aux model about c (a lower
+        bound: the model was trained with the held columns available). NaN when fewer than 2 rows.
+
+    Notes
+    -----
+    Our reading of issue 20 (item 3): reported next to the aux model's own quality, so that a reader sees how
+    much of c the columns that move carry.
+    """
+    X = np.asarray(X_aux, dtype=np.float32).copy()
+    if len(X) < 2:
+        return float("nan")
+    held = np.asarray(held, dtype=bool)
+    if held.any():
+        X[:, held] = X[np.random.default_rng(seed).permutation(len(X))][:, held]
+    try:
+        return quality_on(aux, X, values, protected)[0]
+    except ValueError:
+        return float("nan")
 
 
 def roc_curve(y, score, kind) -> dict[str, list[float]]:

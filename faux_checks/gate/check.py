@@ -32,15 +32,16 @@ from ..method._batching import as_tensor
 from ..method.faux import FAuxTester, LICResult
 from ..method.forward import FD_STEP, is_forward_only, target_access
 from ..method.output import TargetOutput, resolve_output_form
+from ..method.swap import INDEPENDENCE_ALPHA, INFORMATIVE_Z
 from ..provenance import data_sha256, package_versions, utc_now
-from .aux_model import AuxFit, aux_training, fit_aux
+from .aux_model import AuxFit, aux_training, fit_aux, free_column_quality
 from .bounds import flagged_interval
 from .decision import CheckEvidence, check_rules, decide, missing_protected_note, undefined_note
 from .policy import Policy
 from .result import CheckResult, delta_curve
 from .rows import AuditRows, check_model_accepts, prepare_audit
 from .scorer import faux_tester, swap_categorical
-from .seeds import flagged_worst_case, seed_sample, seed_spread
+from .seeds import seed_sample, seed_spread
 from .testers import run_baselines
 
 __all__ = ["run_check"]
@@ -106,45 +107,55 @@ def run_check(
 
     faux = policy.faux
     n, n_undefined = len(audit.X), int(lic.undefined.sum())
-    flagged = lic.flagged(faux.delta)                                     # (n,) defined scores above δ
-    worst = flagged_worst_case(lic.scores, lic.undefined, faux.delta)     # (n,) undefined counted as flagged
+    flagged = lic.flagged(faux.delta)                                     # (n,) bool: flagged defined rows (lists)
+    weights = lic.flag_probability(faux.delta)                            # (n,) what each defined row adds (0/1 or P)
+    worst = lic.decision_weights(faux.delta)                              # (n,) undefined counted as flagged
     group_labels = audit.protected.group_labels(audit.values)
     testers = run_baselines(policy, target_model, resolved, audit.X, lic, group_labels, audit.y_true, audit=audit)
     sample = seed_sample(n, policy)
     seeds = None if aux_model is not None else seed_spread(
         target_model, policy, resolved, audit.feature_spec, audit.protected, audit.X, audit.values, train=aux.rows,
         sample=sample, used_flagged=worst[sample])
-    interval = flagged_interval(int(worst.sum()), n, policy.decision.confidence, seeds)
+    interval = flagged_interval(int(round(float(worst.sum()))), n, policy.decision.confidence, seeds)
+    n_flagged = int(round(float(weights.sum())))
     names = list(audit.protected.groups) or sorted(set(group_labels))
     evidence = CheckEvidence(
-        n=n, n_flagged=int(flagged.sum()), n_undefined=n_undefined, group_rows=_group_counts(group_labels, names),
+        n=n, n_flagged=n_flagged, n_undefined=n_undefined, group_rows=_group_counts(group_labels, names),
         holdout_rows=_group_counts(group_labels[aux.holdout], names), aux_metric=aux.metric,
-        aux_intervals=aux.intervals, interval=interval, testers=testers)
+        aux_intervals=aux.intervals, interval=interval, testers=testers, nothing_free=_nothing_free(tester))
     outcome = decide(check_rules(evidence, policy))
     reasons = list(outcome.reasons)
     held = _held_columns(tester, audit.feature_spec, policy.protected)
-    reasons += _notes(policy, audit, lic, n_undefined, uses_direct, held)
+    reasons += _notes(policy, audit, lic, n_undefined, uses_direct, held, _nothing_free(tester))
     reasons += _tree_note(target_model, policy, audit.feature_spec)
 
     spec = audit.feature_spec
     column_evidence = pd.DataFrame(spec.aggregate(lic.evidence.astype(np.float64)), columns=spec.source_columns,
                                    index=audit.row_index)                # (n, source columns)
+    sensitivity = _sensitivity(target_model, aux, audit, policy, output, lic, column_evidence, held, outcome.decision)
+    reasons += _sensitivity_note(sensitivity, policy)
     scores_all = np.full(len(frame), np.nan)                              # (n_input_rows,)
     scores_all[audit.row_index] = lic.scores
+    flags_all = np.full(len(frame), np.nan)
+    flags_all[audit.row_index] = np.where(lic.undefined, np.nan, weights)
     provenance = _provenance(frame, policy, audit, resolved, aux, given=aux_model is not None, model_info=model_info,
                              target_model=target_model)
     provenance.update(_target_access(target_model, policy, resolved))
     if provenance["swap"] is not None:
         provenance["swap"]["held_fixed_uninformative"] = held
+        provenance["swap"]["sensitivity"] = sensitivity
+        provenance["swap"]["columns"] = _column_roles(tester, audit.feature_spec, policy)
+        provenance["swap"]["aux_quality_free_columns"] = _free_quality(tester, aux, audit, mask)
     return CheckResult(
         decision=outcome.decision, reasons=reasons, flagged_fraction=interval.fraction,
         max_flagged_fraction=faux.max_flagged_fraction, delta=faux.delta, n_individuals=n,
         n_undefined=n_undefined, n_missing_protected=audit.protected.n_missing,
-        by_group=_by_group_table(group_labels, lic.scores, flagged, lic.undefined), aux_quality=aux.quality,
+        by_group=_by_group_table(group_labels, lic.scores, weights, lic.undefined), aux_quality=aux.quality,
         aux_quality_metric=aux.metric, evidence=column_evidence, testers=testers, provenance=provenance,
         scores=scores_all, row_index=audit.row_index, uses_protected_directly=uses_direct,
         top_flagged=_top_flagged(lic, audit.row_index, column_evidence, flagged, groups=tuple(audit.protected.groups)),
-        curve=delta_curve(lic.scores), aux_roc=aux.roc, n_flagged=int(flagged.sum()), interval=interval,
+        curve=delta_curve(lic.scores, outcomes=lic.outcomes, weights=lic.outcome_weights), aux_roc=aux.roc,
+        n_flagged=n_flagged, interval=interval, flag_probability=flags_all,
         rules=outcome.rules, aux_intervals=list(aux.intervals),
         group_rows=[{"group": g, "audited": evidence.group_rows[g], "holdout": evidence.holdout_rows[g]} for g in names],
         aux_model=aux.model,
@@ -167,8 +178,106 @@ def _faux_scores(target_model, aux: AuxFit, audit: AuditRows, policy: Policy, ou
     return lic, tester
 
 
+def _column_roles(tester: FAuxTester, spec: FeatureSpec, policy: Policy) -> list[dict]:
+    """Per source column the aux model sees: whether the move may change it, and why (the report's "which columns
+    carried the move and why").
+
+    ``role``: ``declared`` (admissible), ``independent`` (distributed alike in every group: chi-square p ≥ 0.01),
+    ``uninformative`` (permuting it does not raise the aux model's held-out loss), or ``moves``; with the test
+    figures (``p_value``, ``informative_z``) where they were computed.
+    """
+    if getattr(tester, "reference", None) is None:
+        return []
+    columns = np.asarray(spec.source_columns, dtype=object)[spec.feature_to_column()[~spec.feature_mask(policy.protected)]]
+    stats: dict[str, dict] = {}
+    for row in getattr(tester, "independence_", []):
+        stats.setdefault(str(columns[row["features"][0]]), {})["p_value"] = row["p_value"]
+    for row in getattr(tester, "informativeness_", []):
+        stats.setdefault(str(columns[row["features"][0]]), {})["informative_z"] = row["z"]
+    out = []
+    for name in dict.fromkeys(map(str, columns)):
+        st = stats.get(name, {})
+        if name in policy.faux.admissible:
+            role = "declared"
+        elif st.get("p_value") is not None and st["p_value"] >= INDEPENDENCE_ALPHA:
+            role = "independent"
+        elif st.get("informative_z") is not None and not st["informative_z"] > INFORMATIVE_Z:
+            role = "uninformative"
+        else:
+            role = "moves"
+        out.append({"column": name, "role": role, **st})
+    return out
+
+
+#: Source columns the sensitivity report re-scores (the ones carrying the most evidence over flagged rows).
+SENSITIVITY_COLUMNS = 3
+
+
+def _sensitivity(target_model, aux: AuxFit, audit: AuditRows, policy: Policy, output: TargetOutput, lic: LICResult,
+                 evidence: pd.DataFrame, held: list[str], decision: str) -> list[dict]:
+    """What a declaration would change, for a policy that declares no admissible column and did not pass.
+
+    The swap reading with no declaration counts the use of every feature that varies with c. For the
+    ``SENSITIVITY_COLUMNS`` source columns carrying the most evidence over the flagged individuals, the flagged
+    fraction is recomputed with that column declared admissible (same auxiliary model, the reference refitted).
+    Our reading of issue 20, item 6: it names the columns on whose declaration the decision depends; declaring
+    one is a value judgement the policy's owner makes, not something the data can settle.
+
+    Returns
+    -------
+    list of dict
+        ``column``, ``flagged_fraction`` (undefined counted as flagged) and ``mean_abs_evidence`` per column;
+        empty when the policy declares admissible columns, the variant is not swap, or the check passed.
+    """
+    faux = policy.faux
+    if faux.variant != "swap" or faux.admissible or decision == "passed" or lic.evidence is None:
+        return []
+    flagged = lic.flagged(faux.delta)
+    rows = evidence[flagged] if flagged.any() else evidence
+    ranked = [c for c in rows.abs().mean().sort_values(ascending=False).index
+              if c != policy.protected and c not in held][:SENSITIVITY_COLUMNS]
+    out = []
+    for column in ranked:
+        declared = policy.model_copy(update={"faux": faux.model_copy(update={"admissible": (str(column),)})})
+        try:
+            tester = faux_tester(target_model, aux.model, declared, output, audit.feature_spec, audit.protected,
+                                 reference_rows=audit.X[aux.rows], reference_values=audit.values[aux.rows],
+                                 holdout_rows=audit.X[aux.holdout], holdout_values=audit.values[aux.holdout])
+            again = tester.evaluate(audit.X, audit.values, evidence=False)
+        except InputError:
+            continue
+        out.append({"column": str(column), "flagged_fraction": float(np.mean(again.decision_weights(faux.delta))),
+                    "mean_abs_evidence": float(rows[column].abs().mean())})
+    return out
+
+
+def _sensitivity_note(sensitivity: list[dict], policy: Policy) -> list[str]:
+    if not sensitivity:
+        return []
+    parts = "; ".join(f"'{s['column']}' admissible: {s['flagged_fraction']:.1%} flagged" for s in sensitivity)
+    return [f"no column is declared admissible, so the score counts the use of every feature that varies with "
+            f"'{policy.protected}'. The columns carrying most of the move, each declared on its own: {parts} "
+            f"(limit {policy.faux.max_flagged_fraction:.1%}). Whether a column may differ between groups is a value "
+            "judgement for the policy's owner ([faux] admissible; docs/method.md, 'Admissible features')"]
+
+
+def _nothing_free(tester: FAuxTester) -> bool:
+    reference = getattr(tester, "reference", None)
+    return reference is not None and reference.nothing_free
+
+
+def _free_quality(tester: FAuxTester, aux: AuxFit, audit: AuditRows, mask: np.ndarray) -> float | None:
+    """The aux model's held-out quality with the held columns permuted (None for a given model or nothing free)."""
+    reference = getattr(tester, "reference", None)
+    if reference is None or reference.nothing_free or not len(aux.holdout):
+        return None
+    q = free_column_quality(aux.model, audit.X[aux.holdout][:, ~mask], audit.values[aux.holdout], audit.protected,
+                            reference.admissible)
+    return None if not np.isfinite(q) else q
+
+
 def _held_columns(tester: FAuxTester, spec: FeatureSpec, protected: str) -> list[str]:
-    """Source columns the swap reading held fixed because they told the aux model nothing about c."""
+    """Source columns the swap reading held fixed beyond the declared ones: uninformative about c, or independent of it."""
     held = getattr(tester, "held_fixed_", None)
     if held is None or not held.any():
         return []
@@ -177,7 +286,7 @@ def _held_columns(tester: FAuxTester, spec: FeatureSpec, protected: str) -> list
 
 
 def _notes(policy: Policy, audit: AuditRows, lic: LICResult, n_undefined: int, uses_direct: bool,
-           held: list[str]) -> list[str]:
+           held: list[str], nothing_free: bool = False) -> list[str]:
     """What follows the decision's reasons: undefined scores, rows not audited, the direct term, columns held fixed."""
     notes = []
     if policy.faux.variant == "swap":
@@ -185,10 +294,14 @@ def _notes(policy: Policy, audit: AuditRows, lic: LICResult, n_undefined: int, u
         extra = [c for c in held if c not in policy.faux.admissible]
         if extra:
             fixed.append(f"{', '.join(extra)} (uninformative about '{policy.protected}' on the auxiliary model's "
-                         "held-out rows)")
+                         "held-out rows, or distributed alike in every group)")
         notes.append(f"LIC score = the estimated change of the predicted probability if only '{policy.protected}' "
                      f"changed, the other features moving as the auxiliary model says they go with it"
                      + (f"; held fixed: {'; '.join(fixed)}" if fixed else ""))
+        if nothing_free:
+            notes.append(f"nothing outside the declared columns carries '{policy.protected}': every other column is "
+                         "uninformative about it or independent of it, so the counterfactual moves no feature and every "
+                         "score is 0 by definition")
     if lic.no_split_crossed is not None and lic.no_split_crossed.any():
         notes.append(f"{fmt_count(int(lic.no_split_crossed.sum()))} of {fmt_count(len(lic.scores))} scores are 0 only "
                      f"because the forward-only target's prediction did not change within ± the finite-difference "
@@ -306,7 +419,8 @@ def _group_counts(labels: np.ndarray, names: list) -> dict[str, int]:
 
 
 def _by_group_table(labels: np.ndarray, scores: np.ndarray, flagged: np.ndarray, undefined: np.ndarray) -> pd.DataFrame:
-    """Per protected group: ``n``, ``flagged`` (defined scores > δ), ``undefined``, ``flagged_fraction`` (undefined
+    """Per protected group: ``n``, ``flagged`` (defined rows flagged: the sum of their flag probabilities), ``undefined``,
+    ``flagged_fraction`` (undefined
     counted as flagged, over all of the group's rows), ``flagged_fraction_defined`` (over its defined scores),
     ``mean_score``, ``p90_score``. All inputs (n,)."""
     df = pd.DataFrame({"group": labels, "score": scores, "flagged": flagged, "undefined": undefined})

@@ -145,6 +145,10 @@ class CheckEvidence:
         Baseline testers' summaries (``gating``, ``passed``, ``value``, ``summary``).
     testers_not_run : tuple of str
         Gating testers the path does not run (the streaming scorer).
+    nothing_free : bool
+        The swap reading held every feature (declared, uninformative or independent of c): nothing moves and
+        every score is 0 by definition. The aux-quality floor still applies: an auxiliary model that cannot read
+        c at all leaves the holds' tests without evidence of power (fail closed).
     """
 
     n: int
@@ -156,6 +160,7 @@ class CheckEvidence:
     aux_intervals: Sequence[Mapping]
     interval: FlaggedInterval
     testers: Mapping[str, Any] = field(default_factory=dict)
+    nothing_free: bool = False
     testers_not_run: tuple[str, ...] = ()
 
 
@@ -231,8 +236,10 @@ def _aux_rule(ev: CheckEvidence, floor: float) -> dict:
                         f"auxiliary model too weak: {ev.aux_metric} {shown}: the interval's lower bound is below "
                         f"min_aux_quality {floor:g}; fAux cannot estimate how the features depend on the protected "
                         "attribute", observed, floor)
+    held = (": the data show the protected attribute, and nothing outside the held columns carries it"
+            if ev.nothing_free else "")
     return rule_row("min_aux_quality", "ok", f"auxiliary model {ev.aux_metric} "
-                    f"{'; '.join(text(r) for r in ev.aux_intervals)}: lower bound >= min_aux_quality {floor:g}",
+                    f"{'; '.join(text(r) for r in ev.aux_intervals)}: lower bound >= min_aux_quality {floor:g}{held}",
                     observed, floor)
 
 

@@ -16,7 +16,7 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from ..errors import InputError
 
@@ -36,6 +36,23 @@ def _list_as_tuple(value):
 
 _Widths = Annotated[tuple[Annotated[int, Field(ge=1)], ...], BeforeValidator(_list_as_tuple)]
 _Columns = Annotated[tuple[str, ...], BeforeValidator(_list_as_tuple)]
+
+
+#: One linked column's declaration (faux_checks.baselines.linked_columns.parse_links checks it).
+_LinkTable = dict[str, str | list[str] | dict[str, str | list[str]]]
+
+
+def _check_link_tables(links: dict) -> dict:
+    from ..baselines.linked_columns import parse_links
+
+    try:
+        parse_links(links)
+    except InputError as exc:
+        raise ValueError(str(exc)) from None
+    return links
+
+
+_LinkTables = Annotated[dict[str, _LinkTable], AfterValidator(_check_link_tables)]
 
 
 class AuxSettings(_Strict):
@@ -70,19 +87,36 @@ class FauxSettings(_Strict):
     hold_uninformative: bool = Field(
         True, description="Variant swap: also hold fixed the columns that tell the auxiliary model nothing about c on "
         "its held-out rows (permutation test, 2 standard errors); they are listed in the report.")
-    swap_metric: Literal["covariance", "diagonal", "euclidean"] = Field(
-        "covariance", description="Variant swap: metric of the minimum-norm move (covariance of the data, conditional "
-        "on the admissible features; its diagonal; or the identity of eq. 7–8).")
+    hold_independent: bool = Field(
+        True, description="Variant swap: also hold fixed the columns whose distribution does not depend on c "
+        "(chi-square test of independence, p >= 0.01): c does not cause them, even where the auxiliary model reads c "
+        "from them given other columns (a proxy built from a legitimate feature, a declared mediator).")
+    swap_metric: Literal["covariance", "explained", "between", "within", "diagonal", "euclidean"] = Field(
+        "between", description="Variant swap: metric of the minimum-norm move: the covariance of the free columns that c "
+        "explains ('between', the default: the groups' mean differences, not conditioned on the held columns); the same "
+        "given the held columns ('explained'); the covariance given the held columns ('covariance', the reading before "
+        "issue 20); its within-group part; its diagonal; or the identity of eq. 7–8.")
+    swap_guard: float = Field(
+        0.1, ge=0, le=10, description="Variant swap: Δx = M a Δv / (aᵀMa + guard × median aᵀMa): bounds the move of a row "
+        "whose aux gradient barely meets the metric (0 = eq. 7–8's exact solve).")
     swap_steps: int = Field(1, ge=1, le=20, description="Variant swap: Newton steps toward the matched aux value.")
     swap_line_search: int = Field(
-        0, ge=0, le=10, description="Variant swap: secant iterations along the step's direction so that the aux "
+        2, ge=0, le=10, description="Variant swap: secant iterations along the step's direction so that the aux "
         "model's actual output reaches the matched value (0 = the linear step).")
     swap_evaluation: Literal["finite", "first_order"] = Field(
         "finite", description="Variant swap: the target's actual change, or its first-order value ∇f·Δx.")
-    swap_categorical: Literal["auto", "soft", "snap"] = Field(
-        "auto", description="Variant swap: one-hot groups keep the moved values ('soft'), or snap to their largest "
-        "entry ('snap'); 'auto' snaps for tree targets (their splits read a fractional one-hot value as 0 or 1) and "
-        "is soft otherwise (docs/method.md, 'Forward-only targets').")
+    swap_categorical: Literal["coupled", "auto", "soft", "snap"] = Field(
+        "coupled", description="Variant swap: a one-hot group switches level with the probabilities of a level model "
+        "of the group given the admissible columns and c ('coupled': the score is the expected change and the flag a "
+        "probability; docs/method.md, 'Categorical features'); or keeps the moved, fractional values ('soft'); or "
+        "snaps to their largest entry ('snap'); 'auto' snaps for tree targets and is soft otherwise.")
+    swap_coupling: Literal["auto", "comonotone", "gumbel"] = Field(
+        "auto", description="Variant swap, swap_categorical = 'coupled': a person keeps their rank along the levels' "
+        "likelihood-ratio order ('comonotone'), or their Gumbel noise of the level model ('gumbel'); 'auto' is "
+        "comonotone for a continuous protected attribute and gumbel for groups.")
+    continuous_matching: Literal["rank", "slope"] = Field(
+        "rank", description="Variant swap, continuous protected attribute: the aux output moves to the value of the "
+        "person's rank at c ± 1 sd ('rank'), or by one global regression slope ('slope').")
     max_flagged_fraction: float = Field(..., ge=0, le=1, description="Policy threshold on the flagged fraction.")
     ridge: float = Field(0.0, ge=0, description="Damping λ of (JJᵀ + λI) (docs/method.md, open point 2).")
     max_undefined_fraction: float = Field(
@@ -246,9 +280,10 @@ class AttributeSettings(_Strict):
     admissible: _Columns | None = Field(
         None, description="Variant swap: this attribute's admissible columns, replacing [faux] admissible; None = "
         "[faux] admissible less this column.")
-    linked_columns: dict[str, dict[str, str]] = Field(
-        default_factory=dict, description="Columns tied to this attribute by definition: column -> {group: value}; "
-        "read by the linked_columns tester, which runs for the attributes that declare some.")
+    linked_columns: _LinkTables = Field(
+        default_factory=dict, description="Columns tied to this attribute by definition: column -> {group: value}, "
+        "{group: [values]} or {by = column, group: {value of that column: [values]}}; read by the linked_columns "
+        "tester, which runs for the attributes that declare some.")
 
 
 class Policy(_Strict):
@@ -282,9 +317,10 @@ class Policy(_Strict):
     faux: FauxSettings
     aux: AuxSettings = AuxSettings()
     testers: dict[str, TesterSettings] = Field(default_factory=dict)
-    linked_columns: dict[str, dict[str, str]] = Field(
+    linked_columns: _LinkTables = Field(
         default_factory=dict, description="Columns tied to the protected attribute by definition: column -> "
-        "{group: value} (e.g. relationship = { Male = \"Husband\", Female = \"Wife\" }); read by the linked_columns tester.")
+        "{group: value} (e.g. relationship = { Male = \"Husband\", Female = \"Wife\" }), {group: [values]} (many "
+        "values per group), or {by = column, group: {value of that column: [values]}}; read by the linked_columns tester.")
     scale: ScaleSettings = ScaleSettings()
     audit: AuditSettings = AuditSettings()
     decision: DecisionSettings = DecisionSettings()

@@ -61,6 +61,10 @@ class CheckResult(DecidedResult):
         The aux model's quality where it matters, with intervals (:func:`~faux_checks.gate.bounds.quality_intervals`).
     group_rows : list of dict
         Per protected group: ``audited`` rows and the aux model's ``holdout`` rows (the evidence minimum).
+    flag_probability : ndarray of shape (n_input_rows,) or None
+        Per input row, the probability that the change exceeds δ (0 or 1 unless the reading enumerates
+        level configurations, ``swap_categorical = "coupled"``); NaN for rows not audited or undefined.
+        The flagged fraction is their mean (undefined rows counted as 1).
     aux_model : AuxiliaryModel or None
         The auxiliary model the scores were computed with (trained or given); not in :meth:`to_dict`
         (:func:`faux_checks.report.records.write_check_records` saves it as TorchScript).
@@ -91,6 +95,7 @@ class CheckResult(DecidedResult):
     rules: list[dict] = field(default_factory=list)
     aux_intervals: list[dict] = field(default_factory=list)
     group_rows: list[dict] = field(default_factory=list)
+    flag_probability: np.ndarray | None = None
     aux_model: Any = field(default=None, repr=False, compare=False)
 
     @classmethod
@@ -141,9 +146,12 @@ class CheckResult(DecidedResult):
         return json.dumps(self.to_dict(), **{"indent": 2, **kwargs})
 
     def flagged(self) -> np.ndarray | None:
-        """Bool array (n_input_rows,): rows whose defined score exceeds δ."""
+        """Bool array (n_input_rows,): rows flagged at δ (a defined score above δ; with level configurations, a
+        flag probability of at least ½)."""
         if self.scores is None:
             return None
+        if self.flag_probability is not None:
+            return np.nan_to_num(self.flag_probability, nan=0.0) >= 0.5
         return np.nan_to_num(self.scores, nan=-np.inf) > self.delta
 
     def score_histogram(self, bins: int = 40) -> dict[str, list[float]]:
@@ -170,17 +178,37 @@ class CheckResult(DecidedResult):
                 for c, v in mean_abs.head(top).items()]
 
 
-def delta_curve(scores: np.ndarray, n_points: int = 60) -> dict[str, list[float]]:
-    """Flagged fraction as a function of δ (log grid over the defined scores' range).
+def delta_curve(scores: np.ndarray, n_points: int = 60, *, outcomes: np.ndarray | None = None,
+                weights: np.ndarray | None = None) -> dict[str, list[float]]:
+    """Flagged fraction (over the defined scores) as a function of δ (log grid over the defined scores' range).
 
     Parameters
     ----------
     scores : ndarray of shape (n,), NaN where undefined
+    outcomes, weights : ndarray of shape (n, C), optional
+        Level configurations' changes and probabilities (:class:`~faux_checks.method.faux.LICResult`): the
+        fraction at δ is then the mean probability that the change exceeds δ.
 
     Returns
     -------
     dict with ``delta`` and ``flagged_fraction`` lists of length ``n_points``.
     """
+    if outcomes is not None:
+        ok = np.isfinite(scores)
+        values = outcomes[ok]
+        w = weights[ok]
+        s = values[w > 0]
+        if len(s) == 0:
+            return {"delta": [], "flagged_fraction": []}
+        positive = s[s > 0]
+        lo = float(np.quantile(positive, 0.01)) if len(positive) else 1e-6
+        hi = float(s.max()) * 1.05 if s.max() > 0 else 1.0
+        grid = np.geomspace(max(lo, 1e-9), max(hi, lo * 10), n_points)
+        order = np.argsort(values.ravel())
+        flat_v, flat_w = values.ravel()[order], w.ravel()[order]
+        above = np.concatenate([np.cumsum(flat_w[::-1])[::-1], [0.0]])          # weight of outcomes >= each
+        frac = above[np.searchsorted(flat_v, grid, side="right")] / ok.sum()
+        return {"delta": grid.tolist(), "flagged_fraction": frac.tolist()}
     s = scores[np.isfinite(scores)]
     if len(s) == 0:
         return {"delta": [], "flagged_fraction": []}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import InputError
 from ..inputs.protected import ProtectedAttribute
 from ..inputs.tabular import FeatureSpec
 from ..method.auxiliary import AuxiliaryModel
@@ -92,8 +93,12 @@ def faux_tester(target_model, aux: AuxiliaryModel, policy: Policy, output: Targe
     if protected.kind == "continuous" and reference_values is not None:
         c_std = float(np.std(reference_values))
     layout = swap_layout(spec, protected, faux.admissible, c_std=c_std)
+    if layout.admissible.all():
+        raise InputError("every feature is declared admissible: nothing is left that could carry the protected "
+                         "attribute, so the swap reading has nothing to test; declare fewer admissible columns")
     settings = SwapSettings(steps=faux.swap_steps, evaluation=faux.swap_evaluation,
-                            categorical=swap_categorical(faux, target_model), categorical_groups=layout.categorical_groups, line_search=faux.swap_line_search)
+                            categorical=swap_categorical(faux, target_model), categorical_groups=layout.categorical_groups,
+                            line_search=faux.swap_line_search, coupling=faux.swap_coupling)
     tester = FAuxTester(target_model, aux, variant="swap", output=output, swap=settings,
                         protected_mask=mask if uses_direct else None, direct_levels=layout.direct_levels,
                         progress=progress, **kwargs)
@@ -104,4 +109,6 @@ def faux_tester(target_model, aux: AuxiliaryModel, policy: Policy, output: Targe
     if faux.hold_uninformative and holdout_rows is not None and len(holdout_rows) >= 2:
         holdout = (holdout_rows[:, layout.keep], holdout_values)
     return tester.fit_reference(reference_rows[:, layout.keep], reference_values, admissible=layout.admissible,
-                                metric=faux.swap_metric, holdout=holdout, feature_groups=layout.feature_groups)
+                                metric=faux.swap_metric, holdout=holdout, feature_groups=layout.feature_groups,
+                                guard=faux.swap_guard, continuous_matching=faux.continuous_matching,
+                                hold_independent=faux.hold_independent)

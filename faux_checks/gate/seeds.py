@@ -24,14 +24,7 @@ from .aux_model import new_aux
 from .policy import Policy
 from .scorer import faux_tester
 
-__all__ = ["flagged_worst_case", "seed_sample", "seed_spread"]
-
-
-def flagged_worst_case(scores: np.ndarray, undefined: np.ndarray, delta: float) -> np.ndarray:
-    """Bool (n,): a defined score above δ, or an undefined (or non-finite) score: the decision's "flagged"."""
-    scores = np.asarray(scores, dtype=np.float64)
-    bad = np.asarray(undefined, dtype=bool) | ~np.isfinite(scores)
-    return bad | (np.where(bad, -np.inf, scores) > delta)
+__all__ = ["seed_sample", "seed_spread"]
 
 
 def seed_sample(n: int, policy: Policy) -> np.ndarray:
@@ -64,8 +57,9 @@ def seed_spread(target_model, policy: Policy, output: TargetOutput, spec: Featur
         Rows the check's auxiliary model was trained on (each seed trains on the same rows).
     sample : ndarray of int
         Rows every seed scores (:func:`seed_sample`).
-    used_flagged : ndarray of bool, shape (len(sample),)
-        The check's own aux model's worst-case flags on ``sample`` (:func:`flagged_worst_case`).
+    used_flagged : ndarray of shape (len(sample),), bool or float in [0, 1]
+        The check's own aux model's worst-case flags on ``sample``
+        (:meth:`~faux_checks.method.faux.LICResult.decision_weights`).
 
     Returns
     -------
@@ -94,7 +88,7 @@ def seed_spread(target_model, policy: Policy, output: TargetOutput, spec: Featur
         tester = faux_tester(target_model, aux, policy, output, spec, protected, reference_rows=X[train],
                              reference_values=values[train], holdout_rows=X[hold], holdout_values=values[hold])
         lic = tester.evaluate(X[sample], values[sample], evidence=False)
-        fractions.append(float(np.mean(flagged_worst_case(lic.scores, lic.undefined, policy.faux.delta))))
+        fractions.append(float(np.mean(lic.decision_weights(policy.faux.delta))))
         qualities.append(float(aux.quality_))
     return {"seeds": seeds, "fractions": fractions, "aux_quality": qualities, "rows": int(len(sample)),
             "spread": float(max(fractions) - min(fractions))}

@@ -146,7 +146,7 @@ def read_table(path: str | Path) -> pd.DataFrame:
 
 
 def write_scores(path: str | Path, result) -> Path:
-    """Write one row per input row, in input order: ``row``, ``lic_score``, ``flagged``, ``status``.
+    """Write one row per input row, in input order: ``row``, ``lic_score``, ``flagged``, ``status``, ``flag_probability``.
 
     Parquet when ``path`` ends in ``.parquet``, CSV otherwise.
 
@@ -168,7 +168,10 @@ def write_scores(path: str | Path, result) -> Path:
     status = np.where(~audited, "not_audited", np.where(np.isfinite(scores), "scored", "undefined"))
     flagged = pd.array(result.flagged(), dtype="boolean")
     flagged[status != "scored"] = pd.NA
-    frame = pd.DataFrame({"row": np.arange(len(scores)), "lic_score": scores, "flagged": flagged, "status": status})
+    columns = {"row": np.arange(len(scores)), "lic_score": scores, "flagged": flagged, "status": status}
+    if result.flag_probability is not None:
+        columns["flag_probability"] = result.flag_probability
+    frame = pd.DataFrame(columns)
     if path.suffix.lower() == ".parquet":
         frame.to_parquet(path, index=False)
     else:

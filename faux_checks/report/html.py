@@ -89,6 +89,20 @@ def _top_row(entry: dict) -> dict[str, Any]:
     return row
 
 
+ROLE_TEXT = {
+    "declared": "held: declared admissible by the policy",
+    "independent": "held: distributed alike in every group (chi-square test of independence, p ≥ 0.01)",
+    "uninformative": "held: tells the auxiliary model nothing about the protected attribute on its held-out rows",
+    "moves": "moves with the protected attribute",
+}
+
+
+def _role_row(entry: dict) -> dict[str, Any]:
+    """One row of "which columns the counterfactual moves, and why"."""
+    return {"column": entry.get("column"), "counterfactual": ROLE_TEXT.get(entry.get("role"), entry.get("role")),
+            "independence p-value": entry.get("p_value"), "informativeness z": entry.get("informative_z")}
+
+
 def _page(report: dict[str, Any]) -> dict[str, Any]:
     """What the template shows, section by section (every value already chosen; the template lays out)."""
     kind = report.get("kind", "gate")
@@ -131,6 +145,8 @@ def _page(report: dict[str, Any]) -> dict[str, Any]:
         "check": check,
         "flagged_text": flagged_sentences(check),
         "top_flagged": [_top_row(t) for t in check.get("top_flagged") or []],
+        "column_roles": [_role_row(r) for r in ((check.get("provenance") or {}).get("swap") or {}).get("columns") or []],
+        "sensitivity": ((check.get("provenance") or {}).get("swap") or {}).get("sensitivity") or [],
         "expectations": _expectation_rows(report.get("expectations") or []),
         "history": report.get("history") or [],
         "environment": {"python": env.get("python"), "platform": env.get("platform"), **(env.get("seeds") or {})},

@@ -23,6 +23,10 @@ def render_plots(report: dict) -> dict[str, str]:
     mff = check.get("max_flagged_fraction")
     plots: dict[str, str] = {}
 
+    variant = (check.get("provenance") or {}).get("variant")
+    score_axis = ("LIC score (|Δ P(y)| in probability points if only c changed)" if variant in (None, "swap")
+                  else "LIC score (Δ P(y) per unit of aux output)")
+
     def vline(ax):
         if delta:
             ax.axvline(delta, color="crimson", ls="--", label=f"δ = {delta:g}")
@@ -38,7 +42,7 @@ def render_plots(report: dict) -> dict[str, str]:
         ax.set_xscale("log")
         vline(ax)
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
-        ax.set_xlabel("LIC score (Δ P(y) per unit of aux output)")
+        ax.set_xlabel(score_axis)
         ax.set_ylabel("individuals")
         ax.set_title("LIC score distribution: reference vs current")
         plots["score_histogram"] = _png_data_uri(fig)
@@ -49,7 +53,7 @@ def render_plots(report: dict) -> dict[str, str]:
         vline(ax)
         if delta:
             ax.legend()
-        ax.set_xlabel("LIC score (Δ P(y) per unit of aux output)")
+        ax.set_xlabel(score_axis)
         ax.set_ylabel("individuals")
         ax.set_title("LIC score distribution")
         plots["score_histogram"] = _png_data_uri(fig)

@@ -26,7 +26,7 @@ from ..aux_model import given_aux, holdout_scores, new_aux, quality_on
 from ..bounds import quality_intervals
 from ..policy import Policy
 from ..rows import check_model_accepts, direct_derivative
-from ..seeds import flagged_worst_case, seed_sample, seed_spread
+from ..seeds import seed_sample, seed_spread
 from .sample import MAX_LEVELS, SamplePart
 from .source import DataSource, columns_to_read
 
@@ -274,6 +274,6 @@ def prepare_scoring(target_model, sample: SamplePart, *, policy: Policy, feature
         sample = seed_sample(len(X), policy)
         lic = plan.tester(target_model, aux).evaluate(X[sample], values[sample], evidence=False)
         seeds = seed_spread(target_model, policy, output, feature_spec, protected, X, values, train=np.arange(len(X)),
-                            sample=sample, used_flagged=flagged_worst_case(lic.scores, lic.undefined, policy.faux.delta))
+                            sample=sample, used_flagged=lic.decision_weights(policy.faux.delta))
         plan = replace(plan, aux={**plan.aux, "seeds": seeds})
     return plan, aux

@@ -35,8 +35,11 @@ class StreamCounts:
     Attributes
     ----------
     groups : tuple of str
-    n, flagged, undefined : ndarray of shape (n_groups,), int64
-        Audited rows, flagged rows (defined score > δ), undefined scores, per group.
+    n, undefined : ndarray of shape (n_groups,), int64
+        Audited rows and undefined scores, per group.
+    flagged : ndarray of shape (n_groups,), float64
+        Flagged defined rows per group: the sum of their flag probabilities (1 or 0 per row, or the
+        probability of level configurations, :meth:`~faux_checks.method.faux.LICResult.flag_probability`).
     score_sums : list of list of float
         Per group, the sum of the defined scores of each chunk; the mean uses ``math.fsum`` (exactly
         rounded, so it does not depend on the order chunks or shards are merged in).
@@ -61,14 +64,14 @@ class StreamCounts:
     @classmethod
     def empty(cls, groups: Sequence[str]) -> "StreamCounts":
         g = len(groups)
-        return cls(tuple(groups), np.zeros(g, np.int64), np.zeros(g, np.int64), np.zeros(g, np.int64),
+        return cls(tuple(groups), np.zeros(g, np.int64), np.zeros(g, np.float64), np.zeros(g, np.int64),
                    [[] for _ in range(g)])
 
     def add(self, group_index: np.ndarray, scores: np.ndarray, undefined: np.ndarray, flagged: np.ndarray) -> None:
         """Add one chunk's audited rows (all arrays of shape (m,))."""
         g = len(self.groups)
         self.n += np.bincount(group_index, minlength=g)
-        self.flagged += np.bincount(group_index, weights=flagged, minlength=g).astype(np.int64)
+        self.flagged += np.bincount(group_index, weights=np.asarray(flagged, dtype=np.float64), minlength=g)
         self.undefined += np.bincount(group_index, weights=undefined, minlength=g).astype(np.int64)
         defined = ~undefined
         sums = np.bincount(group_index[defined], weights=scores[defined], minlength=g)
@@ -108,7 +111,7 @@ class StreamCounts:
 
     @property
     def n_flagged(self) -> int:
-        return int(self.flagged.sum())
+        return int(round(float(self.flagged.sum())))
 
     @property
     def n_undefined(self) -> int:
@@ -250,7 +253,7 @@ def score_pass(target_model, aux_model: AuxiliaryModel, source: DataSource, plan
             idx = codec.group_index(c)
             lic = tester.evaluate(X, c, evidence=False)
             hit = lic.flagged(delta)
-            counts.add(idx, lic.scores, lic.undefined, hit)
+            counts.add(idx, lic.scores, lic.undefined, lic.flag_probability(delta))
             scores[kept] = lic.scores
             flagged[kept] = hit
             status[kept] = np.where(lic.undefined, "undefined", "scored")
