@@ -177,7 +177,9 @@ def test_fliptest_on_a_sample_extends_the_map_to_every_row(rng):
     c = np.concatenate([c, np.zeros(5, dtype=int)])
     s = FlipTestTester(_linear([0.8, 1.5, -0.3], 0.1), max_n=20, output=LOGIT).score(X, c)
     assert s.shape == (125,) and np.all((s >= 0) & (s <= 1))
-    np.testing.assert_array_equal(s[-5:], s[:5])
+    # the same row scored at another position of the batch: equal up to float32 rounding of the target's matmul
+    # (which depends on the batch's blocking on some CPUs: 1.2e-8 measured)
+    np.testing.assert_allclose(s[-5:], s[:5], rtol=1e-6, atol=1e-7)
 
 
 @pytest.mark.filterwarnings("ignore:Sinkhorn did not converge")

@@ -118,7 +118,8 @@ def test_gradient_is_the_same_in_chunks(X):
     whole = target_probability_and_gradient(net, torch.from_numpy(X), TargetOutput("logit"))
     chunked = target_probability_and_gradient(net, torch.from_numpy(X), TargetOutput("logit"), chunk_size=5)
     torch.testing.assert_close(chunked[0], whole[0], rtol=1e-6, atol=0)
-    torch.testing.assert_close(chunked[1], whole[1], rtol=1e-5, atol=1e-9)
+    # float32 rounding of a smaller batch's matmul: 1.4e-9 absolute measured on the smallest gradient entry
+    torch.testing.assert_close(chunked[1], whole[1], rtol=1e-5, atol=1e-8)
 
 
 def test_unresolved_auto_form_is_refused(X):
