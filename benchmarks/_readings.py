@@ -1,10 +1,9 @@
 """The readings the tester benchmark compares, each run on a :class:`_cells.Cell`.
 
 Library readings (``faux_checks``): eq. 9 as printed (``eq9``: Δŷ per unit of aux log-odds, not
-probability points) and the swap reading with its options. Benchmark-only readings built from the
-library's pieces: ``swap_sample`` (categorical levels drawn from the moved one-hot mass; the score
-is the expected |Δŷ| and the flag the probability that |Δŷ| > δ) and ``swap_ensemble`` (three aux
-seeds averaged). Baselines: FTA, weighted FTA, Unfair Map, FlipTest; LIC-UB on fused data.
+probability points) and the swap reading with its options (the second round's candidates, issue 20;
+benchmark_notes.md). A coupled reading's score is the expected |Δŷ| over level configurations and its
+flag a probability. Baselines: FTA, weighted FTA, Unfair Map, FlipTest; LIC-UB on fused data.
 """
 
 from __future__ import annotations
@@ -13,26 +12,27 @@ import numpy as np
 import torch
 from torch import nn
 
-#: name -> (label, swap options). Every swap reading runs with the family's admissible declaration
-#: ("declared") and without ("none"); both hold fixed the features that tell the aux model nothing about c
-#: on its held-out rows (the library default), except ``swap_nohold``.
+#: name -> (label, options). Every reading runs with the family's admissible declaration ("declared") and without
+#: ("none"); each option is explicit (SwapSettings fields, and metric / hold / hold_independent / guard /
+#: continuous_matching for the reference). ``swap`` is the reading shipped before issue 20.
+_OLD = {"categorical": "soft", "line_search": 0, "continuous_matching": "slope", "hold_independent": False}
+_COUPLED = {"categorical": "coupled", "line_search": 2, "continuous_matching": "rank", "hold_independent": True}
 SWAP_READINGS = {
-    "swap": ("swap: covariance metric, 1 step, finite (candidate default)", {}),
-    "swap_nohold": ("swap without holding uninformative features", {"hold": False}),
-    "swap_first": ("swap, first-order ∇f·Δx", {"evaluation": "first_order"}),
-    "swap_path3": ("swap, 3 Newton steps (finite path)", {"steps": 3}),
-    "swap_search": ("swap, 2 secant iterations along the step (aux output reaches the matched value)",
-                    {"line_search": 2}),
-    "swap_snap": ("swap, categorical snap (discrete swap)", {"categorical": "snap"}),
-    "swap_diag": ("swap, diagonal metric (standardised Euclidean)", {"metric": "diagonal"}),
-    "first_order_euclid": ("first-order swap: eq. 9 × matched Δv (Euclidean J⁺)", {"metric": "euclidean",
-                                                                                  "evaluation": "first_order"}),
-    "path_euclid": ("finite path along J⁺ (Euclidean, 3 steps)", {"metric": "euclidean", "steps": 3}),
+    "swap": ("swap as shipped before issue 20 (covariance, soft one-hot move, one linear step)", _OLD),
+    "swap_search": ("swap + 2 secant iterations of the line search", {**_OLD, "line_search": 2}),
+    "swap_indep": ("swap + search + columns independent of c held", {**_OLD, "line_search": 2, "hold_independent": True}),
+    "coupled": ("coupled: + level switches by the level model (auto coupling) + rank matching (candidate)", _COUPLED),
+    "coupled_gumbel": ("coupled, Gumbel-max coupling for every c", {**_COUPLED, "coupling": "gumbel"}),
+    "coupled_comonotone": ("coupled, comonotone coupling for every c", {**_COUPLED, "coupling": "comonotone"}),
+    "coupled_noindep": ("coupled without the independence hold", {**_COUPLED, "hold_independent": False}),
+    "coupled_explained": ("coupled, metric: covariance c explains given A, guard 0.1",
+                          {**_COUPLED, "metric": "explained", "guard": 0.1}),
+    "coupled_between": ("coupled, metric: covariance c explains (not given A), guard 0.1",
+                        {**_COUPLED, "metric": "between", "guard": 0.1}),
+    "coupled_within": ("coupled, metric: within-group covariance given A", {**_COUPLED, "metric": "within"}),
+    "coupled_slope": ("coupled, one global slope for a continuous c", {**_COUPLED, "continuous_matching": "slope"}),
 }
-EXTRA_READINGS = {
-    "swap_sample": "swap, categorical levels sampled (expected flag), 16 draws",
-    "swap_ensemble": "swap with an ensemble of 3 aux seeds",
-}
+QUICK = ("swap", "coupled")
 BASELINES = {
     "fta": "FTA ‖∇f‖₂",
     "wfta": "weighted FTA ‖P_S ∇f‖₂",
@@ -40,16 +40,7 @@ BASELINES = {
     "fliptest": "FlipTest (exact OT, ≤1,500/group)",
 }
 OTHER = {"eq9": "fAux eq. 9 as printed (Δŷ per aux logit)", "lic_ub": "LIC-UB (true ∂x/∂c; oracle, fused only)"}
-LABELS = {**{k: v[0] for k, v in SWAP_READINGS.items()}, **EXTRA_READINGS, **BASELINES, **OTHER}
-
-
-class _Mean(nn.Module):
-    def __init__(self, nets):
-        super().__init__()
-        self.nets = nn.ModuleList(nets)
-
-    def forward(self, x):
-        return torch.stack([net(x) for net in self.nets]).mean(dim=0)
+LABELS = {**{k: v[0] for k, v in SWAP_READINGS.items()}, **BASELINES, **OTHER}
 
 
 def feature_groups(cell) -> list[np.ndarray]:
@@ -68,6 +59,9 @@ def _tester(cell, aux, *, admissible, options):
     options = dict(options)
     metric = options.pop("metric", "covariance")
     hold = options.pop("hold", True)
+    guard = options.pop("guard", 0.0)
+    matching = options.pop("continuous_matching", "slope")
+    independent = options.pop("hold_independent", False)
     settings = SwapSettings(categorical_groups=cell.groups, **options)
     tester = FAuxTester(cell.target, aux, variant="swap", output=TargetOutput("logit"), swap=settings,
                         protected_mask=None if cell.keep.all() else ~cell.keep, direct_levels=cell.direct_levels)
@@ -76,62 +70,19 @@ def _tester(cell, aux, *, admissible, options):
     if hold and rows is not None and len(rows):
         holdout = (cell.X_ref[rows], cell.c_ref[rows])
     return tester.fit_reference(cell.X_ref, cell.c_ref, admissible=admissible, metric=metric, holdout=holdout,
-                                feature_groups=feature_groups(cell))
+                                feature_groups=feature_groups(cell), guard=guard, continuous_matching=matching,
+                                hold_independent=independent)
 
 
-def swap_scores(cell, name: str, *, declared: bool) -> np.ndarray:
-    """Scores of one library swap reading (probability points), NaN where undefined."""
-    admissible = cell.admissible if declared else None
-    return _tester(cell, cell.aux, admissible=admissible, options=SWAP_READINGS[name][1]).score(cell.X, cell.c)
-
-
-def ensemble_scores(cell, *, declared: bool, seeds=(1, 2)) -> np.ndarray:
-    from faux_checks import AuxiliaryModel
-
-    nets = [cell.aux.net_] + [AuxiliaryModel(kind=cell.kind, seed=100 + s).fit(cell.X_ref, cell.c_ref).net_
-                              for s in seeds]
-    aux = AuxiliaryModel.from_module(_Mean(nets).eval(), kind=cell.kind, n_features=cell.X_ref.shape[1])
-    aux.holdout_rows_ = cell.aux.holdout_rows_        # the first model's held-out rows (the others trained on some)
-    return _tester(cell, aux, admissible=cell.admissible if declared else None, options={}).score(cell.X, cell.c)
-
-
-def sampled_scores(cell, *, declared: bool, deltas=(0.05, 0.1), draws: int = 16, seed: int = 0):
-    """Expected |Δŷ| and, per δ, the probability that |Δŷ| > δ, one-hot levels drawn from the moved mass."""
-    from faux_checks.method.counterfactual import counterfactual_inputs
-    from faux_checks.method.output import TargetOutput, predict_probability
-
-    tester = _tester(cell, cell.aux, admissible=cell.admissible if declared else None, options={})
-    logit = TargetOutput("logit")
-    X = torch.as_tensor(cell.X)
-    p0 = predict_probability(cell.target, X, logit)
-    gen = torch.Generator().manual_seed(seed)
-    positions = np.flatnonzero(cell.keep)
-    groups = [positions[g] for g in cell.groups]                         # in the target's feature space
-    best_mean = np.zeros(len(X))
-    best_p = {d: np.zeros(len(X)) for d in deltas}
-    for _, x1, undefined in counterfactual_inputs(cell.aux.net_, X, cell.c, reference=tester.reference,
-                                                  keep=cell.keep, direct_levels=cell.direct_levels):
-        weights = []
-        for idx in groups:
-            w = x1[:, idx].clamp_min(0)
-            weights.append(w / w.sum(dim=1, keepdim=True).clamp_min(1e-12))
-        total, hits = np.zeros(len(X)), {d: np.zeros(len(X)) for d in deltas}
-        for _ in range(draws if groups else 1):
-            xs = x1.clone()
-            for idx, w in zip(groups, weights):
-                level = torch.multinomial(w.float(), 1, generator=gen)[:, 0]
-                hot = torch.zeros_like(w)
-                hot[torch.arange(len(w)), level] = 1.0
-                xs[:, idx] = hot
-            change = np.abs(predict_probability(cell.target, xs.float(), logit) - p0)
-            total += change
-            for d in deltas:
-                hits[d] += change > d
-        n_draws = draws if groups else 1
-        best_mean = np.maximum(best_mean, np.where(undefined, np.nan, total / n_draws))
-        for d in deltas:
-            best_p[d] = np.maximum(best_p[d], hits[d] / n_draws)
-    return best_mean, best_p
+def swap_scores(cell, name: str, *, declared: bool, deltas=(0.05, 0.1)):
+    """One library swap reading: scores (probability points, NaN where undefined), or for a coupled reading
+    (expected |Δŷ|, {δ: P(|Δŷ| > δ), undefined rows 1})."""
+    options = SWAP_READINGS[name][1]
+    tester = _tester(cell, cell.aux, admissible=cell.admissible if declared else None, options=options)
+    lic = tester.evaluate(cell.X, cell.c, evidence=False)
+    if lic.outcomes is None:
+        return lic.scores
+    return lic.scores, {d: lic.decision_weights(d) for d in deltas}
 
 
 def eq9_scores(cell) -> np.ndarray:
@@ -174,17 +125,12 @@ def lic_ub_scores(cell) -> np.ndarray:
 
 
 def all_readings(cell, *, quick: bool = False) -> dict:
-    """Every reading on one cell: {name: scores} plus {"swap_sample/<declared>": (mean, {δ: P})}."""
+    """Every reading on one cell: {name: scores or (expected |Δŷ|, {δ: flag probability})}."""
     out: dict = {"eq9": eq9_scores(cell)}
-    names = ["swap", "swap_search", "first_order_euclid", "path_euclid"] if quick else list(SWAP_READINGS)
     for declared in (True, False):
         tag = "declared" if declared else "none"
-        for name in names:
+        for name in (QUICK if quick else SWAP_READINGS):
             out[f"{name}/{tag}"] = swap_scores(cell, name, declared=declared)
-        if not quick:
-            out[f"swap_sample/{tag}"] = sampled_scores(cell, declared=declared)
-    if not quick:
-        out["swap_ensemble/declared"] = ensemble_scores(cell, declared=True)
     out.update(baseline_scores(cell))
     if cell.dx_dc is not None:
         out["lic_ub"] = lic_ub_scores(cell)

@@ -35,10 +35,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 DELTAS = (0.1, 0.05)                     # δ = τ: the policy's δ and a check at half of it
 BASELINE_NAMES = ("fta", "wfta", "unfair_map", "fliptest")
-DEFAULT = "swap/declared"
-SHORT = {"swap/declared": "swap", "swap/none": "swap (none)", "eq9": "eq. 9", "first_order_euclid/declared": "1st-order Eucl.",
-         "path_euclid/declared": "path Eucl.", "swap_sample/declared": "swap sample", "fta": "FTA", "wfta": "wFTA",
-         "unfair_map": "Unfair Map", "fliptest": "FlipTest", "lic_ub": "LIC-UB"}
+DEFAULT = "coupled/declared"
+PREVIOUS = "swap/declared"
+SHORT = {"coupled/declared": "coupled", "coupled/none": "coupled (none)", "swap/declared": "swap (before)",
+         "swap_search/declared": "+search", "swap_indep/declared": "+indep.", "eq9": "eq. 9", "fta": "FTA",
+         "wfta": "wFTA", "unfair_map": "Unfair Map", "fliptest": "FlipTest", "lic_ub": "LIC-UB"}
+LIMIT = 0.05                             # the shipped max_flagged_fraction, for rule (vi)
 
 
 # ---------------------------------------------------------------------------- metrics
@@ -60,29 +62,47 @@ def cell_metrics(cell, readings: dict) -> dict:
         out[f"share@{delta:g}"] = float(positive.mean())
         if cell.exact is not None:
             out[f"share_exact@{delta:g}"] = float(positive[cell.exact].mean())
+    out["control"] = control_kind(cell, out["share@0.1"])
     out["readings"] = {}
     for name, value in readings.items():
         entry = {}
         for delta in DELTAS:
             positive = cell.truth > delta
-            if isinstance(value, tuple):                              # sampled: (expected |Δ|, {δ: P})
-                rank, flags = value[0], value[1][delta]
-                flagged = float(np.mean(flags))
+            if isinstance(value, tuple):                              # coupled: (expected |Δ|, {δ: P})
+                rank, flags = value[0], np.asarray(value[1][delta], dtype=np.float64)
             else:
                 rank = value
-                flagged = float(np.mean(np.nan_to_num(value, nan=np.inf) > delta))
-                if cell.exact is not None:
-                    entry[f"flagged_exact@{delta:g}"] = float(np.mean(np.nan_to_num(value[cell.exact], nan=np.inf) > delta))
+                flags = (np.nan_to_num(value, nan=np.inf) > delta).astype(np.float64)
+            flagged = float(np.mean(flags))
+            if cell.exact is not None:
+                entry[f"flagged_exact@{delta:g}"] = float(np.mean(flags[cell.exact]))
             entry[f"ap@{delta:g}"] = average_precision(rank, positive)
             entry[f"flagged@{delta:g}"] = flagged
         rank = np.asarray(value[0] if isinstance(value, tuple) else value, dtype=np.float64)
         entry["undefined"] = int(np.isnan(rank).sum())
+        entry["decision@0.1"] = decide(entry["flagged@0.1"], out["n"])
         share = out["share@0.1"]
         # rule (iv): the δ at which this reading would flag the true share of IFS > 0.1
         entry["delta_match"] = (float(np.nanquantile(rank, 1 - share)) if 0.05 <= share <= 0.5 and
                                 np.isfinite(rank).any() else float("nan"))
         out["readings"][name] = entry
     return out
+
+
+def decide(flagged_fraction: float, n: int, limit: float = LIMIT, confidence: float = 0.95) -> str:
+    """The gate's decision from the flagged fraction of n rows (Clopper–Pearson, one aux model): rule (vi)."""
+    from scipy.stats import binomtest
+
+    k = int(round(flagged_fraction * n))
+    ci = binomtest(k, n).proportion_ci(confidence_level=confidence, method="exact")
+    return "passed" if ci.high <= limit else "failed" if ci.low > limit else "undecided"
+
+
+def control_kind(cell, share: float) -> str:
+    """Rule (vi): "fair" (must pass), "unfair" (true share ≥ 10%: must fail) or "" (not judged)."""
+    if cell.key.get("target") in ("legit_only", "mediator_only") or cell.key.get("version") == "v5" or share <= 0.01:
+        return "fair"
+    return "unfair" if share >= 0.10 else ""
 
 
 # ---------------------------------------------------------------------------- runs
@@ -100,7 +120,29 @@ def grid(quick: bool, seeds, families, datasets=("adult", "law")):
                   for k in ("binary", "multiclass", "continuous") for b in (0.0, 0.2, 0.5, 0.8)]
     if "adult" in families:
         cells += [("adult", {"version": v}) for v in ("v1", "v2", "v3", "v4", "v5")]
+    if "mechanism" in families:
+        cells += [("mechanism", key) for key in MECHANISM_CELLS]
     return cells, seeds
+
+
+def _m(dataset, mechanism, kind, bias, target=None):
+    key = {"dataset": dataset, "mechanism": mechanism, "kind": kind, "bias": bias}
+    return {**key, "target": target} if target else key
+
+
+#: The mechanisms family (benchmark_notes.md, second round).
+MECHANISM_CELLS = [
+    _m("bank", "ratio", "binary", 0.0, "legit_only"), _m("bank", "ratio", "binary", 0.8),
+    _m("bank", "weak", "binary", 0.8), _m("bank", "weak", "multiclass", 0.8),
+    _m("bank", "redraw", "binary", 0.8), _m("bank", "redraw", "multiclass", 0.8),
+    _m("bank", "mediator", "binary", 0.8, "mediator_only"), _m("bank", "mediator", "binary", 0.8),
+    _m("bank", "subgroup", "binary", 0.8), _m("bank", "multicat", "multiclass", 0.8),
+    _m("bank", "names", "binary", 0.0), _m("bank", "names", "binary", 0.8),
+    _m("law", "ratio", "binary", 0.0, "legit_only"), _m("law", "ratio", "binary", 0.8),
+    _m("law", "ordered", "continuous", 0.0), _m("law", "ordered", "continuous", 0.8),
+    _m("law", "redraw", "continuous", 0.8), _m("law", "weak", "continuous", 0.8),
+    _m("compas", "ratio", "binary", 0.0, "legit_only"), _m("compas", "names", "binary", 0.8),
+]
 
 
 def run(args) -> list[dict]:
@@ -112,13 +154,14 @@ def run(args) -> list[dict]:
     torch.set_num_threads(args.threads)
     sources = _cells.Sources(args.data_dir)
     cells, seeds = grid(args.quick, args.seeds, args.families, args.datasets)
-    builders = {"fused": _cells.fused_cell, "proxy": _cells.proxy_cell, "adult": _cells.adult_cell}
+    builders = {"fused": _cells.fused_cell, "proxy": _cells.proxy_cell, "adult": _cells.adult_cell,
+                "mechanism": _cells.mechanism_cell}
     results = []
     for seed in seeds:
         for family, key in cells:
             t0 = time.perf_counter()
             kwargs = dict(key)
-            if args.quick and family != "adult":
+            if args.quick and family in ("fused", "proxy"):
                 kwargs.update(n_train=4000, n_audit=2000)
             cell = builders[family](sources, seed=seed, **kwargs)
             readings = _readings.all_readings(cell, quick=args.quick)
@@ -131,43 +174,58 @@ def run(args) -> list[dict]:
 
 
 def cost_ratio(args, repeats: int = 3) -> dict:
-    """CPU seconds of the swap reading vs the autograd floor (one target gradient + one aux Jacobian), same rows."""
+    """CPU seconds of the readings vs the autograd floor (one target gradient + one aux Jacobian), same rows.
+
+    Two data sets: fused rows (d = 13, no one-hot group) and proxy-injection rows of Adult (binary c, six one-hot
+    groups, five of them free), 20,000 audit rows each; the shipped reading (``coupled``) and the one before
+    (``swap``), each with its reference fitted before the timing.
+    """
     import torch
 
     import _cells
-    from faux_checks import FAuxTester, TargetOutput
+    import _readings
     from faux_checks.method.gradients import target_probability_and_gradient
+    from faux_checks import TargetOutput
 
-    cell = _cells.fused_cell(_cells.Sources(args.data_dir), bias=0.6, seed=0, n_audit=20_000)
+    sources = _cells.Sources(args.data_dir)
     logit = TargetOutput("logit")
-    X = torch.as_tensor(cell.X)
-    swap = FAuxTester(cell.target, cell.aux, variant="swap", output=logit).fit_reference(cell.X_ref, cell.c_ref,
-                                                                                          admissible=cell.admissible)
-    eq9 = FAuxTester(cell.target, cell.aux, variant="faux", output=logit)
+    out = {}
+    for label, cell in (("fused", _cells.fused_cell(sources, bias=0.6, seed=0, n_audit=20_000)),
+                        ("proxy_adult", _cells.proxy_cell(sources, dataset="adult", kind="binary", bias=0.5, seed=0,
+                                                          n_audit=20_000, n_train=10_000))):
+        X = torch.as_tensor(cell.X)
 
-    def floor():
-        target_probability_and_gradient(cell.target, X, logit)
-        cell.aux.jacobian(X)
+        def floor():
+            target_probability_and_gradient(cell.target, X, logit)
+            cell.aux.jacobian(X[:, torch.as_tensor(cell.keep)])
 
-    def best(fn):
-        times = []
-        for _ in range(repeats):
-            t = time.process_time()
-            fn()
-            times.append(time.process_time() - t)
-        return min(times)
+        def best(fn):
+            times = []
+            for _ in range(repeats):
+                t = time.process_time()
+                fn()
+                times.append(time.process_time() - t)
+            return min(times)
 
-    t_floor = best(floor)
-    return {"rows": len(X), "floor_s": t_floor, "swap_ratio": best(lambda: swap.score(cell.X, cell.c)) / t_floor,
-            "eq9_ratio": best(lambda: eq9.score(cell.X)) / t_floor}
+        t_floor = best(floor)
+        entry = {"rows": len(X), "floor_s": t_floor, "one_hot_groups": len(cell.groups)}
+        for name in ("swap", "coupled"):
+            tester = _readings._tester(cell, cell.aux, admissible=cell.admissible,
+                                       options=_readings.SWAP_READINGS[name][1])
+            entry[f"{name}_ratio"] = best(lambda: tester.evaluate(cell.X, cell.c, evidence=False)) / t_floor
+        out[label] = entry
+    return out
 
 
 # ---------------------------------------------------------------------------- rules
+KEY_NAMES = ("dataset", "mechanism", "kind", "bias", "target", "version")
+
+
 def mean_over_seeds(results):
     """{(family, key tuple): {"share@δ": mean, reading: {metric: mean}}}."""
     groups: dict = {}
     for r in results:
-        k = (r["family"], tuple((name, r[name]) for name in ("dataset", "kind", "bias", "version") if name in r))
+        k = (r["family"], tuple((name, r[name]) for name in KEY_NAMES if name in r))
         groups.setdefault(k, []).append(r)
     out = {}
     for k, runs in groups.items():
@@ -176,7 +234,7 @@ def mean_over_seeds(results):
         for name in names:
             entry[name] = {m: float(np.nanmean([r["readings"][name][m] for r in runs]))
                            if not all(np.isnan(r["readings"][name][m]) for r in runs) else float("nan")
-                           for m in runs[0]["readings"][name]}
+                           for m in runs[0]["readings"][name] if not m.startswith("decision")}
         entry["_seeds"] = len(runs)
         out[k] = entry
     return out
@@ -218,10 +276,34 @@ def rule_table(cells: dict, delta: float, names) -> dict:
     return table
 
 
+def decision_table(results, names) -> dict:
+    """Rule (vi) per reading, over runs: fair controls passed / total, clearly unfair runs failed / total."""
+    table = {}
+    for name in names:
+        t = {"fair_ok": 0, "fair_n": 0, "unfair_ok": 0, "unfair_n": 0, "misses": []}
+        for r in results:
+            if name not in r["readings"] or not r.get("control"):
+                continue
+            d = r["readings"][name]["decision@0.1"]
+            if r["control"] == "fair":
+                t["fair_n"] += 1
+                t["fair_ok"] += d == "passed"
+            else:
+                t["unfair_n"] += 1
+                t["unfair_ok"] += d == "failed"
+            want = "passed" if r["control"] == "fair" else "failed"
+            if d != want:
+                t["misses"].append(f"{key_label((r['family'], tuple((k, r[k]) for k in KEY_NAMES if k in r)))} "
+                                   f"seed {r['seed']}: {d} (true {r['share@0.1']:.3f}, flagged "
+                                   f"{r['readings'][name]['flagged@0.1']:.3f})")
+        table[name] = t
+    return table
+
+
 def delta_spread(results, name: str) -> tuple[dict, float]:
     """Rule (iv): per family, the median δ at which the reading flags the true share of IFS > 0.1; max/min ratio."""
     per = {}
-    for family in ("fused", "proxy", "adult"):
+    for family in ("fused", "proxy", "adult", "mechanism"):
         vals = [r["readings"][name]["delta_match"] for r in results
                 if r["family"] == family and name in r["readings"] and np.isfinite(r["readings"][name]["delta_match"])]
         if vals:
@@ -242,6 +324,9 @@ def key_label(key) -> str:
         return f"fused, bias {d['bias']:g}"
     if family == "proxy":
         return f"{d['dataset']}, {d['kind']}, bias {d['bias']:g}"
+    if family == "mechanism":
+        target = {"legit_only": ", target blind to caused columns", "mediator_only": ", target: real block + mediator"}
+        return f"{d['dataset']} {d['mechanism']}, {d['kind']}, bias {d['bias']:g}{target.get(d.get('target'), '')}"
     return f"Adult {d['version']}"
 
 
@@ -267,58 +352,82 @@ def write_report(results: list[dict], cost: dict | None, args, path: Path, wall:
         notes.strip(),
         "",
     ]
+    decisions = decision_table(results, names)
     for delta in DELTAS:
-        lines += [f"## Rules (i)–(iii) per reading at δ = τ = {delta:g} (all families)", "",
+        vi = delta == 0.1
+        lines += [f"## Rules (i)–(iii){' and (vi)' if vi else ''} per reading at δ = τ = {delta:g} (all families)", "",
                   "| reading | admissible | (i) AP ≥ best baseline | mean AP − best | (ii) calibrated (±0.05) | "
-                  "mean abs. error | (iii) bias-0 ≤ truth + 1 pt | mean over-flagging |",
-                  "|---|---|---:|---:|---:|---:|---:|---:|"]
+                  "mean abs. error | (iii) bias-0 ≤ truth + 1 pt | mean over-flagging |"
+                  + (" (vi) fair runs passed | (vi) unfair runs failed |" if vi else ""),
+                  "|---|---|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if vi else "")]
         table = rule_table(cells, delta, names)
-        order = sorted(readings, key=lambda n: -(table[n]["ap_ok"] + table[n]["cal_ok"] + table[n]["b0_ok"]))
+
+        def total(n):
+            extra = decisions[n]["fair_ok"] + decisions[n]["unfair_ok"] if vi else 0
+            return table[n]["ap_ok"] + table[n]["cal_ok"] + table[n]["b0_ok"] + extra
+
+        order = sorted(readings, key=lambda n: -total(n))
         for n in order + list(BASELINE_NAMES):
             if n not in table:
                 continue
-            t = table[n]
+            t, dt = table[n], decisions[n]
             base, _, tag = n.partition("/")
             lines.append(
                 f"| {_readings.LABELS.get(base, base)} | {tag or '–'} | {t['ap_ok']}/{t['ap_n']} | "
                 f"{fmt(np.mean(t['ap_gap']) if t['ap_gap'] else np.nan, 3)} | {t['cal_ok']}/{t['cal_n']} | "
                 f"{fmt(np.mean(t['cal_err']) if t['cal_err'] else np.nan)} | {t['b0_ok']}/{t['b0_n']} | "
-                f"{fmt(np.mean(t['b0_over']) if t['b0_over'] else np.nan)} |")
+                f"{fmt(np.mean(t['b0_over']) if t['b0_over'] else np.nan)} |"
+                + (f" {dt['fair_ok']}/{dt['fair_n']} | {dt['unfair_ok']}/{dt['unfair_n']} |" if vi else ""))
         lines.append("")
-        for family in ("fused", "proxy", "adult"):
+        for family in ("fused", "proxy", "adult", "mechanism"):
             fam = {k: v for k, v in cells.items() if k[0] == family}
             if not fam:
                 continue
-            t = rule_table(fam, delta, [DEFAULT, "swap/none", "eq9"])
-            lines.append(f"- {family}: swap (declared) (i) {t[DEFAULT]['ap_ok']}/{t[DEFAULT]['ap_n']}, "
-                         f"(ii) {t[DEFAULT]['cal_ok']}/{t[DEFAULT]['cal_n']}, (iii) {t[DEFAULT]['b0_ok']}/{t[DEFAULT]['b0_n']}; "
-                         f"swap (none) (i) {t['swap/none']['ap_ok']}/{t['swap/none']['ap_n']}, "
-                         f"(ii) {t['swap/none']['cal_ok']}/{t['swap/none']['cal_n']}, "
-                         f"(iii) {t['swap/none']['b0_ok']}/{t['swap/none']['b0_n']}.")
+            shown = [n for n in (DEFAULT, "coupled/none", PREVIOUS, "swap/none") if n in names]
+            t = rule_table(fam, delta, shown)
+            fam_runs = [r for r in results if r["family"] == family]
+            dt = decision_table(fam_runs, shown)
+            parts = []
+            for n in shown:
+                part = (f"{SHORT.get(n, n)} (i) {t[n]['ap_ok']}/{t[n]['ap_n']}, (ii) {t[n]['cal_ok']}/{t[n]['cal_n']}, "
+                        f"(iii) {t[n]['b0_ok']}/{t[n]['b0_n']}")
+                if vi:
+                    part += f", (vi) {dt[n]['fair_ok'] + dt[n]['unfair_ok']}/{dt[n]['fair_n'] + dt[n]['unfair_n']}"
+                parts.append(part)
+            lines.append(f"- {family}: " + "; ".join(parts) + ".")
         lines.append("")
+        if vi:
+            for n in (DEFAULT, PREVIOUS):
+                if n in decisions and decisions[n]["misses"]:
+                    lines += [f"Rule (vi) misses of {SHORT.get(n, n)} (declared):", ""]
+                    lines += [f"- {m}" for m in decisions[n]["misses"]] + [""]
     lines += ["## Rule (iv): one δ for every family", "",
               "Median, over the cells whose true share of IFS > 0.1 is 5–50%, of the δ at which the reading would "
               "flag exactly that share (a reading in the unit users need has δ ≈ 0.1 everywhere).", "",
-              "| reading | fused | proxy | adult | max/min |", "|---|---:|---:|---:|---:|"]
-    for n in [DEFAULT, "swap/none", "swap_first/declared", "first_order_euclid/declared", "path_euclid/declared", "eq9",
+              "| reading | fused | proxy | adult | mechanism | max/min |", "|---|---:|---:|---:|---:|---:|"]
+    for n in [DEFAULT, "coupled/none", PREVIOUS, "swap/none", "swap_search/declared", "swap_indep/declared", "eq9",
               "fta", "wfta"]:
         if not any(n in r["readings"] for r in results):
             continue
         per, ratio = delta_spread(results, n)
-        lines.append(f"| {n} | " + " | ".join(fmt(per.get(f, np.nan)) for f in ("fused", "proxy", "adult"))
+        lines.append(f"| {n} | " + " | ".join(fmt(per.get(f, np.nan)) for f in ("fused", "proxy", "adult", "mechanism"))
                      + f" | {fmt(ratio, 1)} |")
     lines.append("")
     if cost:
         lines += ["## Rule (v): cost", "",
-                  f"CPU seconds on {cost['rows']:,} fused rows (d = 13), best of 3, against the autograd floor (one "
-                  f"target gradient + one aux Jacobian, {cost['floor_s']:.3f} s): swap **{cost['swap_ratio']:.2f}×**, "
-                  f"eq. 9 {cost['eq9_ratio']:.2f}×. The gate's figure at n = 1,000,000, d = 100 is in "
-                  "`benchmarks/README.md` (`bench_scoring.py`).", ""]
+                  "CPU seconds, best of 3, against the autograd floor (one target gradient + one aux Jacobian) on the same "
+                  "rows:", "", "| rows | one-hot groups | floor (s) | coupled (shipped) | swap (before) |",
+                  "|---|---:|---:|---:|---:|"]
+        for label, e in cost.items():
+            lines.append(f"| {label} ({e['rows']:,}) | {e['one_hot_groups']} | {e['floor_s']:.3f} | "
+                         f"{e['coupled_ratio']:.2f}× | {e['swap_ratio']:.2f}× |")
+        lines += ["", "The gate's figure at n = 1,000,000, d = 100 is in `benchmarks/README.md` (`bench_scoring.py`).", ""]
     # per-cell tables
-    show = [DEFAULT, "swap/none", "eq9", "first_order_euclid/declared", "path_euclid/declared", "swap_sample/declared"]
+    show = [DEFAULT, "coupled/none", PREVIOUS, "swap_search/declared", "swap_indep/declared", "eq9"]
     for family, title in (("fused", "Fused synthetic data (concat; admissible = x̂)"),
                           ("proxy", "Proxy injection on real data (admissible = the legitimate block)"),
-                          ("adult", "Adult definitional counterfactual (admissible = every feature but relationship)")):
+                          ("adult", "Adult definitional counterfactual (admissible = every feature but relationship)"),
+                          ("mechanism", "Mechanisms on real rows (admissible = the real block; mediator cells: the mediator)")):
         fam = {k: v for k, v in sorted(cells.items(), key=lambda kv: str(kv[0])) if k[0] == family}
         if not fam:
             continue
@@ -336,12 +445,12 @@ def write_report(results: list[dict], cost: dict | None, args, path: Path, wall:
         lines.append("")
         if family == "adult":
             lines += ["Married rows only (where the definitional truth is exact):", "",
-                      "| version | what it is | true share (married) | swap (declared) | swap (none) | eq. 9 |",
-                      "|---|---|---:|---:|---:|---:|"]
+                      "| version | what it is | true share (married) | coupled (declared) | coupled (none) | swap before (declared) | eq. 9 |",
+                      "|---|---|---:|---:|---:|---:|---:|"]
             for key, e in fam.items():
                 v = dict(key[1])["version"]
                 row = [v, _cells.ADULT_VERSIONS[v], fmt(e.get("share_exact@0.1", np.nan))]
-                for c in (DEFAULT, "swap/none", "eq9"):
+                for c in (DEFAULT, "coupled/none", PREVIOUS, "eq9"):
                     row.append(fmt(e[c].get("flagged_exact@0.1", np.nan)) if c in e else "–")
                 lines.append("| " + " | ".join(row) + " |")
             lines.append("")
@@ -363,7 +472,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="5 cells, 1 seed, small data (< 3 min)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--families", nargs="+", default=["fused", "proxy", "adult"])
+    parser.add_argument("--families", nargs="+", default=["fused", "proxy", "adult", "mechanism"])
     parser.add_argument("--datasets", nargs="+", default=["adult", "law"],
                         help="proxy-injection datasets (development: adult law; 'credit' is the held-out independent "
                              "check of benchmark_notes.md, run with --families proxy --datasets credit --out ...)")
@@ -395,7 +504,8 @@ def main(argv=None) -> int:
     write_report(results, cost, args, out, wall)
     print(f"report: {out}")
     if cost:
-        print(f"cost: swap {cost['swap_ratio']:.2f}x the autograd floor, eq. 9 {cost['eq9_ratio']:.2f}x")
+        print("cost: " + "; ".join(f"{k}: coupled {v['coupled_ratio']:.2f}x, swap {v['swap_ratio']:.2f}x the autograd floor"
+                                   for k, v in cost.items()))
     print(headline(results))
     return 0
 
