@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .._validation import fmt_count
+from .._validation import check_column_names, fmt_count
 from ..errors import InputError
 
-__all__ = ["MalformedRows", "csv_field_count_errors", "read_table", "write_scores"]
+__all__ = ["MalformedRows", "check_header", "csv_field_count_errors", "read_table", "write_scores"]
 
 #: Malformed rows named in an error message (the count covers all of them).
 SHOWN_ROWS = 5
@@ -120,19 +120,54 @@ def csv_field_count_errors(path: str | Path) -> MalformedRows:
     return out
 
 
+def header_names(path: str | Path) -> list[str] | None:
+    """The column names as the file writes them, before pandas renames a repeated one (``x1`` -> ``x1.1``).
+
+    CSV: the first line read as data (quotes and ``skipinitialspace`` as :func:`read_table` reads
+    it); Parquet: the schema's field names. None when the file cannot be read this way (the
+    reader proper then reports why).
+    """
+    path = Path(path)
+    try:
+        if path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            return list(pq.read_schema(str(path)).names)
+        first = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False, skipinitialspace=True)
+    except Exception:
+        return None
+    return [str(v) for v in first.iloc[0]] if len(first) else None
+
+
+def check_header(path: str | Path) -> None:
+    """Refuse a data file whose header repeats a column name, leaves one empty, or has two that differ
+    only by surrounding whitespace (:func:`faux_checks._validation.check_column_names`).
+
+    Raises
+    ------
+    InputError
+        ``data file d.csv has ambiguous column names: 'x1' is given 2 times (columns 2 and 5). ...``
+    """
+    names = header_names(path)
+    if names is not None:
+        check_column_names(names, what=f"data file {path}")
+
+
 def read_table(path: str | Path) -> pd.DataFrame:
     """Read a CSV (any of ``.csv``, ``.csv.gz``, ``.txt``) or Parquet file into a DataFrame.
 
     Raises
     ------
     InputError
-        Missing file, unknown format, a parse error (message keeps the parser's words), or CSV
-        records whose field count differs from the header's (:func:`csv_field_count_errors`: the
-        first rows named and counted; never read as missing values).
+        Missing file, unknown format, a parse error (message keeps the parser's words), a header
+        with a repeated, empty or whitespace-ambiguous column name (:func:`check_header`: the
+        names and their positions), or CSV records whose field count differs from the header's
+        (:func:`csv_field_count_errors`: the first rows named and counted; never read as missing values).
     """
     path = Path(path)
     if not path.is_file():
         raise InputError(f"data file {path} does not exist")
+    check_header(path)
     if path.suffix != ".parquet":
         bad = csv_field_count_errors(path)
         if bad.count:
