@@ -28,6 +28,8 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.states import Completed, Failed
 
+from faux_checks.report.artifacts import markdown_text
+
 from .common import IO_TASK, TASK, slug
 
 __all__ = ["gate", "gate_version", "gate_version_leased", "VersionOutcome"]
@@ -480,13 +482,13 @@ def _publish(result: VersionOutcome, report_dir: str) -> None:
     name, version = result.model_name, result.version
     try:
         create_markdown_artifact(key=f"fairness-gate-{slug(name)}-v{version}", markdown=_markdown(result),
-                                 description=f"fairness gate decision for {name} v{version}")
+                                 description=f"fairness gate decision for {markdown_text(name)} v{markdown_text(version)}")
         from faux_checks.report.artifacts import artifact_table
         from faux_checks.report.schema import load_report
 
         create_table_artifact(key=f"fairness-gate-{slug(name)}-v{version}-rules",
                               table=artifact_table(load_report(report_dir)),
-                              description=f"fairness gate rules for {name} v{version}")
+                              description=f"fairness gate rules for {markdown_text(name)} v{markdown_text(version)}")
     except Exception as exc:
         get_run_logger().warning("model %s v%s: Prefect artifact not written: %s", name, version, exc)
 
@@ -532,26 +534,28 @@ def _not_completed(model_name: str, version: str, outcome, report_dir: str, mode
                               run_id=run_id, promoted=False)
     try:
         create_markdown_artifact(key=f"fairness-gate-{slug(model_name)}-v{version}", markdown=_markdown(result),
-                                 description=f"fairness gate decision for {model_name} v{version}")
+                                 description=f"fairness gate decision for {markdown_text(model_name)} v{markdown_text(version)}")
     except Exception as exc:
         logger.warning("model %s v%s: Prefect artifact not written: %s", model_name, version, exc)
     return result
 
 
 def _markdown(o: VersionOutcome) -> str:
+    """The version's Markdown artifact; every name and value from the model, data or reasons is escaped."""
+    md = markdown_text
     ff = "n/a" if o.flagged_fraction is None else f"{o.flagged_fraction:.2%}"
-    lines = [f"## {o.model_name} v{o.version}: **{o.decision}**", "", f"- flagged fraction: {ff}",
-             f"- aux quality: {o.aux_quality if o.aux_quality is not None else 'n/a'}",
-             f"- promoted: {o.promoted}", f"- report: {o.report_dir}", "", "Reasons:"]
-    lines += [f"- {r}" for r in o.reasons]
+    lines = [f"## {md(o.model_name)} v{md(o.version)}: **{md(o.decision)}**", "", f"- flagged fraction: {ff}",
+             f"- aux quality: {md(o.aux_quality if o.aux_quality is not None else 'n/a')}",
+             f"- promoted: {o.promoted}", f"- report: {md(o.report_dir)}", "", "Reasons:"]
+    lines += [f"- {md(r)}" for r in o.reasons]
     if o.attributes:
         lines += ["", "| protected attribute | decision | flagged fraction | aux quality |", "|---|---|---|---|"]
-        lines += [f"| {a.get('attribute')} | {a.get('decision')} | "
+        lines += [f"| {md(a.get('attribute'))} | {md(a.get('decision'))} | "
                   f"{'n/a' if a.get('flagged_fraction') is None else format(a['flagged_fraction'], '.2%')} | "
-                  f"{a.get('aux_quality') if a.get('aux_quality') is not None else 'n/a'} |" for a in o.attributes]
+                  f"{md(a.get('aux_quality') if a.get('aux_quality') is not None else 'n/a')} |" for a in o.attributes]
     if o.by_group:
         lines += ["", "| group | n | flagged fraction |", "|---|---|---|"]
-        lines += [f"| {g.get('group')} | {g.get('n')} | {g.get('flagged_fraction')} |" for g in o.by_group]
+        lines += [f"| {md(g.get('group'))} | {md(g.get('n'))} | {md(g.get('flagged_fraction'))} |" for g in o.by_group]
     return "\n".join(lines)
 
 
