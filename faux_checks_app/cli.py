@@ -87,12 +87,23 @@ def cmd_check(args) -> int:
         raise FauxChecksError(f"{report_dir} already holds a report; choose a new --report-dir (nothing is overwritten)")
     if args.scores_out and Path(args.scores_out).exists():
         raise FauxChecksError(f"{args.scores_out} exists already; choose another --scores-out (nothing is overwritten)")
+    _check_outputs(scores_out=args.scores_out, report_dir=report_dir)
     try:
         return _check(args, report_dir)
     except Exception as exc:  # fail closed, and say why in the report the user asked for
         if report_dir is not None and not (report_dir / "report.json").exists():
             _write_undecided_report(report_dir, args, exc)
         raise
+
+
+def _check_outputs(*, scores_out=None, report_dir=None, out=None, work_dir=None) -> None:
+    """Refuse output paths that cannot be written before anything is loaded or scored (InputError, exit 2)."""
+    from faux_checks.inputs.io import check_output_path
+
+    for path, option, folder in ((scores_out, "--scores-out", False), (out, "--out", False),
+                                 (report_dir, "--report-dir", True), (work_dir, "--work-dir", True)):
+        if path is not None:
+            check_output_path(path, option=option, folder=folder)
 
 
 def _write_undecided_report(report_dir: Path, args, exc: BaseException) -> None:
@@ -277,6 +288,7 @@ def cmd_gate(args) -> int:
     from faux_checks.registry.operations import apply_client_settings, check_reachable
     from faux_checks.settings import configure_environment
 
+    _check_outputs(report_dir=args.report_dir)
     operations = load_policy(args.policy).operations
     deadline = float(args.deadline or operations.deadline_s)
     apply_client_settings(operations)
@@ -557,6 +569,7 @@ def cmd_audit(args) -> int:
     """Run the Prefect drift-audit flow once on the deployed version of a registered model."""
     from faux_checks.settings import configure_environment
 
+    _check_outputs(report_dir=args.report_dir)
     configure_environment()
     from flows.audit import audit
 
@@ -681,6 +694,7 @@ def cmd_score_large(args) -> int:
 
     if Path(args.out).exists():
         raise FauxChecksError(f"{args.out} exists already; choose another --out (nothing is overwritten)")
+    _check_outputs(out=args.out, work_dir=args.work_dir)
     policy = _policy(args)
     scale = policy.scale
     workers = args.workers if args.workers is not None else scale.workers

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pandas as pd
 from .._validation import check_column_names, fmt_count
 from ..errors import InputError
 
-__all__ = ["MalformedRows", "check_header", "csv_field_count_errors", "read_table", "write_scores"]
+__all__ = ["MalformedRows", "check_header", "check_output_path", "csv_field_count_errors", "read_table", "write_scores"]
 
 #: Malformed rows named in an error message (the count covers all of them).
 SHOWN_ROWS = 5
@@ -178,6 +179,56 @@ def read_table(path: str | Path) -> pd.DataFrame:
         return pd.read_csv(path, skipinitialspace=True)
     except Exception as exc:
         raise InputError(f"cannot read data file {path}: {type(exc).__name__}: {exc}") from exc
+
+
+def check_output_path(path: str | Path, *, option: str, folder: bool = False) -> None:
+    """Refuse, before anything is computed, an output path that cannot be written.
+
+    A file (``--scores-out``, ``--out``) needs an existing, writable folder and no file or folder of
+    that name; a folder (``--report-dir``, ``--work-dir``) may be created, so it needs to be a folder
+    if it exists, and its nearest existing parent a writable folder. Writability is tried (a
+    temporary file created and removed), not read from the permission bits: root, a read-only mount
+    and a full quota answer differently.
+
+    Parameters
+    ----------
+    path : str or Path
+    option : str
+        The command-line option, for the message (``--scores-out``).
+    folder : bool
+        ``path`` is a folder to create or fill, not a file.
+
+    Raises
+    ------
+    InputError
+        ``--scores-out out/s.csv: folder out does not exist; create it first or choose another --scores-out``;
+        a parent that is a file; a location that cannot be written (with the operating system's words).
+    """
+    import tempfile
+
+    path = Path(path)
+    if folder:
+        if path.exists() and not path.is_dir():
+            raise InputError(f"{option} {path}: a file of that name exists; choose a folder")
+        parent = path
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+    else:
+        if path.is_dir():
+            raise InputError(f"{option} {path} is a folder; give a file name")
+        parent = path.parent
+        if not parent.exists():
+            raise InputError(f"{option} {path}: folder {parent} does not exist; create it first or choose another "
+                             f"{option} (nothing was scored)")
+    if not parent.is_dir():
+        raise InputError(f"{option} {path}: {parent} is a file, not a folder; choose another {option} (nothing was scored)")
+    try:
+        fd, probe = tempfile.mkstemp(dir=parent, prefix=".faux-checks-write-test-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise InputError(f"{option} {path}: cannot write in {parent} ({exc.strerror or exc}); choose another "
+                         f"{option} (nothing was scored)") from None
 
 
 def write_scores(path: str | Path, result) -> Path:

@@ -25,7 +25,7 @@ from ...method.output import TargetOutput, resolve_output_form
 from ..aux_model import given_aux, holdout_scores, new_aux, quality_on
 from ..bounds import quality_intervals
 from ..policy import Policy
-from ..rows import check_model_accepts, direct_derivative
+from ..rows import check_model_accepts, check_model_outputs, direct_derivative
 from ..seeds import flagged_worst_case, seed_sample, seed_spread
 from .sample import MAX_LEVELS, SamplePart
 from .source import DataSource, columns_to_read
@@ -233,6 +233,7 @@ def prepare_scoring(target_model, sample: SamplePart, *, policy: Policy, feature
     check_model_accepts(target_model, Xt, feature_spec)
     output = resolve_output_form(target_model, Xt, TargetOutput(form=policy.target_output,
                                                                  target_class=policy.target_class))
+    check_model_outputs(target_model, torch.from_numpy(X), output, rows=sample.rows)   # the sample's rows, before scoring
     uses_direct = name in feature_spec.source_columns
     mask, dx_dc = (direct_derivative(feature_spec, protected) if uses_direct
                    else (np.zeros(X.shape[1], dtype=bool), None))
