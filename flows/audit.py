@@ -179,8 +179,13 @@ def write_audit_report(result, report_dir: str, model_info: dict, data: list[dic
 @task(**IO_TASK)
 def record_audit(model_name: str, version: str, tracking_uri: str | None, report: dict, report_dir: str,
                  data_path: str) -> str:
-    """Log the audit run (metrics + report folder) and tag the version with the audit's decision."""
+    """Log the audit run (metrics + report folder) and tag the version with the audit's decision, once every file
+    of the folder reads whole (:func:`faux_checks._files.check_records`; the upload is compared with it too)."""
+    from faux_checks._files import check_records, remove_temporaries
     from faux_checks.registry import Registry
+
+    remove_temporaries(report_dir)
+    check_records(report_dir)
 
     audit = report["audit"]
     fairness, drift = audit["fairness"], audit["drift"]

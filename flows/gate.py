@@ -146,21 +146,30 @@ RECORDS = "records"
 @task(**IO_TASK)
 def record(model_name: str, version: str, tracking_uri: str | None, outcome, report_dir: str, model_info: dict,
            data_path: str | None = None, data: dict | None = None, policy_path: str | None = None) -> str:
-    """Write the reports, log the MLflow audit run and tag the version with the decision.
+    """Write the reports, check them, log the MLflow audit run and tag the version with the decision.
+
+    Records are whole or absent (issue 25): every file is written under a temporary name, synced,
+    read back and renamed (:mod:`faux_checks._files`); a retry rewrites them all, never trusting
+    what an interrupted attempt left; the whole folder is read back (:func:`~faux_checks._files.check_records`)
+    before the run is logged, and the upload is compared with it before any tag is written. So the
+    version's decision tag (and, after this task, the alias) points only at records that read whole;
+    a disk that stays full fails this task and the version stays new (``_not_completed``).
 
     ``data_path`` is recorded (tag ``fairness_data_path``) as the reference of later drift audits.
     """
+    from faux_checks._files import check_records, remove_temporaries
     from faux_checks.registry import PENDING, PROMOTION_TAG, Registry
     from faux_checks.report.build import report_history, write_report
 
     check = outcome.check or {}
     registry = Registry(tracking_uri)
     records = _write_records(Path(report_dir) / RECORDS, outcome, policy_path)
-    if not (Path(report_dir) / "report.json").exists():  # a retry keeps the report its first try wrote
-        write_report(report_dir, decision=outcome.decision, reasons=outcome.reasons, check=outcome.check,
-                     model=model_info, expectations=outcome.expectations, data=[data] if data else None,
-                     history=report_history(registry, model_name), rules=outcome.rules,
-                     attributes=getattr(outcome, "attributes", None) or None, **_whole_policy(outcome))
+    write_report(report_dir, decision=outcome.decision, reasons=outcome.reasons, check=outcome.check,
+                 model=model_info, expectations=outcome.expectations, data=[data] if data else None,
+                 history=report_history(registry, model_name), rules=outcome.rules,
+                 attributes=getattr(outcome, "attributes", None) or None, replace=True, **_whole_policy(outcome))
+    remove_temporaries(report_dir)     # a killed attempt's temporary files are never uploaded
+    check_records(report_dir)
     interval = check.get("interval") or {}
     metrics = {k: check[k] for k in ("flagged_fraction", "aux_quality", "n_individuals", "n_undefined")
                if isinstance(check.get(k), (int, float))}
@@ -253,22 +262,23 @@ def _write_records(folder: Path, outcome, policy_path: str | None) -> dict[str, 
 
     ``scores`` / ``by_group`` / ``aux_model`` (+ ``aux_model_info``) come from the check (written by the
     fAux expectation, :mod:`faux_checks.report.records`); added here: ``policy`` (the policy file as
-    given, or the shipped default) and ``gx_result`` (GX's validation result). A retry keeps what is there.
+    given, or the shipped default) and ``gx_result`` (GX's validation result), each written whole
+    (:func:`faux_checks._files.write_whole`); a retry rewrites them.
     """
     import json
-    import shutil
 
+    from faux_checks._files import write_whole
     from faux_checks.gate.policy import policy_path as shipped_policy
     from faux_checks.report.records import RECORD_FILES
 
     folder.mkdir(parents=True, exist_ok=True)
     source = Path(policy_path) if policy_path else shipped_policy("default")
     policy_copy = folder / f"policy{source.suffix or '.toml'}"
-    if source.is_file() and not policy_copy.exists():
-        shutil.copyfile(source, policy_copy)
+    if source.is_file():
+        write_whole(policy_copy, source.read_bytes())
     gx = folder / "gx_validation.json"
-    if getattr(outcome, "gx_result", None) is not None and not gx.exists():
-        gx.write_text(json.dumps(outcome.gx_result, indent=1, default=str))
+    if getattr(outcome, "gx_result", None) is not None:
+        write_whole(gx, json.dumps(outcome.gx_result, indent=1, default=str))
     files = {**RECORD_FILES, "policy": policy_copy.name, "gx_result": gx.name}
     found = {name: file for name, file in files.items() if (folder / file).is_file()}
     for sub in sorted(p for p in folder.iterdir() if p.is_dir()):  # several attributes: records/<attribute key>/

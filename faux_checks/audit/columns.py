@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .._files import whole_file
 from .._validation import fmt_count
 from ..gate.policy import AuditSettings
 from .results import ColumnDrift, DriftResult
@@ -235,7 +236,8 @@ def _evidently_drift(ref: pd.DataFrame, cur: pd.DataFrame, kinds: dict[str, str]
         saved = None
         if html_path is not None:
             saved = Path(html_path)
-            snapshot.save_html(str(saved))
+            with whole_file(saved) as tmp:         # whole or absent, as every record
+                snapshot.save_html(str(tmp))
         timings["evidently_html"] = time.perf_counter() - t0
     out: dict[str, dict] = {}
     for metric in payload["metrics"]:

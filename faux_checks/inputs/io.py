@@ -238,7 +238,8 @@ def write_scores(path: str | Path, result) -> Path:
 
     ``status`` is ``scored``, ``undefined`` (audited, score undefined: never counted as not
     flagged) or ``not_audited`` (dropped for a missing protected value, or not sampled); the last
-    two have empty ``lic_score`` and ``flagged``. Refuses to overwrite an existing file.
+    two have empty ``lic_score`` and ``flagged``. Refuses to overwrite an existing file; written
+    under a temporary name and renamed once whole (:func:`faux_checks._files.whole_file`).
 
     Parameters
     ----------
@@ -255,8 +256,13 @@ def write_scores(path: str | Path, result) -> Path:
     flagged = pd.array(result.flagged(), dtype="boolean")
     flagged[status != "scored"] = pd.NA
     frame = pd.DataFrame({"row": np.arange(len(scores)), "lic_score": scores, "flagged": flagged, "status": status})
-    if path.suffix.lower() == ".parquet":
-        frame.to_parquet(path, index=False)
-    else:
-        frame.to_csv(path, index=False)
+    from .._files import whole_file
+
+    with whole_file(path) as tmp:             # whole or absent: a full disk never leaves part of a scores file
+        if path.suffix.lower() == ".parquet":
+            frame.to_parquet(tmp, index=False)
+        else:
+            from pandas.io.common import infer_compression
+
+            frame.to_csv(tmp, index=False, compression=infer_compression(str(path), "infer"))   # s.csv.gz: gzip
     return path
