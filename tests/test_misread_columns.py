@@ -157,3 +157,21 @@ def test_streaming_scorer_refuses_the_same_column(files, tmp_path):
         score_stream(torch.jit.load(str(files["unfair"])), files["thousands"], policy=load_policy(files["policy"]),
                      out_path=tmp_path / "s.parquet", chunk_rows=1000)
     assert not (tmp_path / "s.parquet").exists()
+
+
+def test_booleans_with_missing_values_are_not_numbers_as_text():
+    """pandas reads True/False with a blank as an object column: still a boolean, left out as before."""
+    frame = pd.DataFrame({"a": [1.0, 2.0, 3.0], "owner": pd.Series([True, None, False], dtype=object), "sex": list("FMF")})
+    assert FeatureSpec.passthrough(frame, exclude=["sex"]).source_columns == ["a"]
+
+
+def test_parquet_text_column_holding_numbers_is_refused_by_the_streaming_scorer(files, tmp_path):
+    import torch
+
+    from faux_checks.gate.policy import load_policy
+    from faux_checks.gate.stream.run import score_stream
+
+    pd.read_csv(files["thousands"]).to_parquet(tmp_path / "t.parquet", index=False)   # f2 stored as strings
+    with pytest.raises(InputError, match=r"^column 'f2' is read as text: 1 of its 400 values is not a number"):
+        score_stream(torch.jit.load(str(files["unfair"])), tmp_path / "t.parquet", policy=load_policy(files["policy"]),
+                     out_path=tmp_path / "s.parquet", chunk_rows=1000)

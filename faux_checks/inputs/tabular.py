@@ -112,7 +112,8 @@ def _numbers_as_text(series: pd.Series, column) -> str | None:
     if counts.empty:
         return None
     values = pd.Series(counts.index, dtype=object)
-    parsed = pd.to_numeric(values, errors="coerce").notna().to_numpy()
+    flags = values.map(lambda v: isinstance(v, (bool, np.bool_))).to_numpy(dtype=bool)   # True/False: not numbers
+    parsed = pd.to_numeric(values, errors="coerce").notna().to_numpy() & ~flags
     thousands = values.map(lambda v: isinstance(v, str) and _THOUSANDS.match(v) is not None).to_numpy(dtype=bool)
     if not (parsed | thousands).any():
         return None                                                # genuine text, e.g. a categorical
@@ -126,7 +127,8 @@ def _numbers_as_text(series: pd.Series, column) -> str | None:
     hint = (", written with a thousands separator" if isinstance(example, str) and _THOUSANDS.match(example) else "")
     verb = "is not a number" if n_bad == 1 else "are not numbers"
     return (f"column {column!r} is read as text: {fmt_count(n_bad)} of its {fmt_count(n_values)} values {verb} "
-            f"(e.g. {example!r} in row {fmt_count(first)}{hint}; {fmt_count(int(rows[parsed].sum()))} are numbers)")
+            f"(e.g. {example!r} in row {fmt_count(first)}{hint}; {fmt_count(n_values - n_bad)} "
+            f"{'is a number' if n_values - n_bad == 1 else 'are numbers'})")
 
 
 def _level_string(value) -> str:
