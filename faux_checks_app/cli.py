@@ -618,7 +618,9 @@ def cmd_report(args) -> int:
     if args.out and out.exists():
         raise FauxChecksError(f"{out} exists already; choose another --out (nothing is overwritten)")
     if not out.exists():
-        out.write_text(render_html(report))
+        from faux_checks._files import write_whole
+
+        write_whole(out, render_html(report), replace=False)   # whole or absent
         _eprint(f"rendered {out}")
     model = report.get("model") or {}
     _say(f"{report['kind']} report of {model.get('name', '?')} v{model.get('version', '?')} "
