@@ -31,15 +31,25 @@ EXIT_PASSED, EXIT_FAILED, EXIT_UNDECIDED = EXIT_CODES["passed"], EXIT_CODES["fai
 _QUIET = False
 
 
+def _say(text) -> None:
+    """One line of the result on stdout; control characters from data (a column name, a group, a report's
+    field) written as escapes (:func:`faux_checks_app.output.terminal_text`), line breaks included."""
+    from .output import terminal_text
+
+    print(terminal_text(text))
+
+
 def _eprint(*args) -> None:
-    """Progress on stderr (left out with ``--quiet``)."""
+    """Progress on stderr (left out with ``--quiet``); control characters escaped, our line breaks kept."""
     if not _QUIET:
-        print(*args, file=sys.stderr, flush=True)
+        _error(*args)
 
 
 def _error(*args) -> None:
-    """An error on stderr, always."""
-    print(*args, file=sys.stderr, flush=True)
+    """An error on stderr, always; control characters escaped, our line breaks kept."""
+    from .output import terminal_text
+
+    print(*(terminal_text(a, keep_newlines=True) for a in args), file=sys.stderr, flush=True)
 
 
 def _json(args) -> bool:
@@ -77,12 +87,23 @@ def cmd_check(args) -> int:
         raise FauxChecksError(f"{report_dir} already holds a report; choose a new --report-dir (nothing is overwritten)")
     if args.scores_out and Path(args.scores_out).exists():
         raise FauxChecksError(f"{args.scores_out} exists already; choose another --scores-out (nothing is overwritten)")
+    _check_outputs(scores_out=args.scores_out, report_dir=report_dir)
     try:
         return _check(args, report_dir)
     except Exception as exc:  # fail closed, and say why in the report the user asked for
         if report_dir is not None and not (report_dir / "report.json").exists():
             _write_undecided_report(report_dir, args, exc)
         raise
+
+
+def _check_outputs(*, scores_out=None, report_dir=None, out=None, work_dir=None) -> None:
+    """Refuse output paths that cannot be written before anything is loaded or scored (InputError, exit 2)."""
+    from faux_checks.inputs.io import check_output_path
+
+    for path, option, folder in ((scores_out, "--scores-out", False), (out, "--out", False),
+                                 (report_dir, "--report-dir", True), (work_dir, "--work-dir", True)):
+        if path is not None:
+            check_output_path(path, option=option, folder=folder)
 
 
 def _write_undecided_report(report_dir: Path, args, exc: BaseException) -> None:
@@ -189,11 +210,11 @@ def _print_check(args, result, report_dir: Path | None, sha256: str, sections: l
         emit_json([check_object(result.to_dict(), model_path=str(args.model), model_sha256=sha256,
                                 report_dir=str(report_dir) if report_dir is not None else None)])
         return result.exit_code
-    print(repr(result))
+    _say(repr(result))
     for line in sections:
-        print(f"  {line}")
+        _say(f"  {line}")
     for reason in result.reasons:
-        print(f"  - {reason}")
+        _say(f"  - {reason}")
     return result.exit_code
 
 
@@ -238,7 +259,7 @@ def cmd_register(args) -> int:
                                         tags=tags)
     _eprint(f"registered {args.model} as version {version} of '{args.model_name}' in {registry.tracking_uri}; "
             f"`faux-checks gate {args.model_name} --data ...` gates it")
-    print(version)
+    _say(version)
     return EXIT_PASSED
 
 
@@ -267,6 +288,7 @@ def cmd_gate(args) -> int:
     from faux_checks.registry.operations import apply_client_settings, check_reachable
     from faux_checks.settings import configure_environment
 
+    _check_outputs(report_dir=args.report_dir)
     operations = load_policy(args.policy).operations
     deadline = float(args.deadline or operations.deadline_s)
     apply_client_settings(operations)
@@ -300,7 +322,7 @@ def cmd_gate(args) -> int:
             if _json(args):
                 _error(message)
             else:
-                print(message)
+                _say(message)
             return EXIT_PASSED
         if _json(args):
             from .output import emit_json, gate_error_object, gate_objects
@@ -399,7 +421,7 @@ def _print_history_and_code(model_name: str, tracking_uri: str | None, state, ve
         rows = [r for r in rows if str(r.get("version")) in set(versions)]
     _print_table(rows, extra)
     decisions = [r.get("fairness_gate") for r in rows]
-    print(f"flow state: {state.type.value if hasattr(state.type, 'value') else state.type} ({state.message})")
+    _say(f"flow state: {state.type.value if hasattr(state.type, 'value') else state.type} ({state.message})")
     if not state.is_completed():
         decided = _flow_decisions(state)
         if decided is None:  # the flow raised: it decided nothing
@@ -421,6 +443,8 @@ def _print_table(rows: list[dict], extra: dict[str, dict[str, str]] | None = Non
 
     ``extra`` adds columns after "by group": column name -> {version number: cell text}.
     """
+    from .output import terminal_text
+
     extra = dict(extra or {})
     if any(r.get("fairness_attributes") for r in rows):  # a several-attribute gate: one cell per version
         extra = {"by attribute": {str(r.get("version")): _attributes_cell(r) for r in rows}, **extra}
@@ -435,11 +459,11 @@ def _print_table(rows: list[dict], extra: dict[str, dict[str, str]] | None = Non
                             if t.get("value") is not None)
         ff = r.get("fairness_flagged_fraction")
         aq = r.get("fairness_aux_quality")
-        table.append([str(r.get("version")), str(r.get("fairness_gate")),
+        table.append([terminal_text(cell) for cell in [str(r.get("version")), str(r.get("fairness_gate")),
                       f"{float(ff):.1%}" if ff not in (None, "", "None") else "n/a", _interval_cell(r), groups or "n/a",
                       *(cells.get(str(r.get("version")), "-") for cells in extra.values()),
                       f"{float(aq):.3f}" if aq not in (None, "", "None") else "n/a", testers or "n/a",
-                      _audit_cell(r), ",".join(r.get("aliases") or []) or "-"])
+                      _audit_cell(r), ",".join(r.get("aliases") or []) or "-"]])
     widths = [max(len(h), *(len(row[i]) for row in table)) if table else len(h) for i, h in enumerate(header)]
     print(" | ".join(h.ljust(w) for h, w in zip(header, widths)))
     print("-+-".join("-" * w for w in widths))
@@ -519,12 +543,13 @@ def cmd_history(args) -> int:
         return EXIT_PASSED
     _print_table(rows, _decision_columns(rows))
     if audits:
-        print(f"\ndrift audits ({len(audits)}):")
+        print()
+        _say(f"drift audits ({len(audits)}):")
         for a in audits:
             m = a.get("metrics") or {}
             ff = [m.get("flagged_fraction_reference"), m.get("flagged_fraction_current")]
             flagged = " -> ".join("n/a" if v is None else f"{v:.1%}" for v in ff)
-            print(f"  {a.get('started_at')}  v{a.get('version')}  {a.get('decision'):<9}  flagged {flagged}  "
+            _say(f"  {a.get('started_at')}  v{a.get('version')}  {a.get('decision'):<9}  flagged {flagged}  "
                   f"{a.get('reason', '')[:140]}")
     return EXIT_PASSED
 
@@ -544,6 +569,7 @@ def cmd_audit(args) -> int:
     """Run the Prefect drift-audit flow once on the deployed version of a registered model."""
     from faux_checks.settings import configure_environment
 
+    _check_outputs(report_dir=args.report_dir)
     configure_environment()
     from flows.audit import audit
 
@@ -573,11 +599,11 @@ def cmd_audit(args) -> int:
 
 
 def _print_audit(summary: dict, decision: str, state) -> None:
-    print(f"audit {decision}: {(summary.get('reasons') or [state.message])[0]}")
+    _say(f"audit {decision}: {(summary.get('reasons') or [state.message])[0]}")
     for reason in (summary.get("reasons") or [])[1:]:
-        print(f"  - {reason}")
+        _say(f"  - {reason}")
     if summary.get("report_dir"):
-        print(f"report: {Path(summary['report_dir']) / 'report.html'}")
+        _say(f"report: {Path(summary['report_dir']) / 'report.html'}")
 
 
 def cmd_report(args) -> int:
@@ -592,16 +618,18 @@ def cmd_report(args) -> int:
     if args.out and out.exists():
         raise FauxChecksError(f"{out} exists already; choose another --out (nothing is overwritten)")
     if not out.exists():
-        out.write_text(render_html(report))
+        from faux_checks._files import write_whole
+
+        write_whole(out, render_html(report), replace=False)   # whole or absent
         _eprint(f"rendered {out}")
     model = report.get("model") or {}
-    print(f"{report['kind']} report of {model.get('name', '?')} v{model.get('version', '?')} "
+    _say(f"{report['kind']} report of {model.get('name', '?')} v{model.get('version', '?')} "
           f"({report['created_at']}, schema {report['schema_version']}): {report['decision']}")
-    print(f"  rule: {report['rule']}")
+    _say(f"  rule: {report['rule']}")
     for r in report.get("rules") or []:
         if r.get("status") != "ok":
-            print(f"  - {r['status']}: {r['detail']}")
-    print(f"html: {out}")
+            _say(f"  - {r['status']}: {r['detail']}")
+    _say(f"html: {out}")
     return int(report["exit_code"])
 
 
@@ -649,9 +677,10 @@ def cmd_demo(args) -> int:
                                    extra={f"truth Δŷ>{delta:g}": truth})
     print()
     for number, v in zip(registered, versions):
-        print(f"v{number}: {v.description}")
-    print(f"\npolicy: {policy_file}")
-    print(f"reports: {workdir / 'reports'}")
+        _say(f"v{number}: {v.description}")
+    print()
+    _say(f"policy: {policy_file}")
+    _say(f"reports: {workdir / 'reports'}")
     print(f"'flagged': share of the audit rows whose estimated move of P(>50K) exceeds δ = {delta:g} if only their sex "
           "changed. 'truth': the share that moves by more than δ when sex flips and relationship follows it "
           "(Husband <-> Wife), everything else fixed (exact for married people, a lower bound for the rest).")
@@ -667,6 +696,7 @@ def cmd_score_large(args) -> int:
 
     if Path(args.out).exists():
         raise FauxChecksError(f"{args.out} exists already; choose another --out (nothing is overwritten)")
+    _check_outputs(out=args.out, work_dir=args.work_dir)
     policy = _policy(args)
     scale = policy.scale
     workers = args.workers if args.workers is not None else scale.workers
@@ -697,11 +727,11 @@ def cmd_score_large(args) -> int:
                                     chunk_rows=chunk_rows, work_dir=args.work_dir, allow_pickle=args.allow_pickle,
                                     trusted_types=args.trust_type or ())
     _eprint(f"      done in {time.perf_counter() - t0:.1f} s; scores written to {summary.out_path}")
-    print(repr(summary))
+    _say(repr(summary))
     for reason in summary.reasons:
-        print(f"  - {reason}")
+        _say(f"  - {reason}")
     for note in summary.notes:
-        print(f"  note: {note}")
+        _say(f"  note: {note}")
     return summary.exit_code
 
 
@@ -743,15 +773,15 @@ def cmd_spec(args) -> int:
                            name=args.name or out.stem)
     spec.save(out)
     n_cat = sum(c.kind == "categorical" for c in spec.columns)
-    print(f"feature spec '{spec.name}': {len(spec.columns)} source columns ({len(spec.columns) - n_cat} numeric, "
+    _say(f"feature spec '{spec.name}': {len(spec.columns)} source columns ({len(spec.columns) - n_cat} numeric, "
           f"{n_cat} categorical) -> {spec.n_features} features, fitted on {len(frame):,} rows of {args.data}")
     for enc in spec.columns:
         detail = (f"mean {enc.mean:.4g}, std {enc.std:.4g}" if enc.kind == "numeric"
                   else f"{len(enc.levels)} levels: {', '.join(enc.levels[:6])}{', ...' if len(enc.levels) > 6 else ''}")
-        print(f"  {enc.name}: {enc.kind} ({detail})")
+        _say(f"  {enc.name}: {enc.kind} ({detail})")
     left_out = [c for c in present if c not in columns]
-    print(f"  not inputs: {', '.join(left_out) if left_out else 'none'}")
-    print(f"written: {out}")
+    _say(f"  not inputs: {', '.join(left_out) if left_out else 'none'}")
+    _say(f"written: {out}")
     return EXIT_PASSED
 
 

@@ -31,10 +31,25 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 __all__ = ["RESULT_SCHEMA_VERSION", "attribute_section", "attribute_sections", "audit_object", "check_object", "emit_json",
-           "gate_objects", "history_objects", "library_output_to_stderr"]
+           "gate_objects", "history_objects", "library_output_to_stderr", "terminal_text"]
 
 RESULT_SCHEMA_VERSION = 1
 EXIT_CODES = {"passed": 0, "failed": 1, "undecided": 2}
+
+
+def terminal_text(value, *, keep_newlines: bool = False) -> str:
+    """``value`` as the terminal may show it: every control character written as an escape.
+
+    Whatever the CLI prints that comes from data (column names and group values in reasons, registry
+    tags, a report file's fields) goes through here: an ESC sequence or a carriage return in a column
+    name redrew a failed check as "passed" (issue 25); now it reads ``\\x1b[1A\\r``. Line breaks are
+    escaped too unless ``keep_newlines`` (a message whose line breaks are ours).
+    :func:`faux_checks.report._format.printable` lists the characters. ``--json`` needs nothing
+    more: JSON escapes them.
+    """
+    from faux_checks.report._format import printable
+
+    return printable(value, keep_newlines=keep_newlines)
 
 
 def _number(v) -> float | None:

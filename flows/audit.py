@@ -26,6 +26,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.states import Completed, Failed
 
 from faux_checks.errors import FauxChecksError, InputError
+from faux_checks.report.artifacts import markdown_text
 
 from .common import IO_TASK, TASK, slug
 
@@ -178,8 +179,13 @@ def write_audit_report(result, report_dir: str, model_info: dict, data: list[dic
 @task(**IO_TASK)
 def record_audit(model_name: str, version: str, tracking_uri: str | None, report: dict, report_dir: str,
                  data_path: str) -> str:
-    """Log the audit run (metrics + report folder) and tag the version with the audit's decision."""
+    """Log the audit run (metrics + report folder) and tag the version with the audit's decision, once every file
+    of the folder reads whole (:func:`faux_checks._files.check_records`; the upload is compared with it too)."""
+    from faux_checks._files import check_records, remove_temporaries
     from faux_checks.registry import Registry
+
+    remove_temporaries(report_dir)
+    check_records(report_dir)
 
     audit = report["audit"]
     fairness, drift = audit["fairness"], audit["drift"]
@@ -298,9 +304,9 @@ def audit(model_name: str, data_path: str, reference_path: str | None = None, po
     run_id = record_audit(model_name, version, tracking_uri, report, report_dir, data_path)
     key = slug(model_name)
     create_markdown_artifact(key=f"fairness-audit-{key}", markdown=artifact_markdown(report, report_dir=report_dir),
-                             description=f"fairness drift audit of {model_name} v{version}")
+                             description=f"fairness drift audit of {markdown_text(model_name)} v{markdown_text(version)}")
     create_table_artifact(key=f"fairness-audit-{key}-limits", table=artifact_table(report),
-                          description=f"audit limits of {model_name} v{version}")
+                          description=f"audit limits of {markdown_text(model_name)} v{markdown_text(version)}")
     logger.info("%s v%s audit: %s (%s)", model_name, version, result.decision, result.rule)
     summary = {"model_name": model_name, "version": version, "decision": result.decision, "reasons": result.reasons,
                "report_dir": report_dir, "run_id": run_id, "timings": result.timings}

@@ -28,6 +28,8 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.states import Completed, Failed
 
+from faux_checks.report.artifacts import markdown_text
+
 from .common import IO_TASK, TASK, slug
 
 __all__ = ["gate", "gate_version", "gate_version_leased", "VersionOutcome"]
@@ -144,21 +146,30 @@ RECORDS = "records"
 @task(**IO_TASK)
 def record(model_name: str, version: str, tracking_uri: str | None, outcome, report_dir: str, model_info: dict,
            data_path: str | None = None, data: dict | None = None, policy_path: str | None = None) -> str:
-    """Write the reports, log the MLflow audit run and tag the version with the decision.
+    """Write the reports, check them, log the MLflow audit run and tag the version with the decision.
+
+    Records are whole or absent (issue 25): every file is written under a temporary name, synced,
+    read back and renamed (:mod:`faux_checks._files`); a retry rewrites them all, never trusting
+    what an interrupted attempt left; the whole folder is read back (:func:`~faux_checks._files.check_records`)
+    before the run is logged, and the upload is compared with it before any tag is written. So the
+    version's decision tag (and, after this task, the alias) points only at records that read whole;
+    a disk that stays full fails this task and the version stays new (``_not_completed``).
 
     ``data_path`` is recorded (tag ``fairness_data_path``) as the reference of later drift audits.
     """
+    from faux_checks._files import check_records, remove_temporaries
     from faux_checks.registry import PENDING, PROMOTION_TAG, Registry
     from faux_checks.report.build import report_history, write_report
 
     check = outcome.check or {}
     registry = Registry(tracking_uri)
     records = _write_records(Path(report_dir) / RECORDS, outcome, policy_path)
-    if not (Path(report_dir) / "report.json").exists():  # a retry keeps the report its first try wrote
-        write_report(report_dir, decision=outcome.decision, reasons=outcome.reasons, check=outcome.check,
-                     model=model_info, expectations=outcome.expectations, data=[data] if data else None,
-                     history=report_history(registry, model_name), rules=outcome.rules,
-                     attributes=getattr(outcome, "attributes", None) or None, **_whole_policy(outcome))
+    write_report(report_dir, decision=outcome.decision, reasons=outcome.reasons, check=outcome.check,
+                 model=model_info, expectations=outcome.expectations, data=[data] if data else None,
+                 history=report_history(registry, model_name), rules=outcome.rules,
+                 attributes=getattr(outcome, "attributes", None) or None, replace=True, **_whole_policy(outcome))
+    remove_temporaries(report_dir)     # a killed attempt's temporary files are never uploaded
+    check_records(report_dir)
     interval = check.get("interval") or {}
     metrics = {k: check[k] for k in ("flagged_fraction", "aux_quality", "n_individuals", "n_undefined")
                if isinstance(check.get(k), (int, float))}
@@ -251,22 +262,23 @@ def _write_records(folder: Path, outcome, policy_path: str | None) -> dict[str, 
 
     ``scores`` / ``by_group`` / ``aux_model`` (+ ``aux_model_info``) come from the check (written by the
     fAux expectation, :mod:`faux_checks.report.records`); added here: ``policy`` (the policy file as
-    given, or the shipped default) and ``gx_result`` (GX's validation result). A retry keeps what is there.
+    given, or the shipped default) and ``gx_result`` (GX's validation result), each written whole
+    (:func:`faux_checks._files.write_whole`); a retry rewrites them.
     """
     import json
-    import shutil
 
+    from faux_checks._files import write_whole
     from faux_checks.gate.policy import policy_path as shipped_policy
     from faux_checks.report.records import RECORD_FILES
 
     folder.mkdir(parents=True, exist_ok=True)
     source = Path(policy_path) if policy_path else shipped_policy("default")
     policy_copy = folder / f"policy{source.suffix or '.toml'}"
-    if source.is_file() and not policy_copy.exists():
-        shutil.copyfile(source, policy_copy)
+    if source.is_file():
+        write_whole(policy_copy, source.read_bytes())
     gx = folder / "gx_validation.json"
-    if getattr(outcome, "gx_result", None) is not None and not gx.exists():
-        gx.write_text(json.dumps(outcome.gx_result, indent=1, default=str))
+    if getattr(outcome, "gx_result", None) is not None:
+        write_whole(gx, json.dumps(outcome.gx_result, indent=1, default=str))
     files = {**RECORD_FILES, "policy": policy_copy.name, "gx_result": gx.name}
     found = {name: file for name, file in files.items() if (folder / file).is_file()}
     for sub in sorted(p for p in folder.iterdir() if p.is_dir()):  # several attributes: records/<attribute key>/
@@ -480,13 +492,13 @@ def _publish(result: VersionOutcome, report_dir: str) -> None:
     name, version = result.model_name, result.version
     try:
         create_markdown_artifact(key=f"fairness-gate-{slug(name)}-v{version}", markdown=_markdown(result),
-                                 description=f"fairness gate decision for {name} v{version}")
+                                 description=f"fairness gate decision for {markdown_text(name)} v{markdown_text(version)}")
         from faux_checks.report.artifacts import artifact_table
         from faux_checks.report.schema import load_report
 
         create_table_artifact(key=f"fairness-gate-{slug(name)}-v{version}-rules",
                               table=artifact_table(load_report(report_dir)),
-                              description=f"fairness gate rules for {name} v{version}")
+                              description=f"fairness gate rules for {markdown_text(name)} v{markdown_text(version)}")
     except Exception as exc:
         get_run_logger().warning("model %s v%s: Prefect artifact not written: %s", name, version, exc)
 
@@ -532,26 +544,28 @@ def _not_completed(model_name: str, version: str, outcome, report_dir: str, mode
                               run_id=run_id, promoted=False)
     try:
         create_markdown_artifact(key=f"fairness-gate-{slug(model_name)}-v{version}", markdown=_markdown(result),
-                                 description=f"fairness gate decision for {model_name} v{version}")
+                                 description=f"fairness gate decision for {markdown_text(model_name)} v{markdown_text(version)}")
     except Exception as exc:
         logger.warning("model %s v%s: Prefect artifact not written: %s", model_name, version, exc)
     return result
 
 
 def _markdown(o: VersionOutcome) -> str:
+    """The version's Markdown artifact; every name and value from the model, data or reasons is escaped."""
+    md = markdown_text
     ff = "n/a" if o.flagged_fraction is None else f"{o.flagged_fraction:.2%}"
-    lines = [f"## {o.model_name} v{o.version}: **{o.decision}**", "", f"- flagged fraction: {ff}",
-             f"- aux quality: {o.aux_quality if o.aux_quality is not None else 'n/a'}",
-             f"- promoted: {o.promoted}", f"- report: {o.report_dir}", "", "Reasons:"]
-    lines += [f"- {r}" for r in o.reasons]
+    lines = [f"## {md(o.model_name)} v{md(o.version)}: **{md(o.decision)}**", "", f"- flagged fraction: {ff}",
+             f"- aux quality: {md(o.aux_quality if o.aux_quality is not None else 'n/a')}",
+             f"- promoted: {o.promoted}", f"- report: {md(o.report_dir)}", "", "Reasons:"]
+    lines += [f"- {md(r)}" for r in o.reasons]
     if o.attributes:
         lines += ["", "| protected attribute | decision | flagged fraction | aux quality |", "|---|---|---|---|"]
-        lines += [f"| {a.get('attribute')} | {a.get('decision')} | "
+        lines += [f"| {md(a.get('attribute'))} | {md(a.get('decision'))} | "
                   f"{'n/a' if a.get('flagged_fraction') is None else format(a['flagged_fraction'], '.2%')} | "
-                  f"{a.get('aux_quality') if a.get('aux_quality') is not None else 'n/a'} |" for a in o.attributes]
+                  f"{md(a.get('aux_quality') if a.get('aux_quality') is not None else 'n/a')} |" for a in o.attributes]
     if o.by_group:
         lines += ["", "| group | n | flagged fraction |", "|---|---|---|"]
-        lines += [f"| {g.get('group')} | {g.get('n')} | {g.get('flagged_fraction')} |" for g in o.by_group]
+        lines += [f"| {md(g.get('group'))} | {md(g.get('n'))} | {md(g.get('flagged_fraction'))} |" for g in o.by_group]
     return "\n".join(lines)
 
 

@@ -49,6 +49,8 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.states import Completed, Failed
 
+from faux_checks.report.artifacts import markdown_text
+
 from .common import IO_TASK, TASK
 
 __all__ = ["ShardResult", "dask_task_runner", "plan_shards", "run_score_sharded", "score_sharded"]
@@ -281,7 +283,7 @@ def score_sharded(model_path: str, data_path: str, out_path: str, policy: dict |
                                                         "start_s": r.started_at - t_wall, "seconds": r.seconds}
                                                        for r in results]})
     create_markdown_artifact(key="fairness-score-sharded", markdown=_markdown(summary),
-                             description=f"sharded fAux scores of {data_path}")
+                             description=f"sharded fAux scores of {markdown_text(data_path)}")
     logger.info("%r", summary)
     if summary.decision != "passed":
         return Failed(message=repr(summary), data=summary)
@@ -299,13 +301,15 @@ def _cluster_threads(ctx) -> int:
 
 
 def _markdown(s) -> str:
-    lines = [f"## sharded fAux scores: **{s.decision}**", "", f"- {s!r}", f"- scores: {s.out_path}",
+    """The run's Markdown artifact; reasons, paths and group values are escaped (no raw HTML from the data)."""
+    md = markdown_text
+    lines = [f"## sharded fAux scores: **{md(s.decision)}**", "", f"- {md(repr(s))}", f"- scores: {md(s.out_path)}",
              f"- rows: {s.n_rows:,}, undefined: {s.n_undefined:,}, missing protected: {s.n_missing_protected:,}",
              "- timings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in s.timings.items() if isinstance(v, float)),
-             "", "Reasons:", *[f"- {r}" for r in s.reasons]]
+             "", "Reasons:", *[f"- {md(r)}" for r in s.reasons]]
     if len(s.by_group):
         lines += ["", "| group | n | flagged | flagged fraction | undefined |", "|---|---|---|---|---|"]
-        lines += [f"| {g} | {r.n:,} | {r.flagged:,} | {r.flagged_fraction:.4f} | {r.undefined:,} |"
+        lines += [f"| {md(g)} | {r.n:,} | {r.flagged:,} | {r.flagged_fraction:.4f} | {r.undefined:,} |"
                   for g, r in s.by_group.iterrows()]
     return "\n".join(lines)
 

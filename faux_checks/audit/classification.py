@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .._files import whole_file
 from .._validation import fmt_count
 from ..gate.policy import Policy
 from ..inputs.tabular import FeatureSpec
@@ -99,7 +100,8 @@ def _evidently_classification(ref: pd.DataFrame, cur: pd.DataFrame, html_path):
         saved = None
         if html_path is not None:
             saved = Path(html_path)
-            snapshot.save_html(str(saved))
+            with whole_file(saved) as tmp:         # whole or absent, as every record
+                snapshot.save_html(str(tmp))
     context = snapshot.context
     metrics: dict[str, dict[str, float | None]] = {}
     for metric_id, result in snapshot.metric_results.items():

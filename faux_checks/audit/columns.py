@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .._files import whole_file
 from .._validation import fmt_count
 from ..gate.policy import AuditSettings
 from .results import ColumnDrift, DriftResult
@@ -218,6 +219,7 @@ def _evidently_drift(ref: pd.DataFrame, cur: pd.DataFrame, kinds: dict[str, str]
     timings["evidently_import"] = time.perf_counter() - t0
     t0 = time.perf_counter()
 
+    ref, cur, kinds, original = html_safe(ref, cur, kinds)
     numeric = [c for c, k in kinds.items() if k == "numeric"]
     categorical = [c for c, k in kinds.items() if k == "categorical"]
     definition = DataDefinition(numerical_columns=numeric, categorical_columns=categorical)
@@ -234,7 +236,8 @@ def _evidently_drift(ref: pd.DataFrame, cur: pd.DataFrame, kinds: dict[str, str]
         saved = None
         if html_path is not None:
             saved = Path(html_path)
-            snapshot.save_html(str(saved))
+            with whole_file(saved) as tmp:         # whole or absent, as every record
+                snapshot.save_html(str(tmp))
         timings["evidently_html"] = time.perf_counter() - t0
     out: dict[str, dict] = {}
     for metric in payload["metrics"]:
@@ -254,4 +257,42 @@ def _evidently_drift(ref: pd.DataFrame, cur: pd.DataFrame, kinds: dict[str, str]
     for column, got in list(out.items()):
         if got["score"] is None or "drifted" not in got:  # never pass a NaN statistic on as a number
             del out[column]
-    return out, saved
+    return {original.get(c, c): got for c, got in out.items()}, saved
+
+
+def html_safe(ref: pd.DataFrame, cur: pd.DataFrame, kinds: dict[str, str]
+              ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, str], dict[str, str]]:
+    """Column names and text categories HTML-escaped (``<`` as ``&lt;``) before they reach Evidently.
+
+    Evidently writes its page's data as JSON inside a ``<script>`` element and renders some of it as
+    HTML, so a column named ``</script><script>...`` or a category ``<img onerror=...>`` ran as script
+    in ``evidently_drift.html`` (issue 25). :func:`html.escape` is one-to-one, so the drift statistics
+    are those of the data as given; the page shows the escaped spelling.
+
+    Returns
+    -------
+    ref, cur : DataFrame
+        Renamed columns; a categorical column's text values escaped (others as given).
+    kinds : dict
+        Escaped column -> kind.
+    original : dict
+        Escaped column -> the column as given (to read Evidently's results back).
+    """
+    import html
+
+    safe = {c: html.escape(str(c)) for c in kinds}
+    values = {}
+    for c, kind in kinds.items():
+        if kind != "categorical":
+            continue
+        seen = pd.unique(pd.concat([ref[c], cur[c]], ignore_index=True).dropna())
+        values[c] = {v: html.escape(v) for v in seen if isinstance(v, str) and html.escape(v) != v}
+
+    def convert(frame: pd.DataFrame) -> pd.DataFrame:
+        out = frame.copy()
+        for c, mapping in values.items():
+            if mapping:
+                out[c] = out[c].map(lambda v: mapping.get(v, v) if isinstance(v, str) else v).astype(frame[c].dtype)
+        return out.rename(columns=safe)
+
+    return convert(ref), convert(cur), {safe[c]: k for c, k in kinds.items()}, {v: k for k, v in safe.items()}

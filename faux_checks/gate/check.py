@@ -39,7 +39,7 @@ from .bounds import flagged_interval
 from .decision import CheckEvidence, check_rules, decide, missing_protected_note, undefined_note
 from .policy import Policy
 from .result import CheckResult, delta_curve
-from .rows import AuditRows, check_model_accepts, prepare_audit
+from .rows import AuditRows, check_model_accepts, check_model_outputs, prepare_audit
 from .scorer import faux_tester, swap_categorical
 from .seeds import seed_sample, seed_spread
 from .testers import run_baselines
@@ -99,11 +99,12 @@ def run_check(
     audit = prepare_audit(frame, policy=policy, feature_spec=feature_spec)
     Xt = as_tensor(audit.X)
     check_model_accepts(target_model, Xt, audit.feature_spec)
+    output = TargetOutput(form=policy.target_output, target_class=policy.target_class)
+    resolved = resolve_output_form(target_model, Xt[:256], output)
+    check_model_outputs(target_model, Xt, resolved, rows=audit.row_index)   # every row, before any training
     uses_direct, mask = _direct_term(audit, policy)
     aux = fit_aux(audit.X[:, ~mask], audit.protected, audit.values, policy, aux_model=aux_model, progress=progress)
-    output = TargetOutput(form=policy.target_output, target_class=policy.target_class)
     lic, tester = _faux_scores(target_model, aux, audit, policy, output, progress=progress)
-    resolved = resolve_output_form(target_model, Xt[:256], output)
 
     faux = policy.faux
     n, n_undefined = len(audit.X), int(lic.undefined.sum())

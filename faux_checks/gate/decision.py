@@ -224,12 +224,15 @@ def _aux_rule(ev: CheckEvidence, floor: float) -> dict:
     weak = [r for r, lo in zip(ev.aux_intervals, lows) if lo is None or not math.isfinite(lo) or lo < floor]
     observed = min((lo for lo in lows if lo is not None and math.isfinite(lo)), default=float("nan"))
 
+    headline = str(ev.aux_metric).split(" ")[0]     # 'roc_auc (held-out rows ...)': named once, not per row
+
     def text(r):
         q, lo, hi = r.get("quality"), r.get("lower"), r.get("upper")
+        name = "" if r.get("metric") == headline else f"{r.get('metric')} "
         if q is None or not math.isfinite(q):
-            return f"{r.get('metric')} n/a ({r.get('what')})"
+            return f"{name}n/a ({r.get('what')})"
         ci = "CI n/a" if lo is None or not math.isfinite(lo) else f"CI {lo:.3f}–{hi:.3f}"
-        return f"{r.get('metric')} {q:.3f} ({ci}; {r.get('what')})"
+        return f"{name}{q:.3f} ({ci}; {r.get('what')})"
     if not ev.aux_intervals or weak:
         shown = "; ".join(text(r) for r in (weak or ev.aux_intervals)) or "quality not measured"
         return rule_row("min_aux_quality", "not met",
@@ -272,15 +275,23 @@ def _flagged_rule(ev: CheckEvidence, policy, unmet: list[dict]) -> dict:
         return rule_row("max_flagged_fraction", "ok", f"{head} <= max_flagged_fraction {limit:.2%}: the upper bound is "
                         f"within the limit ({counted})", iv.fraction, limit)
     needed = rows_needed(iv, limit)
+    zero_limit = (f"max_flagged_fraction is 0 and no individual is flagged: the fraction equals the limit and the "
+                  f"interval's upper bound ({iv.upper:.2%} at {fmt_count(ev.n)} rows) is above 0 at any number of rows, "
+                  "so a limit of 0 can fail a model but never pass one; set a positive limit (e.g. 0.01)"
+                  if limit == 0 and iv.fraction == 0 else None)
     if settings.rule == "upper_bound" or iv.lower > limit:
-        why = ("even the lower bound exceeds it" if iv.lower > limit else
+        why = ("even the lower bound exceeds it" if iv.lower > limit else zero_limit or
                "its upper bound exceeds it (rule upper_bound)" + (f"; about {fmt_count(needed)} audit rows would "
                                                                   "settle it at this fraction" if needed else ""))
         return rule_row("max_flagged_fraction", "exceeded", f"{head} > max_flagged_fraction {limit:.2%}: {why} "
                         f"({counted})", iv.fraction, limit)
+    if zero_limit:
+        return rule_row("max_flagged_fraction", "inconclusive", f"{head}: {zero_limit} ({counted})", iv.fraction, limit)
     if needed is None:
-        cause = ("the auxiliary model's seeds disagree on which side of the limit it lies; more audit rows do not "
-                 "narrow that part" if iv.seeds else "the fraction equals the limit; no number of rows decides it")
+        # rows_needed gives up when the fraction, or its range across the aux seeds, touches the limit
+        cause = ("the fraction equals the limit; no number of rows decides it" if iv.fraction == limit else
+                 "the auxiliary model's seeds disagree on which side of the limit it lies; more audit rows do not "
+                 "narrow that part")
     else:
         cause = f"more audit rows needed (about {fmt_count(needed)} for an interval this side of the limit)"
     return rule_row("max_flagged_fraction", "inconclusive", f"{head} straddles max_flagged_fraction {limit:.2%}: "

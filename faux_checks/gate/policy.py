@@ -16,7 +16,7 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import InputError
 
@@ -55,16 +55,34 @@ def _check_link_tables(links: dict) -> dict:
 _LinkTables = Annotated[dict[str, _LinkTable], AfterValidator(_check_link_tables)]
 
 
+#: Bounds of ``[aux] hidden``: the auxiliary model is a small MLP (64-64 by default); a width of millions of
+#: units or hundreds of layers only costs memory and time (a resource bomb in a policy file).
+MAX_AUX_LAYERS = 8
+MAX_AUX_UNITS = 4096
+
+
 class AuxSettings(_Strict):
     """Auxiliary-model training (see :class:`faux_checks.AuxiliaryModel`)."""
 
-    hidden: _Widths = Field((64, 64), description="Hidden layer widths of the aux MLP.")
+    hidden: _Widths = Field((64, 64), description=f"Hidden layer widths of the aux MLP (at most {MAX_AUX_LAYERS} "
+                            f"layers of at most {MAX_AUX_UNITS} units).")
     epochs: int = Field(30, ge=1, le=1000, description="Maximum epochs (early stopping on held-out loss).")
     holdout: float = Field(0.2, gt=0, lt=1, description="Share of rows held out for early stopping and quality.")
     output_space: Literal["logit", "probability"] = Field(
         "logit", description="Aux output differentiated for J (docs/method.md, open point 1)."
     )
     max_train_rows: int = Field(200_000, ge=100, description="Rows sampled (seeded) to train the aux model.")
+
+    @field_validator("hidden")
+    @classmethod
+    def _hidden_bounded(cls, hidden: tuple[int, ...]) -> tuple[int, ...]:
+        wide = [f"layer {i + 1} has {w:,} units" for i, w in enumerate(hidden) if w > MAX_AUX_UNITS]
+        if len(hidden) > MAX_AUX_LAYERS or wide:
+            found = f"{len(hidden)} layers" if len(hidden) > MAX_AUX_LAYERS else "; ".join(wide)
+            raise ValueError(f"found {list(hidden)[:12]}{' ...' if len(hidden) > 12 else ''} ({found}); expected at "
+                             f"most {MAX_AUX_LAYERS} layers of at most {MAX_AUX_UNITS:,} units each (the default is "
+                             "[64, 64])")
+        return hidden
 
 
 class FauxSettings(_Strict):

@@ -14,14 +14,18 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .._validation import require_columns
+from .._validation import fmt_count, require_columns
 from ..errors import InputError
 from ..inputs.protected import ProtectedAttribute, encode_protected
 from ..inputs.tabular import ColumnEncoding, FeatureSpec
 from .policy import Policy
 
-__all__ = ["AuditRows", "SwapLayout", "check_model_accepts", "direct_derivative", "encoded_level", "prepare_audit",
-           "swap_layout"]
+__all__ = ["AuditRows", "SOFTMAX_TOLERANCE", "SwapLayout", "check_model_accepts", "check_model_outputs",
+           "direct_derivative", "encoded_level", "prepare_audit", "swap_layout"]
+
+#: How far a row of declared softmax probabilities may sum from 1 (float32 rounding is ~1e-6 per row;
+#: an unnormalised output is off by far more).
+SOFTMAX_TOLERANCE = 1e-3
 
 
 @dataclass(frozen=True)
@@ -229,3 +233,65 @@ def check_model_accepts(model, X: torch.Tensor, spec: FeatureSpec) -> None:
             f"columns {spec.source_columns[:12]}{' ...' if len(spec.source_columns) > 12 else ''}): "
             f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}. Pass the feature spec the model was trained with"
         ) from None
+
+
+def check_model_outputs(model, X: torch.Tensor, output, *, rows: np.ndarray | None = None) -> None:
+    """Refuse, before scoring, probability outputs that are not probabilities on some audited row.
+
+    ``resolve_output_form`` checks the declared form on a probe of 256 rows; this reads every row
+    once (no gradients, in chunks): ``softmax`` rows must lie in [0, 1] and sum to 1 within
+    :data:`SOFTMAX_TOLERANCE`, ``probability`` values must lie in [0, 1]. Rows with a non-finite
+    output are left to the scorer (their scores are undefined and count as flagged). Other forms
+    are not read.
+
+    Parameters
+    ----------
+    model : torch module or forward-only target
+    X : Tensor of shape (n, d)
+        The encoded audited rows.
+    output : TargetOutput
+        The resolved form (:func:`faux_checks.method.output.resolve_output_form`).
+    rows : ndarray of shape (n,), optional
+        Input-row numbers of ``X``'s rows, for the message (default 0..n−1).
+
+    Raises
+    ------
+    InputError
+        ``output form 'softmax' ... 312 of 1,500 audited rows do not sum to 1 (within 0.001): e.g.
+        input row 4: [0.9, 0.4] (sum 1.3) ...``, with the fix.
+    """
+    from ..method._batching import DEFAULT_CHUNK, eval_mode, iter_chunks
+    from ..method.output import raw_output
+
+    if output.form not in ("softmax", "probability"):
+        return
+    n, n_bad, first = len(X), 0, None
+    with torch.no_grad(), eval_mode(model):
+        for chunk in iter_chunks(n, DEFAULT_CHUNK):
+            out = raw_output(model, X[chunk].float()).double()               # (b, m)
+            finite = torch.isfinite(out).all(dim=1)
+            outside = ((out < 0) | (out > 1)).any(dim=1)
+            if output.form == "softmax":
+                wrong = finite & (outside | ((out.sum(dim=1) - 1).abs() > SOFTMAX_TOLERANCE))
+            else:
+                wrong = finite & outside
+            n_bad += int(wrong.sum())
+            if first is None and bool(wrong.any()):
+                i = int(torch.nonzero(wrong)[0, 0])
+                first = (chunk.start + i, out[i].tolist())
+    if not n_bad:
+        return
+    at, values = first
+    row = int(rows[at]) if rows is not None else at
+    shown = "[" + ", ".join(f"{v:.4g}" for v in values[:6]) + (", ..." if len(values) > 6 else "") + "]"
+    if output.form == "softmax":
+        problem = (f"are not probabilities that sum to 1 (within {SOFTMAX_TOLERANCE:g}): e.g. input row "
+                   f"{fmt_count(row)}: {shown}, sum {sum(values):.4g}")
+        fix = "declare output form 'logits' for unnormalised class scores, or make the model end with a softmax"
+    else:
+        problem = f"lie outside [0, 1]: e.g. input row {fmt_count(row)}: {shown}"
+        fix = "declare output form 'logit' for log-odds, or make the model end with a sigmoid"
+    raise InputError(
+        f"output form '{output.form}' (policy target_output, CLI --output-form): the target model's outputs on "
+        f"{fmt_count(n_bad)} of {fmt_count(n)} audited rows {problem}; {fix}. Nothing was scored"
+    )

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import csv
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .._validation import fmt_count
+from .._validation import check_column_names, fmt_count
 from ..errors import InputError
 
-__all__ = ["MalformedRows", "csv_field_count_errors", "read_table", "write_scores"]
+__all__ = ["MalformedRows", "check_header", "check_output_path", "csv_field_count_errors", "read_table", "write_scores"]
 
 #: Malformed rows named in an error message (the count covers all of them).
 SHOWN_ROWS = 5
@@ -120,19 +121,54 @@ def csv_field_count_errors(path: str | Path) -> MalformedRows:
     return out
 
 
+def header_names(path: str | Path) -> list[str] | None:
+    """The column names as the file writes them, before pandas renames a repeated one (``x1`` -> ``x1.1``).
+
+    CSV: the first line read as data (quotes and ``skipinitialspace`` as :func:`read_table` reads
+    it); Parquet: the schema's field names. None when the file cannot be read this way (the
+    reader proper then reports why).
+    """
+    path = Path(path)
+    try:
+        if path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            return list(pq.read_schema(str(path)).names)
+        first = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False, skipinitialspace=True)
+    except Exception:
+        return None
+    return [str(v) for v in first.iloc[0]] if len(first) else None
+
+
+def check_header(path: str | Path) -> None:
+    """Refuse a data file whose header repeats a column name, leaves one empty, or has two that differ
+    only by surrounding whitespace (:func:`faux_checks._validation.check_column_names`).
+
+    Raises
+    ------
+    InputError
+        ``data file d.csv has ambiguous column names: 'x1' is given 2 times (columns 2 and 5). ...``
+    """
+    names = header_names(path)
+    if names is not None:
+        check_column_names(names, what=f"data file {path}")
+
+
 def read_table(path: str | Path) -> pd.DataFrame:
     """Read a CSV (any of ``.csv``, ``.csv.gz``, ``.txt``) or Parquet file into a DataFrame.
 
     Raises
     ------
     InputError
-        Missing file, unknown format, a parse error (message keeps the parser's words), or CSV
-        records whose field count differs from the header's (:func:`csv_field_count_errors`: the
-        first rows named and counted; never read as missing values).
+        Missing file, unknown format, a parse error (message keeps the parser's words), a header
+        with a repeated, empty or whitespace-ambiguous column name (:func:`check_header`: the
+        names and their positions), or CSV records whose field count differs from the header's
+        (:func:`csv_field_count_errors`: the first rows named and counted; never read as missing values).
     """
     path = Path(path)
     if not path.is_file():
         raise InputError(f"data file {path} does not exist")
+    check_header(path)
     if path.suffix != ".parquet":
         bad = csv_field_count_errors(path)
         if bad.count:
@@ -145,6 +181,56 @@ def read_table(path: str | Path) -> pd.DataFrame:
         raise InputError(f"cannot read data file {path}: {type(exc).__name__}: {exc}") from exc
 
 
+def check_output_path(path: str | Path, *, option: str, folder: bool = False) -> None:
+    """Refuse, before anything is computed, an output path that cannot be written.
+
+    A file (``--scores-out``, ``--out``) needs an existing, writable folder and no file or folder of
+    that name; a folder (``--report-dir``, ``--work-dir``) may be created, so it needs to be a folder
+    if it exists, and its nearest existing parent a writable folder. Writability is tried (a
+    temporary file created and removed), not read from the permission bits: root, a read-only mount
+    and a full quota answer differently.
+
+    Parameters
+    ----------
+    path : str or Path
+    option : str
+        The command-line option, for the message (``--scores-out``).
+    folder : bool
+        ``path`` is a folder to create or fill, not a file.
+
+    Raises
+    ------
+    InputError
+        ``--scores-out out/s.csv: folder out does not exist; create it first or choose another --scores-out``;
+        a parent that is a file; a location that cannot be written (with the operating system's words).
+    """
+    import tempfile
+
+    path = Path(path)
+    if folder:
+        if path.exists() and not path.is_dir():
+            raise InputError(f"{option} {path}: a file of that name exists; choose a folder")
+        parent = path
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+    else:
+        if path.is_dir():
+            raise InputError(f"{option} {path} is a folder; give a file name")
+        parent = path.parent
+        if not parent.exists():
+            raise InputError(f"{option} {path}: folder {parent} does not exist; create it first or choose another "
+                             f"{option} (nothing was scored)")
+    if not parent.is_dir():
+        raise InputError(f"{option} {path}: {parent} is a file, not a folder; choose another {option} (nothing was scored)")
+    try:
+        fd, probe = tempfile.mkstemp(dir=parent, prefix=".faux-checks-write-test-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise InputError(f"{option} {path}: cannot write in {parent} ({exc.strerror or exc}); choose another "
+                         f"{option} (nothing was scored)") from None
+
+
 def write_scores(path: str | Path, result) -> Path:
     """Write one row per input row, in input order: ``row``, ``lic_score``, ``flagged``, ``status``, ``flag_probability``.
 
@@ -152,7 +238,8 @@ def write_scores(path: str | Path, result) -> Path:
 
     ``status`` is ``scored``, ``undefined`` (audited, score undefined: never counted as not
     flagged) or ``not_audited`` (dropped for a missing protected value, or not sampled); the last
-    two have empty ``lic_score`` and ``flagged``. Refuses to overwrite an existing file.
+    two have empty ``lic_score`` and ``flagged``. Refuses to overwrite an existing file; written
+    under a temporary name and renamed once whole (:func:`faux_checks._files.whole_file`).
 
     Parameters
     ----------
@@ -172,8 +259,13 @@ def write_scores(path: str | Path, result) -> Path:
     if result.flag_probability is not None:
         columns["flag_probability"] = result.flag_probability
     frame = pd.DataFrame(columns)
-    if path.suffix.lower() == ".parquet":
-        frame.to_parquet(path, index=False)
-    else:
-        frame.to_csv(path, index=False)
+    from .._files import whole_file
+
+    with whole_file(path) as tmp:             # whole or absent: a full disk never leaves part of a scores file
+        if path.suffix.lower() == ".parquet":
+            frame.to_parquet(tmp, index=False)
+        else:
+            from pandas.io.common import infer_compression
+
+            frame.to_csv(tmp, index=False, compression=infer_compression(str(path), "infer"))   # s.csv.gz: gzip
     return path

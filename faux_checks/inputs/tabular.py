@@ -25,6 +25,7 @@ Rules (documented, never silent):
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal, Sequence
@@ -90,6 +91,44 @@ class ColumnEncoding:
 
 def _is_numeric(series: pd.Series) -> bool:
     return pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
+
+
+#: A number written with a thousands separator (``1,234.5``, ``1 234``, ``1_000``, ``1'000``): never read as a number.
+_THOUSANDS = re.compile(r"^\s*[+-]?\d{1,3}(?:[,_' \u00a0\u202f]\d{3})+(?:\.\d*)?\s*$")
+
+
+def _numbers_as_text(series: pd.Series, column) -> str | None:
+    """Why a non-numeric column holds numbers (one phrase), or None for a numeric column or genuine text.
+
+    A column is read as text when a single value in it is not a number: ``'1,234.5'`` (a thousands
+    separator), ``'?'``, ``'n/a '``. It holds numbers when at least one of its values parses as a number
+    or is one written with a thousands separator (:data:`_THOUSANDS`); then the phrase names the count of
+    values that do not parse, the first of them and its row (0-based, in the frame's order). A column of
+    numbers stored as text (every value parses, object dtype) is named too. Counted over unique values.
+    """
+    if _is_numeric(series) or pd.api.types.is_bool_dtype(series):
+        return None
+    counts = series.dropna().value_counts(sort=False)             # unique value -> rows
+    if counts.empty:
+        return None
+    values = pd.Series(counts.index, dtype=object)
+    flags = values.map(lambda v: isinstance(v, (bool, np.bool_))).to_numpy(dtype=bool)   # True/False: not numbers
+    parsed = pd.to_numeric(values, errors="coerce").notna().to_numpy() & ~flags
+    thousands = values.map(lambda v: isinstance(v, str) and _THOUSANDS.match(v) is not None).to_numpy(dtype=bool)
+    if not (parsed | thousands).any():
+        return None                                                # genuine text, e.g. a categorical
+    rows = counts.to_numpy()
+    n_values, n_bad = int(rows.sum()), int(rows[~parsed].sum())
+    if n_bad == 0:
+        return (f"column {column!r} holds numbers stored as text (dtype {series.dtype}; all {fmt_count(n_values)} "
+                "values parse as numbers): convert it to a numeric dtype")
+    first = int(np.flatnonzero(series.isin(set(values[~parsed])).to_numpy())[0])
+    example = series.iloc[first]
+    hint = (", written with a thousands separator" if isinstance(example, str) and _THOUSANDS.match(example) else "")
+    verb = "is not a number" if n_bad == 1 else "are not numbers"
+    return (f"column {column!r} is read as text: {fmt_count(n_bad)} of its {fmt_count(n_values)} values {verb} "
+            f"(e.g. {example!r} in row {fmt_count(first)}{hint}; {fmt_count(n_values - n_bad)} "
+            f"{'is a number' if n_values - n_bad == 1 else 'are numbers'})")
 
 
 def _level_string(value) -> str:
@@ -386,14 +425,26 @@ class FeatureSpec:
         """Numeric columns as they are (no scaling), in file order, minus ``exclude``.
 
         Used by the CLI when no feature spec is given (issue 3): the model receives the data's
-        numeric columns unchanged.
+        numeric columns unchanged. Text and boolean columns whose values are not numbers (a
+        categorical such as ``job``) are not inputs; a text column that holds numbers is refused
+        (:func:`_numbers_as_text`), since leaving it out would shift every later input.
 
         Raises
         ------
         InputError
-            If no numeric column is left.
+            If no numeric column is left, or a column other than ``exclude`` is read as text although
+            it holds numbers: some values unparsable (``'1,234.5'``, ``'?'``: the column, their count,
+            an example and its row), or all of them numbers stored as text.
         """
         frame = as_frame(data)
+        problems = [p for c in frame.columns if c not in exclude for p in [_numbers_as_text(frame[c], c)] if p]
+        if problems:
+            raise InputError(
+                f"{'; '.join(problems)}. Without a feature spec the model receives the numeric columns only, in "
+                "file order, so such a column would be left out and every input after it would shift by one. "
+                "Write the numbers plainly (1234.5: no thousands separator), fix or remove the other values, or "
+                "pass the feature spec the model was trained with (--feature-spec); nothing was scored"
+            )
         cols = [c for c in frame.columns if c not in exclude and _is_numeric(frame[c])]
         if not cols:
             raise InputError(

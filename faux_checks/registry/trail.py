@@ -253,6 +253,9 @@ class DecisionTrail(RegistryClient):
             If the model or version does not exist, ``report_dir`` is not a directory, a metric
             is not a number, a parameter (tag) value is longer than 6,000 (8,000) characters (MLflow
             would truncate it), or MLflow rejects a value.
+        faux_checks._files.IncompleteRecordError
+            The uploaded artifacts do not match the files of ``report_dir`` (:meth:`_check_uploaded`);
+            the run is then marked FAILED, as on any other error.
         """
         from mlflow.entities import Metric, Param
 
@@ -303,6 +306,7 @@ class DecisionTrail(RegistryClient):
             for i in range(0, len(param_rows), _BATCH_PARAMS):
                 with_retry(self.client.log_batch, run_id, params=param_rows[i : i + _BATCH_PARAMS])
             with_retry(self.client.log_artifacts, run_id, str(report_dir))
+            self._check_uploaded(run_id, report_dir)
         except BaseException as exc:
             with_retry(self.client.set_terminated, run_id, "FAILED")
             if error_code(exc) == "INVALID_PARAMETER_VALUE":
@@ -310,6 +314,34 @@ class DecisionTrail(RegistryClient):
             raise
         with_retry(self.client.set_terminated, run_id, "FINISHED")
         return run_id
+
+    def _check_uploaded(self, run_id: str, report_dir: Path) -> None:
+        """Raise unless the run's artifacts hold every file of ``report_dir`` at its size (a record is whole
+        in the store, not only on this disk, before any tag points at it).
+
+        Raises
+        ------
+        faux_checks._files.IncompleteRecordError
+            Files missing from the store or stored at another size (named, with both sizes); an
+            I/O problem, so the gate's ``record`` step is retried.
+        """
+        from .._files import IncompleteRecordError
+
+        local = {p.relative_to(report_dir).as_posix(): p.stat().st_size for p in report_dir.rglob("*") if p.is_file()}
+        stored: dict[str, int | None] = {}
+        folders: list[str | None] = [None]
+        while folders:
+            for info in with_retry(self.client.list_artifacts, run_id, folders.pop()):
+                if info.is_dir:
+                    folders.append(info.path)
+                else:
+                    stored[info.path] = info.file_size
+        wrong = [f"{name} ({'absent' if name not in stored else f'{stored[name]:,} bytes'}, {size:,} written)"
+                 for name, size in sorted(local.items())
+                 if name not in stored or (stored[name] is not None and stored[name] != size)]
+        if wrong:
+            raise IncompleteRecordError(f"run {run_id}: the artifact store does not hold {len(wrong)} of the "
+                                        f"{len(local)} record files whole: {'; '.join(wrong[:10])}")
 
     def log_audit_run(self, name: str, version: str | int, **kwargs: Any) -> str:
         """Log one drift audit as an MLflow run in experiment ``"faux-checks-audit"``.

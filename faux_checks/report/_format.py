@@ -12,9 +12,18 @@ it is (:func:`rule_statistic`): a rule's value is never just "observed".
 from __future__ import annotations
 
 import json
+import re
 
 __all__ = ["FRACTION_FIELDS", "cell", "expectation_statistic", "fmt", "is_fraction_field", "is_share_statistic", "pct",
-           "rule_statistic", "signed_pct", "statistic_cell"]
+           "printable", "rule_statistic", "signed_pct", "statistic_cell"]
+
+#: Characters that steer a terminal or a text's layout instead of showing: C0/C1 controls (ESC starts
+#: colour and cursor sequences, CR returns to the line's start), DEL, line/paragraph separators and the
+#: bidirectional overrides that display text in another order. Tab is left as it is.
+_CONTROLS = "\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+_CONTROL = re.compile(f"[\n{_CONTROLS}]")
+_CONTROL_BUT_NEWLINE = re.compile(f"[{_CONTROLS}]")
+_NAMED = {"\n": "\\n", "\r": "\\r"}
 
 #: Field names (table columns, policy keys, without a ``section.`` prefix) whose values are shares.
 FRACTION_FIELDS = frozenset({
@@ -44,6 +53,28 @@ RULE_STATISTICS: dict[str, tuple[str, bool]] = {
     "score_ks": ("KS p-value of the LIC scores, reference vs current", False),
     "max_roc_auc_drop": ("drop of the target model's ROC-AUC", False),
 }
+
+
+def printable(text, *, keep_newlines: bool = False) -> str:
+    """``text`` with every control character written as an escape (``\\x1b``, ``\\r``, ``\\u202e``): safe to show.
+
+    For whatever comes from data (column names, group values, reasons that quote them, a report
+    file's fields) before it reaches a terminal, a Markdown artifact or a log: an escape sequence
+    in a column name can no longer move the cursor and redraw a failed check as "passed".
+
+    Parameters
+    ----------
+    text : object
+        Converted with ``str``.
+    keep_newlines : bool
+        Keep ``\\n`` (text whose line breaks are ours); otherwise it is written ``\\n`` too.
+    """
+    pattern = _CONTROL_BUT_NEWLINE if keep_newlines else _CONTROL
+
+    def escape(match: re.Match) -> str:
+        ch = match.group()
+        return _NAMED.get(ch) or (f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
+    return pattern.sub(escape, str(text))
 
 
 def fmt(v) -> str:

@@ -265,16 +265,23 @@ def write_report(report_dir: str | Path, *, decision: str, reasons: list[str], c
                  audit: dict | None = None, history: list[dict] | None = None, data: list[dict] | None = None,
                  artifacts: dict[str, str] | None = None, rules: list[dict] | None = None,
                  attributes: list[dict] | None = None, policy: dict | None = None,
-                 policy_sha256: str | None = None) -> dict[str, Path]:
-    """Write ``report.json`` (schema-validated) and ``report.html`` into ``report_dir``.
+                 policy_sha256: str | None = None, replace: bool = False) -> dict[str, Path]:
+    """Write ``report.json`` (schema-validated) and ``report.html`` into ``report_dir``, each whole or not at all.
+
+    Each file goes to a temporary name, is synced and read back, then renamed
+    (:func:`faux_checks._files.write_whole`); the page is written first, so a ``report.json`` on
+    disk means both are there. A full disk leaves no file, never a short one.
 
     Parameters
     ----------
     report_dir : path
-        Created if absent; must not already hold a report (nothing is overwritten).
+        Created if absent; must not already hold a report (nothing is overwritten) unless ``replace``.
     decision, reasons, check, model, expectations, kind, audit, history, data, artifacts, rules, attributes, policy,
     policy_sha256 :
         See :func:`build_report`.
+    replace : bool
+        Rewrite a report already there: the retry of a step that owns ``report_dir`` (the gate's
+        ``record``), which never trusts what an interrupted attempt left.
 
     Returns
     -------
@@ -283,14 +290,19 @@ def write_report(report_dir: str | Path, *, decision: str, reasons: list[str], c
     Raises
     ------
     InputError
-        If ``report_dir`` already holds report.json or report.html, or the report does not
-        match the schema (nothing is written then).
+        If ``report_dir`` already holds report.json or report.html (and not ``replace``), or the
+        report does not match the schema (nothing is written then).
+    OSError
+        The disk refused a write (e.g. no space left), or a file did not read back whole
+        (:class:`faux_checks._files.IncompleteRecordError`); no partial file is left.
     """
+    from .._files import write_whole
+
     report_dir = Path(report_dir)
     report_dir.mkdir(parents=True, exist_ok=True)
     paths = {"json": report_dir / "report.json", "html": report_dir / "report.html"}
     for p in paths.values():
-        if p.exists():
+        if p.exists() and not replace:
             raise InputError(f"{p} exists already; choose a new --report-dir (reports are never overwritten)")
     payload = build_report(decision=decision, reasons=reasons, check=check, kind=kind, model=model,
                            expectations=expectations, audit=audit, history=history, data=data, artifacts=artifacts,
@@ -298,6 +310,8 @@ def write_report(report_dir: str | Path, *, decision: str, reasons: list[str], c
     validate_report(payload)
     text = json.dumps(payload, indent=2, allow_nan=False)
     page = render_html(payload)
-    paths["json"].write_text(text)
-    paths["html"].write_text(page)
+    if replace:
+        paths["json"].unlink(missing_ok=True)    # never a new page beside the old report.json
+    write_whole(paths["html"], page)
+    write_whole(paths["json"], text)
     return paths

@@ -21,13 +21,18 @@ flagged fraction across versions and audits; library versions and seeds.
 from __future__ import annotations
 
 import json
+import re
 from functools import lru_cache
 from typing import Any
 
 from ._format import cell, expectation_statistic, fmt, is_share_statistic, pct, rule_statistic, statistic_cell
 from .plots import render_plots
 
-__all__ = ["SECTION_IDS", "render_html"]
+__all__ = ["SECTION_IDS", "render_html", "safe_href"]
+
+#: URL schemes a report links to; anything else (``javascript:``, ``data:``, ``vbscript:``) is shown as text.
+LINK_SCHEMES = ("http", "https", "file")
+_SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.\-]*):")
 
 #: HTML section ids of each kind of report, in page order.
 SECTION_IDS: dict[str, tuple[str, ...]] = {
@@ -50,6 +55,24 @@ STATUS_CLASSES = {"ok": "ok", "exceeded": "bad", "not met": "warn", "inconclusiv
                   "not computed": "warn"}
 
 
+def safe_href(url) -> str | None:
+    """``url`` when a report may link to it (http, https, file or a relative path), else None (shown as text).
+
+    A ``report.json`` is a file anyone can edit, and ``faux-checks report`` renders it (issue 25: a
+    ``javascript:`` link in it worked). A URL holding a control character (a browser drops tabs and
+    newlines, so ``java\tscript:`` reads as ``javascript:``) is refused, and the scheme is read after
+    leading spaces (``" javascript:"``), in any case.
+    """
+    if url is None or not isinstance(url, str) or not url.strip():
+        return None
+    if any(ord(ch) < 0x20 or ch == "\x7f" for ch in url):
+        return None            # a browser drops these from a URL: the link would not be what it shows
+    scheme = _SCHEME.match(url.strip())
+    if scheme is not None and scheme.group(1).lower() not in LINK_SCHEMES:
+        return None
+    return url
+
+
 def render_html(report: dict[str, Any]) -> str:
     """Self-contained HTML of a report dict (:func:`faux_checks.report.build.build_report`); no external resources."""
     return _template().render(**_page(report))
@@ -63,7 +86,7 @@ def _template():
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(
         fmt=fmt, pct=pct, cell=cell, thousands=lambda v: f"{v:,}",
-        status_class=lambda status: STATUS_CLASSES.get(status, ""),
+        status_class=lambda status: STATUS_CLASSES.get(status, ""), safe_href=safe_href,
         columns_of=lambda rows: list(dict.fromkeys(k for r in rows for k in r)),     # every key, first seen first
         field_rows=lambda d: [{"field": k, "value": cell(v, k)} for k, v in d.items()],
     )

@@ -99,7 +99,12 @@ def write_check_records(result, folder: str | Path) -> dict[str, str]:
     ------
     InputError
         If a record file exists already in ``folder``.
+    OSError
+        A write failed (no space left, ...) or did not read back whole; then none of this call's
+        files is left (:mod:`faux_checks._files`: each is written whole, and those already
+        written are removed), so a gate never points at part of a check's records.
     """
+    from .._files import whole_file, write_whole
     from ..inputs.io import write_scores
 
     folder = Path(folder)
@@ -108,29 +113,34 @@ def write_check_records(result, folder: str | Path) -> dict[str, str]:
         if (folder / name).exists():
             raise InputError(f"{folder / name} exists already; records are never overwritten")
     written: dict[str, str] = {}
-    if result.scores is not None and result.row_index is not None:
-        written["scores"] = str(write_scores(folder / RECORD_FILES["scores"], result))
-    if result.by_group is not None:
-        path = folder / RECORD_FILES["by_group"]
-        result.by_group.reset_index().to_csv(path, index=False)
-        written["by_group"] = str(path)
-    aux = getattr(result, "aux_model", None)
-    if aux is not None:
-        import torch
+    try:
+        if result.scores is not None and result.row_index is not None:
+            written["scores"] = str(write_scores(folder / RECORD_FILES["scores"], result))
+        if result.by_group is not None:
+            path = folder / RECORD_FILES["by_group"]
+            written["by_group"] = str(write_whole(path, result.by_group.reset_index().to_csv(index=False)))
+        aux = getattr(result, "aux_model", None)
+        if aux is not None:
+            import torch
 
-        path = folder / RECORD_FILES["aux_model"]
-        torch.jit.save(aux.to_torchscript(), str(path))
-        written["aux_model"] = str(path)
-        provenance = result.provenance or {}
-        info = {"kind": aux.kind, "output_space": aux.output_space, "groups": list(getattr(aux, "groups_", ()) or ()),
-                "n_features": getattr(aux, "n_features_in_", None), "quality": getattr(aux, "quality_", None),
-                "quality_metric": getattr(aux, "quality_metric_", None),
-                "protected": (provenance.get("policy") or {}).get("protected"),
-                "feature_spec": provenance.get("feature_spec"), "policy_sha256": provenance.get("policy_sha256"),
-                "aux_given": provenance.get("aux_given"), "training": provenance.get("aux_training")}
-        info_path = folder / RECORD_FILES["aux_model_info"]
-        info_path.write_text(json.dumps(jsonable(info), indent=2))
-        written["aux_model_info"] = str(info_path)
+            path = folder / RECORD_FILES["aux_model"]
+            with whole_file(path) as tmp:
+                torch.jit.save(aux.to_torchscript(), str(tmp))
+            written["aux_model"] = str(path)
+            provenance = result.provenance or {}
+            info = {"kind": aux.kind, "output_space": aux.output_space,
+                    "groups": list(getattr(aux, "groups_", ()) or ()),
+                    "n_features": getattr(aux, "n_features_in_", None), "quality": getattr(aux, "quality_", None),
+                    "quality_metric": getattr(aux, "quality_metric_", None),
+                    "protected": (provenance.get("policy") or {}).get("protected"),
+                    "feature_spec": provenance.get("feature_spec"), "policy_sha256": provenance.get("policy_sha256"),
+                    "aux_given": provenance.get("aux_given"), "training": provenance.get("aux_training")}
+            info_path = folder / RECORD_FILES["aux_model_info"]
+            written["aux_model_info"] = str(write_whole(info_path, json.dumps(jsonable(info), indent=2)))
+    except BaseException:
+        for done in written.values():
+            Path(done).unlink(missing_ok=True)
+        raise
     return written
 
 

@@ -25,10 +25,10 @@ from ...method.output import TargetOutput, resolve_output_form
 from ..aux_model import given_aux, holdout_scores, new_aux, quality_on
 from ..bounds import quality_intervals
 from ..policy import Policy
-from ..rows import check_model_accepts, direct_derivative
+from ..rows import check_model_accepts, check_model_outputs, direct_derivative
 from ..seeds import seed_sample, seed_spread
 from .sample import MAX_LEVELS, SamplePart
-from .source import DataSource, columns_to_read
+from .source import DataSource, columns_to_read, read_chunks
 
 __all__ = ["ProtectedCodec", "ScoringPlan", "check_missing_protected", "prepare_scoring", "resolve_feature_spec"]
 
@@ -180,7 +180,11 @@ def resolve_feature_spec(source: DataSource, policy: Policy, feature_spec: Featu
     required = [policy.single_protected("the streaming scorer")] + ([policy.label] if policy.label else [])
     source.require([policy.protected], what="streaming scorer")
     if feature_spec is None:
-        probe = source.probe_frame([c for c in source.columns], rows=min(chunk_rows, 65_536))
+        rows = min(chunk_rows, 65_536)
+        probe = source.probe_frame([c for c in source.columns], rows=rows)
+        if source.format == "parquet" and any(not pd.api.types.is_numeric_dtype(probe[c]) for c in probe.columns):
+            # the schema gives the dtypes; a text column's first rows say whether it holds numbers as text
+            probe = next((frame for _, frame in read_chunks(source, list(source.columns), chunk_rows=rows)), probe)
         return FeatureSpec.passthrough(probe, exclude=required)
     if policy.label and policy.label in feature_spec.source_columns:
         raise InputError(f"the label column '{policy.label}' is one of the target's input columns; "
@@ -233,6 +237,7 @@ def prepare_scoring(target_model, sample: SamplePart, *, policy: Policy, feature
     check_model_accepts(target_model, Xt, feature_spec)
     output = resolve_output_form(target_model, Xt, TargetOutput(form=policy.target_output,
                                                                  target_class=policy.target_class))
+    check_model_outputs(target_model, torch.from_numpy(X), output, rows=sample.rows)   # the sample's rows, before scoring
     uses_direct = name in feature_spec.source_columns
     mask, dx_dc = (direct_derivative(feature_spec, protected) if uses_direct
                    else (np.zeros(X.shape[1], dtype=bool), None))

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..._validation import fmt_count
 from ...errors import InputError
-from ...inputs.io import MalformedRows, csv_field_count_errors
+from ...inputs.io import MalformedRows, check_header, csv_field_count_errors
 from ...inputs.tabular import FeatureSpec
 
 __all__ = ["DataSource", "check_rows", "columns_to_read", "csv_to_parquet", "encode_chunk", "read_chunks"]
@@ -49,11 +49,13 @@ class DataSource:
         Raises
         ------
         InputError
-            Missing or unreadable file.
+            Missing or unreadable file, or a repeated, empty or whitespace-ambiguous column name
+            (:func:`faux_checks.inputs.io.check_header`).
         """
         path = Path(path)
         if not path.is_file():
             raise InputError(f"data file {path} does not exist")
+        check_header(path)
         try:
             if path.suffix == ".parquet":
                 pf = _parquet_file(path)

@@ -1,0 +1,177 @@
+"""Misread columns never reach the model (issue 25, bad input 2): ambiguous headers and numbers written as text.
+
+Before: a repeated header (``f0,f1,f2,f3,f1``) was read as ``f1.1``, and without a feature spec a
+column holding one ``"1,234.5"`` was read as text and left out, so every later input shifted by one
+(an unfair model passed, exit 0). Now both are refused before anything is scored, naming the column.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import _support
+from _support import FEATURES, UNFAIR
+from faux_checks import FeatureSpec, InputError
+from faux_checks.gate.stream.source import DataSource
+from faux_checks.inputs.io import read_table
+from faux_checks_app.cli import main
+
+
+class FirstInputs(torch.nn.Module):
+    """A target that reads its first ``k`` inputs and ignores any after them (so a shifted matrix still runs)."""
+
+    def __init__(self, weights):
+        super().__init__()
+        self.k = len(weights)
+        self.lin = _support.linear(weights)
+
+    def forward(self, x):
+        return self.lin(x[:, : self.k])
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    from faux_checks.inputs.models import save_torchscript
+
+    d = tmp_path_factory.mktemp("misread")
+    data = _support.make_data(400)
+    # a column after the proxy: when one input is dropped, the unfair model's proxy weight lands on it
+    # (the issue's case: failed 93% on the clean file, passed 0% once a column was dropped)
+    data.insert(5, "noise", np.random.default_rng(3).normal(size=len(data)))
+    data.to_csv(d / "clean.csv", index=False)
+    lines = (d / "clean.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    thousands = data.astype({"f2": object})
+    thousands.loc[17, "f2"] = "1,234.5"
+    thousands.to_csv(d / "thousands.csv", index=False)
+    return {"dir": d, "data": data, "lines": lines, "header": header,
+            "clean": d / "clean.csv", "thousands": d / "thousands.csv",
+            "unfair": save_torchscript(FirstInputs(UNFAIR), d / "unfair.pt"),
+            "policy": _support.write_policy(d / "policy.toml")}
+
+
+def _with_header(files, path, names) -> str:
+    path.write_text("\n".join([",".join(names)] + files["lines"][1:]) + "\n")
+    return str(path)
+
+
+def _check(files, data) -> list[str]:
+    return ["check", "--model", str(files["unfair"]), "--data", str(data), "--policy", str(files["policy"]), "-q"]
+
+
+def test_duplicate_header_is_refused_with_the_names_and_positions(files, tmp_path, capsys):
+    names = list(files["header"])
+    names[4] = "f1"                                                      # f0,f1,f2,f3,f1,noise,sex,y
+    path = _with_header(files, tmp_path / "dup.csv", names)
+    expected = (f"data file {path} has ambiguous column names: 'f1' is given 2 times (columns 2 and 5). Every column "
+                "needs a unique, non-empty name (a repeated name would be read as another column, e.g. 'x1' as "
+                "'x1.1'); rename or remove these columns; nothing was scored")
+    with pytest.raises(InputError) as info:
+        read_table(path)
+    assert str(info.value) == expected
+    with pytest.raises(InputError) as streamed:                          # score-large reads the header the same way
+        DataSource.open(path)
+    assert str(streamed.value) == expected
+    assert main(_check(files, path)) == 2
+    assert capsys.readouterr().err.strip() == f"faux-checks: could not decide: {expected}"
+
+
+def test_empty_and_whitespace_ambiguous_names_are_refused(files, tmp_path):
+    names = list(files["header"])
+    names[2], names[3] = "", "f1 "                                       # f0,f1,,f1 ,proxy,...
+    path = _with_header(files, tmp_path / "blank.csv", names)
+    with pytest.raises(InputError) as info:
+        read_table(path)
+    assert str(info.value).startswith(
+        f"data file {path} has ambiguous column names: column 3 has an empty name; 'f1' and 'f1 ' differ only by "
+        "surrounding whitespace (columns 2 and 4). Every column needs")
+    frame = files["data"].rename(columns={"f3": "f0"})                    # an in-memory frame: same rule
+    from faux_checks.gate.check import run_check
+    from faux_checks.gate.policy import load_policy
+
+    with pytest.raises(InputError, match=r"^data has ambiguous column names: 'f0' is given 2 times \(columns 1 and 4\)"):
+        run_check(FirstInputs(UNFAIR), frame, policy=load_policy(files["policy"]))
+
+
+def test_parquet_header_is_checked_too(files, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table([pa.array([1.0, 2.0]), pa.array([3.0, 4.0])], names=["x", "x"])
+    pq.write_table(table, tmp_path / "dup.parquet")
+    with pytest.raises(InputError, match=r"has ambiguous column names: 'x' is given 2 times \(columns 1 and 2\)"):
+        read_table(tmp_path / "dup.parquet")
+
+
+def test_a_number_with_a_thousands_separator_is_refused_not_dropped(files, capsys):
+    """The issue's case: the unfair model failed on the clean file, passed once 'f2' was dropped."""
+    assert main(_check(files, files["clean"])) == 1
+    capsys.readouterr()
+    assert main(_check(files, files["thousands"])) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "faux-checks: could not decide: column 'f2' is read as text: 1 of its 400 values is not a number (e.g. "
+        "'1,234.5' in row 17, written with a thousands separator; 399 are numbers). Without a feature spec the model "
+        "receives the numeric columns only, in file order, so such a column would be left out and every input after "
+        "it would shift by one. Write the numbers plainly (1234.5: no thousands separator), fix or remove the other "
+        "values, or pass the feature spec the model was trained with (--feature-spec); nothing was scored"), err
+
+
+def test_unparsable_markers_and_numbers_as_text_are_named():
+    frame = pd.DataFrame({"a": [1.0, 2.0, 3.0, 4.0], "b": ["1", "?", "3", "?"], "c": ["1", "2", "3", "4"],
+                          "job": ["x", "y", "x", "y"], "sex": ["F", "M", "F", "M"]})
+    with pytest.raises(InputError) as info:
+        FeatureSpec.passthrough(frame, exclude=["sex"])
+    assert str(info.value).startswith(
+        "column 'b' is read as text: 2 of its 4 values are not numbers (e.g. '?' in row 1; 2 are numbers); "
+        "column 'c' holds numbers stored as text (dtype object; all 4 values parse as numbers): convert it to a "
+        "numeric dtype. Without a feature spec")
+    # every value written with separators: still numbers, still refused
+    with pytest.raises(InputError, match=r"^column 'b' is read as text: 4 of its 4 values are not numbers \(e.g. "
+                                         r"'1,000' in row 0, written with a thousands separator; 0 are numbers\)"):
+        FeatureSpec.passthrough(frame.assign(b=["1,000", "2,500", "1 234", "9_999"], c=1), exclude=["sex"])
+
+
+def test_a_genuine_text_column_is_left_out_as_before(files, tmp_path, capsys):
+    """An entirely non-numeric column is a categorical the model was not given: same inputs, same decision."""
+    spec = FeatureSpec.passthrough(files["data"].assign(job=["a", "b"] * 200), exclude=["sex", "y"])
+    assert spec.source_columns == FEATURES + ["noise"]
+    with_text = files["data"].copy()
+    with_text.insert(2, "job", ["a", "b"] * 200)
+    with_text.to_csv(tmp_path / "text.csv", index=False)
+    assert main(_check(files, tmp_path / "text.csv")) == 1
+    assert "failed:" in capsys.readouterr().out
+
+
+def test_streaming_scorer_refuses_the_same_column(files, tmp_path):
+    import torch
+
+    from faux_checks.gate.policy import load_policy
+    from faux_checks.gate.stream.run import score_stream
+
+    with pytest.raises(InputError, match=r"^column 'f2' is read as text: 1 of its 400 values is not a number "
+                                         r"\(e.g. '1,234.5' in row 17"):
+        score_stream(torch.jit.load(str(files["unfair"])), files["thousands"], policy=load_policy(files["policy"]),
+                     out_path=tmp_path / "s.parquet", chunk_rows=1000)
+    assert not (tmp_path / "s.parquet").exists()
+
+
+def test_booleans_with_missing_values_are_not_numbers_as_text():
+    """pandas reads True/False with a blank as an object column: still a boolean, left out as before."""
+    frame = pd.DataFrame({"a": [1.0, 2.0, 3.0], "owner": pd.Series([True, None, False], dtype=object), "sex": list("FMF")})
+    assert FeatureSpec.passthrough(frame, exclude=["sex"]).source_columns == ["a"]
+
+
+def test_parquet_text_column_holding_numbers_is_refused_by_the_streaming_scorer(files, tmp_path):
+    import torch
+
+    from faux_checks.gate.policy import load_policy
+    from faux_checks.gate.stream.run import score_stream
+
+    pd.read_csv(files["thousands"]).to_parquet(tmp_path / "t.parquet", index=False)   # f2 stored as strings
+    with pytest.raises(InputError, match=r"^column 'f2' is read as text: 1 of its 400 values is not a number"):
+        score_stream(torch.jit.load(str(files["unfair"])), tmp_path / "t.parquet", policy=load_policy(files["policy"]),
+                     out_path=tmp_path / "s.parquet", chunk_rows=1000)
