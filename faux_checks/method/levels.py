@@ -74,7 +74,8 @@ class LevelModel:
     kind: str
 
     def _design(self, x_admissible: np.ndarray) -> np.ndarray:
-        x = np.asarray(x_admissible, dtype=np.float64).reshape(-1, len(self.a_mean))
+        x = np.asarray(x_admissible, dtype=np.float64)
+        x = x.reshape(len(x), len(self.a_mean))                               # (b, d_A), d_A may be 0
         return np.column_stack([np.ones(len(x)), (x - self.a_mean) / self.a_scale])
 
     def logits(self, x_admissible: np.ndarray, c) -> np.ndarray:
