@@ -181,10 +181,13 @@ def build_cases(d: Path) -> dict[str, Case]:
     width = FeatureSpec.load(spec).n_features
     mixed_model = save_torchscript(linear([1.0, 0.5] + [0.0] * (width - 2)), d / "c04-mixed.pt")
     add(Case("C04-mixed", d / "c04-mixed.csv", mixed_model, policy, "passed", "flagged fraction", spec=spec))
-    # C05: given aux model with an exactly zero gradient for every row with proxy < 1
+    # C05: given aux model with an exactly zero gradient for every row with proxy < 1, read by the auxiliary model's
+    # move (swap_metric "between"; the default matched move does not use the aux gradient)
     aux = d / "c05-aux.pt"
     torch.jit.save(torch.jit.script(_DeadBelow()), str(aux))
-    add(Case("C05-dead-aux", d / "data.csv", fair, policy, "undecided", "LIC scores are undefined",
+    aux_policy = d / "policy-aux-move.toml"
+    aux_policy.write_text(POLICY.replace("[faux]\n", '[faux]\nswap_metric = "between"\n'))
+    add(Case("C05-dead-aux", d / "data.csv", fair, aux_policy, "undecided", "LIC scores are undefined",
              aux=aux, n_undefined=int((base["proxy"] < 1.0).sum())))
     # C06: BatchNorm + Dropout target saved in train mode
     target = _TrainModeTarget().train()

@@ -57,8 +57,10 @@ def _problem(case: str):
     admissible[2] = True
     # no informativeness test: the untrained aux net reads nothing, and the test would hold every feature; the
     # features independent of c are held (x3..x6), x0 and x1 move
-    tester.fit_reference(X[:200][:, keep], c[:200], admissible=admissible)
-    return tester, X, (None if kind == "continuous" else c)
+    # "-path": the auxiliary model's move (metric "between" with its guard, Newton steps, line search), pinned too
+    metric = "between" if case.endswith("-path") else "matched"
+    tester.fit_reference(X[:200][:, keep], c[:200], admissible=admissible, metric=metric)
+    return tester, X, c
 
 
 CASES = ("binary", "three", "continuous", "binary-path", "binary-first", "binary-direct", "binary-prob")

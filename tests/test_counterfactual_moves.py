@@ -311,3 +311,46 @@ def test_the_gate_s_own_aux_model_given_back_reproduces_its_score():
     assert again.flagged_fraction == pytest.approx(gate.flagged_fraction, abs=1e-12)
     assert again.provenance["swap"]["held_fixed_uninformative"] == gate.provenance["swap"]["held_fixed_uninformative"]
     assert again.aux_quality == pytest.approx(gate.aux_quality, abs=1e-6)
+
+
+def test_the_matched_move_takes_each_feature_to_its_rank_in_the_other_group():
+    """x | c = g ~ N(μ_g + β a, σ_g²): the matched value is μ_b + β a + (σ_b / σ_a)(x − μ_a − β a), person by person."""
+    rng = np.random.default_rng(9)
+    n = 60_000
+    c = rng.integers(0, 2, n)
+    a = rng.normal(size=n)                                                 # a held feature
+    mu, sd = np.array([0.0, 1.5]), np.array([1.0, 2.0])
+    x = mu[c] + 0.7 * a + sd[c] * rng.normal(size=n)
+    X = np.column_stack([x, a])
+    ref = fit_swap_reference(np.zeros((n, 1)), X, c, kind="binary", admissible=np.array([False, True]),
+                             metric="matched", matched=np.array([True, False]))
+    probe = np.array([[0.0, 0.0], [1.0, 0.5], [-2.0, -1.0]])
+    held = np.array([False, True])
+    got = ref.matching.values(probe, held, np.zeros(3, int), np.ones(3, int))[:, 0]
+    expected = mu[1] + 0.7 * probe[:, 1] + (sd[1] / sd[0]) * (probe[:, 0] - mu[0] - 0.7 * probe[:, 1])
+    np.testing.assert_allclose(got, expected, atol=0.06)
+    back = ref.matching.values(probe, held, np.ones(3, int), np.zeros(3, int))[:, 0]
+    np.testing.assert_allclose(back, mu[0] + 0.7 * probe[:, 1] + (probe[:, 0] - mu[1] - 0.7 * probe[:, 1]) / 2,
+                               atol=0.06)
+    again = type(ref).from_dict(ref.to_dict())                             # shipped to workers as JSON
+    np.testing.assert_allclose(again.matching.values(probe, held, np.zeros(3, int), np.ones(3, int))[:, 0], got)
+
+
+def test_a_fair_model_scores_zero_and_a_multiplicative_proxy_is_read_with_the_matched_move():
+    """t = l (1 + 0.8c) + ½ε, l held (independent of c): the matched t′ − t is ±0.8 l, a jump per person."""
+    rng = np.random.default_rng(0)
+    n = 8000
+    c = rng.integers(0, 2, n)
+    l = np.maximum(0.1, 2.0 + rng.normal(size=n))
+    t = l * (1 + 0.8 * c) + 0.5 * rng.normal(size=n)
+    s = t.std()
+    X = np.column_stack([l - 2.0, (t - t.mean()) / s]).astype(np.float32)
+    _, fair = _swap_scores(X, c, _Logistic([3.0, 0.0]), hold_independent=True, metric="matched")
+    assert np.nanmax(fair.scores) == 0.0                                   # the model of l alone: nothing moves l
+    _, lic = _swap_scores(X, c, _Logistic([0.0, 3.0]), hold_independent=True, metric="matched")
+    z = 3.0 * X[:, 1].astype(np.float64)
+    shift = np.where(c == 0, 1.0, -1.0) * 3.0 * 0.8 * l / s               # the logit's matched change
+    expected = np.abs(1 / (1 + np.exp(-(z + shift))) - 1 / (1 + np.exp(-z)))
+    inner = (l > 0.5) & (l < 3.5)                                          # where the linear fits are exact
+    assert np.median(np.abs(lic.scores[inner] - expected[inner])) < 0.01
+    assert np.corrcoef(lic.scores[inner], expected[inner])[0, 1] > 0.97

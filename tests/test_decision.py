@@ -30,6 +30,9 @@ SMALL = {"protected": "sex", "label": "y", "target_output": "logit",
          "faux": {"delta": 0.05, "max_flagged_fraction": 0.1}, "aux": {"epochs": 30},
          "decision": {"min_group_rows": 20}}
 LENIENT = {**SMALL, "faux": {"delta": 0.05, "max_flagged_fraction": 1.0, "max_undefined_fraction": 1.0}}
+# the auxiliary model's move reads its gradient (a flat aux model leaves every score undefined); the default matched
+# move does not
+AUX_MOVE = {**LENIENT, "faux": {**LENIENT["faux"], "swap_metric": "between"}}
 
 
 def policy(payload=SMALL, **changes) -> Policy:
@@ -216,7 +219,7 @@ def _all_nan(monkeypatch):
 def test_all_undefined_never_passes_run_check_and_the_stream(tmp_path):
     from faux_checks.gate.stream.run import score_stream
 
-    data, p = make_data(400), policy(LENIENT)
+    data, p = make_data(400), policy(AUX_MOVE)
     result = run_check(linear(UNFAIR), data, policy=p, aux_model=_FlatAux())
     assert result.n_undefined == 400 and result.decision == "undecided"
     assert result.reasons[0].startswith("400 of 400 LIC scores are undefined: no individual has a defined LIC score")
@@ -235,7 +238,7 @@ def test_all_undefined_never_passes_the_gx_suite_and_the_audit(tmp_path, monkeyp
 
     model = str(save_torchscript(linear(FAIR), tmp_path / "fair.pt"))
     aux = str(save_torchscript(_FlatAux(), tmp_path / "aux.pt"))
-    p = policy(LENIENT)
+    p = policy(AUX_MOVE)
     outcome = E.validate_frame(make_data(400), E.build_suite(p, model_path=model, aux_model_path=aux))
     assert outcome.decision == "undecided" and outcome.exit_code == 2
     assert outcome.reasons[0].startswith("400 of 400 LIC scores are undefined")

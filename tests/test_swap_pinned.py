@@ -1,9 +1,9 @@
 """The swap reading's scores on a fixed small problem, pinned (``python tests/_swap_pin_problem.py``).
 
 First recorded at a951020, before the scoring optimisations of issue 12; re-recorded when issue 20 changed the
-reading itself (columns independent of c held, the hold never dropped, the 'between' metric with its guard, two
-secant iterations, rank matching for a continuous c): the old values pinned a move of features the new reading
-holds by design.
+reading itself (columns independent of c held, the hold never dropped, the matched move of the free numeric
+columns, rank matching for a continuous c): the old values pinned a move of features the new reading holds by
+design.
 
 Faster code must give the same numbers up to float noise: relative 1e-5, or 2e-8 probability points for
 the smallest scores (the target's logit is float32: its rounding, ~1e-7 relative, moves P(y|x) by about
@@ -21,60 +21,60 @@ from _swap_pin_problem import CASES, summary
 PINNED = {
     "binary": {
         "scores_head": [
-            0.00503956577718212,
-            0.007557220709050516,
-            0.0013972877119690086,
-            0.02323365741844008,
-            0.002693553662756032,
-            0.012824961500224497
+            0.01132144286184189,
+            0.0005921701930639012,
+            0.010796019901718745,
+            0.006025271330690862,
+            0.0021417323175548786,
+            0.015867162586939654
         ],
-        "scores_sum": 1.4352079859330922,
-        "scores_sq": 0.024121868992924893,
-        "scores_max": 0.05148280909056713,
+        "scores_sum": 1.5577592303064645,
+        "scores_sq": 0.012406370461677304,
+        "scores_max": 0.02092306743712502,
         "undefined": 0,
         "probability_sum": 167.28151118654714,
-        "cf_probability_sum": 167.84656179971876,
+        "cf_probability_sum": 167.27880595609008,
         "cf_target_sum": 145,
         "direct_sum": None,
-        "evidence_abs_sum": 2.3089466094970703
+        "evidence_abs_sum": 2.158198356628418
     },
     "three": {
         "scores_head": [
-            0.011993727172077251,
-            0.011250636530450553,
-            0.0440975226710284,
-            0.006952278382356125,
-            0.002528607715447273,
-            0.01317965552082967
+            0.012703666133833114,
+            0.007052721424314123,
+            0.011345210210535805,
+            0.0021369869779201967,
+            0.0037794986172915435,
+            0.010646016432985128
         ],
-        "scores_sum": 2.248016897712617,
-        "scores_sq": 0.04340745379929015,
-        "scores_max": 0.06573242536501889,
+        "scores_sum": 2.074461351668818,
+        "scores_sq": 0.019768709733409842,
+        "scores_max": 0.021883084414178078,
         "undefined": 0,
         "probability_sum": 167.28151118654714,
-        "cf_probability_sum": 167.51664469425089,
-        "cf_target_sum": 324,
+        "cf_probability_sum": 167.16587189434526,
+        "cf_target_sum": 308,
         "direct_sum": None,
-        "evidence_abs_sum": 3.1090517044067383
+        "evidence_abs_sum": 2.507676124572754
     },
     "continuous": {
         "scores_head": [
-            0.008793230816885989,
-            0.010365885548092924,
-            0.007178193077203576,
-            0.005537487542891406,
-            0.0025228338191614075,
-            0.008968273002259775
+            0.010222727196522285,
+            0.005540261591124418,
+            0.0021803910490810763,
+            0.0062968263370545285,
+            0.0016106261056035853,
+            0.007214207526388794
         ],
-        "scores_sum": 0.8253813896257973,
-        "scores_sq": 0.0050126531277577095,
-        "scores_max": 0.01724862792048576,
+        "scores_sum": 1.2143005572110983,
+        "scores_sq": 0.006691577646757988,
+        "scores_max": 0.012029023356692314,
         "undefined": 0,
         "probability_sum": 167.28151118654714,
-        "cf_probability_sum": 167.55183079873825,
-        "cf_target_sum": 98,
+        "cf_probability_sum": 167.87242826096292,
+        "cf_target_sum": -66,
         "direct_sum": None,
-        "evidence_abs_sum": 0.8261829614639282
+        "evidence_abs_sum": 1.2126271724700928
     },
     "binary-path": {
         "scores_head": [
@@ -97,60 +97,60 @@ PINNED = {
     },
     "binary-first": {
         "scores_head": [
-            0.005396467677983749,
-            0.007013256913384841,
-            0.001354880467310536,
-            0.005934513933008621,
-            0.0028779450205690584,
-            0.013327876248191898
+            0.011782915890184058,
+            0.0003740727969049826,
+            0.011269328005354566,
+            0.0010972409369637889,
+            0.0011763336568001042,
+            0.01735942490643535
         ],
-        "scores_sum": 1.443206987691176,
-        "scores_sq": 0.02333502418258343,
-        "scores_max": 0.05494633062771222,
+        "scores_sum": 1.8070778958624483,
+        "scores_sq": 0.018194379407471407,
+        "scores_max": 0.0338801513937342,
         "undefined": 0,
         "probability_sum": 167.28151118654714,
-        "cf_probability_sum": 167.84656179971876,
+        "cf_probability_sum": 167.27880595609008,
         "cf_target_sum": 145,
         "direct_sum": None,
-        "evidence_abs_sum": 2.3089466094970703
+        "evidence_abs_sum": 2.158198356628418
     },
     "binary-direct": {
         "scores_head": [
-            8.984878168316612e-05,
-            0.004827381078803761,
-            0.0010112016622284559,
-            0.0008499111804016746,
-            0.0015435809167912984,
-            0.0023315834055915863
+            0.007841429565593305,
+            0.0003573405973136268,
+            0.007174622906032657,
+            0.0011967655354198081,
+            0.0015744689967918113,
+            0.008638708752007562
         ],
-        "scores_sum": 0.8244768805615671,
-        "scores_sq": 0.005067829431374947,
-        "scores_max": 0.032441223276691966,
+        "scores_sum": 1.401638004502502,
+        "scores_sq": 0.01077746010985928,
+        "scores_max": 0.022456876123825076,
         "undefined": 0,
         "probability_sum": 167.5053781161683,
-        "cf_probability_sum": 167.70158178376684,
+        "cf_probability_sum": 167.51645292382625,
         "cf_target_sum": 145,
         "direct_sum": 0.5892545622011651,
-        "evidence_abs_sum": 1.5166704654693604
+        "evidence_abs_sum": 2.6603775024414062
     },
     "binary-prob": {
         "scores_head": [
-            0.005039572715759277,
-            0.007557213306427002,
-            0.0013973116874694824,
-            0.023233652114868164,
-            0.0026935338973999023,
-            0.01282501220703125
+            0.011321485042572021,
+            0.0005921721458435059,
+            0.010796010494232178,
+            0.0060253143310546875,
+            0.002141714096069336,
+            0.015867173671722412
         ],
-        "scores_sum": 1.4352074265480042,
-        "scores_sq": 0.024121870408425394,
-        "scores_max": 0.05148279666900635,
+        "scores_sum": 1.557759702205658,
+        "scores_sq": 0.012406369680636686,
+        "scores_max": 0.020923078060150146,
         "undefined": 0,
         "probability_sum": 167.28151190280914,
-        "cf_probability_sum": 167.846561729908,
+        "cf_probability_sum": 167.27880638837814,
         "cf_target_sum": 145,
         "direct_sum": None,
-        "evidence_abs_sum": 2.3089466094970703
+        "evidence_abs_sum": 2.158198356628418
     }
 }
 

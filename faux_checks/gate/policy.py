@@ -109,11 +109,12 @@ class FauxSettings(_Strict):
         True, description="Variant swap: also hold fixed the columns whose distribution does not depend on c "
         "(chi-square test of independence, p >= 0.01): c does not cause them, even where the auxiliary model reads c "
         "from them given other columns (a proxy built from a legitimate feature, a declared mediator).")
-    swap_metric: Literal["covariance", "explained", "between", "within", "diagonal", "euclidean"] = Field(
-        "between", description="Variant swap: metric of the minimum-norm move: the covariance of the free columns that c "
-        "explains ('between', the default: the groups' mean differences, not conditioned on the held columns); the same "
-        "given the held columns ('explained'); the covariance given the held columns ('covariance', the reading before "
-        "issue 20); its within-group part; its diagonal; or the identity of eq. 7–8.")
+    swap_metric: Literal["matched", "covariance", "explained", "between", "within", "diagonal", "euclidean"] = Field(
+        "matched", description="Variant swap: how the free numeric columns move. 'matched' (the default): each takes the "
+        "value of the person's own rank in the other group among people with the same held columns. Otherwise the "
+        "auxiliary model's minimum-norm move (eq. 7–8) in a metric: the covariance c explains ('between': the groups' "
+        "mean differences; 'explained': the same given the held columns), the covariance given the held columns "
+        "('covariance', the reading before issue 20), its within-group part, its diagonal, or the identity.")
     swap_guard: float = Field(
         0.1, ge=0, le=10, description="Variant swap: Δx = M a Δv / (aᵀMa + guard × median aᵀMa): bounds the move of a row "
         "whose aux gradient barely meets the metric (0 = eq. 7–8's exact solve).")

@@ -289,6 +289,46 @@ def _unmoved(x: torch.Tensor, c, reference: SwapReference, keep: np.ndarray, dir
     return out
 
 
+def _matched_inputs(x: torch.Tensor, c, *, reference: SwapReference, settings: SwapSettings, keep: np.ndarray,
+                    direct_levels) -> list[tuple[np.ndarray, torch.Tensor, np.ndarray]]:
+    """``metric = "matched"``: every matched feature takes its own matched value (:class:`~faux_checks.method.swap.FeatureMatching`).
+
+    One-hot groups with a level model move by their coupling's expected one-hot (``categorical = "soft"``) or its
+    most probable level (``"snap"``); with ``"coupled"`` they stay and :func:`coupled_inputs` switches them.
+    """
+    continuous = reference.kind == "continuous"
+    x = x.float()
+    keep_t = torch.as_tensor(keep)
+    x_aux = x[:, keep_t] if not keep.all() else x
+    positions = torch.as_tensor(reference.matching.positions)
+    targets = [1.0, -1.0] if continuous else list(range(1, reference.n_groups))
+    a_np = None if continuous else np.asarray(c, dtype=np.int64)
+    c_values = np.asarray(c, dtype=np.float64) if continuous and c is not None else None
+    if continuous and c_values is None:
+        raise InputError("the matched move of a continuous protected attribute needs each individual's value")
+    out = []
+    for t in targets:
+        other = None if continuous else (a_np + int(t)) % reference.n_groups
+        target = np.full(len(x), int(t), dtype=np.int64) if continuous else other
+        values = reference.matching.values(x_aux, reference.admissible, a_np, other, c_values, t)
+        moved = x_aux.clone()
+        moved[:, positions] = torch.as_tensor(values, dtype=torch.float32)
+        if reference.levels and settings.categorical in ("soft", "snap"):
+            probabilities = _level_probabilities(reference, x_aux, a_np, other, c_values, t, settings.coupling)
+            for lm, p in zip(reference.levels, probabilities):
+                block = np.eye(p.shape[1])[p.argmax(axis=1)] if settings.categorical == "snap" else p
+                moved[:, torch.as_tensor(lm.positions)] = torch.as_tensor(block, dtype=torch.float32)
+        undefined = ~np.isfinite(values).all(axis=1)
+        if keep.all():
+            x1 = moved
+        else:
+            x1 = x.clone()
+            x1[:, keep_t] = moved
+            _set_direct(x, x1, keep, direct_levels, other, t, continuous)
+        out.append((target, x1, undefined))
+    return out
+
+
 def counterfactual_inputs(aux_raw, x: torch.Tensor, c: np.ndarray | None, *, reference: SwapReference,
                           settings: SwapSettings = SwapSettings(), keep: np.ndarray | None = None,
                           direct_levels: np.ndarray | None = None) -> list[tuple[np.ndarray, torch.Tensor, np.ndarray]]:
@@ -312,6 +352,8 @@ def counterfactual_inputs(aux_raw, x: torch.Tensor, c: np.ndarray | None, *, ref
         raise InputError("the swap reading needs each individual's protected group")
     if reference.nothing_free:                                               # every feature held: no move at all
         return _unmoved(x, c, reference, keep, direct_levels)
+    if reference.matching is not None:
+        return _matched_inputs(x, c, reference=reference, settings=settings, keep=keep, direct_levels=direct_levels)
     free = ~reference.admissible                                             # (d_aux,) features the move may change
     free_t = torch.as_tensor(np.flatnonzero(free))                           # their positions in the aux input
     # (d_free, d_free); M a in float32, the precision x′ is stored in (the norm aᵀMa is summed in float64)
@@ -406,8 +448,10 @@ def coupled_inputs(aux_raw, x: torch.Tensor, c, *, reference: SwapReference, set
     """
     d = x.shape[1]
     keep = np.ones(d, dtype=bool) if keep is None else np.asarray(keep, dtype=bool)
-    soft = counterfactual_inputs(aux_raw, x, c, reference=reference, settings=dataclasses.replace(settings, categorical="soft"),
-                                 keep=keep, direct_levels=direct_levels)
+    # the other features' move; "coupled" keeps the soft one-hot move of an aux-driven metric (its share of Δv) and
+    # skips the matched move's own level blocks, which the configurations below overwrite
+    soft = counterfactual_inputs(aux_raw, x, c, reference=reference, settings=settings, keep=keep,
+                                 direct_levels=direct_levels)
     if not reference.levels or reference.nothing_free:
         return [(t, x1[:, None, :], np.ones((len(x), 1)), u) for t, x1, u in soft]
     continuous = reference.kind == "continuous"

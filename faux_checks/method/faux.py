@@ -317,7 +317,7 @@ class FAuxTester:
             bar.close()
         return LICResult(scores=scores, undefined=undefined, evidence=ev, probability=prob, direct=direct_out)
 
-    def fit_reference(self, X_ref, c_ref, *, admissible=None, metric: str = "between", holdout=None,
+    def fit_reference(self, X_ref, c_ref, *, admissible=None, metric: str = "matched", holdout=None,
                       feature_groups=None, guard: float = 0.1, continuous_matching: str = "rank",
                       hold_independent: bool = True) -> "FAuxTester":
         """Fit the swap reading's reference (metric and group shifts) on rows in the aux input space; returns self.
@@ -330,8 +330,9 @@ class FAuxTester:
             Their protected attribute (group index or continuous value).
         admissible : bool array of shape (d_aux,), optional
             Features the counterfactual holds fixed (declared).
-        metric : {"covariance", "explained", "within", "diagonal", "euclidean"}
-            :func:`faux_checks.method.swap.fit_swap_reference`.
+        metric : {"matched", "covariance", "explained", "between", "within", "diagonal", "euclidean"}
+            :func:`faux_checks.method.swap.fit_swap_reference`; ``"matched"`` moves each free numeric feature to
+            its own matched value (the one-hot features are the ``swap.categorical_groups``).
         holdout : (X_hold, c_hold), optional
             Rows the aux model did not train on: feature groups that tell it nothing about c there
             (:func:`faux_checks.method.swap.uninformative_features`) are held fixed too, always (when
@@ -374,14 +375,20 @@ class FAuxTester:
             self.held_fixed_ |= independent & ~declared
         with torch.no_grad():
             raw = self.aux_model.net_(X_ref)
-        reference = fit_swap_reference(raw, X_ref.numpy(), c_ref, kind=self.aux_model.kind,
-                                       admissible=declared | self.held_fixed_, metric=metric,
-                                       continuous_matching=continuous_matching)
-        if self.swap.categorical == "coupled":
+        held = declared | self.held_fixed_
+        matched = None
+        if metric == "matched":
+            categorical = np.zeros(d, dtype=bool)
+            for g in self.swap.categorical_groups:
+                categorical[np.asarray(g)] = True
+            matched = ~held & ~categorical
+        reference = fit_swap_reference(raw, X_ref.numpy(), c_ref, kind=self.aux_model.kind, admissible=held,
+                                       metric=metric, continuous_matching=continuous_matching, matched=matched)
+        if self.swap.categorical == "coupled" or metric == "matched":
             reference = dataclasses.replace(reference, levels=fit_level_models(
                 X_ref.numpy(), c_ref, self.swap.categorical_groups, admissible=reference.admissible,
                 kind=self.aux_model.kind, n_groups=max(reference.n_groups, 2)))
-        if guard > 0:
+        if guard > 0 and metric != "matched":                                  # no aux step to guard
             reference = dataclasses.replace(reference, floors=fit_floors(self.aux_model.net_, X_ref.numpy(), c_ref,
                                                                          reference, scale=guard))
         self.reference = reference

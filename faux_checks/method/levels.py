@@ -247,7 +247,7 @@ def comonotone_transition(p_from: np.ndarray, p_to: np.ndarray, current: np.ndar
 
 
 #: Gauss–Legendre nodes of the one-dimensional integral in :func:`gumbel_transition`.
-GUMBEL_NODES = 16
+GUMBEL_NODES = 8
 
 
 def gumbel_transition(logits_from: np.ndarray, logits_to: np.ndarray, current: np.ndarray, *,

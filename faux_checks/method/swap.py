@@ -44,6 +44,7 @@ from .levels import LevelModel
 
 __all__ = [
     "ContinuousShift",
+    "FeatureMatching",
     "GroupShift",
     "METRICS",
     "SwapReference",
@@ -323,6 +324,91 @@ class ContinuousShift:
         return fitted_to + (1 - w_t) * q_lo + w_t * q_hi
 
 
+@dataclass(frozen=True)
+class FeatureMatching:
+    """The matched value of each free numeric feature in the other group (``swap_metric = "matched"``).
+
+    A person keeps their rank: feature j takes the value of the person's rank in the other group among people
+    with the same held features (a per-group ridge regression of x_j on the held features and quantile matching
+    of its residuals: :class:`GroupShift` applied to x_j instead of the aux output; a continuous c:
+    :class:`ContinuousShift` at c ± 1 sd). A feature distributed alike in both groups maps to itself. Our reading
+    (issue 20; evidence in docs/benchmark.md): the move follows what c does to each feature, person by person,
+    instead of the auxiliary model's gradient.
+
+    Attributes
+    ----------
+    positions : ndarray of shape (d_m,), int64
+        The matched features' positions in the aux input space.
+    shifts : dict of (a, b) -> tuple of GroupShift
+        One per position, for every ordered pair of groups.
+    continuous : tuple of (ContinuousShift or None)
+        One per position, for a continuous c (None where c has too few rows for bins).
+    slopes : tuple of float
+        Continuous c: each feature's change per +1 sd of c given the held features (where there are no bins).
+    """
+
+    positions: np.ndarray
+    shifts: dict = field(default_factory=dict)
+    continuous: tuple = ()
+    slopes: tuple = ()
+
+    def values(self, x_aux, held: np.ndarray, a=None, b=None, c_values=None, sign: float = 1.0) -> np.ndarray:
+        """(n, d_m) matched values of rows x_aux (n, d_aux; Tensor or array), groups a → b (or c ± sd).
+
+        ``held`` (d_aux,) bool: the held features the regressions read. The fits come from one float32 product
+        of the rows with coefficients that are zero outside the held features (no (n, d_A) float64 copy); the
+        quantile matching is in float64.
+        """
+        x_t = torch.as_tensor(x_aux, dtype=torch.float32)
+        x = x_t[:, torch.as_tensor(self.positions)].double().numpy()          # (n, d_m)
+        out = np.empty_like(x)
+        if not len(self.positions):                                            # every free feature is one-hot
+            return out
+        held = np.asarray(held, dtype=bool)
+        if self.continuous:
+            x_held = x_t[:, torch.as_tensor(held)].double().numpy()
+            for k, shift in enumerate(self.continuous):
+                out[:, k] = x[:, k] + sign * self.slopes[k] if shift is None else shift.goal(x[:, k], c_values, x_held, sign)
+            return out
+        a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+        for ga in np.unique(a):
+            for gb in np.unique(b[a == ga]):
+                sel = (a == ga) & (b == gb)
+                shifts = self.shifts[(int(ga), int(gb))]
+                coef = np.stack([c for s in shifts for c in (s.coef_from, s.coef_to)], axis=1)   # (1 + d_A, 2 d_m)
+                slopes = np.zeros((x_t.shape[1], coef.shape[1]), dtype=np.float32)
+                slopes[held] = coef[1:]
+                rows = x_t if sel.all() else x_t[torch.as_tensor(sel)]
+                fits = (rows @ torch.from_numpy(slopes)).double().numpy() + coef[0]             # (n_sel, 2 d_m)
+                xs = x if sel.all() else x[sel]
+                for k, shift in enumerate(shifts):
+                    value = shift.goal_from_fits(xs[:, k], fits[:, 2 * k], fits[:, 2 * k + 1])
+                    if sel.all():
+                        out[:, k] = value
+                    else:
+                        out[sel, k] = value
+        return out
+
+    def to_dict(self) -> dict:
+        shift = lambda s: [s.coef_from.tolist(), s.coef_to.tolist(), s.quantiles_from.tolist(), s.quantiles_to.tolist()]  # noqa: E731
+        cont = lambda s: {"centers": s.centers.tolist(), "coefs": s.coefs.tolist(),  # noqa: E731
+                          "quantiles": s.quantiles.tolist(), "sd": s.sd, "slope": s.slope}
+        return {"positions": self.positions.tolist(),
+                "shifts": [[a, b, [shift(s) for s in ss]] for (a, b), ss in sorted(self.shifts.items())],
+                "continuous": [None if s is None else cont(s) for s in self.continuous], "slopes": list(self.slopes)}
+
+    @classmethod
+    def from_dict(cls, payload: dict) -> "FeatureMatching":
+        arr = lambda x: np.asarray(x, dtype=np.float64)  # noqa: E731
+        shifts = {(int(a), int(b)): tuple(GroupShift(*(arr(x) for x in s)) for s in ss) for a, b, ss in payload["shifts"]}
+        cont = tuple(None if s is None else ContinuousShift(centers=arr(s["centers"]), coefs=arr(s["coefs"]),
+                                                            quantiles=arr(s["quantiles"]), sd=float(s["sd"]),
+                                                            slope=float(s["slope"]))
+                     for s in payload.get("continuous", []))
+        return cls(positions=np.asarray(payload["positions"], dtype=np.int64), shifts=shifts, continuous=cont,
+                   slopes=tuple(float(x) for x in payload.get("slopes", [])))
+
+
 #: Bins of a continuous c for :class:`ContinuousShift`: at most this many, and at least MIN_BIN_ROWS rows each.
 N_BINS = 10
 MIN_BIN_ROWS = 200
@@ -355,8 +441,10 @@ class SwapReference:
     metric_name : str
         How ``metric`` was formed (provenance).
     levels : tuple of LevelModel
-        ``swap_categorical = "coupled"``: the level model of each free one-hot group
+        ``swap_categorical = "coupled"`` (or ``metric = "matched"``): the level model of each free one-hot group
         (:mod:`faux_checks.method.levels`); empty otherwise.
+    matching : FeatureMatching or None
+        ``metric = "matched"``: the matched value of each free numeric feature.
     """
 
     kind: str
@@ -369,6 +457,7 @@ class SwapReference:
     floors: dict = field(default_factory=dict)
     metric_name: str = "covariance"
     levels: tuple = ()
+    matching: FeatureMatching | None = None
 
     @property
     def n_targets(self) -> int:
@@ -398,6 +487,7 @@ class SwapReference:
             "floors": [[a, b, f] for (a, b), f in sorted(self.floors.items())],
             "metric_name": self.metric_name,
             "levels": [lm.to_dict() for lm in self.levels],
+            "matching": None if self.matching is None else self.matching.to_dict(),
         }
 
     @classmethod
@@ -416,7 +506,8 @@ class SwapReference:
                    slope=float("nan") if slope is None else float(slope), continuous=continuous,
                    floors={(int(a), int(b)): float(f) for a, b, f in payload.get("floors", [])},
                    metric_name=payload.get("metric_name", "covariance"),
-                   levels=tuple(LevelModel.from_dict(x) for x in payload.get("levels", [])))
+                   levels=tuple(LevelModel.from_dict(x) for x in payload.get("levels", [])),
+                   matching=None if payload.get("matching") is None else FeatureMatching.from_dict(payload["matching"]))
 
 
 def _ridge_fit(design: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -426,7 +517,7 @@ def _ridge_fit(design: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.linalg.solve(design.T @ design + penalty, design.T @ y)
 
 
-METRICS = ("covariance", "explained", "between", "within", "diagonal", "euclidean")
+METRICS = ("matched", "covariance", "explained", "between", "within", "diagonal", "euclidean")
 
 
 def _continuous_shift(v: np.ndarray, XA: np.ndarray, c: np.ndarray, slope: float, sd: float) -> ContinuousShift | None:
@@ -453,7 +544,7 @@ def _continuous_shift(v: np.ndarray, XA: np.ndarray, c: np.ndarray, slope: float
 
 
 def fit_swap_reference(raw_ref, X_ref, c_ref, *, kind: Kind, admissible=None, metric: str = "covariance",
-                       continuous_matching: Literal["rank", "slope"] = "rank") -> SwapReference:
+                       continuous_matching: Literal["rank", "slope"] = "rank", matched=None) -> SwapReference:
     """Learn the swap reading's metric and group shifts from reference rows.
 
     Parameters
@@ -474,6 +565,9 @@ def fit_swap_reference(raw_ref, X_ref, c_ref, *, kind: Kind, admissible=None, me
     continuous_matching : {"rank", "slope"}
         Continuous c: match each person's rank at c ± 1 sd (:class:`ContinuousShift`) or move everyone's
         aux output by one global regression slope (the reading before issue 20).
+    matched : bool array of shape (d,), optional
+        ``metric = "matched"``: the features moved to their own matched value (:class:`FeatureMatching`), the free
+        numeric ones; the metric is then "between" (kept for the shapes and the guard, not used by the move).
 
     Returns
     -------
@@ -494,8 +588,12 @@ def fit_swap_reference(raw_ref, X_ref, c_ref, *, kind: Kind, admissible=None, me
         raise InputError(f"reference rows disagree: X has {fmt_count(len(X))}, the aux outputs "
                          f"{fmt_count(len(raw))}, the protected attribute {fmt_count(len(c))}")
     A = np.zeros(X.shape[1], dtype=bool) if admissible is None else np.asarray(admissible, dtype=bool)
+    if metric == "matched" and matched is None:
+        raise InputError("metric 'matched' needs the features to match (matched=...)")
     if metric == "covariance":
         M = covariance_metric(X, admissible=A)
+    elif metric == "matched":
+        M = covariance_metric(X, admissible=A, c=c, kind=kind, part="between")
     elif metric in ("explained", "between", "within"):
         M = covariance_metric(X, admissible=A, c=c, kind=kind, part=metric)
     elif metric == "diagonal":
@@ -513,8 +611,10 @@ def fit_swap_reference(raw_ref, X_ref, c_ref, *, kind: Kind, admissible=None, me
         design = np.column_stack([np.ones(len(c)), XA, (c - c.mean()) / sd])
         slope = float(_ridge_fit(design, raw[:, 0])[-1])
         cont = _continuous_shift(raw[:, 0], XA, c.astype(np.float64), slope, sd) if continuous_matching == "rank" else None
+        matching = (None if matched is None
+                    else _feature_matching(X, XA, c.astype(np.float64), kind, np.asarray(matched, dtype=bool), 0))
         return SwapReference(kind=kind, n_groups=0, metric=M, admissible=A, slope=slope, continuous=cont,
-                             metric_name=metric)
+                             metric_name=metric, matching=matching)
     m = 2 if raw.shape[1] == 1 else raw.shape[1]
     c = c.astype(np.int64)
     counts = np.bincount(c, minlength=m)
@@ -522,20 +622,40 @@ def fit_swap_reference(raw_ref, X_ref, c_ref, *, kind: Kind, admissible=None, me
         raise InputError(f"every protected group needs at least 2 reference rows for the swap reading; "
                          f"counts {counts.tolist()}")
     z = np.concatenate([np.zeros((len(raw), 1)), raw], axis=1) if raw.shape[1] == 1 else raw
-    shifts = {}
-    for a in range(m):
-        for b in range(m):
-            if a == b:
-                continue
-            v = z[:, b] - z[:, a]
-            parts = []
-            for g in (a, b):
-                rows = c == g
-                design = np.column_stack([np.ones(int(rows.sum())), XA[rows]])
-                coef = _ridge_fit(design, v[rows])
-                parts.append((coef, np.quantile(v[rows] - design @ coef, grid)))
-            shifts[(a, b)] = GroupShift(parts[0][0], parts[1][0], parts[0][1], parts[1][1])
-    return SwapReference(kind=kind, n_groups=m, metric=M, admissible=A, shifts=shifts, metric_name=metric)
+    shifts = {(a, b): _group_shift(z[:, b] - z[:, a], XA, c, a, b) for a in range(m) for b in range(m) if a != b}
+    matching = None if matched is None else _feature_matching(X, XA, c, kind, np.asarray(matched, dtype=bool), m)
+    return SwapReference(kind=kind, n_groups=m, metric=M, admissible=A, shifts=shifts, metric_name=metric,
+                         matching=matching)
+
+
+def _group_shift(y: np.ndarray, XA: np.ndarray, c: np.ndarray, a: int, b: int) -> GroupShift:
+    """The per-group ridge regression of y on the held features and its residual quantiles, for groups a and b."""
+    grid = np.linspace(0.0, 1.0, N_QUANTILES)
+    parts = []
+    for g in (a, b):
+        rows = c == g
+        design = np.column_stack([np.ones(int(rows.sum())), XA[rows]])
+        coef = _ridge_fit(design, y[rows])
+        parts.append((coef, np.quantile(y[rows] - design @ coef, grid)))
+    return GroupShift(parts[0][0], parts[1][0], parts[0][1], parts[1][1])
+
+
+def _feature_matching(X: np.ndarray, XA: np.ndarray, c: np.ndarray, kind: str, moving: np.ndarray,
+                      m: int) -> "FeatureMatching":
+    positions = np.flatnonzero(moving)
+    if kind == "continuous":
+        sd = float(np.std(c))
+        z = (c - c.mean()) / sd
+        design = np.column_stack([np.ones(len(c)), XA, z])
+        per, slopes = [], []
+        for j in positions:
+            slope = float(_ridge_fit(design, X[:, j])[-1])
+            per.append(_continuous_shift(X[:, j], XA, c.astype(np.float64), slope, sd))
+            slopes.append(slope)
+        return FeatureMatching(positions=positions, continuous=tuple(per), slopes=tuple(slopes))
+    shifts = {(a, b): tuple(_group_shift(X[:, j], XA, c, a, b) for j in positions)
+              for a in range(m) for b in range(m) if a != b}
+    return FeatureMatching(positions=positions, shifts=shifts)
 
 
 #: A feature group counts as dependent on c when its chi-square test of independence from c has a p-value below this.
