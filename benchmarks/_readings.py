@@ -31,8 +31,12 @@ SWAP_READINGS = {
                         {**_COUPLED, "metric": "between", "guard": 0.1}),
     "coupled_within": ("coupled, metric: within-group covariance given A", {**_COUPLED, "metric": "within"}),
     "coupled_slope": ("coupled, one global slope for a continuous c", {**_COUPLED, "continuous_matching": "slope"}),
+    "coupled_matched": ("coupled, each free numeric column moved to its matched value (amendment 2)",
+                        {**_COUPLED, "metric": "matched"}),
+    "coupled_matched_comonotone": ("coupled_matched with the comonotone coupling for every c (amendment 2)",
+                                   {**_COUPLED, "metric": "matched", "coupling": "comonotone"}),
 }
-QUICK = ("swap", "coupled")
+QUICK = ("swap", "coupled_matched")
 BASELINES = {
     "fta": "FTA ‖∇f‖₂",
     "wfta": "weighted FTA ‖P_S ∇f‖₂",
@@ -124,13 +128,19 @@ def lic_ub_scores(cell) -> np.ndarray:
     return lic_upper_bound(g, torch.from_numpy(cell.dx_dc)).numpy()
 
 
-def all_readings(cell, *, quick: bool = False) -> dict:
-    """Every reading on one cell: {name: scores or (expected |Δŷ|, {δ: flag probability})}."""
-    out: dict = {"eq9": eq9_scores(cell)}
+def all_readings(cell, *, quick: bool = False, only=None) -> dict:
+    """Every reading on one cell: {name: scores or (expected |Δŷ|, {δ: flag probability})}.
+
+    ``only``: just these swap readings (no eq. 9, baselines or LIC-UB: runs merged into earlier runs of the same
+    cells, ``testers.py --extra-json``).
+    """
+    out: dict = {} if only else {"eq9": eq9_scores(cell)}
     for declared in (True, False):
         tag = "declared" if declared else "none"
-        for name in (QUICK if quick else SWAP_READINGS):
+        for name in (only or (QUICK if quick else SWAP_READINGS)):
             out[f"{name}/{tag}"] = swap_scores(cell, name, declared=declared)
+    if only:
+        return out
     out.update(baseline_scores(cell))
     if cell.dx_dc is not None:
         out["lic_ub"] = lic_ub_scores(cell)

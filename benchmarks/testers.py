@@ -35,9 +35,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 DELTAS = (0.1, 0.05)                     # δ = τ: the policy's δ and a check at half of it
 BASELINE_NAMES = ("fta", "wfta", "unfair_map", "fliptest")
-DEFAULT = "coupled/declared"
+DEFAULT = "coupled_matched/declared"
 PREVIOUS = "swap/declared"
-SHORT = {"coupled/declared": "coupled", "coupled/none": "coupled (none)", "swap/declared": "swap (before)",
+SHORT = {"coupled_matched/declared": "shipped", "coupled_matched/none": "shipped (none)", "coupled_between/declared": "between", "coupled/declared": "coupled",
+         "coupled/none": "coupled (none)", "swap/declared": "swap (before)",
          "swap_search/declared": "+search", "swap_indep/declared": "+indep.", "eq9": "eq. 9", "fta": "FTA",
          "wfta": "wFTA", "unfair_map": "Unfair Map", "fliptest": "FlipTest", "lic_ub": "LIC-UB"}
 LIMIT = 0.05                             # the shipped max_flagged_fraction, for rule (vi)
@@ -87,6 +88,24 @@ def cell_metrics(cell, readings: dict) -> dict:
                                 np.isfinite(rank).any() else float("nan"))
         out["readings"][name] = entry
     return out
+
+
+def run_key(r) -> tuple:
+    return (r["family"], tuple((k, r[k]) for k in KEY_NAMES if k in r), r["seed"])
+
+
+def merge_runs(base: list[dict], extra: list[dict]) -> list[dict]:
+    """Add the readings of ``extra`` runs to the ``base`` runs of the same cell and seed (same truth: checked)."""
+    index = {run_key(r): r for r in base}
+    for r in extra:
+        target = index.get(run_key(r))
+        if target is None:
+            raise SystemExit(f"--extra-json: no run of {run_key(r)} to merge into")
+        if abs(target["share@0.1"] - r["share@0.1"]) > 1e-12:
+            raise SystemExit(f"--extra-json: {run_key(r)} has another truth ({r['share@0.1']} vs {target['share@0.1']})")
+        target["readings"].update(r["readings"])
+        target["seconds"] += r["seconds"]
+    return base
 
 
 def decide(flagged_fraction: float, n: int, limit: float = LIMIT, confidence: float = 0.95) -> str:
@@ -164,12 +183,13 @@ def run(args) -> list[dict]:
             if args.quick and family in ("fused", "proxy"):
                 kwargs.update(n_train=4000, n_audit=2000)
             cell = builders[family](sources, seed=seed, **kwargs)
-            readings = _readings.all_readings(cell, quick=args.quick)
+            readings = _readings.all_readings(cell, quick=args.quick, only=args.only)
             entry = cell_metrics(cell, readings)
             entry.update(seed=seed, seconds=time.perf_counter() - t0)
             results.append(entry)
             print(f"{family} {key} seed {seed}: share@0.1 {entry['share@0.1']:.3f}, swap flags "
-                  f"{entry['readings'][DEFAULT]['flagged@0.1']:.3f} ({entry['seconds']:.0f} s)", flush=True)
+                  f"{next(iter(entry['readings'].values()))['flagged@0.1'] if args.only else entry['readings'][DEFAULT]['flagged@0.1']:.3f}"
+                  f" ({entry['seconds']:.0f} s)", flush=True)
     return results
 
 
@@ -177,7 +197,7 @@ def cost_ratio(args, repeats: int = 3) -> dict:
     """CPU seconds of the readings vs the autograd floor (one target gradient + one aux Jacobian), same rows.
 
     Two data sets: fused rows (d = 13, no one-hot group) and proxy-injection rows of Adult (binary c, six one-hot
-    groups, five of them free), 20,000 audit rows each; the shipped reading (``coupled``) and the one before
+    groups, five of them free), 20,000 audit rows each; the shipped reading (``coupled_matched``) and the one before
     (``swap``), each with its reference fitted before the timing.
     """
     import torch
@@ -209,10 +229,10 @@ def cost_ratio(args, repeats: int = 3) -> dict:
 
         t_floor = best(floor)
         entry = {"rows": len(X), "floor_s": t_floor, "one_hot_groups": len(cell.groups)}
-        for name in ("swap", "coupled"):
+        for name, column in (("swap", "swap"), ("coupled_matched", "shipped")):
             tester = _readings._tester(cell, cell.aux, admissible=cell.admissible,
                                        options=_readings.SWAP_READINGS[name][1])
-            entry[f"{name}_ratio"] = best(lambda: tester.evaluate(cell.X, cell.c, evidence=False)) / t_floor
+            entry[f"{column}_ratio"] = best(lambda: tester.evaluate(cell.X, cell.c, evidence=False)) / t_floor
         out[label] = entry
     return out
 
@@ -383,7 +403,7 @@ def write_report(results: list[dict], cost: dict | None, args, path: Path, wall:
             fam = {k: v for k, v in cells.items() if k[0] == family}
             if not fam:
                 continue
-            shown = [n for n in (DEFAULT, "coupled/none", PREVIOUS, "swap/none") if n in names]
+            shown = [n for n in (DEFAULT, "coupled_matched/none", PREVIOUS, "swap/none") if n in names]
             t = rule_table(fam, delta, shown)
             fam_runs = [r for r in results if r["family"] == family]
             dt = decision_table(fam_runs, shown)
@@ -405,8 +425,8 @@ def write_report(results: list[dict], cost: dict | None, args, path: Path, wall:
               "Median, over the cells whose true share of IFS > 0.1 is 5–50%, of the δ at which the reading would "
               "flag exactly that share (a reading in the unit users need has δ ≈ 0.1 everywhere).", "",
               "| reading | fused | proxy | adult | mechanism | max/min |", "|---|---:|---:|---:|---:|---:|"]
-    for n in [DEFAULT, "coupled/none", PREVIOUS, "swap/none", "swap_search/declared", "swap_indep/declared", "eq9",
-              "fta", "wfta"]:
+    for n in [DEFAULT, "coupled_matched/none", "coupled/declared", PREVIOUS, "swap/none", "swap_search/declared",
+              "swap_indep/declared", "eq9", "fta", "wfta"]:
         if not any(n in r["readings"] for r in results):
             continue
         per, ratio = delta_spread(results, n)
@@ -416,14 +436,14 @@ def write_report(results: list[dict], cost: dict | None, args, path: Path, wall:
     if cost:
         lines += ["## Rule (v): cost", "",
                   "CPU seconds, best of 3, against the autograd floor (one target gradient + one aux Jacobian) on the same "
-                  "rows:", "", "| rows | one-hot groups | floor (s) | coupled (shipped) | swap (before) |",
+                  "rows:", "", "| rows | one-hot groups | floor (s) | coupled_matched (shipped) | swap (before) |",
                   "|---|---:|---:|---:|---:|"]
         for label, e in cost.items():
             lines.append(f"| {label} ({e['rows']:,}) | {e['one_hot_groups']} | {e['floor_s']:.3f} | "
-                         f"{e['coupled_ratio']:.2f}× | {e['swap_ratio']:.2f}× |")
+                         f"{e['shipped_ratio']:.2f}× | {e['swap_ratio']:.2f}× |")
         lines += ["", "The gate's figure at n = 1,000,000, d = 100 is in `benchmarks/README.md` (`bench_scoring.py`).", ""]
     # per-cell tables
-    show = [DEFAULT, "coupled/none", PREVIOUS, "swap_search/declared", "swap_indep/declared", "eq9"]
+    show = [DEFAULT, "coupled_matched/none", "coupled/declared", PREVIOUS, "swap_indep/declared", "eq9"]
     for family, title in (("fused", "Fused synthetic data (concat; admissible = x̂)"),
                           ("proxy", "Proxy injection on real data (admissible = the legitimate block)"),
                           ("adult", "Adult definitional counterfactual (admissible = every feature but relationship)"),
@@ -445,12 +465,12 @@ def write_report(results: list[dict], cost: dict | None, args, path: Path, wall:
         lines.append("")
         if family == "adult":
             lines += ["Married rows only (where the definitional truth is exact):", "",
-                      "| version | what it is | true share (married) | coupled (declared) | coupled (none) | swap before (declared) | eq. 9 |",
+                      "| version | what it is | true share (married) | shipped (declared) | shipped (none) | swap before (declared) | eq. 9 |",
                       "|---|---|---:|---:|---:|---:|---:|"]
             for key, e in fam.items():
                 v = dict(key[1])["version"]
                 row = [v, _cells.ADULT_VERSIONS[v], fmt(e.get("share_exact@0.1", np.nan))]
-                for c in (DEFAULT, "coupled/none", PREVIOUS, "eq9"):
+                for c in (DEFAULT, "coupled_matched/none", PREVIOUS, "eq9"):
                     row.append(fmt(e[c].get("flagged_exact@0.1", np.nan)) if c in e else "–")
                 lines.append("| " + " | ".join(row) + " |")
             lines.append("")
@@ -482,6 +502,9 @@ def main(argv=None) -> int:
     parser.add_argument("--from-json", type=Path, nargs="+", help="merge saved runs instead of running")
     parser.add_argument("--out", type=Path, help="report path (default docs/benchmark.md; --quick: a temp folder)")
     parser.add_argument("--no-cost", action="store_true")
+    parser.add_argument("--only", nargs="+", help="compute just these swap readings (for --extra-json)")
+    parser.add_argument("--extra-json", type=Path, nargs="+",
+                        help="with --from-json: add the readings of these runs (--only) to the runs of the same cells")
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
     cost = None
@@ -492,6 +515,9 @@ def main(argv=None) -> int:
             results += payload["runs"]
             cost = payload.get("cost") or cost
             args.threads = payload.get("threads", args.threads)
+        if args.extra_json:
+            extra = [r for p in args.extra_json for r in json.loads(p.read_text())["runs"]]
+            results = merge_runs(results, extra)
         wall = sum(r["seconds"] for r in results)
     else:
         results = run(args)
@@ -500,11 +526,14 @@ def main(argv=None) -> int:
         wall = time.perf_counter() - t0
         if args.json:
             args.json.write_text(json.dumps({"runs": results, "cost": cost, "threads": args.threads}))
+        if args.only:                                      # readings to merge into other runs: no report of their own
+            print(f"runs: {args.json}")
+            return 0
     out = args.out or (Path(tempfile.mkdtemp()) / "benchmark.md" if args.quick else ROOT / "docs" / "benchmark.md")
     write_report(results, cost, args, out, wall)
     print(f"report: {out}")
     if cost:
-        print("cost: " + "; ".join(f"{k}: coupled {v['coupled_ratio']:.2f}x, swap {v['swap_ratio']:.2f}x the autograd floor"
+        print("cost: " + "; ".join(f"{k}: shipped {v['shipped_ratio']:.2f}x, swap {v['swap_ratio']:.2f}x the autograd floor"
                                    for k, v in cost.items()))
     print(headline(results))
     return 0
