@@ -212,11 +212,11 @@ def test_the_between_metric_moves_along_the_group_mean_difference():
     dv = u @ mu
     dx = sign[:, None] * dmu[None, :] * (dv / (u @ dmu))                    # the move reaches Δv exactly
     exact = FAuxTester(_linear(w), aux, variant="swap", output=TargetOutput("logit")).fit_reference(
-        X_ref, c_ref, guard=0.0, hold_independent=False)
+        X_ref, c_ref, metric="between", guard=0.0, hold_independent=False)
     expected = np.abs(1 / (1 + np.exp(-(z + dx @ w))) - 1 / (1 + np.exp(-z)))
     np.testing.assert_allclose(exact.evaluate(X, c, evidence=False).scores, expected, rtol=3e-3, atol=1e-6)
     guarded = FAuxTester(_linear(w), aux, variant="swap", output=TargetOutput("logit"),
-                         swap=SwapSettings(line_search=0)).fit_reference(X_ref, c_ref, guard=0.1,
+                         swap=SwapSettings(line_search=0)).fit_reference(X_ref, c_ref, metric="between", guard=0.1,
                                                                          hold_independent=False)
     shrink = 1 / 1.1                                                         # every row: aᵀMa = its median
     expected = np.abs(1 / (1 + np.exp(-(z + shrink * dx @ w))) - 1 / (1 + np.exp(-z)))
@@ -242,13 +242,13 @@ def test_admissible_features_stay_fixed_and_a_fully_admissible_aux_direction_is_
     X_ref, c_ref = _shifted_groups(mu)
     aux = AuxiliaryModel.from_module(_linear(u), kind="binary", n_features=2)
     tester = FAuxTester(_linear(w), aux, variant="swap", output=TargetOutput("logit"))
-    tester.fit_reference(X_ref, c_ref, admissible=np.array([True, False]))
+    tester.fit_reference(X_ref, c_ref, admissible=np.array([True, False]), metric="between")
     X = np.zeros((2, 2), dtype=np.float32)
     res = tester.evaluate(X, np.array([0, 1]), evidence=True)
     assert np.all(res.evidence[:, 0] == 0.0)                                        # x_A never moves
     only_first = AuxiliaryModel.from_module(_linear([1.0, 0.0]), kind="binary", n_features=2)
     t2 = FAuxTester(_linear(w), only_first, variant="swap", output=TargetOutput("logit"))
-    t2.fit_reference(X_ref, c_ref, admissible=np.array([True, False]))
+    t2.fit_reference(X_ref, c_ref, admissible=np.array([True, False]), metric="between")
     res2 = t2.evaluate(X, np.array([0, 1]))
     assert res2.undefined.all() and np.isnan(res2.scores).all()                    # never a silent 0
 
@@ -293,6 +293,7 @@ def test_continuous_moves_one_standard_deviation_each_way():
     aux = AuxiliaryModel(kind="continuous", hidden=(32, 32), epochs=30, seed=0).fit(X_ref, c)
     target = _linear([2.0, 0.0])
     tester = FAuxTester(target, aux, variant="swap", output=TargetOutput("logit")).fit_reference(X_ref, c)
-    res = tester.evaluate(np.zeros((1, 2), dtype=np.float32))
-    # +1 sd of c moves x₁ by 0.5 (the generator), so the logit by 1.0; both directions change ŷ by σ(1) − ½
+    res = tester.evaluate(np.zeros((1, 2), dtype=np.float32), np.zeros(1))          # a person at c = 0
+    # +1 sd of c moves x₁ by 0.5 (the generator; the matched move reads it from x₁'s distribution at c ± 1),
+    # so the logit by 1.0; both directions change ŷ by σ(1) − ½
     assert res.scores[0] == pytest.approx(1 / (1 + np.exp(-1.0)) - 0.5, abs=0.03)

@@ -193,29 +193,20 @@ def delta_curve(scores: np.ndarray, n_points: int = 60, *, outcomes: np.ndarray 
     -------
     dict with ``delta`` and ``flagged_fraction`` lists of length ``n_points``.
     """
-    if outcomes is not None:
-        ok = np.isfinite(scores)
-        values = outcomes[ok]
-        w = weights[ok]
-        s = values[w > 0]
-        if len(s) == 0:
-            return {"delta": [], "flagged_fraction": []}
-        positive = s[s > 0]
-        lo = float(np.quantile(positive, 0.01)) if len(positive) else 1e-6
-        hi = float(s.max()) * 1.05 if s.max() > 0 else 1.0
-        grid = np.geomspace(max(lo, 1e-9), max(hi, lo * 10), n_points)
-        order = np.argsort(values.ravel())
-        flat_v, flat_w = values.ravel()[order], w.ravel()[order]
-        above = np.concatenate([np.cumsum(flat_w[::-1])[::-1], [0.0]])          # weight of outcomes >= each
-        frac = above[np.searchsorted(flat_v, grid, side="right")] / ok.sum()
-        return {"delta": grid.tolist(), "flagged_fraction": frac.tolist()}
-    s = scores[np.isfinite(scores)]
+    ok = np.isfinite(scores)
+    if outcomes is None:                                  # one outcome per row, weight 1
+        values, w = scores[ok][:, None], np.ones((int(ok.sum()), 1))
+    else:
+        values, w = outcomes[ok], weights[ok]
+    s = values[w > 0]
     if len(s) == 0:
         return {"delta": [], "flagged_fraction": []}
     positive = s[s > 0]
     lo = float(np.quantile(positive, 0.01)) if len(positive) else 1e-6
     hi = float(s.max()) * 1.05 if s.max() > 0 else 1.0
     grid = np.geomspace(max(lo, 1e-9), max(hi, lo * 10), n_points)
-    sorted_s = np.sort(s)
-    frac = 1.0 - np.searchsorted(sorted_s, grid, side="right") / len(s)
+    order = np.argsort(values.ravel(), kind="stable")
+    flat_v, flat_w = values.ravel()[order], w.ravel()[order]
+    above = np.concatenate([np.cumsum(flat_w[::-1])[::-1], [0.0]])              # weight of the outcomes from each on
+    frac = above[np.searchsorted(flat_v, grid, side="right")] / ok.sum()        # weight above δ, per defined row
     return {"delta": grid.tolist(), "flagged_fraction": frac.tolist()}

@@ -52,7 +52,7 @@ import pandas as pd
 
 from .._validation import fmt_count
 from ..errors import InputError
-from .proxy import _disadvantage, _embedding
+from .proxy import _disadvantage, _embedding, _InjectedProtected
 
 __all__ = ["MECHANISMS", "MechanismData", "make_mechanism_data", "mechanism_fairness_scores"]
 
@@ -70,7 +70,7 @@ Kind = Literal["binary", "multiclass", "continuous"]
 
 
 @dataclass(frozen=True)
-class MechanismData:
+class MechanismData(_InjectedProtected):
     """Real rows with a protected attribute and the columns it causes (:func:`make_mechanism_data`).
 
     Attributes
@@ -134,18 +134,9 @@ class MechanismData:
                 out[col] = own[col]
         return out
 
-    def protected(self) -> pd.Series:
-        """The protected attribute as a column (groups ``g0``, ``g1``, …; continuous as floats)."""
-        if self.kind == "continuous":
-            return pd.Series(self.c, name=self.protected_name, index=self.base.index)
-        return pd.Series(np.asarray([f"g{k}" for k in range(self.n_groups)], dtype=object)[self.c],
-                         name=self.protected_name, index=self.base.index)
-
-    def counterfactual_protected(self) -> list[np.ndarray]:
-        """The counterfactual values c′ of Definition 1: every other group, or c ± 1 sd."""
-        if self.kind == "continuous":
-            return [self.c + 1.0, self.c - 1.0]
-        return [(self.c + k) % self.n_groups for k in range(1, self.n_groups)]
+    @property
+    def index(self) -> pd.Index:
+        return self.base.index
 
     def subset(self, rows) -> "MechanismData":
         """The same data restricted to ``rows`` (index array or bool mask), re-indexed 0..n−1."""

@@ -70,8 +70,28 @@ def _disadvantage(c: np.ndarray, kind: str, n_groups: int) -> np.ndarray:
     return ndtr(np.asarray(c, dtype=np.float64))
 
 
+class _InjectedProtected:
+    """The protected attribute of injected data as a column and its counterfactual values (shared by the families).
+
+    Needs ``c``, ``kind``, ``n_groups``, ``protected_name`` and the rows' ``index``.
+    """
+
+    def protected(self) -> pd.Series:
+        """The protected attribute as a column (groups named ``g0``, ``g1``, … ; continuous as floats)."""
+        if self.kind == "continuous":
+            return pd.Series(self.c, name=self.protected_name, index=self.index)
+        return pd.Series(np.asarray([f"g{k}" for k in range(self.n_groups)], dtype=object)[self.c],
+                         name=self.protected_name, index=self.index)
+
+    def counterfactual_protected(self) -> list[np.ndarray]:
+        """The counterfactual values c′ of Definition 1: every other group, or c ± 1 sd."""
+        if self.kind == "continuous":
+            return [self.c + 1.0, self.c - 1.0]
+        return [(self.c + k) % self.n_groups for k in range(1, self.n_groups)]
+
+
 @dataclass(frozen=True)
-class ProxyData:
+class ProxyData(_InjectedProtected):
     """A proxy-injection dataset with its generator (:func:`make_proxy_data`).
 
     Attributes
@@ -136,18 +156,9 @@ class ProxyData:
         """Legitimate features and proxies (what a target sees) for protected values ``c``."""
         return pd.concat([self.features, self.proxies(c)], axis=1)
 
-    def protected(self) -> pd.Series:
-        """The protected attribute as a column (groups named ``g0``, ``g1``, … ; continuous as floats)."""
-        if self.kind == "continuous":
-            return pd.Series(self.c, name=self.protected_name, index=self.features.index)
-        return pd.Series(np.asarray([f"g{k}" for k in range(self.n_groups)], dtype=object)[self.c],
-                         name=self.protected_name, index=self.features.index)
-
-    def counterfactual_protected(self) -> list[np.ndarray]:
-        """The counterfactual values c′ of Definition 1: every other group, or c ± 1 sd."""
-        if self.kind == "continuous":
-            return [self.c + 1.0, self.c - 1.0]
-        return [(self.c + k) % self.n_groups for k in range(1, self.n_groups)]
+    @property
+    def index(self) -> pd.Index:
+        return self.features.index
 
     def subset(self, rows) -> "ProxyData":
         """The same data restricted to ``rows`` (index array or bool mask), re-indexed 0..n−1."""

@@ -543,9 +543,9 @@ def swap_chunk(target_model, aux_raw, x: torch.Tensor, c: np.ndarray | None, *, 
     -----
     Our reading (docs/method.md, "The swap reading"); module docstring of :mod:`faux_checks.method.swap`.
     """
-    b_rows = x.shape[0]
+    b_rows, d = x.shape
     x = x.float()
-    keep_t = torch.as_tensor(np.ones(x.shape[1], dtype=bool) if keep is None else np.asarray(keep, dtype=bool))
+    keep_t = torch.as_tensor(np.ones(d, dtype=bool) if keep is None else np.asarray(keep, dtype=bool))
     p0 = predict_probability(target_model, x, output)
     g0 = None
     if settings.evaluation == "first_order":
@@ -553,48 +553,17 @@ def swap_chunk(target_model, aux_raw, x: torch.Tensor, c: np.ndarray | None, *, 
             raise InputError("swap_evaluation = 'first_order' needs the target's gradient, but the target is "
                              "forward-only; use swap_evaluation = 'finite' (the default)")
         _, g0 = target_probability_and_gradient(target_model, x, output)
-    best = np.full(b_rows, -np.inf)
-    best_p = np.full(b_rows, np.nan)
-    best_t = np.zeros(b_rows, dtype=np.int64)
-    best_x = x.clone() if evidence else None
-    undefined = np.zeros(b_rows, dtype=bool)
-    direct = np.zeros(b_rows) if not keep_t.all() else None
-    if settings.categorical == "coupled" and reference.levels:
-        if g0 is not None:
-            raise InputError("swap_categorical = 'coupled' reads the target's actual change at each level configuration; "
-                             "use swap_evaluation = 'finite'")
-        return _coupled_chunk(target_model, aux_raw, x, c, p0, reference=reference, output=output, settings=settings,
-                              keep=keep, direct_levels=direct_levels, evidence=evidence)
-    for target, x1, undef in counterfactual_inputs(aux_raw, x, c, reference=reference, settings=settings, keep=keep,
-                                                   direct_levels=direct_levels):
-        undefined |= undef
-        if direct is not None:
-            only_c = x.clone()
-            only_c[:, ~keep_t] = x1[:, ~keep_t]
-            direct = np.maximum(direct, np.abs(predict_probability(target_model, only_c, output) - p0))
-        p1 = predict_probability(target_model, x1, output)
-        change = np.abs(p1 - p0) if g0 is None else np.abs(((x1.double() - x.double()) * g0).sum(dim=1).numpy())
-        better = change > best
-        best = np.where(better, change, best)
-        best_p = np.where(better, p1, best_p)
-        best_t = np.where(better, target, best_t)
-        if best_x is not None:
-            best_x[torch.as_tensor(better)] = x1[torch.as_tensor(better)]
-    undefined |= ~np.isfinite(best)
-    ev = None
-    if evidence:
-        ev = segment_attribution(target_model, x, best_x, output)
-        ev[undefined] = np.nan
-    return SwapChunk(scores=np.where(undefined, np.nan, best), undefined=undefined, probability=p0,
-                     counterfactual_probability=np.where(undefined, np.nan, best_p), counterfactual_target=best_t,
-                     direct=direct, evidence=ev)
-
-
-def _coupled_chunk(target_model, aux_raw, x: torch.Tensor, c, p0: np.ndarray, *, reference: SwapReference,
-                   output: TargetOutput, settings: SwapSettings, keep, direct_levels, evidence: bool) -> SwapChunk:
-    """:func:`swap_chunk` for ``categorical = "coupled"``: the target read at every level configuration."""
-    b_rows, d = x.shape
-    keep_t = torch.as_tensor(np.ones(d, dtype=bool) if keep is None else np.asarray(keep, dtype=bool))
+    coupled = settings.categorical == "coupled" and bool(reference.levels)
+    if coupled and g0 is not None:
+        raise InputError("swap_categorical = 'coupled' reads the target's actual change at each level configuration; "
+                         "use swap_evaluation = 'finite'")
+    if coupled:
+        candidates = coupled_inputs(aux_raw, x, c, reference=reference, settings=settings, keep=keep,
+                                    direct_levels=direct_levels)
+    else:                                                                      # one configuration of weight 1
+        candidates = [(t, x1[:, None, :], np.ones((b_rows, 1)), u) for t, x1, u in
+                      counterfactual_inputs(aux_raw, x, c, reference=reference, settings=settings, keep=keep,
+                                            direct_levels=direct_levels)]
     best = np.full(b_rows, -np.inf)
     best_p = np.full(b_rows, np.nan)
     best_t = np.zeros(b_rows, dtype=np.int64)
@@ -602,9 +571,8 @@ def _coupled_chunk(target_model, aux_raw, x: torch.Tensor, c, p0: np.ndarray, *,
     outcomes = weights = None
     undefined = np.zeros(b_rows, dtype=bool)
     direct = np.zeros(b_rows) if not keep_t.all() else None
-    rows = np.arange(b_rows)
-    for target, configs, w, undef in coupled_inputs(aux_raw, x, c, reference=reference, settings=settings, keep=keep,
-                                                    direct_levels=direct_levels):
+    rows = torch.arange(b_rows)
+    for target, configs, w, undef in candidates:                              # configs (b, C, d), w (b, C)
         undefined |= undef
         C = configs.shape[1]
         if direct is not None:
@@ -612,23 +580,22 @@ def _coupled_chunk(target_model, aux_raw, x: torch.Tensor, c, p0: np.ndarray, *,
             only_c[:, ~keep_t] = configs[:, 0, ~keep_t]
             direct = np.maximum(direct, np.abs(predict_probability(target_model, only_c, output) - p0))
         p1 = predict_probability(target_model, configs.reshape(b_rows * C, d), output).reshape(b_rows, C)
-        change = np.abs(p1 - p0[:, None])                                       # (b, C)
+        if g0 is None:
+            change = np.abs(p1 - p0[:, None])                                  # (b, C)
+        else:
+            change = np.abs(((configs.double() - x.double()[:, None, :]) * g0[:, None, :]).sum(dim=2).numpy())
         expected = (w * change).sum(axis=1)
         better = expected > best
-        if outcomes is None:
-            outcomes, weights = np.zeros((b_rows, C)), np.zeros((b_rows, C))
-        if C > outcomes.shape[1]:
-            outcomes = np.pad(outcomes, ((0, 0), (0, C - outcomes.shape[1])))
-            weights = np.pad(weights, ((0, 0), (0, C - weights.shape[1])))
-        padded_change = np.pad(change, ((0, 0), (0, outcomes.shape[1] - C)))
-        padded_w = np.pad(w, ((0, 0), (0, outcomes.shape[1] - C)))
-        outcomes = np.where(better[:, None], padded_change, outcomes)
-        weights = np.where(better[:, None], padded_w, weights)
+        if coupled:
+            width = max(C, 0 if outcomes is None else outcomes.shape[1])
+            pad = lambda a: np.pad(a, ((0, 0), (0, width - a.shape[1])))       # noqa: E731
+            outcomes = pad(change) if outcomes is None else np.where(better[:, None], pad(change), pad(outcomes))
+            weights = pad(w) if weights is None else np.where(better[:, None], pad(w), pad(weights))
         best = np.where(better, expected, best)
         best_p = np.where(better, (w * p1).sum(axis=1), best_p)
         best_t = np.where(better, target, best_t)
         if best_x is not None:
-            likely = configs[torch.as_tensor(rows), torch.as_tensor(w.argmax(axis=1))]     # (b, d)
+            likely = configs[rows, torch.as_tensor(w.argmax(axis=1))]           # (b, d): the most probable one
             best_x[torch.as_tensor(better)] = likely[torch.as_tensor(better)]
     undefined |= ~np.isfinite(best)
     ev = None

@@ -208,7 +208,8 @@ class FAuxTester:
         X : ndarray or Tensor of shape (n, d)
             Encoded features as the target model sees them.
         c : ndarray of shape (n,), optional
-            Each individual's protected group index (variant swap with a binary or multi-class c).
+            Each individual's protected group index, or its continuous value (variant swap: required, except for a
+            continuous c read by an aux-driven move).
         evidence : bool
             Keep the (n, d) per-feature evidence (float32).
 
