@@ -155,7 +155,8 @@ def _gate_aux(records: tuple[str | None, str] | None, policy, run_id: str | None
         return None, None, {"source": "retrained", "note": f"the gate's auxiliary model does not fit: {exc}"}
     return aux, scores, {"source": "gate", "run_id": run_id, "artifact": artifact,
                          "kind": info.get("kind"), "gate_quality": info.get("quality"),
-                         "gate_quality_metric": info.get("quality_metric")}
+                         "gate_quality_metric": info.get("quality_metric"),
+                         "swap_reference": "gate" if info.get("swap_reference_reused") else "refitted on each batch"}
 
 
 @task(**TASK)

@@ -161,6 +161,7 @@ def test_issue15_done_when(tmp_path, monkeypatch, harness, capfd):
     (audited,) = json_lines(capfd.readouterr().out)
     (section,) = audited["attributes"]
     assert section["aux_model"]["source"] == "gate" and section["aux_model"]["run_id"] == run_id
+    assert section["aux_model"]["swap_reference"] == "gate"           # both batches read with the gate's counterfactual
     assert section["ks_statistic"] < 0.1, section["ks_statistic"]      # same distribution: the data did not move
     report = json.loads(Path(audited["report"]).read_text())
     fairness = report["audit"]["fairness"]

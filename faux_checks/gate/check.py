@@ -159,7 +159,7 @@ def run_check(
         n_flagged=n_flagged, interval=interval, flag_probability=flags_all,
         rules=outcome.rules, aux_intervals=list(aux.intervals),
         group_rows=[{"group": g, "audited": evidence.group_rows[g], "holdout": evidence.holdout_rows[g]} for g in names],
-        aux_model=aux.model,
+        aux_model=aux.model, swap_reference=getattr(tester, "reference", None),
     )
 
 
@@ -172,8 +172,10 @@ def _direct_term(audit: AuditRows, policy: Policy) -> tuple[bool, np.ndarray]:
 def _faux_scores(target_model, aux: AuxFit, audit: AuditRows, policy: Policy, output: TargetOutput, *,
                  progress: bool) -> tuple[LICResult, FAuxTester]:
     """The policy's fAux variant on every audited row, with evidence; undefined scores kept undefined."""
+    # a gate's recorded aux model carries the gate's reference (faux_checks.report.records.read_aux_record)
+    reference = getattr(aux.model, "swap_reference_", None) if policy.faux.variant == "swap" else None
     tester = faux_tester(target_model, aux.model, policy, output, audit.feature_spec, audit.protected,
-                         reference_rows=audit.X[aux.rows], reference_values=audit.values[aux.rows],
+                         reference=reference, reference_rows=audit.X[aux.rows], reference_values=audit.values[aux.rows],
                          holdout_rows=audit.X[aux.holdout], holdout_values=audit.values[aux.holdout], progress=progress)
     lic = _fail_closed_scores(tester.evaluate(audit.X, audit.values, evidence=True), len(audit.X))
     return lic, tester

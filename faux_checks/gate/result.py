@@ -65,6 +65,9 @@ class CheckResult(DecidedResult):
         Per input row, the probability that the change exceeds δ (0 or 1 unless the reading enumerates
         level configurations, ``swap_categorical = "coupled"``); NaN for rows not audited or undefined.
         The flagged fraction is their mean (undefined rows counted as 1).
+    swap_reference : SwapReference or None
+        Variant swap: the reference the scores were read with (not in :meth:`to_dict`; recorded with the
+        auxiliary model, :func:`faux_checks.report.records.write_check_records`).
     aux_model : AuxiliaryModel or None
         The auxiliary model the scores were computed with (trained or given); not in :meth:`to_dict`
         (:func:`faux_checks.report.records.write_check_records` saves it as TorchScript).
@@ -97,6 +100,7 @@ class CheckResult(DecidedResult):
     group_rows: list[dict] = field(default_factory=list)
     flag_probability: np.ndarray | None = None
     aux_model: Any = field(default=None, repr=False, compare=False)
+    swap_reference: Any = field(default=None, repr=False, compare=False)
 
     @classmethod
     def undecided(cls, reason: str, *, delta: float = float("nan"), max_flagged_fraction: float = float("nan"),

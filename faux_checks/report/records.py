@@ -135,6 +135,10 @@ def write_check_records(result, folder: str | Path) -> dict[str, str]:
                     "protected": (provenance.get("policy") or {}).get("protected"),
                     "feature_spec": provenance.get("feature_spec"), "policy_sha256": provenance.get("policy_sha256"),
                     "aux_given": provenance.get("aux_given"), "training": provenance.get("aux_training")}
+            reference = getattr(result, "swap_reference", None)
+            if reference is not None:                         # the audit reads both batches with it (its holds too)
+                info["swap_reference"] = reference.to_dict()
+                info["swap_settings"] = swap_settings_of((provenance.get("policy") or {}).get("faux") or {})
             info_path = folder / RECORD_FILES["aux_model_info"]
             written["aux_model_info"] = str(write_whole(info_path, json.dumps(jsonable(info), indent=2)))
     except BaseException:
@@ -142,6 +146,16 @@ def write_check_records(result, folder: str | Path) -> dict[str, str]:
             Path(done).unlink(missing_ok=True)
         raise
     return written
+
+
+#: The ``[faux]`` settings a recorded swap reference was fitted under; the audit reuses it only under the same ones.
+SWAP_SETTING_KEYS = ("variant", "admissible", "hold_uninformative", "hold_independent", "swap_metric",
+                     "swap_categorical", "swap_coupling", "continuous_matching", "swap_guard")
+
+
+def swap_settings_of(faux: dict) -> dict:
+    """The ``[faux]`` settings (a policy's ``model_dump(mode="json")["faux"]``) that shape a swap reference."""
+    return {k: (list(faux[k]) if isinstance(faux.get(k), (list, tuple)) else faux.get(k)) for k in SWAP_SETTING_KEYS}
 
 
 def read_aux_record(folder: str | Path, *, policy) -> tuple[Any, dict]:
@@ -156,8 +170,12 @@ def read_aux_record(folder: str | Path, *, policy) -> tuple[Any, dict]:
 
     Returns
     -------
-    (module, info)
-        The TorchScript network (loaded with ``torch.jit.load``, never unpickled) and the JSON record.
+    (model, info)
+        The auxiliary model (its TorchScript network loaded with ``torch.jit.load``, never unpickled; an
+        :class:`~faux_checks.AuxiliaryModel`) and the JSON record. When the gate recorded its swap reference
+        and the audit's policy has the same ``[faux]`` settings, the model carries it as ``swap_reference_``,
+        so that both batches are read with the gate's counterfactual (its holds, matched values, level models),
+        not one refitted on each batch: a change of the scores then measures the data.
 
     Raises
     ------
@@ -178,7 +196,18 @@ def read_aux_record(folder: str | Path, *, policy) -> tuple[Any, dict]:
     if info.get("output_space") != policy.aux.output_space:
         raise InputError(f"the recorded auxiliary model has output space '{info.get('output_space')}', the audit's "
                          f"policy '{policy.aux.output_space}'")
-    return load_model(model_path), info
+    from ..method.auxiliary import AuxiliaryModel
+    from ..method.swap import SwapReference
+
+    aux = AuxiliaryModel.from_module(load_model(model_path), kind=info.get("kind") or "binary",
+                                     output_space=info.get("output_space") or policy.aux.output_space,
+                                     groups=tuple(info.get("groups") or ()), n_features=info.get("n_features"))
+    recorded = info.get("swap_reference")
+    same = info.get("swap_settings") == swap_settings_of(policy.faux.model_dump(mode="json"))
+    if recorded is not None and same:
+        aux.swap_reference_ = SwapReference.from_dict(recorded)
+    info["swap_reference_reused"] = recorded is not None and same
+    return aux, info
 
 
 def reference_scores(path: str | Path) -> np.ndarray:
