@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from torch import nn
 
 #: name -> (label, options). Every reading runs with the family's admissible declaration ("declared") and without
 #: ("none"); each option is explicit (SwapSettings fields, and metric / hold / hold_independent / guard /

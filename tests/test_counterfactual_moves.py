@@ -200,7 +200,7 @@ def test_configurations_are_the_exact_product_of_the_groups_level_probabilities(
             key = tuple(np.eye(2, dtype=int)[i].tolist() + np.eye(3, dtype=int)[j].tolist())
             assert got[key] == pytest.approx(p1[0, i] * p2[0, j])
     assert torch.all(configs[0, :, 0] == 0.5)                              # the numeric feature is kept
-    top, w2 = configurations(x1, [g1, g2], [p1, p2], max_configs=2)        # truncated: the two most probable
+    _, w2 = configurations(x1, [g1, g2], [p1, p2], max_configs=2)          # truncated: the two most probable
     assert w2[0].tolist() == pytest.approx([0.35 / 0.525, 0.175 / 0.525])
 
 

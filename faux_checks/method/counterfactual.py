@@ -10,7 +10,6 @@ there.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Literal, Sequence
 
@@ -509,6 +508,11 @@ def segment_attribution(target_model, x: torch.Tensor, x1: torch.Tensor, output:
     return (mean_grad * dx).numpy()
 
 
+def _pad_to(a: np.ndarray, width: int) -> np.ndarray:
+    """(b, C) -> (b, width) with zero columns (configurations of weight 0)."""
+    return np.pad(a, ((0, 0), (0, width - a.shape[1])))
+
+
 def swap_chunk(target_model, aux_raw, x: torch.Tensor, c: np.ndarray | None, *, reference: SwapReference,
                output: TargetOutput, settings: SwapSettings = SwapSettings(), keep: np.ndarray | None = None,
                direct_levels: np.ndarray | None = None, evidence: bool = False) -> SwapChunk:
@@ -588,9 +592,9 @@ def swap_chunk(target_model, aux_raw, x: torch.Tensor, c: np.ndarray | None, *, 
         better = expected > best
         if coupled:
             width = max(C, 0 if outcomes is None else outcomes.shape[1])
-            pad = lambda a: np.pad(a, ((0, 0), (0, width - a.shape[1])))       # noqa: E731
-            outcomes = pad(change) if outcomes is None else np.where(better[:, None], pad(change), pad(outcomes))
-            weights = pad(w) if weights is None else np.where(better[:, None], pad(w), pad(weights))
+            change_p, w_p = _pad_to(change, width), _pad_to(w, width)
+            outcomes = change_p if outcomes is None else np.where(better[:, None], change_p, _pad_to(outcomes, width))
+            weights = w_p if weights is None else np.where(better[:, None], w_p, _pad_to(weights, width))
         best = np.where(better, expected, best)
         best_p = np.where(better, (w * p1).sum(axis=1), best_p)
         best_t = np.where(better, target, best_t)

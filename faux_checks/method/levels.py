@@ -281,8 +281,7 @@ def gumbel_transition(logits_from: np.ndarray, logits_to: np.ndarray, current: n
     eta = np.asarray(logits_from, dtype=np.float64)
     eta = eta - eta.max(axis=1, keepdims=True)
     d = np.asarray(logits_to, dtype=np.float64) - np.asarray(logits_from, dtype=np.float64)
-    b, K = eta.shape
-    rows = np.arange(b)
+    rows = np.arange(eta.shape[0])
     k = np.asarray(current, dtype=np.int64)
     ek = np.exp(eta)                                                           # (b, K)
     dk = d[rows, k]                                                            # (b,)

@@ -603,7 +603,6 @@ def fit_swap_reference(raw_ref, X_ref, c_ref, *, kind: Kind, admissible=None, me
     else:
         raise InputError(f"metric must be one of {list(METRICS)}, got {metric!r}")
     XA = X[:, A]
-    grid = np.linspace(0.0, 1.0, N_QUANTILES)
     if kind == "continuous":
         sd = float(np.std(c))
         if not sd > 0:
