@@ -36,6 +36,7 @@ from ..method.swap import INDEPENDENCE_ALPHA, INFORMATIVE_Z
 from ..provenance import data_sha256, package_versions, utc_now
 from .aux_model import AuxFit, aux_training, fit_aux, free_column_quality
 from .bounds import flagged_interval
+from .power import capacity_statement, detectable_fraction
 from .decision import CheckEvidence, check_rules, decide, missing_protected_note, undefined_note
 from .policy import Policy
 from .result import CheckResult, delta_curve
@@ -135,6 +136,13 @@ def run_check(
                                    index=audit.row_index)                # (n, source columns)
     sensitivity = _sensitivity(target_model, aux, audit, policy, output, lic, column_evidence, held, outcome.decision)
     reasons += _sensitivity_note(sensitivity, policy)
+    power = _power(interval, faux.max_flagged_fraction, policy.decision.confidence)
+    roles = _column_roles(tester, audit.feature_spec, policy) if faux.variant == "swap" else []
+    free_quality = _free_quality(tester, aux, audit, mask) if faux.variant == "swap" else None
+    first = (aux.intervals or [{}])[0]
+    capacity = capacity_statement(aux.metric.split(" ")[0], aux.quality, (first.get("lower"), first.get("upper"))
+                                  if first.get("lower") is not None else None, free_quality, roles, interval.fraction)
+    reasons += [f"power: {power['statement']}", f"proxy capacity: {capacity}"]
     scores_all = np.full(len(frame), np.nan)                              # (n_input_rows,)
     scores_all[audit.row_index] = lic.scores
     flags_all = np.full(len(frame), np.nan)
@@ -142,11 +150,13 @@ def run_check(
     provenance = _provenance(frame, policy, audit, resolved, aux, given=aux_model is not None, model_info=model_info,
                              target_model=target_model)
     provenance.update(_target_access(target_model, policy, resolved))
+    provenance["power"] = power
+    provenance["proxy_capacity"] = capacity
     if provenance["swap"] is not None:
         provenance["swap"]["held_fixed_uninformative"] = held
         provenance["swap"]["sensitivity"] = sensitivity
-        provenance["swap"]["columns"] = _column_roles(tester, audit.feature_spec, policy)
-        provenance["swap"]["aux_quality_free_columns"] = _free_quality(tester, aux, audit, mask)
+        provenance["swap"]["columns"] = roles
+        provenance["swap"]["aux_quality_free_columns"] = free_quality
     return CheckResult(
         decision=outcome.decision, reasons=reasons, flagged_fraction=interval.fraction,
         max_flagged_fraction=faux.max_flagged_fraction, delta=faux.delta, n_individuals=n,
@@ -179,6 +189,15 @@ def _faux_scores(target_model, aux: AuxFit, audit: AuditRows, policy: Policy, ou
                          holdout_rows=audit.X[aux.holdout], holdout_values=audit.values[aux.holdout], progress=progress)
     lic = _fail_closed_scores(tester.evaluate(audit.X, audit.values, evidence=True), len(audit.X))
     return lic, tester
+
+
+def _power(interval, limit: float, confidence: float, power: float = 0.95) -> dict:
+    """What the run could detect: the smallest flagged fraction it fails in ``power`` of repeated audits."""
+    p = detectable_fraction(interval.n, limit, confidence, power=power, lower_shift=interval.seed_shift[0])
+    statement = (f"with {fmt_count(interval.n)} audited individuals this run fails, in {power:.0%} of repeated audits, "
+                 f"any model flagging at least {p:.2%} (the limit is {limit:.2%})" if p is not None else
+                 f"with {fmt_count(interval.n)} audited individuals no flagged fraction can clear the limit {limit:.2%}")
+    return {"detectable_fraction": p, "power": power, "n": interval.n, "limit": limit, "statement": statement}
 
 
 def _column_roles(tester: FAuxTester, spec: FeatureSpec, policy: Policy) -> list[dict]:
@@ -298,8 +317,11 @@ def _notes(policy: Policy, audit: AuditRows, lic: LICResult, n_undefined: int, u
         if extra:
             fixed.append(f"{', '.join(extra)} (uninformative about '{policy.protected}' on the auxiliary model's "
                          "held-out rows, or distributed alike in every group)")
+        how = ("each to the value of the person's own rank in the other group among people with the same held "
+               "columns, categorical levels switched with their probabilities" if policy.faux.swap_metric == "matched"
+               else "as the auxiliary model says they go with it")
         notes.append(f"LIC score = the estimated change of the predicted probability if only '{policy.protected}' "
-                     f"changed, the other features moving as the auxiliary model says they go with it"
+                     f"changed, the other features moving with it ({how})"
                      + (f"; held fixed: {'; '.join(fixed)}" if fixed else ""))
         if nothing_free:
             notes.append(f"nothing outside the declared columns carries '{policy.protected}': every other column is "
