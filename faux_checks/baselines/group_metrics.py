@@ -6,7 +6,7 @@ import numpy as np
 
 from ..errors import InputError
 
-__all__ = ["group_metrics"]
+__all__ = ["group_metrics", "group_table"]
 
 
 def group_metrics(y_pred: np.ndarray, groups: np.ndarray, y_true: np.ndarray | None = None) -> dict[str, float]:
@@ -52,3 +52,83 @@ def group_metrics(y_pred: np.ndarray, groups: np.ndarray, y_true: np.ndarray | N
             raise InputError("equalized odds needs both label values in the audit data")
         out["equalized_odds_difference"] = float(equalized_odds_difference(y_true, y_pred, sensitive_features=groups))
     return out
+
+
+def group_table(selected: np.ndarray, probability: np.ndarray, sensitive, *, flagged: np.ndarray | None = None,
+                min_count: int = 1) -> list[dict]:
+    """The group-level table auditors are asked for: per group and intersection, counts, rates and impact ratios.
+
+    Descriptive only: the gate's decision stays individual-level (the flagged fraction); this table is the
+    shape of the tables bias audits ask for (selection rates and impact ratios against the most favoured
+    category, e.g. NYC Local Law 144's rules, 6 RCNY § 5-301), computed with fairlearn's ``MetricFrame``.
+
+    Parameters
+    ----------
+    selected : ndarray of shape (n,)
+        0/1 outcome (e.g. ŷ > 0.5, "selected").
+    probability : ndarray of shape (n,)
+        The target's P(y = target class | x), probability points.
+    sensitive : DataFrame of shape (n, a)
+        One column per protected attribute (the category of each row); with a ≥ 2 columns the
+        intersections are added.
+    flagged : ndarray of shape (n,), optional
+        Each row's weight in the flagged count (fAux), reported per group beside the rates.
+    min_count : int
+        Groups with fewer rows keep their counts but their rates are None ("too few rows").
+
+    Returns
+    -------
+    list of dict
+        ``attribute`` (a column name, or the names joined by ``" × "``), ``group``, ``count``,
+        ``selection_rate``, ``mean_score``, ``impact_ratio`` (selection rate / the highest selection rate of
+        that attribute's groups; None when that is 0), ``most_favoured`` (bool) and, with ``flagged``,
+        ``flagged_fraction``.
+
+    Raises
+    ------
+    InputError
+        Lengths differ or ``sensitive`` has no column.
+    """
+    import pandas as pd
+    from fairlearn.metrics import MetricFrame, count, selection_rate
+
+    frame = pd.DataFrame(sensitive).reset_index(drop=True)
+    n = len(frame)
+    if frame.shape[1] == 0:
+        raise InputError("the group table needs at least one protected attribute column")
+    arrays = {"selected": np.asarray(selected).astype(int), "probability": np.asarray(probability, dtype=np.float64)}
+    if flagged is not None:
+        arrays["flagged"] = np.asarray(flagged, dtype=np.float64)
+    for name, a in arrays.items():
+        if len(a) != n:
+            raise InputError(f"{name} has {len(a)} rows but the protected attribute columns have {n}")
+    frame = frame.astype(str)
+    sets = [[c] for c in frame.columns]
+    if frame.shape[1] >= 2:
+        sets.append(list(frame.columns))
+    mean = lambda y_true, y_pred: float(np.mean(y_pred))     # noqa: E731  (a MetricFrame metric)
+
+    def by_group(values, metric, cols):
+        return MetricFrame(metrics=metric, y_true=arrays["selected"], y_pred=values,
+                           sensitive_features=frame[cols]).by_group
+
+    rows = []
+    for cols in sets:
+        table = by_group(arrays["selected"], {"count": count, "selection_rate": selection_rate}, cols)
+        scores = by_group(arrays["probability"], mean, cols)
+        flags = by_group(arrays["flagged"], mean, cols) if flagged is not None else None
+        enough = table["count"] >= min_count
+        best = table.loc[enough, "selection_rate"].max() if enough.any() else np.nan
+        for key, row in table.iterrows():
+            key = key if isinstance(key, tuple) else (key,)
+            ok = bool(row["count"] >= min_count)
+            rate = float(row["selection_rate"]) if ok else None
+            entry = {"attribute": " × ".join(map(str, cols)), "group": " × ".join(map(str, key)),
+                     "count": int(row["count"]), "selection_rate": rate,
+                     "mean_score": float(scores.loc[key if len(key) > 1 else key[0]]) if ok else None,
+                     "impact_ratio": (rate / best) if ok and best and np.isfinite(best) and best > 0 else None,
+                     "most_favoured": bool(ok and rate == best)}
+            if flags is not None:
+                entry["flagged_fraction"] = float(flags.loc[key if len(key) > 1 else key[0]]) if ok else None
+            rows.append(entry)
+    return rows

@@ -94,6 +94,9 @@ class SwapChunk:
     outcomes : (b, C) or None  ``categorical = "coupled"``: |Δŷ| of each level configuration of the counterfactual
         with the largest expected change (``scores`` is their expected value).
     outcome_weights : (b, C) or None  their probabilities (rows sum to 1).
+    counterfactual : (b, d) float32 or None  with ``evidence``: the representative counterfactual x′ (the most
+        probable configuration of the group with the largest expected change), the segment the evidence and
+        the decomposition (:mod:`faux_checks.method.decomposition`) read.
     """
 
     scores: np.ndarray
@@ -105,6 +108,7 @@ class SwapChunk:
     evidence: np.ndarray | None
     outcomes: np.ndarray | None = None
     outcome_weights: np.ndarray | None = None
+    counterfactual: np.ndarray | None = None
 
 
 def _aux_value_and_grad(aux_raw, x: torch.Tensor, a: torch.Tensor | None, b: torch.Tensor | None):
@@ -608,4 +612,5 @@ def swap_chunk(target_model, aux_raw, x: torch.Tensor, c: np.ndarray | None, *, 
         ev[undefined] = np.nan
     return SwapChunk(scores=np.where(undefined, np.nan, best), undefined=undefined, probability=p0,
                      counterfactual_probability=np.where(undefined, np.nan, best_p), counterfactual_target=best_t,
-                     direct=direct, evidence=ev, outcomes=outcomes, outcome_weights=weights)
+                     direct=direct, evidence=ev, outcomes=outcomes, outcome_weights=weights,
+                     counterfactual=None if best_x is None else best_x.numpy())

@@ -64,6 +64,10 @@ class LICResult:
     outcomes, outcome_weights : ndarray of shape (n, C), or None
         Variant swap with ``swap_categorical = "coupled"``: |Δŷ| at each level configuration of the
         counterfactual and its probability (rows sum to 1); ``scores`` is their expected value.
+    counterfactual : ndarray of shape (n, d), float32, or None
+        Variant swap with evidence: the representative counterfactual x′ of each row (the most probable
+        configuration of the other group with the largest expected change); what the evidence and the
+        decomposition (:mod:`faux_checks.method.decomposition`) read.
     """
 
     scores: np.ndarray
@@ -76,6 +80,7 @@ class LICResult:
     no_split_crossed: np.ndarray | None = None
     outcomes: np.ndarray | None = None
     outcome_weights: np.ndarray | None = None
+    counterfactual: np.ndarray | None = None
 
     def flag_probability(self, delta: float) -> np.ndarray:
         """Float (n,) in [0, 1]: the probability that a defined row's change exceeds delta (0 for undefined rows).
@@ -425,6 +430,7 @@ class FAuxTester:
             direct=join("direct") if parts[0].direct is not None else None,
             counterfactual_probability=join("counterfactual_probability"),
             counterfactual_target=join("counterfactual_target"),
+            counterfactual=join("counterfactual") if evidence else None,
         )
 
     def _evaluate_faux_forward(self, X: torch.Tensor, output: TargetOutput, mask: np.ndarray, direct_D, evidence: bool

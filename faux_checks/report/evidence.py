@@ -1,0 +1,380 @@
+"""The evidence pack of a decision: content hashes of everything it was made from, signed, and its verification.
+
+``evidence.json`` beside ``report.json`` states what a reviewer needs to re-check a decision without trusting
+the machine that made it: the sha256 of the model file, the audit data, the feature spec, the policy, the
+report itself and the records, the code that ran (the version and a hash of the ``faux_checks`` source
+files), the decision and every rule with its status. With a signing key (an Ed25519 private key in PEM,
+e.g. ``faux-checks keygen``) the pack carries a signature over its canonical JSON; :func:`verify_pack`
+re-hashes every file and checks the signature (against a public key the reviewer pins, or the one in the
+pack: integrity only).
+
+Signatures: Ed25519 (RFC 8032) through ``cryptography``; canonical JSON: keys sorted, no whitespace,
+ASCII (what is signed is exactly :func:`canonical_bytes` of the ``evidence`` object).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+from ..errors import InputError
+from ..provenance import installed_versions, utc_now
+
+__all__ = ["EVIDENCE_FILE", "EVIDENCE_SCHEMA", "KEY_PASSWORD_ENV", "PackCheck", "PackVerification", "build_evidence",
+           "canonical_bytes", "code_sha256", "file_sha256", "generate_key", "load_private_key", "load_public_key",
+           "sign_evidence", "verify_pack", "write_evidence_pack"]
+
+#: The pack's file name in a run folder.
+EVIDENCE_FILE = "evidence.json"
+#: The pack's format name and version.
+EVIDENCE_SCHEMA = "faux-checks-evidence/1"
+#: Environment variable holding the signing key's passphrase, when the PEM is encrypted.
+KEY_PASSWORD_ENV = "FAUX_CHECKS_SIGNING_KEY_PASSWORD"
+
+_CHUNK = 1 << 20
+
+
+def file_sha256(path: str | Path) -> str:
+    """Hex sha256 of a file's bytes, read in 1 MiB blocks (any size).
+
+    Raises
+    ------
+    InputError
+        The file does not exist or is not a file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such file to hash")
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(_CHUNK), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def code_sha256() -> str:
+    """Hex sha256 over the ``faux_checks`` package's ``.py``/``.toml``/``.j2``/``.json`` files (relative path and bytes, sorted).
+
+    The code version as it ran, whether installed from a wheel or an editable checkout (a version string
+    alone does not tell two edited checkouts apart).
+    """
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and p.suffix in (".py", ".toml", ".j2", ".json") and "__pycache__" not in p.parts:
+            h.update(p.relative_to(root).as_posix().encode())
+            h.update(b"\0")
+            h.update(p.read_bytes())
+            h.update(b"\0")
+    return h.hexdigest()
+
+
+def canonical_bytes(obj) -> bytes:
+    """The bytes that are signed: JSON with sorted keys, no whitespace, ASCII only, no NaN."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode("ascii")
+
+
+def _entry(role: str, path: Path, pack_dir: Path) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"evidence: the {role} file {path} does not exist; the pack hashes only files that are there")
+    resolved = path.resolve()
+    try:
+        where = resolved.relative_to(pack_dir.resolve()).as_posix()
+        relative = True
+    except ValueError:
+        where, relative = str(resolved), False
+    return {"path": where, "relative": relative, "sha256": file_sha256(resolved), "bytes": resolved.stat().st_size}
+
+
+def build_evidence(*, report: Mapping, files: Mapping[str, str | Path], pack_dir: str | Path,
+                   extra: Mapping | None = None) -> dict:
+    """The ``evidence`` object of a pack (unsigned).
+
+    Parameters
+    ----------
+    report : mapping
+        The run's ``report.json`` content (its ``decision``, ``exit_code``, ``rules``, ``model``, ``policy_sha256``).
+    files : mapping role -> path
+        What the decision was made from and what it wrote: ``model``, ``data``, ``spec``, ``policy``,
+        ``report``, records... Paths inside ``pack_dir`` are stored relative to it (the folder can move).
+    pack_dir : path
+        The folder ``evidence.json`` goes into.
+    extra : mapping, optional
+        More JSON values stored under ``context`` (e.g. the registry URI, the model name and version).
+
+    Returns
+    -------
+    dict
+        ``schema``, ``created_at``, ``decision``, ``exit_code``, ``rules`` (rule, status, value, limit),
+        ``files`` (role -> path, relative, sha256, bytes), ``code`` (versions, source hash), ``context``.
+
+    Raises
+    ------
+    InputError
+        A file named in ``files`` does not exist, or ``report`` has no decision.
+    """
+    if "decision" not in report:
+        raise InputError("evidence: the report has no decision; a pack is written only for a decided run")
+    pack_dir = Path(pack_dir)
+    rules = [{k: r.get(k) for k in ("rule", "status", "value", "limit", "detail") if k in r}
+             for r in report.get("rules") or []]
+    versions = installed_versions(["faux-checks", "torch", "numpy", "pandas", "scikit-learn", "mlflow",
+                                   "great-expectations", "prefect"])
+    return {
+        "schema": EVIDENCE_SCHEMA,
+        "created_at": utc_now(),
+        "decision": report["decision"],
+        "exit_code": report.get("exit_code"),
+        "rule": report.get("rule"),
+        "rules": rules,
+        "model": {k: v for k, v in dict(report.get("model") or {}).items() if isinstance(v, (str, int, float, bool))},
+        "policy_sha256": report.get("policy_sha256"),
+        "files": {str(role): _entry(str(role), Path(p), pack_dir) for role, p in files.items() if p is not None},
+        "code": {"versions": versions, "faux_checks_source_sha256": code_sha256()},
+        "context": dict(extra or {}),
+    }
+
+
+def generate_key(path: str | Path) -> tuple[Path, Path]:
+    """Write a new Ed25519 private key (PEM, PKCS8, unencrypted, mode 0600) and its public key (``.pub``, PEM).
+
+    Raises
+    ------
+    InputError
+        Either file exists already (a key is never overwritten).
+    """
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    path = Path(path)
+    pub = path.with_name(path.name + ".pub")
+    for p in (path, pub):
+        if p.exists():
+            raise InputError(f"{p} exists already; choose another path (a key is never overwritten)")
+    key = Ed25519PrivateKey.generate()
+    private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+    public = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(private)
+    pub.write_bytes(public)
+    return path, pub
+
+
+def load_private_key(path: str | Path):
+    """An Ed25519 private key from a PEM file (passphrase from ``FAUX_CHECKS_SIGNING_KEY_PASSWORD`` when encrypted).
+
+    Raises
+    ------
+    InputError
+        No such file, not a PEM private key, a wrong or missing passphrase, or not an Ed25519 key.
+    """
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"signing key {path}: no such file (make one with `faux-checks keygen PATH`)")
+    password = os.environ.get(KEY_PASSWORD_ENV)
+    try:
+        key = serialization.load_pem_private_key(path.read_bytes(), password=password.encode() if password else None)
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"signing key {path}: not a readable PEM private key ({exc}); an encrypted key needs its "
+                         f"passphrase in {KEY_PASSWORD_ENV}") from None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise InputError(f"signing key {path}: a {type(key).__name__}, but evidence packs are signed with Ed25519 "
+                         f"(make one with `faux-checks keygen PATH` or `openssl genpkey -algorithm ed25519`)")
+    return key
+
+
+def load_public_key(source: str | Path | bytes):
+    """An Ed25519 public key from a PEM file, PEM bytes, or the pack's base64 raw key.
+
+    Raises
+    ------
+    InputError
+        Not an Ed25519 public key.
+    """
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    try:
+        if isinstance(source, bytes):
+            raw = source
+        elif Path(str(source)).is_file():
+            raw = Path(source).read_bytes()
+        else:
+            return Ed25519PublicKey.from_public_bytes(base64.b64decode(str(source), validate=True))
+        key = serialization.load_pem_public_key(raw)
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"public key {str(source)[:80]!r}: not an Ed25519 public key ({exc})") from None
+    if not isinstance(key, Ed25519PublicKey):
+        raise InputError(f"public key: a {type(key).__name__}, expected Ed25519")
+    return key
+
+
+def _raw_public(key) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+def sign_evidence(evidence: Mapping, private_key) -> dict:
+    """The ``signature`` object: algorithm, the public key (base64 raw), its sha256 fingerprint, the signature (base64)."""
+    raw = _raw_public(private_key.public_key())
+    return {"algorithm": "Ed25519", "public_key": base64.b64encode(raw).decode(),
+            "fingerprint": hashlib.sha256(raw).hexdigest(),
+            "value": base64.b64encode(private_key.sign(canonical_bytes(evidence))).decode()}
+
+
+def write_evidence_pack(pack_dir: str | Path, evidence: Mapping, *, signing_key: str | Path | None = None,
+                        replace: bool = False) -> Path:
+    """Write ``evidence.json`` (the evidence and, with a key, its signature) whole into ``pack_dir``.
+
+    Raises
+    ------
+    InputError
+        ``evidence.json`` exists already (and not ``replace``), or the key cannot be read.
+    OSError
+        The disk refused the write (nothing partial is left: :func:`faux_checks._files.write_whole`).
+    """
+    from .._files import write_whole
+
+    path = Path(pack_dir) / EVIDENCE_FILE
+    if path.exists() and not replace:
+        raise InputError(f"{path} exists already (an evidence pack is never overwritten)")
+    payload = {"evidence": dict(evidence), "signature": None}
+    if signing_key is not None:
+        payload["signature"] = sign_evidence(evidence, load_private_key(signing_key))
+    write_whole(path, json.dumps(payload, indent=2, allow_nan=False, sort_keys=True))
+    return path
+
+
+@dataclass(frozen=True)
+class PackCheck:
+    """One line of a verification: what was checked, ``ok`` / ``failed`` / ``missing``, and why."""
+
+    item: str
+    status: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class PackVerification:
+    """Result of :func:`verify_pack`: ``ok`` only when every file matches and the signature holds."""
+
+    pack: str
+    decision: str | None
+    signed: bool
+    pinned: bool
+    checks: list[PackCheck] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.checks) and all(c.status == "ok" for c in self.checks)
+
+    def lines(self) -> list[str]:
+        return [f"{c.status:>7}  {c.item}: {c.detail}" for c in self.checks]
+
+
+def verify_pack(pack: str | Path, *, public_key: str | Path | None = None, files: Mapping[str, str | Path] | None = None,
+                allow_unsigned: bool = False) -> PackVerification:
+    """Re-hash every file of an evidence pack and check its signature.
+
+    Parameters
+    ----------
+    pack : path
+        ``evidence.json`` or the folder holding it.
+    public_key : path or base64, optional
+        The signer's public key as the reviewer knows it (PEM file). Without it the pack's own key is used:
+        the files are checked against what was signed, but anyone could have re-signed them with a new key
+        (the check line says so, and ``pinned`` is False).
+    files : mapping role -> path, optional
+        Where to find a file now (e.g. the model file on the reviewer's machine); default the recorded path
+        (relative paths from the pack's folder).
+    allow_unsigned : bool
+        Accept a pack without a signature (the files are still re-hashed).
+
+    Returns
+    -------
+    PackVerification
+        One check per file (``ok``, ``failed``: another hash, ``missing``: not found), one for the signature.
+
+    Raises
+    ------
+    InputError
+        The pack cannot be read as an evidence pack, or ``files`` names a role the pack does not hold.
+    """
+    path = Path(pack)
+    if path.is_dir():
+        path = path / EVIDENCE_FILE
+    try:
+        payload = json.loads(path.read_text())
+        evidence = payload["evidence"]
+        recorded = evidence["files"]
+    except FileNotFoundError:
+        raise InputError(f"{path}: no evidence pack there (a gate run writes {EVIDENCE_FILE} beside report.json)") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"{path}: not an evidence pack ({type(exc).__name__}: {exc})") from None
+    if evidence.get("schema") != EVIDENCE_SCHEMA:
+        raise InputError(f"{path}: schema {evidence.get('schema')!r}, this version reads {EVIDENCE_SCHEMA!r}")
+    overrides = {str(k): Path(v) for k, v in (files or {}).items()}
+    unknown = sorted(set(overrides) - set(recorded))
+    if unknown:
+        raise InputError(f"--file names {unknown}, but the pack holds {sorted(recorded)}")
+    checks = []
+    for role, entry in sorted(recorded.items()):
+        where = overrides.get(role) or (path.parent / entry["path"] if entry.get("relative") else Path(entry["path"]))
+        if not where.is_file():
+            checks.append(PackCheck(role, "missing", f"{where} not found; pass --file {role}=PATH where it is now"))
+            continue
+        digest = file_sha256(where)
+        if digest != entry["sha256"]:
+            checks.append(PackCheck(role, "failed", f"{where}: sha256 {digest[:16]}…, the pack recorded "
+                                                    f"{entry['sha256'][:16]}… (the file changed since the decision)"))
+        else:
+            checks.append(PackCheck(role, "ok", f"{where} sha256 {digest[:16]}…"))
+    signature = payload.get("signature")
+    pinned = public_key is not None
+    if not signature:
+        checks.append(PackCheck("signature", "ok" if allow_unsigned else "failed",
+                                "the pack is not signed" + (" (accepted: --allow-unsigned)" if allow_unsigned else
+                                                            "; anyone could have written it (sign with --signing-key, "
+                                                            "or pass --allow-unsigned to check the hashes only)")))
+    else:
+        checks.append(_signature_check(evidence, signature, public_key))
+    return PackVerification(pack=str(path), decision=evidence.get("decision"), signed=bool(signature),
+                            pinned=pinned, checks=checks)
+
+
+def _signature_check(evidence: Mapping, signature: Mapping, public_key) -> PackCheck:
+    from cryptography.exceptions import InvalidSignature
+
+    if signature.get("algorithm") != "Ed25519":
+        return PackCheck("signature", "failed", f"algorithm {signature.get('algorithm')!r}; only Ed25519 is read")
+    try:
+        embedded = load_public_key(signature["public_key"])
+        key = load_public_key(public_key) if public_key is not None else embedded
+        value = base64.b64decode(signature["value"], validate=True)
+    except (InputError, KeyError, ValueError) as exc:
+        return PackCheck("signature", "failed", f"unreadable signature block ({exc})")
+    fingerprint = hashlib.sha256(_raw_public(key)).hexdigest()
+    if public_key is not None and _raw_public(key) != _raw_public(embedded):
+        return PackCheck("signature", "failed", f"signed by key {signature.get('fingerprint', '')[:16]}…, not by the "
+                                                f"pinned key {fingerprint[:16]}…")
+    try:
+        key.verify(value, canonical_bytes(evidence))
+    except InvalidSignature:
+        return PackCheck("signature", "failed", "the signature does not match the evidence (the pack was edited after "
+                                                "signing, or signed by another key)")
+    how = "the pinned public key" if public_key is not None else \
+        "the key in the pack (integrity only: pin the signer with --public-key)"
+    return PackCheck("signature", "ok", f"Ed25519, key {fingerprint[:16]}…, checked with {how}")
