@@ -158,3 +158,88 @@ def test_group_table_rates_impact_ratios_and_intersections_match_direct_counts()
     assert {r["group"]: r["selection_rate"] for r in rows if r["attribute"] == "sex × race"}["F × b"] is None
     with pytest.raises(InputError, match="rows"):
         group_table(selected[:3], prob, sensitive)
+
+
+# ----------------------------------------------------------------------------------------- the gate's decomposition
+class _LinearProbability(torch.nn.Module):
+    """ŷ = 0.5 + w·x, a probability-valued target linear in its inputs (the closed form of every part)."""
+
+    def __init__(self, w):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.as_tensor(w, dtype=torch.float32), requires_grad=False)
+
+    def forward(self, x):
+        return (0.5 + x @ self.w)[:, None]
+
+
+def _mediated_frame(n=3000, seed=11):
+    rng = np.random.default_rng(seed)
+    sex = rng.integers(0, 2, n)
+    z = rng.normal(size=n)
+    return pd.DataFrame({"proxy": (sex + 0.6 * rng.normal(size=n)) / 4, "z": z / 4,
+                         "mediator": (z + sex + 0.3 * rng.normal(size=n)) / 4, "sex": np.where(sex == 1, "M", "F")})
+
+
+def test_run_check_parts_add_up_to_the_change_and_match_the_linear_closed_form():
+    from faux_checks import FeatureSpec
+    from faux_checks.gate.check import run_check
+    from faux_checks.gate.policy import Policy
+
+    df = _mediated_frame()
+    spec = FeatureSpec.fit(df, ["proxy", "z", "mediator", "sex"], name="direct")
+    d = spec.n_features
+    names = spec.feature_names
+    w = np.zeros(d)
+    w[names.index("proxy")] = 0.06
+    w[names.index("z")] = 0.01
+    w[names.index("mediator")] = 0.04
+    w[spec.feature_mask("sex")] = [-0.03, 0.03]                            # reads sex directly (F, M)
+    target = _LinearProbability(w)
+    policy = Policy.model_validate({
+        "protected": "sex", "target_output": "probability", "min_aux_quality": 0.5,
+        "faux": {"delta": 0.05, "max_flagged_fraction": 0.05, "admissible": ["mediator"]},
+        "aux": {"epochs": 10}, "decision": {"min_group_rows": 50, "aux_seeds": 1}})
+    result = run_check(target, df, policy=policy, feature_spec=spec)
+    parts = result.decomposition
+    assert parts is not None and list(parts.columns) == ["direct", "proxies", "admissible", "total"]
+    ok = parts.dropna()
+    assert len(ok) == result.n_individuals - result.n_undefined
+    np.testing.assert_allclose(ok[["direct", "proxies", "admissible"]].sum(axis=1), ok["total"], atol=1e-6)
+    # the closed form of a linear target: the direct part is w · Δx over sex's columns, exactly ∓ 0.06 (its two
+    # encoded columns swap), the admissible part exactly 0 (the mediator never moves)
+    np.testing.assert_allclose(np.abs(ok["direct"]), 0.06, atol=1e-6)
+    np.testing.assert_allclose(ok["admissible"], 0.0, atol=1e-7)
+    # no categorical column but sex: one counterfactual per person, whose |change| is the LIC score itself
+    np.testing.assert_allclose(np.abs(ok["total"]), result.scores[ok.index], atol=1e-6)
+    men = (df["sex"] == "M").to_numpy()[ok.index]
+    assert (ok["direct"][men] < 0).all() and (ok["direct"][~men] > 0).all()
+    # the proxy part: w_proxy times the proxy's move (the move is by the matched value in the other group)
+    assert (np.sign(ok["proxies"][men]) <= 0).mean() > 0.95
+    # reasons of the most affected: one list per part, the proxy named in its part
+    top = result.top_flagged[0]
+    assert [r["part"] for r in top["reasons"]] == ["direct", "proxies", "admissible"]
+    assert top["reasons"][1]["columns"][0]["column"] == "proxy"
+    assert top["reasons"][2]["columns"] == []
+    assert sum(top["parts"][k] for k in ("direct", "proxies", "admissible")) == pytest.approx(top["parts"]["total"],
+                                                                                               abs=1e-6)
+    summary = result.to_dict()["decomposition_summary"]
+    assert summary["over"] == "flagged" and summary["admissible"]["mean_abs"] == pytest.approx(0.0, abs=1e-7)
+
+
+def test_a_target_without_c_s_columns_has_a_direct_part_of_exactly_zero():
+    from faux_checks import FeatureSpec
+    from faux_checks.gate.check import run_check
+    from faux_checks.gate.policy import Policy
+
+    df = _mediated_frame(seed=12)
+    spec = FeatureSpec.fit(df, ["proxy", "z", "mediator"], name="indirect")
+    target = _LinearProbability([0.06, 0.01, 0.04])
+    policy = Policy.model_validate({
+        "protected": "sex", "target_output": "probability", "min_aux_quality": 0.5,
+        "faux": {"delta": 0.05, "max_flagged_fraction": 0.05}, "aux": {"epochs": 10},
+        "decision": {"min_group_rows": 50, "aux_seeds": 1}})
+    result = run_check(target, df, policy=policy, feature_spec=spec)
+    ok = result.decomposition.dropna()
+    assert (ok["direct"] == 0.0).all()
+    np.testing.assert_allclose(ok["proxies"] + ok["admissible"], ok["total"], atol=1e-6)
+    assert (ok["admissible"] == 0.0).all()                                 # nothing declared admissible: all proxies

@@ -38,6 +38,7 @@ from .aux_model import AuxFit, aux_training, fit_aux, free_column_quality
 from .bounds import flagged_interval
 from .power import capacity_statement, detectable_fraction
 from .decision import CheckEvidence, check_rules, decide, missing_protected_note, undefined_note
+from .decompose import column_parts, decompose_change, reason_list
 from .policy import Policy
 from .result import CheckResult, delta_curve
 from .rows import AuditRows, check_model_accepts, check_model_outputs, prepare_audit
@@ -135,6 +136,8 @@ def run_check(
     column_evidence = pd.DataFrame(spec.aggregate(lic.evidence.astype(np.float64)), columns=spec.source_columns,
                                    index=audit.row_index)                # (n, source columns)
     sensitivity = _sensitivity(target_model, aux, audit, policy, output, lic, column_evidence, held, outcome.decision)
+    decomposition = decompose_change(target_model, resolved, audit.X, lic, spec, policy.protected, faux.admissible,
+                                     audit.row_index) if faux.variant == "swap" else None
     reasons += _sensitivity_note(sensitivity, policy)
     power = _power(interval, faux.max_flagged_fraction, policy.decision.confidence)
     roles = _column_roles(tester, audit.feature_spec, policy) if faux.variant == "swap" else []
@@ -164,12 +167,14 @@ def run_check(
         by_group=_by_group_table(group_labels, lic.scores, weights, lic.undefined), aux_quality=aux.quality,
         aux_quality_metric=aux.metric, evidence=column_evidence, testers=testers, provenance=provenance,
         scores=scores_all, row_index=audit.row_index, uses_protected_directly=uses_direct,
-        top_flagged=_top_flagged(lic, audit.row_index, column_evidence, flagged, groups=tuple(audit.protected.groups)),
+        top_flagged=_top_flagged(lic, audit.row_index, column_evidence, flagged, groups=tuple(audit.protected.groups),
+                                 decomposition=decomposition,
+                                 parts_of=column_parts(spec, policy.protected, faux.admissible)),
         curve=delta_curve(lic.scores, outcomes=lic.outcomes, weights=lic.outcome_weights), aux_roc=aux.roc,
         n_flagged=n_flagged, interval=interval, flag_probability=flags_all,
         rules=outcome.rules, aux_intervals=list(aux.intervals),
         group_rows=[{"group": g, "audited": evidence.group_rows[g], "holdout": evidence.holdout_rows[g]} for g in names],
-        aux_model=aux.model, swap_reference=getattr(tester, "reference", None),
+        aux_model=aux.model, swap_reference=getattr(tester, "reference", None), decomposition=decomposition,
     )
 
 
@@ -459,7 +464,10 @@ def _by_group_table(labels: np.ndarray, scores: np.ndarray, flagged: np.ndarray,
 
 
 def _top_flagged(lic: LICResult, row_index: np.ndarray, evidence: pd.DataFrame, flagged: np.ndarray, k: int = 10,
-                 groups: tuple = ()) -> list[dict]:
+                 groups: tuple = (), decomposition: pd.DataFrame | None = None,
+                 parts_of: dict[str, str] | None = None) -> list[dict]:
+    """The ``k`` flagged individuals with the largest scores: ŷ, its counterfactual, the top evidence and (swap
+    reading) the three parts of the change with the columns of each (:func:`~faux_checks.gate.decompose.reason_list`)."""
     if not flagged.any():
         return []
     idx = np.flatnonzero(flagged)
@@ -474,5 +482,9 @@ def _top_flagged(lic: LICResult, row_index: np.ndarray, evidence: pd.DataFrame, 
             entry["counterfactual_probability"] = float(lic.counterfactual_probability[i])
             entry["counterfactual_group"] = (groups[int(lic.counterfactual_target[i])] if groups
                                              else f"{int(lic.counterfactual_target[i]):+d} sd")
+        if decomposition is not None:
+            parts = decomposition.iloc[i]
+            entry["parts"] = {k: (None if not np.isfinite(v) else float(v)) for k, v in parts.items()}
+            entry["reasons"] = reason_list(ev, parts, parts_of or {})
         out.append(entry)
     return out

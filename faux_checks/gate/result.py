@@ -101,6 +101,7 @@ class CheckResult(DecidedResult):
     flag_probability: np.ndarray | None = None
     aux_model: Any = field(default=None, repr=False, compare=False)
     swap_reference: Any = field(default=None, repr=False, compare=False)
+    decomposition: pd.DataFrame | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def undecided(cls, reason: str, *, delta: float = float("nan"), max_flagged_fraction: float = float("nan"),
@@ -139,6 +140,7 @@ class CheckResult(DecidedResult):
             "testers": self.testers,
             "top_flagged": self.top_flagged,
             "evidence_summary": self.evidence_summary(),
+            "decomposition_summary": self.decomposition_summary(),
             "flagged_fraction_vs_delta": self.curve,
             "score_histogram": self.score_histogram(),
             "aux_roc": self.aux_roc,
@@ -169,6 +171,23 @@ class CheckResult(DecidedResult):
         lo, hi = np.log10(s.min()), np.log10(s.max())
         counts, edges = np.histogram(np.log10(s), bins=bins, range=(lo, hi if hi > lo else lo + 1))
         return {"log10_edges": edges.tolist(), "counts": counts.tolist()}
+
+    def decomposition_summary(self) -> dict | None:
+        """Over flagged individuals (all, if none): the mean of each part of the change and of its absolute value.
+
+        ``{"over": "flagged" | "all", "n": int, "direct": {"mean", "mean_abs"}, "proxies": ..., "admissible": ...,
+        "total": ...}`` in probability points; None without a decomposition (the gradient readings).
+        """
+        if self.decomposition is None or self.scores is None or self.row_index is None:
+            return None
+        flagged = self.flagged()[self.row_index]
+        rows = self.decomposition[flagged] if flagged.any() else self.decomposition
+        rows = rows.dropna()
+        out: dict = {"over": "flagged" if flagged.any() else "all", "n": int(len(rows))}
+        for col in rows.columns:
+            out[str(col)] = {"mean": float(rows[col].mean()) if len(rows) else None,
+                             "mean_abs": float(rows[col].abs().mean()) if len(rows) else None}
+        return out
 
     def evidence_summary(self, top: int = 10) -> list[dict]:
         """Source columns ranked by mean |evidence| over flagged individuals (all if none flagged)."""

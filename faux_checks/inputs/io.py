@@ -232,7 +232,9 @@ def check_output_path(path: str | Path, *, option: str, folder: bool = False) ->
 
 
 def write_scores(path: str | Path, result) -> Path:
-    """Write one row per input row, in input order: ``row``, ``lic_score``, ``flagged``, ``status``, ``flag_probability``.
+    """Write one row per input row, in input order: ``row``, ``lic_score``, ``flagged``, ``status``, ``flag_probability``,
+    and for the swap reading ``change_direct``, ``change_proxies``, ``change_admissible``, ``change_total`` (the
+    person's f(x′) − f(x) and its parts, probability points: :mod:`faux_checks.gate.decompose`).
 
     Parquet when ``path`` ends in ``.parquet``, CSV otherwise.
 
@@ -258,6 +260,12 @@ def write_scores(path: str | Path, result) -> Path:
     columns = {"row": np.arange(len(scores)), "lic_score": scores, "flagged": flagged, "status": status}
     if result.flag_probability is not None:
         columns["flag_probability"] = result.flag_probability
+    parts = getattr(result, "decomposition", None)
+    if parts is not None:                       # the swap reading: the person's change in its parts (gate/decompose.py)
+        for name in parts.columns:
+            column = np.full(len(scores), np.nan)
+            column[np.asarray(parts.index)] = parts[name].to_numpy()
+            columns[f"change_{name}"] = column
     frame = pd.DataFrame(columns)
     from .._files import whole_file
 

@@ -108,8 +108,38 @@ def _top_row(entry: dict) -> dict[str, Any]:
     if "counterfactual_probability" in entry:
         row["ŷ if only c changed"] = entry["counterfactual_probability"]
         row["to group"] = entry.get("counterfactual_group")
-    row["top evidence"] = ", ".join(f"{e['column']} ({e['evidence']:+.3g})" for e in entry["top_evidence"])
+    parts = entry.get("parts")
+    if parts:                                   # the swap reading: f(x′) − f(x) in its three parts (gate/decompose.py)
+        for name in ("direct", "proxies", "admissible"):
+            row[f"Δŷ {name}"] = parts.get(name)
+        row["reasons"] = reason_text(entry.get("reasons") or [])
+    else:
+        row["top evidence"] = ", ".join(f"{e['column']} ({e['evidence']:+.3g})" for e in entry["top_evidence"])
     return row
+
+
+def _decomposition_rows(summary: dict | None) -> list[dict]:
+    """The decomposition's summary as table rows: part, mean and mean |·| over the flagged individuals."""
+    if not summary:
+        return []
+    return [{"part": name, "mean Δŷ": (summary.get(name) or {}).get("mean"),
+             "mean |Δŷ|": (summary.get(name) or {}).get("mean_abs")}
+            for name in ("direct", "proxies", "admissible", "total") if name in summary]
+
+
+def reason_text(reasons: list[dict]) -> str:
+    """The reason list of one person as a line an adverse-action reviewer reads (parts of zero change omitted).
+
+    ``"proxies −0.212: relationship (−0.150), occupation (−0.041); direct −0.060: sex (−0.060)"``, the parts in the
+    order of :data:`faux_checks.gate.decompose.PARTS`, columns by size (the list is stable across runs).
+    """
+    out = []
+    for r in reasons:
+        if not r.get("change"):
+            continue
+        cols = ", ".join(f"{c['column']} ({c['evidence']:+.3f})" for c in r.get("columns") or [])
+        out.append(f"{r['part']} {r['change']:+.3f}" + (f": {cols}" if cols else ""))
+    return "; ".join(out) or "no change"
 
 
 ROLE_TEXT = {
@@ -168,6 +198,7 @@ def _page(report: dict[str, Any]) -> dict[str, Any]:
         "check": check,
         "flagged_text": flagged_sentences(check),
         "top_flagged": [_top_row(t) for t in check.get("top_flagged") or []],
+        "decomposition": _decomposition_rows(check.get("decomposition_summary")),
         "column_roles": [_role_row(r) for r in ((check.get("provenance") or {}).get("swap") or {}).get("columns") or []],
         "sensitivity": ((check.get("provenance") or {}).get("swap") or {}).get("sensitivity") or [],
         "expectations": _expectation_rows(report.get("expectations") or []),
