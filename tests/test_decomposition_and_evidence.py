@@ -243,3 +243,30 @@ def test_a_target_without_c_s_columns_has_a_direct_part_of_exactly_zero():
     assert (ok["direct"] == 0.0).all()
     np.testing.assert_allclose(ok["proxies"] + ok["admissible"], ok["total"], atol=1e-6)
     assert (ok["admissible"] == 0.0).all()                                 # nothing declared admissible: all proxies
+
+
+def test_the_check_s_group_table_counts_match_the_audit_rows():
+    from faux_checks import FeatureSpec
+    from faux_checks.gate.check import run_check
+    from faux_checks.gate.policy import Policy
+
+    df = _mediated_frame(n=2000, seed=13)
+    df.loc[:9, "sex"] = None                                               # ten rows of unknown sex: not audited
+    spec = FeatureSpec.fit(df, ["proxy", "z", "mediator"], name="indirect")
+    target = _LinearProbability([0.06, 0.01, 0.04])
+    policy = Policy.model_validate({
+        "protected": "sex", "target_output": "probability", "min_aux_quality": 0.5, "missing_protected": "drop",
+        "faux": {"delta": 0.05, "max_flagged_fraction": 0.05}, "aux": {"epochs": 5},
+        "decision": {"min_group_rows": 50, "aux_seeds": 1}})
+    result = run_check(target, df, policy=policy, feature_spec=spec)
+    table = {r["group"]: r for r in result.to_dict()["group_table"]}
+    audited = df.iloc[10:]
+    p = 0.5 + spec.encode(audited) @ np.array([0.06, 0.01, 0.04])
+    for g in ("F", "M"):
+        rows = (audited["sex"] == g).to_numpy()
+        assert table[g]["count"] == rows.sum()
+        assert table[g]["selection_rate"] == pytest.approx(np.mean(p[rows] > 0.5), abs=1e-9)
+        assert table[g]["mean_score"] == pytest.approx(p[rows].mean(), abs=1e-5)
+    best = max(table["F"]["selection_rate"], table["M"]["selection_rate"])
+    assert table["F"]["impact_ratio"] == pytest.approx(table["F"]["selection_rate"] / best)
+    assert table["(unknown: not audited)"]["count"] == 10

@@ -136,6 +136,7 @@ def run_check(
     column_evidence = pd.DataFrame(spec.aggregate(lic.evidence.astype(np.float64)), columns=spec.source_columns,
                                    index=audit.row_index)                # (n, source columns)
     sensitivity = _sensitivity(target_model, aux, audit, policy, output, lic, column_evidence, held, outcome.decision)
+    groups_table = _group_table(lic, group_labels, worst, policy.protected, audit.protected.n_missing)
     decomposition = decompose_change(target_model, resolved, audit.X, lic, spec, policy.protected, faux.admissible,
                                      audit.row_index) if faux.variant == "swap" else None
     reasons += _sensitivity_note(sensitivity, policy)
@@ -175,7 +176,26 @@ def run_check(
         rules=outcome.rules, aux_intervals=list(aux.intervals),
         group_rows=[{"group": g, "audited": evidence.group_rows[g], "holdout": evidence.holdout_rows[g]} for g in names],
         aux_model=aux.model, swap_reference=getattr(tester, "reference", None), decomposition=decomposition,
+        group_table=groups_table,
     )
+
+
+def _group_table(lic: LICResult, group_labels: np.ndarray, worst: np.ndarray, protected: str,
+                 n_missing: int) -> list[dict]:
+    """The descriptive group-level table (:func:`faux_checks.baselines.group_metrics.group_table`): selection at
+    ŷ > 0.5, mean ŷ, impact ratios, the flagged fraction per group, and the rows whose protected value is unknown
+    (not audited: a count only). Empty when fairlearn is not installed (it comes with the ``gate`` extra)."""
+    try:
+        from ..baselines.group_metrics import group_table
+        rows = group_table(lic.probability > 0.5, lic.probability, pd.DataFrame({protected: group_labels}),
+                           flagged=worst)
+    except ImportError:
+        return []
+    if n_missing:
+        rows.append({"attribute": protected, "group": "(unknown: not audited)", "count": int(n_missing),
+                     "selection_rate": None, "mean_score": None, "impact_ratio": None, "most_favoured": False,
+                     "flagged_fraction": None})
+    return rows
 
 
 def _direct_term(audit: AuditRows, policy: Policy) -> tuple[bool, np.ndarray]:

@@ -71,6 +71,11 @@ class CheckResult(DecidedResult):
     aux_model : AuxiliaryModel or None
         The auxiliary model the scores were computed with (trained or given); not in :meth:`to_dict`
         (:func:`faux_checks.report.records.write_check_records` saves it as TorchScript).
+    decomposition : DataFrame of shape (n_individuals, 4) or None
+        Variant swap: each audited person's f(x′) − f(x) and its ``direct``, ``proxies``, ``admissible`` parts
+        (probability points, index: input row; :mod:`faux_checks.gate.decompose`); summarised in :meth:`to_dict`.
+    group_table : list of dict
+        The descriptive group-level table (:func:`faux_checks.baselines.group_metrics.group_table`).
     """
 
     decision: Decision
@@ -102,6 +107,7 @@ class CheckResult(DecidedResult):
     aux_model: Any = field(default=None, repr=False, compare=False)
     swap_reference: Any = field(default=None, repr=False, compare=False)
     decomposition: pd.DataFrame | None = field(default=None, repr=False, compare=False)
+    group_table: list[dict] = field(default_factory=list)
 
     @classmethod
     def undecided(cls, reason: str, *, delta: float = float("nan"), max_flagged_fraction: float = float("nan"),
@@ -141,6 +147,7 @@ class CheckResult(DecidedResult):
             "top_flagged": self.top_flagged,
             "evidence_summary": self.evidence_summary(),
             "decomposition_summary": self.decomposition_summary(),
+            "group_table": self.group_table,
             "flagged_fraction_vs_delta": self.curve,
             "score_histogram": self.score_histogram(),
             "aux_roc": self.aux_roc,
