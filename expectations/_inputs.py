@@ -93,8 +93,9 @@ def audit_inputs(frame: pd.DataFrame, *, model_path: str, feature_spec_path: str
                  policy_json: str) -> AuditInputs:
     """Load the model, policy and spec, and encode the rows :func:`run_check` audits (:func:`prepare_audit`)."""
     policy = Policy.model_validate_json(policy_json)
-    model = cached_model(model_path)
-    spec = FeatureSpec.load(feature_spec_path) if feature_spec_path else None
+    from faux_checks.inputs.estimators import as_target
+
+    model, spec = as_target(cached_model(model_path), FeatureSpec.load(feature_spec_path) if feature_spec_path else None)
     rows = prepare_audit(frame, policy=policy, feature_spec=spec)
     return AuditInputs(policy, model, rows.X, rows.protected, rows.values, rows.row_index, rows.y_true,
                        rows.feature_spec, rows)

@@ -24,9 +24,11 @@ from .gate.result import CheckResult
 from .gate.stream.run import StreamSummary, score_stream
 from .inputs.protected import ProtectedAttribute, encode_protected
 from .inputs.column_transformer import from_column_transformer
+from .inputs.estimators import as_target
 from .inputs.tabular import FeatureSpec
 from .method.auxiliary import AuxiliaryModel
 from .method.faux import FAuxTester, LICResult
+from .method.forward import ForwardOnlyTarget
 from .method.lic import LICScores, faux_ng_scores, faux_projection_scores, faux_scores, lic_upper_bound
 from .method.output import TargetOutput
 
@@ -40,6 +42,7 @@ __all__ = [
     "FAuxTester",
     "FauxChecksError",
     "FeatureSpec",
+    "ForwardOnlyTarget",
     "from_column_transformer",
     "InputError",
     "LICResult",
@@ -50,6 +53,7 @@ __all__ = [
     "TargetOutput",
     "UndecidableError",
     "UnsafeModelError",
+    "as_target",
     "check_attributes",
     "encode_protected",
     "faux_ng_scores",

@@ -27,6 +27,7 @@ import torch
 
 from .._validation import as_frame, fmt_count
 from ..errors import InputError
+from ..inputs.estimators import as_target
 from ..inputs.tabular import FeatureSpec
 from ..method._batching import as_tensor
 from ..method.faux import FAuxTester, LICResult
@@ -63,8 +64,10 @@ def run_check(
 
     Parameters
     ----------
-    target_model : torch.nn.Module or TorchScript module
-        Maps the encoded features (n, d) to the declared output (policy ``target_output``).
+    target_model : torch.nn.Module, TorchScript module, scikit-learn estimator or Pipeline, XGBoost or LightGBM model
+        Maps the encoded features (n, d) to the declared output (policy ``target_output``); anything but a torch
+        module is read through :func:`~faux_checks.inputs.estimators.as_target` (a Pipeline starting with a
+        ColumnTransformer brings its own feature spec, so ``data`` is the raw rows).
     data : DataFrame of shape (n, any)
         Audit rows: the target's source columns, the protected column and (optionally) the label.
         Never modified.
@@ -98,6 +101,7 @@ def run_check(
     docstring, the decision rules in :func:`~faux_checks.gate.decision.check_rules`.
     """
     frame = as_frame(data)
+    target_model, feature_spec = as_target(target_model, feature_spec)   # a Pipeline, booster, estimator as it is
     audit = prepare_audit(frame, policy=policy, feature_spec=feature_spec)
     Xt = as_tensor(audit.X)
     check_model_accepts(target_model, Xt, audit.feature_spec)

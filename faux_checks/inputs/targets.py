@@ -36,7 +36,8 @@ import numpy as np
 from ..errors import InputError, UnsafeModelError
 from ..method.forward import ForwardOnlyTarget
 
-__all__ = ["FORMATS", "load_lightgbm", "load_onnx", "load_skops", "load_xgboost", "sniff_format"]
+__all__ = ["FORMATS", "lightgbm_target", "load_lightgbm", "load_onnx", "load_skops", "load_xgboost", "sniff_format",
+           "xgboost_target"]
 
 FORMATS = ("onnx", "xgboost", "lightgbm", "skops")
 _EXTRA_HINT = "install the optional extra: pip install 'faux-checks[blackbox]'"
@@ -169,14 +170,27 @@ def load_xgboost(path: str | Path) -> ForwardOnlyTarget:
         booster = xgb.Booster(model_file=str(path))
     except Exception as exc:
         raise InputError(f"cannot load XGBoost model {path}: {str(exc).splitlines()[0][:300]}") from None
+    return xgboost_target(booster, where=str(path), access="forward (xgboost)")
+
+
+def xgboost_target(booster, *, where: str, access: str) -> ForwardOnlyTarget:
+    """An ``xgboost.Booster`` (from a file or in memory) as a forward-only target read as margins.
+
+    ``where`` names the model in messages (a path, or ``"in-memory XGBClassifier"``).
+
+    Raises
+    ------
+    InputError
+        The objective is not a classification one.
+    """
     booster.set_param({"nthread": 0})
     objective = json.loads(booster.save_config())["learner"]["objective"]["name"]
-    form = _margin_form(objective, path, "XGBoost")
+    form = _margin_form(objective, where, "XGBoost")
 
     def predict(x: np.ndarray) -> np.ndarray:
         return booster.inplace_predict(x, predict_type="margin", validate_features=False)
 
-    return ForwardOnlyTarget(predict, access="forward (xgboost)", output_form=form,
+    return ForwardOnlyTarget(predict, access=access, output_form=form,
                              n_features=booster.num_features() or None, dtype=np.float32, source=booster,
                              piecewise_constant=True)
 
@@ -197,13 +211,24 @@ def load_lightgbm(path: str | Path) -> ForwardOnlyTarget:
         booster = lgb.Booster(model_file=str(path))
     except Exception as exc:
         raise InputError(f"cannot load LightGBM model {path}: {str(exc).splitlines()[0][:300]}") from None
+    return lightgbm_target(booster, where=str(path), access="forward (lightgbm)")
+
+
+def lightgbm_target(booster, *, where: str, access: str) -> ForwardOnlyTarget:
+    """A ``lightgbm.Booster`` (from a file or in memory) as a forward-only target read as raw scores.
+
+    Raises
+    ------
+    InputError
+        The objective is not a classification one.
+    """
     objective = str(booster.dump_model(num_iteration=0).get("objective", ""))
-    form = _margin_form(objective, path, "LightGBM")
+    form = _margin_form(objective, where, "LightGBM")
 
     def predict(x: np.ndarray) -> np.ndarray:
         return booster.predict(x, raw_score=True)
 
-    return ForwardOnlyTarget(predict, access="forward (lightgbm)", output_form=form,
+    return ForwardOnlyTarget(predict, access=access, output_form=form,
                              n_features=booster.num_feature(), dtype=np.float64, source=booster, piecewise_constant=True)
 
 
@@ -244,13 +269,7 @@ def load_skops(path: str | Path, *, trusted_types: Sequence[str] = ()) -> Forwar
     if not hasattr(model, "predict_proba"):
         raise InputError(f"the scikit-learn object in {path} ({type(model).__name__}) has no predict_proba; "
                          "the gate tests classifiers")
-    n_features = getattr(model, "n_features_in_", None)
+    from .estimators import sklearn_target
 
-    def predict(x: np.ndarray) -> np.ndarray:
-        return model.predict_proba(x)
-
-    final = model.steps[-1][1] if hasattr(model, "steps") else model
-    trees = type(final).__module__.startswith(("sklearn.tree", "sklearn.ensemble"))
-    return ForwardOnlyTarget(predict, access="forward (scikit-learn via skops)", output_form="softmax",
-                             n_features=int(n_features) if n_features is not None else None, dtype=np.float64,
-                             source=model, piecewise_constant=trees)
+    # a Pipeline starting with a ColumnTransformer carries that transformer as its feature spec (issue 22, item 1)
+    return sklearn_target(model, access="forward (scikit-learn via skops)")

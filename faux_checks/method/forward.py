@@ -103,7 +103,7 @@ class ForwardOnlyTarget(torch.nn.Module):
             raise InputError(f"the target model takes a 2-d matrix of encoded rows, got shape {X.shape}")
         if self.n_features is not None and X.shape[1] != self.n_features:
             raise InputError(f"the target model ({self.access}) expects {self.n_features} encoded features but X "
-                             f"has {X.shape[1]}; pass the feature spec the model was trained with")
+                             f"has {X.shape[1]}")   # the caller (check_model_accepts) says which spec and the fix
         X = np.ascontiguousarray(X, dtype=self.dtype)
         parts = []
         for sl in iter_chunks(len(X), self.batch_size):
