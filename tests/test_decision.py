@@ -47,7 +47,8 @@ def evidence(n=1000, flagged=30, undefined=0, groups=None, holdout=None, aux_low
         holdout_rows=holdout or {g: k // 5 for g, k in groups.items()}, aux_metric="roc_auc",
         aux_intervals=[{"what": "F vs M", "metric": "roc_auc", "quality": aux_lower + 0.02, "lower": aux_lower,
                         "upper": aux_lower + 0.04}],
-        interval=flagged_interval(flagged + undefined, n, confidence, seeds), testers=testers or {})
+        interval=flagged_interval(flagged + undefined, n, confidence, seeds), testers=testers or {},
+        group_flagged={g: (flagged + undefined) * k / max(n, 1) for g, k in groups.items()})   # spread evenly
 
 
 # ------------------------------------------------------------------------------------------- engine
@@ -108,7 +109,7 @@ def test_insufficient_evidence_and_weak_aux_are_undecided_never_passed():
                               "evidence: group 'B' has 1 of 200 of the auxiliary model's held-out rows (minimum 30)")
     rules = {r["rule"]: r["status"] for r in out.rules}
     assert rules == {"min_group_rows": "not met", "min_aux_quality": "ok", "max_undefined_fraction": "ok",
-                     "max_flagged_fraction": "not judged"}
+                     "max_flagged_fraction": "not judged", "max_group_flagged_fraction": "not judged"}
     weak = decide(check_rules(evidence(flagged=0, aux_lower=0.65), policy()))   # AUC 0.67, CI 0.65–0.69: floor 0.7
     assert weak.decision == "undecided" and weak.reasons[0].startswith("auxiliary model too weak: roc_auc")
     # a gating tester over its limit still fails: a valid measurement, independent of the aux model

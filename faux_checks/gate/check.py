@@ -129,7 +129,8 @@ def run_check(
     evidence = CheckEvidence(
         n=n, n_flagged=n_flagged, n_undefined=n_undefined, group_rows=_group_counts(group_labels, names),
         holdout_rows=_group_counts(group_labels[aux.holdout], names), aux_metric=aux.metric,
-        aux_intervals=aux.intervals, interval=interval, testers=testers, nothing_free=_nothing_free(tester))
+        aux_intervals=aux.intervals, interval=interval, testers=testers, nothing_free=_nothing_free(tester),
+        group_flagged=_group_sums(group_labels, worst, names))
     outcome = decide(check_rules(evidence, policy))
     reasons = list(outcome.reasons)
     held = _held_columns(tester, audit.feature_spec, policy.protected)
@@ -470,6 +471,12 @@ def _group_counts(labels: np.ndarray, names: list) -> dict[str, int]:
     """Rows per group name (every name listed, 0 when absent) of ``labels`` (m,)."""
     labels = np.asarray(labels, dtype=object)
     return {str(g): int((labels == g).sum()) for g in names}
+
+
+def _group_sums(labels: np.ndarray, weights: np.ndarray, names: list) -> dict[str, float]:
+    """Sum of ``weights`` (n,) per group name (0 when absent): flagged individuals per group, undefined counted."""
+    labels = np.asarray(labels, dtype=object)
+    return {str(g): float(weights[labels == g].sum()) for g in names}
 
 
 def _by_group_table(labels: np.ndarray, scores: np.ndarray, flagged: np.ndarray, undefined: np.ndarray) -> pd.DataFrame:

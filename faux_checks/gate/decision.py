@@ -29,9 +29,10 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from .._validation import fmt_count
-from .bounds import FlaggedInterval, rows_needed
+from .bounds import FlaggedInterval, clopper_pearson, rows_needed
 
 __all__ = ["DECISIONS", "EXIT_CODES", "STATUSES", "CheckEvidence", "DecidedResult", "Decision", "check_rules", "decide",
+           "group_flagged_rules", "group_intervals",
            "missing_protected_note", "rule_row", "summary_line", "undefined_note"]
 
 EXIT_CODES = {"passed": 0, "failed": 1, "undecided": 2}
@@ -145,6 +146,9 @@ class CheckEvidence:
         Baseline testers' summaries (``gating``, ``passed``, ``value``, ``summary``).
     testers_not_run : tuple of str
         Gating testers the path does not run (the streaming scorer).
+    group_flagged : dict, optional
+        Flagged individuals per protected group (undefined counted as flagged; flag probabilities summed), for
+        the per-group rules; None on a path that does not count them (the rules are then not computed).
     nothing_free : bool
         The swap reading held every feature (declared, uninformative or independent of c): nothing moves and
         every score is 0 by definition. The aux-quality floor still applies: an auxiliary model that cannot read
@@ -162,6 +166,7 @@ class CheckEvidence:
     testers: Mapping[str, Any] = field(default_factory=dict)
     nothing_free: bool = False
     testers_not_run: tuple[str, ...] = ()
+    group_flagged: Mapping[str, float] | None = None
 
 
 def check_rules(evidence: CheckEvidence, policy) -> list[dict]:
@@ -177,6 +182,7 @@ def check_rules(evidence: CheckEvidence, policy) -> list[dict]:
       when the upper bound is at or below the limit, ``exceeded`` when the lower bound is above it,
       ``inconclusive`` in between (with the rows that would decide it); rule ``upper_bound``:
       ``ok`` or ``exceeded`` on the upper bound;
+    - ``max_group_flagged_fraction`` and, when set, ``max_group_flagged_ratio``: :func:`group_flagged_rules`;
     - ``tester:<name>`` for each gating baseline tester: ``exceeded`` over its limit, ``not computed``
       when it could not run (or is not run on this path) and when it is not applicable to this model
       (e.g. a gradient tester on a forward-only target): a gating tester that cannot judge never passes.
@@ -196,8 +202,116 @@ def check_rules(evidence: CheckEvidence, policy) -> list[dict]:
                          policy.decision.min_group_rows)]
     rows = [_group_rule(evidence, policy.decision.min_group_rows), _aux_rule(evidence, policy.min_aux_quality),
             _undefined_rule(evidence, policy.faux.max_undefined_fraction)]
-    rows.append(_flagged_rule(evidence, policy, [r for r in rows if r["status"] != "ok"]))
+    unmet = [r for r in rows if r["status"] != "ok"]
+    rows.append(_flagged_rule(evidence, policy, unmet))
+    rows += group_flagged_rules(evidence, policy, unmet)
     return rows + _tester_rules(evidence)
+
+
+def group_intervals(ev: CheckEvidence, policy) -> list[dict]:
+    """Per protected group: rows, flagged count, fraction and its Clopper-Pearson interval, and whether it is judged.
+
+    The interval's confidence is Bonferroni-adjusted over the judged groups (1 − (1 − confidence)/m), so that a
+    fair model fails the per-group rule through any of m groups with probability at most 1 − confidence. A group
+    with fewer than ``decision.min_group_rows`` audited rows is listed with ``judged = False``.
+
+    Returns
+    -------
+    list of dict
+        ``group``, ``n``, ``flagged`` (int, rounded), ``fraction``, ``lower``, ``upper``, ``confidence``, ``judged``;
+        empty when the path does not count flags per group.
+    """
+    if not ev.group_flagged:
+        return []
+    minimum = policy.decision.min_group_rows
+    judged = [g for g, n in ev.group_rows.items() if n >= minimum and n > 0]
+    confidence = 1.0 - (1.0 - policy.decision.confidence) / max(len(judged), 1)
+    out = []
+    for group, n in ev.group_rows.items():
+        k = int(round(float(ev.group_flagged.get(group, 0.0))))
+        lo, hi = clopper_pearson(min(k, n), n, confidence) if n else (float("nan"), float("nan"))
+        out.append({"group": str(group), "n": int(n), "flagged": k, "fraction": k / n if n else float("nan"),
+                    "lower": lo, "upper": hi, "confidence": confidence, "judged": group in judged})
+    return out
+
+
+def group_flagged_rules(ev: CheckEvidence, policy, unmet: Sequence[Mapping] = ()) -> list[dict]:
+    """The per-group rules: no protected group flagged clearly above its limit, and (optionally) no ratio between groups.
+
+    - ``max_group_flagged_fraction`` (:meth:`~faux_checks.gate.policy.DecisionSettings.group_flagged_limit`,
+      default twice ``faux.max_flagged_fraction``): ``exceeded`` when some judged group's lower bound
+      (:func:`group_intervals`) is above the limit, else ``ok``; a group whose fraction is above the limit but
+      whose lower bound is not is named in the detail (a pass with a high group is explained, not hidden);
+    - ``max_group_flagged_ratio`` (off unless set): ``exceeded`` when the highest judged group's lower bound
+      over the lowest judged group's upper bound exceeds it. Off by default: a ratio of two small fractions
+      (0.2% against 1%) reads as a large disparity where nobody is much affected, which the fraction rule
+      already bounds; users who report impact ratios can set it.
+
+    Both are ``not judged`` when a rule they depend on is not met (``unmet``), and ``not computed`` when the
+    path gives no per-group counts while the rule is in force (fail closed).
+
+    Returns
+    -------
+    list of dict
+        :func:`rule_row` rows.
+    """
+    settings = policy.decision
+    limit = settings.group_flagged_limit(policy.faux.max_flagged_fraction)
+    ratio = settings.max_group_flagged_ratio
+    rows = []
+    if ev.group_flagged is None:
+        if limit < 1 or ratio is not None:
+            rows.append(rule_row("max_group_flagged_fraction", "not computed", "flagged individuals per protected "
+                                 "group were not counted on this path, so the per-group limit cannot be judged",
+                                 None, limit))
+        return rows
+    groups = group_intervals(ev, policy)
+    judged = [g for g in groups if g["judged"]]
+    small = [g for g in groups if not g["judged"]]
+    small_text = ("; not judged (under min_group_rows " f"{settings.min_group_rows}): "
+                  + ", ".join(f"'{g['group']}' {g['flagged']}/{fmt_count(g['n'])}" for g in small)) if small else ""
+    worst = max(judged, key=lambda g: g["fraction"], default=None)
+    observed = worst["fraction"] if worst else float("nan")
+    conf = f"{judged[0]['confidence']:.2%} Clopper-Pearson per group" if judged else ""
+
+    def show(g):
+        return f"'{g['group']}' {g['fraction']:.2%} ({g['flagged']}/{fmt_count(g['n'])}, CI {g['lower']:.2%}–{g['upper']:.2%})"
+    if unmet:
+        rows.append(rule_row("max_group_flagged_fraction", "not judged", f"flagged fraction per group not judged: "
+                             f"{', '.join(r['rule'] for r in unmet)} not met", observed, limit))
+    elif not judged:
+        rows.append(rule_row("max_group_flagged_fraction", "not computed", "no protected group has min_group_rows "
+                             f"{settings.min_group_rows} audited rows{small_text}", observed, limit))
+    else:
+        over = [g for g in judged if g["lower"] > limit]
+        high = [g for g in judged if g["fraction"] > limit and g["lower"] <= limit]
+        if over:
+            rows.append(rule_row("max_group_flagged_fraction", "exceeded", "flagged fraction of group(s) "
+                                 f"{'; '.join(show(g) for g in over)} > max_group_flagged_fraction {limit:.2%}: even the "
+                                 f"lower bound exceeds it ({conf}){small_text}", observed, limit))
+        else:
+            note = (f"; above the limit but not clearly (lower bound within it, so not failed): "
+                    f"{'; '.join(show(g) for g in high)}" if high else "")
+            rows.append(rule_row("max_group_flagged_fraction", "ok", f"no protected group's flagged fraction is "
+                                 f"clearly above max_group_flagged_fraction {limit:.2%} (highest {show(worst)}; {conf})"
+                                 f"{note}{small_text}", observed, limit))
+    if ratio is not None:
+        if unmet or len(judged) < 2:
+            why = (f"{', '.join(r['rule'] for r in unmet)} not met" if unmet
+                   else "fewer than two groups have min_group_rows audited rows")
+            rows.append(rule_row("max_group_flagged_ratio", "not judged" if unmet else "not computed",
+                                 f"ratio of flagged fractions between groups not judged: {why}", None, ratio))
+        else:
+            top = max(judged, key=lambda g: g["lower"])
+            bottom = min(judged, key=lambda g: g["upper"])
+            low_ratio = top["lower"] / bottom["upper"] if bottom["upper"] > 0 else float("inf")
+            point = (top["fraction"] / bottom["fraction"]) if bottom["fraction"] > 0 else float("inf")
+            status = "exceeded" if low_ratio > ratio else "ok"
+            rel = ">" if status == "exceeded" else "<="
+            rows.append(rule_row("max_group_flagged_ratio", status, f"flagged fraction of {show(top)} over {show(bottom)}:"
+                                 f" {point:.2f}×, at least {low_ratio:.2f}× on the intervals {rel} "
+                                 f"max_group_flagged_ratio {ratio:g}", low_ratio, ratio))
+    return rows
 
 
 def _group_rule(ev: CheckEvidence, minimum: int) -> dict:
