@@ -70,7 +70,8 @@ def _policy(args):
     if protected is None and hasattr(args, "protected") and args.policy is None:
         raise FauxChecksError("--protected is required with the shipped policy (or give --policy with protected = "
                               "\"COLUMN\" or [[attributes]])")
-    overrides = {"protected": protected, "label": getattr(args, "label", None)}
+    overrides = {"protected": protected, "label": getattr(args, "label", None),
+                 "positive_label": getattr(args, "positive_label", None)}
     if getattr(args, "output_form", None):
         overrides["target_output"] = args.output_form
     policy = load_policy(args.policy, **overrides)
@@ -133,7 +134,7 @@ def _check(args, report_dir: Path | None) -> int:
     aux = load_model(args.aux_model, allow_pickle=args.allow_pickle) if args.aux_model else None
     spec = FeatureSpec.load(args.feature_spec) if args.feature_spec else None
     _eprint(f"[2/4] reading data {args.data}")
-    frame = read_table(args.data)
+    frame = read_table(args.data, sep=getattr(args, "sep", None))
     from .output import library_output_to_stderr
 
     _eprint(f"[3/4] fAux check on {len(frame):,} rows (auxiliary model {'given' if aux is not None else 'trained'})")
@@ -176,7 +177,7 @@ def _check_attributes(args, policy, report_dir: Path | None) -> int:
     model = load_model(args.model, allow_pickle=args.allow_pickle, trusted_types=args.trust_type or ())
     spec = FeatureSpec.load(args.feature_spec) if args.feature_spec else None
     _eprint(f"[2/4] reading data {args.data}")
-    frame = read_table(args.data)
+    frame = read_table(args.data, sep=getattr(args, "sep", None))
     _eprint(f"[3/4] fAux check of {len(names)} protected attributes ({', '.join(names)}) on {len(frame):,} rows, "
             "one auxiliary model each")
     from .output import library_output_to_stderr
@@ -735,6 +736,13 @@ def cmd_score_large(args) -> int:
     return summary.exit_code
 
 
+def _data_format(p) -> None:
+    """``--sep`` and ``--positive-label`` (issue 22, item 7)."""
+    p.add_argument("--sep", help="CSV delimiter, e.g. ';' or tab (default: sniffed from the file's head among , ; tab |)")
+    p.add_argument("--positive-label", help="the label value meaning the positive class, for text labels such as "
+                   "yes/no (policy key positive_label); text labels without it are refused")
+
+
 def _names(values: list[str] | None) -> list[str]:
     """Column names from repeated and/or comma-separated options (``--categorical a,b --categorical c``)."""
     return [n.strip() for v in values or [] for n in v.split(",") if n.strip()]
@@ -759,7 +767,7 @@ def cmd_spec(args) -> int:
     out = Path(args.out)
     if out.exists():
         raise FauxChecksError(f"{out} exists already; choose another --out (nothing is overwritten)")
-    frame = read_table(args.data)
+    frame = read_table(args.data, sep=getattr(args, "sep", None))
     exclude, categorical = _names(args.exclude), _names(args.categorical)
     present = [str(c) for c in frame.columns]
     unknown = [c for c in exclude + categorical + _names(args.columns) if c not in present]
@@ -808,6 +816,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--protected", help="protected attribute column (required unless --policy names the protected "
                    "attribute or declares several with [[attributes]])")
     p.add_argument("--label", help="label column (excluded from features; group metrics)")
+    _data_format(p)
     p.add_argument("--policy", help="policy TOML (default: the shipped policy)")
     p.add_argument("--aux-model", help="TorchScript auxiliary model (raw outputs) instead of training one")
     p.add_argument("--feature-spec", help="FeatureSpec JSON; without it the numeric columns are used as they are")

@@ -11,6 +11,7 @@ import pandas as pd
 
 from .._files import whole_file
 from .._validation import fmt_count
+from ..errors import InputError
 from ..gate.policy import Policy
 from ..inputs.tabular import FeatureSpec
 from ..method._batching import as_tensor
@@ -24,12 +25,20 @@ logger = logging.getLogger(__name__)
 _TARGET, _PREDICTION = "__target__", "__prediction__"  # classification columns (never user names)
 
 
-def _binary_labels(series: pd.Series, name: str) -> tuple[np.ndarray | None, str]:
+def _binary_labels(series: pd.Series, name: str, positive_label: str | None = None) -> tuple[np.ndarray | None, str]:
+    if positive_label is not None:          # text labels mapped with the declared positive class (issue 22, item 7)
+        from ..inputs.labels import encode_labels
+
+        try:
+            return encode_labels(series, column=str(series.name), positive_label=positive_label), ""
+        except InputError as exc:
+            return None, f"{exc} (in the {name})"
     values = pd.to_numeric(series, errors="coerce")
     bad = values.isna() & series.notna()
     if bad.any():
         return None, (f"label column has non-numeric values (e.g. {series[bad].iloc[0]!r}) in the {name}; "
-                      "classification quality needs class indices")
+                      "classification quality needs class indices: declare the positive class (policy positive_label, "
+                      "CLI --positive-label)")
     return values.to_numpy(), ""
 
 
@@ -59,7 +68,7 @@ def classification_quality(
     output = TargetOutput(form=policy.target_output, target_class=policy.target_class)
     parts = {}
     for name, frame in (("reference", reference), ("current batch", current)):
-        y, why = _binary_labels(frame[label], name)
+        y, why = _binary_labels(frame[label], name, positive_label=policy.positive_label)
         if y is None:
             return ClassificationQuality("skipped", why)
         keep = ~np.isnan(y)

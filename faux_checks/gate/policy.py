@@ -344,6 +344,9 @@ class Policy(_Strict):
         (), description="Intersections of declared binary/multi-class attributes, each checked as one multi-class "
         "attribute whose groups are the cells (e.g. [[\"sex\", \"race\"]] -> column 'sex×race').")
     label: str | None = Field(None, description="Label column (group metrics); excluded from features.")
+    positive_label: str | None = Field(
+        None, description="The label value meaning the positive class (text labels such as 'yes'); labels become 1 "
+        "where equal, 0 elsewhere. Text labels without it are refused.")
     missing_protected: Literal["error", "drop"] = Field(
         "error", description="Rows with a missing protected value: stop (error) or drop and count them."
     )
@@ -489,13 +492,13 @@ class Policy(_Strict):
     def sha256(self) -> str:
         """Hash of the canonical JSON form (provenance).
 
-        ``attributes`` and ``intersections`` count only when set, so a one-attribute policy keeps the
+        ``attributes``, ``intersections`` and ``positive_label`` count only when set, so a one-attribute policy keeps the
         hash it had before they existed (recorded decisions still match their policy); ``operations``
         never counts.
         """
         payload = self.model_dump(mode="json")
         payload.pop("operations")           # deadlines and timeouts never change a decision
-        for key in ("attributes", "intersections"):
+        for key in ("attributes", "intersections", "positive_label"):
             if not payload[key]:
                 payload.pop(key)
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()

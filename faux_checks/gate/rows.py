@@ -16,6 +16,7 @@ import torch
 
 from .._validation import fmt_count, require_columns
 from ..errors import InputError
+from ..inputs.labels import encode_labels, label_like_columns
 from ..inputs.protected import ProtectedAttribute, encode_protected
 from ..inputs.tabular import ColumnEncoding, FeatureSpec
 from .policy import Policy
@@ -86,6 +87,7 @@ def prepare_audit(frame: pd.DataFrame, *, policy: Policy, feature_spec: FeatureS
                                  missing=policy.missing_protected)
     if feature_spec is None:
         feature_spec = FeatureSpec.passthrough(frame, exclude=required)
+        _refuse_label_like_inputs(feature_spec, policy)
     elif policy.label and policy.label in feature_spec.source_columns:
         raise InputError(f"the label column '{policy.label}' is one of the target's input columns; "
                          "remove it from the feature spec")
@@ -95,9 +97,21 @@ def prepare_audit(frame: pd.DataFrame, *, policy: Policy, feature_spec: FeatureS
         pick = np.sort(np.random.default_rng(policy.seed).choice(len(row_index), policy.max_rows, replace=False))
         row_index, values = row_index[pick], values[pick]
     X = feature_spec.encode(frame.iloc[row_index])
-    y_true = frame[policy.label].to_numpy()[row_index] if policy.label else None
+    y_true = (encode_labels(frame[policy.label], column=policy.label, positive_label=policy.positive_label)[row_index]
+              if policy.label else None)
     return AuditRows(X=X, protected=protected, values=values, row_index=row_index, y_true=y_true,
                      feature_spec=feature_spec, source=frame)
+
+
+def _refuse_label_like_inputs(spec: FeatureSpec, policy: Policy) -> None:
+    """Without a feature spec, refuse a passthrough input named like a label while the policy declares none."""
+    if policy.label:
+        return
+    suspects = label_like_columns(spec.source_columns)
+    if suspects:
+        raise InputError(f"column(s) {suspects} look like a label and, with no label declared and no feature spec, "
+                         "would become model inputs; declare the label (policy label = \"%s\", CLI --label %s) or "
+                         "pass the feature spec the model was trained with (--feature-spec)" % (suspects[0], suspects[0]))
 
 
 def encoded_level(enc: ColumnEncoding, label: str) -> np.ndarray:

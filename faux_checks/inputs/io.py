@@ -13,7 +13,8 @@ import pandas as pd
 from .._validation import check_column_names, fmt_count
 from ..errors import InputError
 
-__all__ = ["MalformedRows", "check_header", "check_output_path", "csv_field_count_errors", "read_table", "write_scores"]
+__all__ = ["MalformedRows", "check_header", "check_output_path", "csv_field_count_errors", "read_table", "sniff_sep",
+           "write_scores"]
 
 #: Malformed rows named in an error message (the count covers all of them).
 SHOWN_ROWS = 5
@@ -73,7 +74,45 @@ def _open_text(path: Path):
     return open(path, newline="", encoding="utf-8")
 
 
-def csv_field_count_errors(path: str | Path) -> MalformedRows:
+#: Delimiters the sniffer chooses among (issue 22, item 7: bank-marketing's CSV is ';'-separated).
+SNIFF_DELIMITERS = ",;\t|"
+#: Characters of the file's head the sniffer reads.
+SNIFF_BYTES = 64 * 1024
+
+
+def sniff_sep(path: str | Path, sep: str | None = None) -> str:
+    """The field delimiter of a CSV file: ``sep`` when given, else :class:`csv.Sniffer` on the file's head.
+
+    The sniffer chooses among :data:`SNIFF_DELIMITERS` from the first :data:`SNIFF_BYTES` characters (whole lines);
+    a head it cannot read (one column, a compressed archive) is ``","``, the format's default.
+
+    Raises
+    ------
+    InputError
+        ``sep`` is not one character (the value named).
+    """
+    if sep is not None:
+        sep = {"\\t": "\t", "tab": "\t"}.get(sep, sep)
+        if len(sep) != 1:
+            raise InputError(f"--sep {sep!r} is not one character; give the delimiter itself, e.g. --sep ';' or --sep tab")
+        return sep
+    handle = _open_text(Path(path))
+    if handle is None:
+        return ","
+    try:
+        with handle:
+            head = handle.read(SNIFF_BYTES)
+    except (OSError, UnicodeDecodeError):
+        return ","
+    if len(head) == SNIFF_BYTES and "\n" in head:
+        head = head[: head.rindex("\n")]
+    try:
+        return csv.Sniffer().sniff(head, delimiters=SNIFF_DELIMITERS).delimiter
+    except csv.Error:
+        return ","
+
+
+def csv_field_count_errors(path: str | Path, sep: str = ",") -> MalformedRows:
     """Every CSV record whose field count differs from the header's, with its row and line numbers.
 
     One pass of Python's C ``csv`` reader (quoted fields, embedded newlines, ``skipinitialspace``
@@ -103,7 +142,7 @@ def csv_field_count_errors(path: str | Path) -> MalformedRows:
         return out
     try:
         with handle:
-            reader = csv.reader(handle, skipinitialspace=True)
+            reader = csv.reader(handle, skipinitialspace=True, delimiter=sep)
             header = next(reader, None)
             if header is None:
                 return out
@@ -121,7 +160,7 @@ def csv_field_count_errors(path: str | Path) -> MalformedRows:
     return out
 
 
-def header_names(path: str | Path) -> list[str] | None:
+def header_names(path: str | Path, sep: str = ",") -> list[str] | None:
     """The column names as the file writes them, before pandas renames a repeated one (``x1`` -> ``x1.1``).
 
     CSV: the first line read as data (quotes and ``skipinitialspace`` as :func:`read_table` reads
@@ -134,13 +173,14 @@ def header_names(path: str | Path) -> list[str] | None:
             import pyarrow.parquet as pq
 
             return list(pq.read_schema(str(path)).names)
-        first = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False, skipinitialspace=True)
+        first = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False, skipinitialspace=True,
+                            sep=sep)
     except Exception:
         return None
     return [str(v) for v in first.iloc[0]] if len(first) else None
 
 
-def check_header(path: str | Path) -> None:
+def check_header(path: str | Path, sep: str = ",") -> None:
     """Refuse a data file whose header repeats a column name, leaves one empty, or has two that differ
     only by surrounding whitespace (:func:`faux_checks._validation.check_column_names`).
 
@@ -149,13 +189,16 @@ def check_header(path: str | Path) -> None:
     InputError
         ``data file d.csv has ambiguous column names: 'x1' is given 2 times (columns 2 and 5). ...``
     """
-    names = header_names(path)
+    names = header_names(path, sep)
     if names is not None:
         check_column_names(names, what=f"data file {path}")
 
 
-def read_table(path: str | Path) -> pd.DataFrame:
+def read_table(path: str | Path, *, sep: str | None = None) -> pd.DataFrame:
     """Read a CSV (any of ``.csv``, ``.csv.gz``, ``.txt``) or Parquet file into a DataFrame.
+
+    The CSV delimiter is ``sep`` (CLI ``--sep``) or sniffed from the file's head (:func:`sniff_sep`: ``,`` ``;``
+    tab ``|``).
 
     Raises
     ------
@@ -168,15 +211,16 @@ def read_table(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"data file {path} does not exist")
-    check_header(path)
+    delimiter = sniff_sep(path, sep) if path.suffix != ".parquet" else ","
+    check_header(path, delimiter)
     if path.suffix != ".parquet":
-        bad = csv_field_count_errors(path)
+        bad = csv_field_count_errors(path, delimiter)
         if bad.count:
             raise bad.error()
     try:
         if path.suffix == ".parquet":
             return pd.read_parquet(path)
-        return pd.read_csv(path, skipinitialspace=True)
+        return pd.read_csv(path, skipinitialspace=True, sep=delimiter)
     except Exception as exc:
         raise InputError(f"cannot read data file {path}: {type(exc).__name__}: {exc}") from exc
 

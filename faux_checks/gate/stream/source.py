@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..._validation import fmt_count
 from ...errors import InputError
-from ...inputs.io import MalformedRows, check_header, csv_field_count_errors
+from ...inputs.io import MalformedRows, check_header, csv_field_count_errors, sniff_sep
 from ...inputs.tabular import FeatureSpec
 
 __all__ = ["DataSource", "check_rows", "columns_to_read", "csv_to_parquet", "encode_chunk", "read_chunks"]
@@ -35,15 +35,18 @@ class DataSource:
         Every column of the file.
     row_group_rows : tuple of int
         Rows per Parquet row group (empty for CSV).
+    sep : str
+        The CSV delimiter (given, or sniffed from the head: :func:`faux_checks.inputs.io.sniff_sep`).
     """
 
     path: str
     format: str
     columns: tuple[str, ...]
     row_group_rows: tuple[int, ...] = ()
+    sep: str = ","
 
     @classmethod
-    def open(cls, path: str | Path) -> "DataSource":
+    def open(cls, path: str | Path, *, sep: str | None = None) -> "DataSource":
         """Read the file's schema (Parquet metadata or the CSV header), not its rows.
 
         Raises
@@ -55,15 +58,16 @@ class DataSource:
         path = Path(path)
         if not path.is_file():
             raise InputError(f"data file {path} does not exist")
-        check_header(path)
+        delimiter = sniff_sep(path, sep) if path.suffix != ".parquet" else ","
+        check_header(path, delimiter)
         try:
             if path.suffix == ".parquet":
                 pf = _parquet_file(path)
                 meta = pf.metadata
                 rows = tuple(meta.row_group(i).num_rows for i in range(meta.num_row_groups))
                 return cls(str(path), "parquet", tuple(pf.schema_arrow.names), rows)
-            header = pd.read_csv(path, nrows=0, skipinitialspace=True)
-            return cls(str(path), "csv", tuple(map(str, header.columns)))
+            header = pd.read_csv(path, nrows=0, skipinitialspace=True, sep=delimiter)
+            return cls(str(path), "csv", tuple(map(str, header.columns)), sep=delimiter)
         except InputError:
             raise
         except Exception as exc:
@@ -109,7 +113,8 @@ class DataSource:
             if row_groups is not None:
                 raise InputError("a CSV file has no row groups to shard by; convert it with csv_to_parquet first")
             try:
-                with pd.read_csv(self.path, chunksize=chunk_rows, skipinitialspace=True, usecols=columns) as reader:
+                with pd.read_csv(self.path, chunksize=chunk_rows, skipinitialspace=True, usecols=columns,
+                                 sep=self.sep) as reader:
                     start = 0
                     for frame in reader:
                         yield start, frame[columns]
@@ -222,7 +227,7 @@ def check_rows(source: DataSource, spec: FeatureSpec, *, chunk_rows: int = 65_53
         (line 9); row 12: column 'age' has 'abc', not a number ...``
     """
     if source.format == "csv":
-        bad = csv_field_count_errors(source.path)
+        bad = csv_field_count_errors(source.path, source.sep)
         if bad.count:
             raise bad.error()
     numeric = [c.name for c in spec.columns if c.kind == "numeric"]
@@ -258,7 +263,8 @@ def _raw_chunks(source: DataSource, columns: list[str], chunk_rows: int):
         yield from read_chunks(source, columns, chunk_rows=chunk_rows)
         return
     try:
-        with pd.read_csv(source.path, chunksize=chunk_rows, skipinitialspace=True, usecols=columns) as reader:
+        with pd.read_csv(source.path, chunksize=chunk_rows, skipinitialspace=True, usecols=columns,
+                         sep=source.sep) as reader:
             start = 0
             for frame in reader:
                 yield start, frame
