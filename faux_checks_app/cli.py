@@ -111,9 +111,15 @@ def _write_undecided_report(report_dir: Path, args, exc: BaseException) -> None:
     """Best effort: an 'undecided' report.json/html naming the error (the exit code is 2 either way)."""
     from faux_checks.report.build import write_report
 
+    given = {}
+    try:                       # the page shows the policy it was given (issue 22, item 8), when it can be read
+        policy = _policy(args)
+        given = {"policy": policy.model_dump(mode="json"), "policy_sha256": policy.sha256()}
+    except Exception:
+        pass
     try:
         write_report(report_dir, decision="undecided", reasons=[f"could not decide: {type(exc).__name__}: {exc}"],
-                     check=None, model={"path": str(args.model)})
+                     check=None, model={"path": str(args.model)}, **given)
         _eprint(f"      undecided report: {report_dir / 'report.html'}")
     except Exception as report_exc:
         _eprint(f"faux-checks: the undecided report could not be written either: {report_exc}")

@@ -167,7 +167,8 @@ def record(model_name: str, version: str, tracking_uri: str | None, outcome, rep
     write_report(report_dir, decision=outcome.decision, reasons=outcome.reasons, check=outcome.check,
                  model=model_info, expectations=outcome.expectations, data=[data] if data else None,
                  history=report_history(registry, model_name), rules=outcome.rules,
-                 attributes=getattr(outcome, "attributes", None) or None, replace=True, **_whole_policy(outcome))
+                 attributes=getattr(outcome, "attributes", None) or None, replace=True,
+                 **(_whole_policy(outcome) or _given_policy(check, policy_path)))
     remove_temporaries(report_dir)     # a killed attempt's temporary files are never uploaded
     check_records(report_dir)
     interval = check.get("interval") or {}
@@ -217,6 +218,20 @@ def _whole_policy(outcome) -> dict:
         return {}
     sha256 = policy.pop("sha256", None)
     return {"policy": policy, "policy_sha256": sha256}
+
+
+def _given_policy(check: dict, policy_path: str | None) -> dict:
+    """The policy the gate was given, for a report whose check did not run (issue 22, item 8: an undecided page
+    showed "No policy recorded"); empty when the check recorded its own, or when the file cannot be read."""
+    if (check.get("provenance") or {}).get("policy"):
+        return {}
+    from faux_checks.gate.policy import load_policy
+
+    try:
+        policy = load_policy(policy_path)
+    except Exception:    # the policy itself was the problem: the reasons say so
+        return {}
+    return {"policy": policy.model_dump(mode="json"), "policy_sha256": policy.sha256()}
 
 
 def _attribute_metrics(attributes: list[dict]) -> dict[str, float]:

@@ -72,7 +72,9 @@ def model_format(path: str | Path) -> str:
     str
         ``"torchscript"`` (``torch.jit.save``), ``"torch.export"`` (``torch.export.save``, ``.pt2``),
         ``"torch.save"`` (a pickle: a state dict loads with ``weights_only``, a pickled module
-        would run code) or ``"unknown"``. The first two load without unpickling (:func:`load_model`).
+        would run code), a forward-only format (``"onnx"``, ``"xgboost"``, ``"lightgbm"``, ``"skops"``:
+        :func:`~faux_checks.inputs.targets.sniff_format`) or ``"unknown"``. All but ``"torch.save"`` load
+        without unpickling (:func:`load_model`).
 
     Raises
     ------
@@ -82,6 +84,9 @@ def model_format(path: str | Path) -> str:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"model file {path} does not exist")
+    forward = sniff_format(path)          # ONNX, XGBoost, LightGBM, skops were all "unknown" before issue 22
+    if forward is not None:
+        return forward
     names = _zip_names(path)
     if _is_torchscript(names):
         return "torchscript"

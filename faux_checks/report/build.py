@@ -214,6 +214,11 @@ def build_report(
         raise InputError(f"decision must be one of {list(EXIT_CODES)}, got {decision!r}")
     prov = (check or {}).get("provenance") or {}
     audit_prov = (audit or {}).get("provenance") or {}
+    # an audit scores each batch with [audit] max_rows folded into a copy of the policy: the report shows (and
+    # hashes) the policy as given, the one the gate recorded (issue 22, item 8: one policy hash everywhere)
+    if kind == "audit" and audit_prov.get("policy"):
+        policy = policy or audit_prov.get("policy")
+        policy_sha256 = policy_sha256 or audit_prov.get("policy_sha256")
     policy = policy or prov.get("policy") or audit_prov.get("policy")
     data = list(data or [])
     if kind == "gate":

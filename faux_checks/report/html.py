@@ -26,6 +26,7 @@ from functools import lru_cache
 from typing import Any
 
 from ._format import cell, expectation_statistic, fmt, is_share_statistic, pct, rule_statistic, statistic_cell
+from .limitations import limitations
 from .plots import render_plots
 
 __all__ = ["SECTION_IDS", "render_html", "safe_href"]
@@ -47,7 +48,7 @@ TITLES = {
     "classification": "Classification quality", "aux": "Auxiliary model", "comparison": "fAux and baselines",
     "scores": "LIC scores", "groups": "Protected groups", "evidence": "Evidence",
     "expectations": "Great Expectations", "history": "History", "environment": "Environment",
-    "attributes": "Protected attributes",
+    "attributes": "Protected attributes", "limitations": "Limitations of this run",
 }
 DECISION_COLOURS = {"passed": "#1b7f3b", "failed": "#b3261e"}
 UNDECIDED_COLOUR = "#8a6d00"
@@ -182,7 +183,8 @@ def _page(report: dict[str, Any]) -> dict[str, Any]:
         "rule": report.get("rule", ""),
         "reasons": report.get("reasons") or [],
         "rules": _rule_rows(report.get("rules") or [], check.get("testers") or {}, _protected_drift_label(audit)),
-        "model": report.get("model") or {},
+        "model": _model_rows(report),
+        "limitations": limitations(report),
         "created_at": report.get("created_at", ""),
         "schema_version": report.get("schema_version", ""),
         "batches": [dict(b, missing_text=", ".join(f"{k} {v:,}" for k, v in (b.get("missing_by_column") or {}).items())
@@ -214,9 +216,33 @@ def _page(report: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _model_rows(report: dict[str, Any]) -> dict[str, Any]:
+    """The model table: what the report names, plus the format and how the target was queried (issue 22, item 8)."""
+    model = dict(report.get("model") or {})
+    prov = (report.get("check") or {}).get("provenance") or {}
+    if "format" not in model and "model_format" not in model:
+        fmt = prov.get("model_format")
+        if fmt is None and model.get("path"):
+            try:
+                from ..inputs.models import model_format
+
+                fmt = model_format(model["path"])
+            except Exception:       # the file moved since the run: the table says so rather than guess
+                fmt = "not readable now"
+        if fmt is not None:
+            model["format"] = fmt
+    if prov.get("target_access"):
+        model["target access"] = prov["target_access"]
+    return model
+
+
 def _section_ids(kind: str, report: dict[str, Any]) -> tuple[str, ...]:
-    """The page's sections: :data:`SECTION_IDS`, plus "attributes" after "rules" for several protected attributes."""
+    """The page's sections: :data:`SECTION_IDS`, plus "attributes" after "rules" for several protected attributes,
+    and "limitations" after "rules" (issue 22, item 8)."""
     ids = SECTION_IDS.get(kind, SECTION_IDS["gate"])
+    if "limitations" not in ids and "rules" in ids:
+        at = ids.index("rules") + 1
+        ids = ids[:at] + ("limitations",) + ids[at:]
     if not report.get("attributes"):
         return ids
     at = ids.index("rules") + 1

@@ -8,6 +8,30 @@ import io
 __all__ = ["render_plots"]
 
 
+#: The score histogram's axis per reading (issue 22, item 8): the unit of the reading in force.
+SCORE_AXES = {
+    "swap": "LIC score: change in P(y) when c is swapped (probability points)",
+    "faux": "LIC score: change in P(y) per unit of the aux output (eq. 9)",
+    "ig": "LIC score: change in P(y) per unit of the aux output (eq. 9, integrated gradients)",
+    "ng": "LIC score: |cos| between the target's and the aux model's gradients (eq. 10, in [0, 1])",
+    "projection": "LIC score: change in P(y) per unit step along the aux gradient",
+}
+
+
+def score_axis_label(report: dict) -> str:
+    """The score axis of the report's reading: the check's recorded variant, else the policy's, else unnamed.
+
+    Returns
+    -------
+    str
+        A :data:`SCORE_AXES` entry; ``"LIC score (reading not recorded)"`` when neither names a known variant.
+    """
+    check = report.get("check") or {}
+    variant = ((check.get("provenance") or {}).get("variant")
+               or ((report.get("policy") or {}).get("faux") or {}).get("variant"))
+    return SCORE_AXES.get(variant, "LIC score (reading not recorded)")
+
+
 def render_plots(report: dict) -> dict[str, str]:
     """PNG data URIs of the report's plots, by id; a plot whose data is absent is skipped."""
     import matplotlib
@@ -23,9 +47,7 @@ def render_plots(report: dict) -> dict[str, str]:
     mff = check.get("max_flagged_fraction")
     plots: dict[str, str] = {}
 
-    variant = (check.get("provenance") or {}).get("variant")
-    score_axis = ("LIC score (|Δ P(y)| in probability points if only c changed)" if variant in (None, "swap")
-                  else "LIC score (Δ P(y) per unit of aux output)")
+    score_axis = score_axis_label(report)
 
     def vline(ax):
         if delta:

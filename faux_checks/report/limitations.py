@@ -1,0 +1,123 @@
+"""The report's limitations section, generated from what the run did (issue 22, item 8).
+
+Each statement is chosen by a fact recorded in ``report.json`` (the check's provenance, the policy, the per-group
+counts), never written once for every page: the reading in force and its unit, whether columns were declared
+admissible (and that declaring them is a value judgement), the kind of protected attribute (a continuous or
+multi-class c under-flags in measured cells), small groups and their interval width, undefined scores, a
+forward-only target, a given auxiliary model, and a pass with a group above the overall limit. The measurements
+quoted are the README's ("What a user should know about the cells it fails") and docs/method.md's.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+__all__ = ["limitations"]
+
+#: Below this many audited rows a group's 95% interval is wider than about ±10 points at a fraction near 50%.
+SMALL_GROUP_ROWS = 100
+
+
+def limitations(report: dict[str, Any]) -> list[dict[str, str]]:
+    """What this run's decision does not establish, one statement per fact of the run.
+
+    Parameters
+    ----------
+    report : dict
+        ``report.json`` content (``check`` with its ``provenance``, ``by_group``, ``group_rows``; ``policy``;
+        ``decision``).
+
+    Returns
+    -------
+    list of dict
+        ``topic`` (``reading``, ``declarations``, ``attribute``, ``groups``, ``undefined``, ``target``, ``aux``,
+        ``decision``) and ``text``; one ``decision`` entry only, saying nothing was measured, when the check did
+        not run.
+    """
+    check = report.get("check") or {}
+    prov = check.get("provenance") or {}
+    policy = report.get("policy") or prov.get("policy") or {}
+    faux = policy.get("faux") or {}
+    if not check:
+        return [{"topic": "decision", "text": "the check did not run, so nothing about the model was measured: the "
+                 "decision is undecided because of the reasons above, not because of the model's scores"}]
+    out: list[dict[str, str]] = []
+    protected = policy.get("protected") or "c"
+    variant = prov.get("variant") or faux.get("variant")
+    if variant in (None, "swap"):
+        out.append({"topic": "reading", "text": (
+            f"the score is an estimate of how much P(y) would change if only '{protected}' were swapped, the other "
+            "features moving as the auxiliary model and the matched move say they go with it (probability points). "
+            "It is a model of the counterfactual, not an observed one: a proxy the data do not show is not seen")})
+    else:
+        out.append({"topic": "reading", "text": (
+            f"the '{variant}' reading's score is not in probability points (eq. 9: per unit of the auxiliary model's "
+            "output), so δ depends on how steep that model is and does not mean the same on another data set")})
+    admissible = list(faux.get("admissible") or [])
+    if admissible:
+        out.append({"topic": "declarations", "text": (
+            f"declared admissible, and held at each person's own value: {', '.join(admissible)}. That these may "
+            "differ between groups is the policy owner's value judgement; the result holds under it only")})
+    else:
+        out.append({"topic": "declarations", "text": (
+            "no column is declared admissible: the score counts the use of every feature that differs between "
+            f"groups of '{protected}', not discrimination alone (README: 47–61% of every Adult model flagged without "
+            "declarations). Which columns may differ is a value judgement for the policy's owner")})
+    kind = prov.get("protected_kind") or policy.get("protected_kind")
+    groups = prov.get("groups") or []
+    if kind == "continuous":
+        out.append({"topic": "attribute", "text": (
+            f"'{protected}' is continuous: each person is moved by ± one standard deviation. With a categorical proxy "
+            "this under-flags in measured cells (law school, bias 0.8: 13.7% flagged against 21.5% truly affected), "
+            "so a pass is weaker evidence")})
+    elif kind == "multiclass" or len(groups) > 2:
+        out.append({"topic": "attribute", "text": (
+            f"'{protected}' has {len(groups) or 'several'} groups: each person is scored at their largest change over "
+            "the other groups; small groups carry wide intervals, and a multi-class c under-flagged in an earlier "
+            "reading (2.4% against 4.0% on default_credit_card; the shipped reading 3.9%)")})
+    out += _group_statements(check, policy)
+    n_undefined = check.get("n_undefined") or 0
+    if n_undefined:
+        out.append({"topic": "undefined", "text": (
+            f"{n_undefined:,} scores are undefined and counted as flagged (the worst case): the flagged fraction is an "
+            "upper reading for those individuals")})
+    access = str(prov.get("target_access") or "")
+    if access.startswith("forward"):
+        out.append({"topic": "target", "text": (
+            f"the target was queried for predictions only ({access}): no gradient evidence, and a tree's score is 0 "
+            "where the move crosses no split")})
+    if prov.get("aux_given"):
+        out.append({"topic": "aux", "text": "the auxiliary model was given, not trained on these rows: its quality "
+                    "was measured here, but no spread over aux seeds widens the interval"})
+    return out
+
+
+def _group_statements(check: dict, policy: dict) -> list[dict[str, str]]:
+    """Small groups (interval width) and, on a pass, groups flagged above the overall limit."""
+    out = []
+    limit = check.get("max_flagged_fraction")
+    rows = {str(r.get("group")): r for r in check.get("by_group") or []}
+    small = [g for g in check.get("group_rows") or [] if (g.get("audited") or 0) < SMALL_GROUP_ROWS]
+    if small:
+        shown = ", ".join(f"'{g['group']}' ({g.get('audited', 0):,} rows)" for g in small)
+        out.append({"topic": "groups", "text": f"small groups: {shown}; an interval over fewer than "
+                    f"{SMALL_GROUP_ROWS} people is wide, so these groups' flagged fractions are weak evidence"})
+    high = [(g, r) for g, r in rows.items() if limit is not None and _num(r.get("flagged_fraction")) > limit]
+    if high and check.get("decision") == "passed":
+        shown = "; ".join(f"'{g}' {_num(r.get('flagged_fraction')):.1%} of {int(r.get('n') or 0):,}" for g, r in high)
+        group_limit = ((policy.get("decision") or {}).get("max_group_flagged_fraction")
+                       or min(1.0, 2 * float(limit)))
+        out.append({"topic": "groups", "text": (
+            f"passed although group(s) {shown} are flagged above the overall limit {limit:.1%}: the overall fraction "
+            f"is a mean over groups, and the per-group rule fails a group only when its interval's lower bound is "
+            f"above {group_limit:.1%} (see the rule max_group_flagged_fraction)")})
+    return out
+
+
+def _num(value) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return float("nan")
+    return v if math.isfinite(v) else float("nan")
