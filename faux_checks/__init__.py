@@ -12,6 +12,12 @@ Examples
 >>> policy = load_policy(protected="sex")                       # the shipped policy
 >>> result = run_check(model, frame, policy=policy, feature_spec=FeatureSpec.load("spec.json"))
 >>> result.decision, result.exit_code                           # ("passed", 0) / ("failed", 1) / ("undecided", 2)
+
+In a notebook, with the model as you hold it (a fitted Pipeline on raw rows, a booster, a torch module):
+
+>>> import faux_checks
+>>> res = faux_checks.check(pipeline, df, protected="age_group")   # displays itself; res.rules, res.by_group, res.scores
+>>> res.plot(); res.save_html("fairness.html")
 """
 
 from .audit.drift import run_audit
@@ -31,6 +37,7 @@ from .method.faux import FAuxTester, LICResult
 from .method.forward import ForwardOnlyTarget
 from .method.lic import LICScores, faux_ng_scores, faux_projection_scores, faux_scores, lic_upper_bound
 from .method.output import TargetOutput
+from .notebook import FairnessCheck, check
 
 __version__ = "0.1.0"
 
@@ -41,6 +48,7 @@ __all__ = [
     "CheckResult",
     "FAuxTester",
     "FauxChecksError",
+    "FairnessCheck",
     "FeatureSpec",
     "ForwardOnlyTarget",
     "from_column_transformer",
@@ -54,6 +62,7 @@ __all__ = [
     "UndecidableError",
     "UnsafeModelError",
     "as_target",
+    "check",
     "check_attributes",
     "encode_protected",
     "faux_ng_scores",
