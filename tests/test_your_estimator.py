@@ -109,6 +109,27 @@ def test_a_pipeline_logged_with_mlflow_sklearn_skops_gates_on_raw_rows(bank, pip
     assert res.provenance["target_access"].startswith("forward (scikit-learn via skops); features: the pipeline's")
 
 
+def test_a_registered_pipeline_gates_through_the_registry_download_and_the_gate_suite(bank, pipe, in_memory, tmp_path,
+                                                                                      monkeypatch):
+    """The gate flow's own steps without Prefect: Registry.download of version 1, then the GX suite (flows.gate.validate)."""
+    mlflow = pytest.importorskip("mlflow")
+    pytest.importorskip("skops")
+    pytest.importorskip("great_expectations")
+    from expectations import build_suite, validate_frame
+    from faux_checks.registry import Registry
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    mlflow.set_tracking_uri(uri)
+    with mlflow.start_run():
+        mlflow.sklearn.log_model(pipe, name="model", serialization_format="skops", registered_model_name="bank-pipe")
+    model_path, spec_path = Registry(uri).download("bank-pipe", "1", tmp_path / "v1")
+    assert spec_path is None and str(model_path).endswith(".skops")          # no spec attached: the pipeline's own
+    outcome = validate_frame(bank, build_suite(_policy(), model_path=str(model_path)))
+    assert outcome.decision == in_memory.decision
+    np.testing.assert_allclose(outcome.check["flagged_fraction"], in_memory.flagged_fraction, rtol=0, atol=0)
+
+
 def test_a_spec_of_another_width_next_to_a_pipeline_names_both_widths_and_the_fix(bank, pipe):
     from faux_checks import FeatureSpec
 
