@@ -242,6 +242,12 @@ class DecisionSettings(_Strict):
         None, ge=1, description="Largest ratio of the most to the least flagged group's fraction, judged on the "
         "intervals (fail when the higher group's lower bound over the lower group's upper bound exceeds it); "
         "None = off.")
+    max_newly_flagged_fraction: float | None = Field(
+        None, ge=0, le=1, description="The 'no new harm' rule (faux_checks.gate.regression): the share of audit rows "
+        "the candidate flags and the deployed version (the alias holder, gated on the same audit data) did not, judged "
+        "on its Clopper-Pearson interval (fail when the lower bound is above it, undecided when the interval "
+        "straddles it). None = the churn is reported, not gated: the absolute rule already bounds the newly flagged "
+        "share by the flagged fraction, so a limit only adds a release choice (e.g. 0.01) that the user makes.")
 
     def group_flagged_limit(self, max_flagged_fraction: float) -> float:
         """``max_group_flagged_fraction`` as used: the given value, else ``min(1, 2 × max_flagged_fraction)``.
@@ -256,6 +262,7 @@ class DecisionSettings(_Strict):
         if self.max_group_flagged_fraction is not None:
             return float(self.max_group_flagged_fraction)
         return min(1.0, 2.0 * float(max_flagged_fraction))
+
 
 
 class ScaleSettings(_Strict):
@@ -501,6 +508,8 @@ class Policy(_Strict):
         for key in ("attributes", "intersections", "positive_label"):
             if not payload[key]:
                 payload.pop(key)
+        if payload["decision"].get("max_newly_flagged_fraction") is None:   # the hash it had before the rule existed
+            payload["decision"].pop("max_newly_flagged_fraction", None)
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
     def with_overrides(self, **changes) -> "Policy":
