@@ -732,11 +732,16 @@ def cmd_score_large(args) -> int:
             policy=policy, out_path=args.out,
             feature_spec=FeatureSpec.load(args.feature_spec) if args.feature_spec else None,
             aux_model=load_model(args.aux_model, allow_pickle=args.allow_pickle) if args.aux_model else None,
-            chunk_rows=chunk_rows, progress=sys.stderr.isatty(),
+            chunk_rows=chunk_rows, progress=sys.stderr.isatty(), sep=args.sep,
             model_info={"model_path": str(args.model), "model_sha256": model_sha256(args.model)})
     else:
+        from faux_checks.inputs.io import sniff_sep
         from faux_checks.settings import configure_environment
 
+        if args.sep is not None and sniff_sep(args.data, args.sep) != sniff_sep(args.data):
+            raise FauxChecksError(f"--sep {args.sep!r}: the sharded scorer reads the delimiter it sniffs from "
+                                  f"{args.data} ({sniff_sep(args.data)!r}); score in this process (--workers 0) to "
+                                  "force another, or convert the file to Parquet")
         configure_environment()
         from flows.shard import run_score_sharded
 
@@ -920,6 +925,7 @@ def build_parser() -> argparse.ArgumentParser:
                        **parents)
     p.add_argument("--model", required=True, help="TorchScript / torch.export model file")
     p.add_argument("--data", required=True, help="Parquet (sharded by row group) or CSV audit data")
+    _data_format(p)
     p.add_argument("--protected", required=True, help="protected attribute column")
     p.add_argument("--feature-spec", help="FeatureSpec JSON; without it the numeric columns are used as they are")
     p.add_argument("--out", required=True, help="new scores file (.parquet or .csv): one row per input row, in order")

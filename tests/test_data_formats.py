@@ -99,3 +99,22 @@ def test_cli_check_reads_a_semicolon_csv_with_yes_no_labels(tmp_path, capsys):
     assert "holds text" in capsys.readouterr().err
     assert main(args + ["--positive-label", "yes"]) == 0
     assert main(args + ["--positive-label", "yes", "--sep", ","]) == 2    # forced wrong delimiter: columns missing
+
+
+def test_the_streaming_scorer_sniffs_a_semicolon_csv_and_takes_a_forced_sep(tmp_path):
+    from _support import write_policy
+    from faux_checks import score_stream
+
+    df = make_data(400, seed=0)
+    comma, semi = tmp_path / "comma.csv", tmp_path / "semi.csv"
+    df.to_csv(comma, index=False)
+    df.to_csv(semi, sep=";", index=False)
+    policy = load_policy(write_policy(tmp_path / "p.toml", target_output='"logit"'))
+    model = linear([1.0, 0, 0, 0, 2.0])
+    runs = [score_stream(model, path, policy=policy, out_path=tmp_path / f"s{i}.csv", **kw)
+            for i, (path, kw) in enumerate([(comma, {}), (semi, {}), (semi, {"sep": ";"})])]
+    assert runs[0].n_individuals == runs[1].n_individuals == 400
+    assert runs[0].flagged_fraction == runs[1].flagged_fraction == runs[2].flagged_fraction > 0
+    first = pd.read_csv(tmp_path / "s0.csv")
+    for i in (1, 2):
+        pd.testing.assert_frame_equal(pd.read_csv(tmp_path / f"s{i}.csv"), first)

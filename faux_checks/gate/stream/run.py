@@ -173,6 +173,7 @@ def score_stream(
     chunk_rows: int | None = None,
     progress: bool = False,
     model_info: dict | None = None,
+    sep: str | None = None,
 ) -> StreamSummary:
     """Score every row of a large Parquet/CSV file with fAux in bounded memory, in this process.
 
@@ -199,6 +200,8 @@ def score_stream(
         Progress bars (aux training, scores).
     model_info : dict, optional
         Added to the provenance.
+    sep : str, optional
+        CSV delimiter; default sniffed from the file's head (:func:`faux_checks.inputs.io.sniff_sep`).
 
     Returns
     -------
@@ -219,7 +222,10 @@ def score_stream(
     chunk_rows = int(chunk_rows or policy.scale.chunk_rows)
     if Path(out_path).exists():
         raise InputError(f"{out_path} exists already; choose another output path (nothing is overwritten)")
-    source = DataSource.open(source_path)
+    from ...inputs.estimators import as_target
+
+    target_model, feature_spec = as_target(target_model, feature_spec)   # a skops Pipeline brings its own spec
+    source = DataSource.open(source_path, sep=sep)
     spec = resolve_feature_spec(source, policy, feature_spec, chunk_rows=chunk_rows)
     check_rows(source, spec, chunk_rows=max(chunk_rows, 65_536))
     sample = sample_pass(source, policy=policy, feature_spec=spec, chunk_rows=chunk_rows)
