@@ -268,6 +268,7 @@ def test_a_single_attribute_policy_keeps_its_hash():
     payload = policy.model_dump(mode="json")
     del payload["attributes"], payload["intersections"], payload["operations"]   # operations never count
     assert payload["decision"].pop("max_newly_flagged_fraction") is None           # an unset no-new-harm rule neither
+    assert payload.pop("positive_label") is None                                   # unset: as before it existed
     import hashlib
     import json
 
