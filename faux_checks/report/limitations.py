@@ -76,7 +76,7 @@ def limitations(report: dict[str, Any]) -> list[dict[str, str]]:
             f"'{protected}' has {len(groups) or 'several'} groups: each person is scored at their largest change over "
             "the other groups; small groups carry wide intervals, and a multi-class c under-flagged in an earlier "
             "reading (2.4% against 4.0% on default_credit_card; the shipped reading 3.9%)")})
-    out += _group_statements(check, policy)
+    out += _group_statements(check, policy, report.get("decision") or check.get("decision"))
     n_undefined = check.get("n_undefined") or 0
     if n_undefined:
         out.append({"topic": "undefined", "text": (
@@ -93,7 +93,7 @@ def limitations(report: dict[str, Any]) -> list[dict[str, str]]:
     return out
 
 
-def _group_statements(check: dict, policy: dict) -> list[dict[str, str]]:
+def _group_statements(check: dict, policy: dict, decision: str | None) -> list[dict[str, str]]:
     """Small groups (interval width) and, on a pass, groups flagged above the overall limit."""
     out = []
     limit = check.get("max_flagged_fraction")
@@ -104,7 +104,7 @@ def _group_statements(check: dict, policy: dict) -> list[dict[str, str]]:
         out.append({"topic": "groups", "text": f"small groups: {shown}; an interval over fewer than "
                     f"{SMALL_GROUP_ROWS} people is wide, so these groups' flagged fractions are weak evidence"})
     high = [(g, r) for g, r in rows.items() if limit is not None and _num(r.get("flagged_fraction")) > limit]
-    if high and check.get("decision") == "passed":
+    if high and decision == "passed":
         shown = "; ".join(f"'{g}' {_num(r.get('flagged_fraction')):.1%} of {int(r.get('n') or 0):,}" for g, r in high)
         group_limit = ((policy.get("decision") or {}).get("max_group_flagged_fraction")
                        or min(1.0, 2 * float(limit)))
