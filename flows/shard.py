@@ -171,6 +171,17 @@ def merge_parts(part_paths: list[str], out_path: str) -> str:
     return str(merge_score_parts(part_paths, out_path))
 
 
+def _carried_spec(model_path: str, trusted_types: tuple[str, ...]):
+    """The feature spec a skops Pipeline brings (its ColumnTransformer; issue 22, item 1), else None."""
+    from faux_checks.inputs.targets import sniff_format
+
+    if sniff_format(model_path) != "skops":
+        return None
+    from faux_checks.inputs.models import load_model
+
+    return getattr(load_model(model_path, trusted_types=trusted_types), "feature_spec", None)
+
+
 @flow(name="fairness-score-sharded", log_prints=True)
 def score_sharded(model_path: str, data_path: str, out_path: str, policy: dict | None = None,
                   feature_spec_path: str | None = None, aux_model_path: str | None = None,
@@ -226,8 +237,8 @@ def score_sharded(model_path: str, data_path: str, out_path: str, policy: dict |
     work.mkdir(parents=True, exist_ok=True)
     try:
         source = DataSource.open(data_path)
-        spec = resolve_feature_spec(source, policy, FeatureSpec.load(feature_spec_path) if feature_spec_path else None,
-                                    chunk_rows=chunk_rows)
+        spec = resolve_feature_spec(source, policy, FeatureSpec.load(feature_spec_path) if feature_spec_path else
+                                    _carried_spec(model_path, tuple(trusted_types or ())), chunk_rows=chunk_rows)
         check_rows(source, spec, chunk_rows=max(chunk_rows, 65_536))   # the same first rows named as in one process
         notes = []
         if source.format == "csv":

@@ -191,3 +191,19 @@ def test_in_memory_estimators_on_the_encoded_matrix_read_their_own_probability(b
         pytest.skip(f"{kind}: nobody flagged at δ = 0.05; the probability comparison needs a flagged row")
     rows = [t["row"] for t in res.top_flagged]
     np.testing.assert_allclose([t["probability"] for t in res.top_flagged], own(X[rows]), rtol=0, atol=1e-5)
+
+
+def test_the_streaming_scorer_takes_a_skops_pipeline_on_raw_rows(bank, pipe, tmp_path):
+    pytest.importorskip("skops")
+    import skops.io as sio
+
+    from faux_checks import score_stream
+    from faux_checks.inputs.models import load_model
+
+    sio.dump(pipe, tmp_path / "pipe.skops")
+    bank.to_csv(tmp_path / "bank.csv", sep=";", index=False)
+    target = load_model(tmp_path / "pipe.skops")
+    summary = score_stream(target, tmp_path / "bank.csv", policy=_policy(), out_path=tmp_path / "scores.csv")
+    assert summary.n_individuals == len(bank)
+    scores = pd.read_csv(tmp_path / "scores.csv")
+    assert len(scores) == len(bank) and scores["lic_score"].notna().all()
