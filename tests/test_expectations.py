@@ -332,7 +332,7 @@ def test_load_suite_refuses_unknown_or_invalid_expectations(files, tmp_path):
 
 
 # ------------------------------------------------------------------ cost of the adapter
-def test_gx_overhead_is_small(frame, files, record_property):
+def test_gx_decides_as_a_direct_run_check(frame, files, record_property):
     """validate_frame (fAux only) decides as a direct run_check on the same data; the time of each is recorded."""
     policy = make_policy(testers={})
     suite = E.build_suite(policy, model_path=files["unfair"])
