@@ -45,9 +45,7 @@ def _shot(html: Path, section: str, out: Path, width: int = 1200, height: int = 
 def main(folder: str) -> None:
     import numpy as np
     import pandas as pd
-    import torch
-    from _support import make_data
-    from torch import nn
+    from _support import ProxyWhere, make_data
 
     from faux_checks.inputs.models import save_torchscript
     from faux_checks.registry import Registry
@@ -81,15 +79,6 @@ def main(folder: str) -> None:
             console.append(_shot(page, section, out / f"report-{section}.png"))
         print(json.dumps({"adult_v2_regression": json.loads(page.with_name("report.json").read_text())["regression"]},
                          indent=1, default=str)[:3000])
-
-        class ProxyWhere(nn.Module):
-            def __init__(self, sign: float, threshold: float):
-                super().__init__()
-                self.sign, self.threshold = sign, threshold
-
-            def forward(self, x: torch.Tensor) -> torch.Tensor:
-                on = (x[:, 1] * self.sign > self.threshold).to(x.dtype)
-                return (x[:, 0] + 2.0 * x[:, 4] * on).unsqueeze(1)
 
         frame = make_data(1200, seed=3)
         frame.to_csv(d / "swap.csv", index=False)
