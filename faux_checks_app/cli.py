@@ -334,7 +334,7 @@ def cmd_gate(args) -> int:
             state = gate(model_name=args.model_name, data_path=args.data, policy_path=args.policy,
                          tracking_uri=args.tracking_uri, alias=args.alias, report_root=args.report_dir,
                          versions=versions, deadline_s=deadline, trusted_types=args.trust_type or None,
-                         signing_key=args.signing_key, return_state=True)
+                         signing_key=args.signing_key, sep=args.sep, return_state=True)
         _raise_if_unreachable(state, uri)
         outcomes = _flow_outcomes(state)
         if outcomes == [] and state.is_completed():   # the flow found nothing to gate: say so (stdout stays empty in --json)
@@ -601,7 +601,7 @@ def cmd_audit(args) -> int:
         state = audit(model_name=args.model_name, data_path=args.data, reference_path=args.reference,
                       policy_path=args.policy, tracking_uri=args.tracking_uri, alias=args.alias,
                       report_root=args.report_dir, retrain_aux=args.retrain_aux, signing_key=args.signing_key,
-                      return_state=True)
+                      sep=args.sep, return_state=True)
     try:
         summary = state.result(raise_on_failure=False)
     except Exception:  # the state carries no readable data: report the state only
@@ -761,9 +761,13 @@ def cmd_score_large(args) -> int:
     return summary.exit_code
 
 
+def _sep(p) -> None:
+    p.add_argument("--sep", help="CSV delimiter, e.g. ';' or tab (default: sniffed from the file's head among , ; tab |)")
+
+
 def _data_format(p) -> None:
     """``--sep`` and ``--positive-label`` (issue 22, item 7)."""
-    p.add_argument("--sep", help="CSV delimiter, e.g. ';' or tab (default: sniffed from the file's head among , ; tab |)")
+    _sep(p)
     p.add_argument("--positive-label", help="the label value meaning the positive class, for text labels such as "
                    "yes/no (policy key positive_label); text labels without it are refused")
 
@@ -862,6 +866,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("gate", help="gate every new version of a registered model (Prefect flow)", **with_json)
     p.add_argument("model_name")
     p.add_argument("--data", required=True, help="CSV or Parquet audit data")
+    _sep(p)
     p.add_argument("--policy", help="policy TOML (default: the shipped policy)")
     p.add_argument("--tracking-uri", help="MLflow URI (default: $MLFLOW_TRACKING_URI or the embedded sqlite file)")
     p.add_argument("--alias", default="deployable", help="alias moved to versions that pass")
@@ -907,6 +912,7 @@ def build_parser() -> argparse.ArgumentParser:
                        **with_json)
     p.add_argument("model_name")
     p.add_argument("--data", required=True, help="CSV or Parquet current batch")
+    _sep(p)
     p.add_argument("--reference", help="reference batch (default: the data the version was gated on)")
     p.add_argument("--policy", help="policy TOML (default: the policy recorded by the gate, else the shipped one)")
     p.add_argument("--tracking-uri", help="MLflow URI (default: $MLFLOW_TRACKING_URI or the embedded sqlite file)")

@@ -90,11 +90,11 @@ def fetch_gate_records(run_id: str | None, tracking_uri: str | None, workdir: st
 
 
 @task(**IO_TASK)
-def load_table(path: str):
-    """Read a batch (CSV/Parquet); the file is never modified."""
+def load_table(path: str, sep: str | None = None):
+    """Read a batch (CSV/Parquet; the CSV delimiter ``sep`` or sniffed); the file is never modified."""
     from faux_checks.inputs.io import read_table
 
-    return read_table(path)
+    return read_table(path, sep=sep)
 
 
 @task(**TASK)
@@ -245,7 +245,7 @@ def record_audit(model_name: str, version: str, tracking_uri: str | None, report
 @flow(name="fairness-audit", log_prints=True)
 def audit(model_name: str, data_path: str, reference_path: str | None = None, policy_path: str | None = None,
           tracking_uri: str | None = None, alias: str = "deployable", report_root: str | None = None,
-          retrain_aux: bool = False, signing_key: str | None = None):
+          retrain_aux: bool = False, signing_key: str | None = None, sep: str | None = None):
     """Audit the deployed version of ``model_name`` on the current batch at ``data_path``.
 
     Parameters
@@ -304,7 +304,7 @@ def audit(model_name: str, data_path: str, reference_path: str | None = None, po
 
                 model_info["sha256"] = model_sha256(model_path)
             reference = load_table(target["reference_path"])
-            current = load_table(data_path)
+            current = load_table(data_path, sep)   # the current batch: CLI --sep, else sniffed
             records = None if retrain_aux else fetch_gate_records(target["gate_record"].get("run_id"), tracking_uri,
                                                                   workdir)
             data = [summarise_data(reference, path=target["reference_path"], name="reference"),

@@ -75,11 +75,11 @@ def fetch_version(model_name: str, version: str, tracking_uri: str | None, workd
 
 
 @task(**IO_TASK)
-def load_audit_data(data_path: str):
-    """Read the audit data (CSV/Parquet); the file is never modified."""
+def load_audit_data(data_path: str, sep: str | None = None):
+    """Read the audit data (CSV/Parquet; the CSV delimiter ``sep`` or sniffed); the file is never modified."""
     from faux_checks.inputs.io import read_table
 
-    return read_table(data_path)
+    return read_table(data_path, sep=sep)
 
 
 @task(**TASK)
@@ -663,7 +663,7 @@ def _markdown(o: VersionOutcome) -> str:
 def gate(model_name: str, data_path: str, policy_path: str | None = None, tracking_uri: str | None = None,
          alias: str = "deployable", report_root: str | None = None, versions: list[str] | None = None,
          aux_model_path: str | None = None, deadline_s: float | None = None, trusted_types: list[str] | None = None,
-         signing_key: str | None = None):
+         signing_key: str | None = None, sep: str | None = None):
     """Gate every new version of ``model_name`` on the audit data at ``data_path``.
 
     Parameters
@@ -715,7 +715,7 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
         logger.info("no new versions of %s to gate", model_name)
         return []
     try:
-        frame = load_audit_data(data_path)
+        frame = load_audit_data(data_path, sep)   # sep: CLI --sep; None = sniffed (issue 22, item 7)
         load_error = None
     except Exception as exc:
         frame, load_error = None, exc

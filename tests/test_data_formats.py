@@ -118,3 +118,22 @@ def test_the_streaming_scorer_sniffs_a_semicolon_csv_and_takes_a_forced_sep(tmp_
     first = pd.read_csv(tmp_path / "s0.csv")
     for i in (1, 2):
         pd.testing.assert_frame_equal(pd.read_csv(tmp_path / f"s{i}.csv"), first)
+
+
+def test_gate_and_audit_take_sep_and_their_flows_read_with_it(tmp_path):
+    from faux_checks_app.cli import build_parser
+    from flows.audit import load_table
+    from flows.gate import load_audit_data
+
+    parser = build_parser()
+    assert parser.parse_args(["gate", "m", "--data", "d.csv", "--sep", ";"]).sep == ";"
+    assert parser.parse_args(["audit", "m", "--data", "d.csv", "--sep", "tab"]).sep == "tab"
+    assert parser.parse_args(["score-large", "--model", "m.pt", "--data", "d.csv", "--out", "o.parquet",
+                              "--sep", "|", "--protected", "sex"]).sep == "|"
+    df = make_data(50, seed=0)
+    path = tmp_path / "semi.csv"
+    df.to_csv(path, sep=";", index=False)
+    for read in (load_audit_data.fn, load_table.fn):
+        assert read(str(path)).shape == df.shape                       # sniffed
+        assert read(str(path), ";").shape == df.shape                  # given
+        assert read(str(path), ",").shape == (50, 1)                   # the user's word wins
