@@ -11,6 +11,8 @@ Expectations: a configuration error costs seconds, records nothing and exits 3
 
 from __future__ import annotations
 
+import contextlib
+import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,12 +93,27 @@ def prepare_gate(args, tracking_uri: str | None, versions: list[str] | None = No
                                 regate=[r["version"] for r in rows if r["action"] == "regate"], rows=rows)
         except InputError as exc:   # no such registered model: the message lists the existing ones
             raise ConfigurationError(f"{exc}; nothing was recorded") from None
-        with tempfile.TemporaryDirectory(prefix="faux-preflight-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="faux-preflight-") as tmp, _no_progress_bars():
             for version in plan.todo + plan.regate:
                 model_path, spec_path = registry.download(args.model_name, version, Path(tmp) / f"v{version}")
                 check_version_fits(args.model_name, version, model_path, spec_path, frame, policy,
                                    trusted_types=args.trust_type or ())
     return plan
+
+
+@contextlib.contextmanager
+def _no_progress_bars():
+    """MLflow's artifact download bars left out of these read-only downloads (a configuration error stays one line)."""
+    key = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
+    previous = os.environ.get(key)
+    os.environ[key] = "false"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = previous
 
 
 def skipped_objects(model_name: str, plan: GatePlan) -> list[dict]:
