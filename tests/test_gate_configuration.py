@@ -196,6 +196,8 @@ def test_fixed_policy_regates_without_force_and_the_alias_stays_on_the_newest(fi
     common = ["--data", data, "--tracking-uri", uri, "--report-dir", reports, "--json"]
     # the shipped policy again: still a configuration error, exit 3
     assert main(["gate", "m", *common]) == 3
+    assert json.loads(capfd.readouterr().out)["exit_code"] == 3
+    assert reg.history("m")[0]["fairness_checked_at"] == row["fairness_checked_at"]    # nothing recorded again
     v2 = reg.register_version("m", files / "fair.pt")
     assert main(["gate", "m", "--policy", str(files / "own.toml"), *common]) == 0
     objs = [json.loads(line) for line in capfd.readouterr().out.splitlines()]
