@@ -403,12 +403,17 @@ def _versions_to_regate(args) -> list[str]:
     """The ``--version`` numbers, checked to exist; one already decided needs ``--force`` (re-decided under the current policy)."""
     from faux_checks.registry import GATE_TAG, RUNNING, Registry
 
-    rows = {r["version"]: r for r in Registry(args.tracking_uri).history(args.model_name)}
+    from faux_checks.errors import InputError
+
+    try:
+        rows = {r["version"]: r for r in Registry(args.tracking_uri).history(args.model_name)}
+    except InputError as exc:   # no such registered model: configuration (exit 3), nothing recorded
+        raise ConfigurationError(f"{exc}; nothing was recorded") from None
     versions = [str(v) for v in dict.fromkeys(args.version)]
     for v in versions:
         if v not in rows:
-            raise FauxChecksError(f"registered model '{args.model_name}' has no version {v!r}; existing versions: "
-                                  f"{list(rows)}")
+            raise ConfigurationError(f"registered model '{args.model_name}' has no version {v!r}; existing versions: "
+                                     f"{list(rows)}; nothing was recorded")
         decided = rows[v].get(GATE_TAG)
         if decided not in (None, RUNNING) and not args.force:
             raise FauxChecksError(

@@ -79,23 +79,30 @@ def prepare_gate(args, tracking_uri: str | None, versions: list[str] | None = No
         raise ConfigurationError(f"{policy_name}: {exc}; nothing was recorded") from None
     try:
         frame = read_table(args.data)
-    except (InputError, OSError) as exc:
+    except (InputError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
         raise ConfigurationError(f"--data {args.data}: {exc}; nothing was recorded") from None
-    check_policy_columns(frame, policy, data_name=str(args.data), policy_name=policy_name)
+    except Exception:   # I/O trouble, not configuration: the flow reads it again (with retries) and records the cause
+        frame = None
+    if frame is not None:
+        check_policy_columns(frame, policy, data_name=str(args.data), policy_name=policy_name)
     registry = Registry(tracking_uri)
     with library_output_to_stderr():
         try:
             if versions is not None:
                 plan = GatePlan(todo=list(versions))
             else:
-                rows = registry.gate_plan(args.model_name, policy_sha256=policy.sha256(), data_sha256=data_sha256(frame))
+                rows = registry.gate_plan(args.model_name, policy_sha256=policy.sha256(),
+                                          data_sha256=data_sha256(frame) if frame is not None else None)
                 plan = GatePlan(todo=[r["version"] for r in rows if r["action"] == "new"],
                                 regate=[r["version"] for r in rows if r["action"] == "regate"], rows=rows)
         except InputError as exc:   # no such registered model: the message lists the existing ones
             raise ConfigurationError(f"{exc}; nothing was recorded") from None
         with tempfile.TemporaryDirectory(prefix="faux-preflight-") as tmp, _no_progress_bars():
-            for version in plan.todo + plan.regate:
-                model_path, spec_path = registry.download(args.model_name, version, Path(tmp) / f"v{version}")
+            for version in plan.todo + plan.regate if frame is not None else ():
+                try:
+                    model_path, spec_path = registry.download(args.model_name, version, Path(tmp) / f"v{version}")
+                except Exception:   # a version's own download trouble: the flow retries it and records the cause
+                    continue
                 check_version_fits(args.model_name, version, model_path, spec_path, frame, policy,
                                    trusted_types=args.trust_type or ())
     return plan
