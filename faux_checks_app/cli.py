@@ -643,7 +643,8 @@ def cmd_audit(args) -> int:
     with library_output_to_stderr():
         state = audit(model_name=args.model_name, data_path=args.data, reference_path=args.reference,
                       policy_path=args.policy, tracking_uri=args.tracking_uri, alias=args.alias,
-                      report_root=args.report_dir, retrain_aux=args.retrain_aux, return_state=True)
+                      report_root=args.report_dir, retrain_aux=args.retrain_aux, signing_key=args.signing_key,
+                      return_state=True)
     try:
         summary = state.result(raise_on_failure=False)
     except Exception:  # the state carries no readable data: report the state only
@@ -946,6 +947,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report-dir", help="root folder for the audit's report folder")
     p.add_argument("--retrain-aux", action="store_true",
                    help="train an auxiliary model on each batch instead of reusing the gate's (the report says which)")
+    signing_key_option(p)
     p.set_defaults(func=cmd_audit)
 
     p = sub.add_parser("report", help="validate a gate/audit report.json and render its HTML; exits with its "

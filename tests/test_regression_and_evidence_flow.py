@@ -19,9 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import torch
-from _support import make_data
-from torch import nn
+from _support import ProxyWhere, make_data
 
 pytestmark = pytest.mark.slow
 
@@ -147,18 +145,6 @@ def test_verify_accepts_the_gate_pack_and_refuses_one_changed_byte(adult):
     assert main(["verify", str(forged / "evidence.json"), *where, "--file", f"data={adult['data']}"]) == 1
 
 
-class _ProxyWhere(nn.Module):
-    """logit = f0 + 2·proxy·[s·f1 > t]: the proxy (hence sex) is read only for one slice of f1."""
-
-    def __init__(self, sign: float, threshold: float):
-        super().__init__()
-        self.sign, self.threshold = sign, threshold
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        on = (x[:, 1] * self.sign > self.threshold).to(x.dtype)
-        return (x[:, 0] + 2.0 * x[:, 4] * on).unsqueeze(1)
-
-
 def test_no_new_harm_fails_a_version_that_swaps_who_is_harmed(tmp_path, harness):
     from faux_checks.inputs.models import save_torchscript
     from faux_checks.registry import Registry
@@ -168,8 +154,8 @@ def test_no_new_harm_fails_a_version_that_swaps_who_is_harmed(tmp_path, harness)
     data = tmp_path / "audit.csv"
     frame.to_csv(data, index=False)
     t = float(np.quantile(frame["f1"], 0.75))
-    save_torchscript(_ProxyWhere(1.0, t), tmp_path / "v1.pt")       # harms f1 > q75
-    save_torchscript(_ProxyWhere(-1.0, t), tmp_path / "v2.pt")      # harms f1 < q25: other people, same share
+    save_torchscript(ProxyWhere(1.0, t), tmp_path / "v1.pt")       # harms f1 > q75
+    save_torchscript(ProxyWhere(-1.0, t), tmp_path / "v2.pt")      # harms f1 < q25: other people, same share
     policy = tmp_path / "policy.toml"
     policy.write_text('protected = "sex"\nlabel = "y"\nmin_aux_quality = 0.7\n[faux]\ndelta = 0.05\n'
                       'max_flagged_fraction = 0.4\n[aux]\nepochs = 30\n[decision]\nmin_group_rows = 20\naux_seeds = 1\n'

@@ -261,7 +261,7 @@ def _regression_rows(comparisons: list[dict[str, Any]]) -> dict[str, Any]:
             "rule": f"{rule.get('status')}: {rule.get('detail')}" if rule else "not gated (no max_newly_flagged_fraction)"
             if c.get("role") == "deployed" else "reported only",
             "note": c.get("note")})
-        if change.get("by_group"):
+        if change.get("by_group") and all(g["version"] != c.get("compared_with") for g in groups):
             groups.append({"against": c.get("role"), "version": c.get("compared_with"), "rows": change["by_group"]})
     return {"regression_rows": rows, "regression_groups": groups}
 
