@@ -20,24 +20,58 @@ In a notebook, with the model as you hold it (a fitted Pipeline on raw rows, a b
 >>> res.plot(); res.save_html("fairness.html")
 """
 
-from .audit.drift import run_audit
-from .audit.results import AuditResult
-from .errors import FauxChecksError, InputError, UndecidableError, UnsafeModelError
-from .gate.attributes import AttributesResult, check_attributes
-from .gate.check import run_check
-from .gate.policy import Policy, load_policy
-from .gate.result import CheckResult
-from .gate.stream.run import StreamSummary, score_stream
-from .inputs.protected import ProtectedAttribute, encode_protected
-from .inputs.column_transformer import from_column_transformer
-from .inputs.estimators import as_target
-from .inputs.tabular import FeatureSpec
-from .method.auxiliary import AuxiliaryModel
-from .method.faux import FAuxTester, LICResult
-from .method.forward import ForwardOnlyTarget
-from .method.lic import LICScores, faux_ng_scores, faux_projection_scores, faux_scores, lic_upper_bound
-from .method.output import TargetOutput
-from .notebook import FairnessCheck, check
+# Public names are imported on first use (PEP 562): `import faux_checks` (and so every CLI error path) does not
+# pay for torch, pandas or the gate until a name is used (issue 22, item 6).
+_LAZY = {
+    "run_audit": ".audit.drift",
+    "AuditResult": ".audit.results",
+    "FauxChecksError": ".errors",
+    "InputError": ".errors",
+    "UndecidableError": ".errors",
+    "UnsafeModelError": ".errors",
+    "AttributesResult": ".gate.attributes",
+    "check_attributes": ".gate.attributes",
+    "run_check": ".gate.check",
+    "Policy": ".gate.policy",
+    "load_policy": ".gate.policy",
+    "CheckResult": ".gate.result",
+    "StreamSummary": ".gate.stream.run",
+    "score_stream": ".gate.stream.run",
+    "ProtectedAttribute": ".inputs.protected",
+    "encode_protected": ".inputs.protected",
+    "from_column_transformer": ".inputs.column_transformer",
+    "FeatureSpec": ".inputs.tabular",
+    "AuxiliaryModel": ".method.auxiliary",
+    "FAuxTester": ".method.faux",
+    "LICResult": ".method.faux",
+    "LICScores": ".method.lic",
+    "faux_ng_scores": ".method.lic",
+    "faux_projection_scores": ".method.lic",
+    "faux_scores": ".method.lic",
+    "lic_upper_bound": ".method.lic",
+    "TargetOutput": ".method.output",
+    "as_target": ".inputs.estimators",            # issue 22, items 1 and 2
+    "ForwardOnlyTarget": ".method.forward",
+    "FairnessCheck": ".notebook",
+    "check": ".notebook",
+}
+
+
+def __getattr__(name: str):
+    """The public name ``name``, imported from its module on first use (then cached in the package)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'faux_checks' has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __version__ = "0.1.0"
 

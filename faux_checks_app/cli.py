@@ -1,8 +1,9 @@
 """Command line: ``faux-checks check | register | gate | demo | history | audit | report | score-large | spec``.
 
 Exit codes (docs/architecture.md, contracts): 0 passed, 1 failed the policy (deployment blocked),
-2 could not decide (bad input, auxiliary model too weak, any error). A gate that cannot decide
-never exits 0. Commands that decide nothing (spec, register, history, report) exit 2 on an error,
+2 could not decide (bad input, auxiliary model too weak, any error), 3 configuration error of
+``gate`` (policy, data columns, spec width or model name do not fit; found before anything was
+recorded). A gate that cannot decide never exits 0. Commands that decide nothing (spec, register, history, report) exit 2 on an error,
 printed as ``faux-checks COMMAND: error: ...`` without "could not decide".
 
 Output: the result goes to stdout; progress, library logs (Prefect, Great Expectations, MLflow) and
@@ -22,7 +23,7 @@ import threading
 import time
 from pathlib import Path
 
-from faux_checks.errors import FauxChecksError
+from faux_checks.errors import EXIT_CONFIGURATION, ConfigurationError, FauxChecksError
 from faux_checks.gate.decision import EXIT_CODES
 
 EXIT_PASSED, EXIT_FAILED, EXIT_UNDECIDED = EXIT_CODES["passed"], EXIT_CODES["failed"], EXIT_CODES["undecided"]
@@ -319,14 +320,17 @@ def cmd_gate(args) -> int:
         signal.setitimer(signal.ITIMER_REAL, deadline)
     try:
         check_reachable(uri)  # an MLflow server that does not answer: no Prefect server started at all
+        if args.force and not args.version:
+            raise FauxChecksError("--force re-decides the versions named by --version N; name at least one")
+        versions = _versions_to_regate(args) if args.version else None
+        plan = _plan_gate(args, uri, versions)   # configuration checked, nothing recorded, no Prefect yet (exit 3)
+        if versions is None and not plan.todo and not plan.regate:
+            return _nothing_to_gate(args, plan)
         configure_environment()
         from flows.gate import gate
 
         from .output import library_output_to_stderr
 
-        if args.force and not args.version:
-            raise FauxChecksError("--force re-decides the versions named by --version N; name at least one")
-        versions = _versions_to_regate(args) if args.version else None
         what = f"version(s) {', '.join(versions)}" if versions else "new versions"
         _eprint(f"gating {what} of '{args.model_name}' (Prefect ephemeral API; first start takes ~10 s; "
                 f"deadline {deadline:g} s)")
@@ -334,30 +338,71 @@ def cmd_gate(args) -> int:
             state = gate(model_name=args.model_name, data_path=args.data, policy_path=args.policy,
                          tracking_uri=args.tracking_uri, alias=args.alias, report_root=args.report_dir,
                          versions=versions, deadline_s=deadline, trusted_types=args.trust_type or None,
+                         regate=plan.regate or None, allow_rollback=args.allow_rollback,
                          signing_key=args.signing_key, sep=args.sep, return_state=True)
         _raise_if_unreachable(state, uri)
         outcomes = _flow_outcomes(state)
         if outcomes == [] and state.is_completed():   # the flow found nothing to gate: say so (stdout stays empty in --json)
-            message = _nothing_new(args.model_name, args.tracking_uri)
-            if _json(args):
-                _error(message)
-            else:
-                _say(message)
-            return EXIT_PASSED
+            return _nothing_to_gate(args, plan)
+        for row in plan.skipped:
+            _eprint(f"skipped v{row['version']}: {row['reason']}")
         if _json(args):
+            from .gate_plan import skipped_objects
             from .output import emit_json, gate_error_object, gate_objects
 
             if outcomes is None:
                 emit_json([gate_error_object(args.model_name, f"the gate flow ended {state.type} before deciding: "
                                                               f"{state.message}")])
                 return EXIT_UNDECIDED
-            emit_json(gate_objects(args.model_name, outcomes))
+            emit_json(gate_objects(args.model_name, outcomes) + skipped_objects(args.model_name, plan))
             return _gate_exit_code(state, [o.get("decision") for o in outcomes])
         return _print_history_and_code(args.model_name, args.tracking_uri, state, versions=versions)
     finally:
         if armed:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
+
+
+def _plan_gate(args, uri: str, versions: list[str] | None):
+    """:func:`faux_checks_app.gate_plan.prepare_gate`; with ``--json`` a configuration error is also one JSON object."""
+    from faux_checks.errors import ConfigurationError
+
+    from .gate_plan import prepare_gate
+
+    try:
+        return prepare_gate(args, uri, versions)
+    except ConfigurationError as exc:
+        if _json(args):
+            from .output import emit_json, gate_error_object
+
+            obj = gate_error_object(args.model_name, str(exc))
+            obj.update({"decision": None, "exit_code": EXIT_CONFIGURATION, "error": "configuration"})
+            emit_json([obj])
+        raise
+
+
+def _nothing_to_gate(args, plan) -> int:
+    """No version to gate: say so (stdout stays empty in --json but for skipped undecided versions); exit 0,
+    or 2 when every registered version is recorded undecided (nothing can be deployed)."""
+    from .gate_plan import skipped_objects
+
+    if plan.all_undecided:
+        message = (f"nothing to gate: all {len(plan.rows)} registered version(s) of '{args.model_name}' are recorded "
+                   "undecided and none can be re-gated now (same policy and data, or their check ran); "
+                   f"`faux-checks history {args.model_name}` lists them")
+    else:
+        message = _nothing_new(args.model_name, args.tracking_uri)
+    for row in plan.skipped:
+        _eprint(f"skipped v{row['version']}: {row['reason']}")
+    if _json(args):
+        from .output import emit_json
+
+        _error(message)
+        if plan.skipped:
+            emit_json(skipped_objects(args.model_name, plan))
+    else:
+        _say(message)
+    return EXIT_UNDECIDED if plan.all_undecided else EXIT_PASSED
 
 
 def _raise_if_unreachable(state, uri: str) -> None:
@@ -379,12 +424,17 @@ def _versions_to_regate(args) -> list[str]:
     """The ``--version`` numbers, checked to exist; one already decided needs ``--force`` (re-decided under the current policy)."""
     from faux_checks.registry import GATE_TAG, RUNNING, Registry
 
-    rows = {r["version"]: r for r in Registry(args.tracking_uri).history(args.model_name)}
+    from faux_checks.errors import InputError
+
+    try:
+        rows = {r["version"]: r for r in Registry(args.tracking_uri).history(args.model_name)}
+    except InputError as exc:   # no such registered model: configuration (exit 3), nothing recorded
+        raise ConfigurationError(f"{exc}; nothing was recorded") from None
     versions = [str(v) for v in dict.fromkeys(args.version)]
     for v in versions:
         if v not in rows:
-            raise FauxChecksError(f"registered model '{args.model_name}' has no version {v!r}; existing versions: "
-                                  f"{list(rows)}")
+            raise ConfigurationError(f"registered model '{args.model_name}' has no version {v!r}; existing versions: "
+                                     f"{list(rows)}; nothing was recorded")
         decided = rows[v].get(GATE_TAG)
         if decided not in (None, RUNNING) and not args.force:
             raise FauxChecksError(
@@ -878,6 +928,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="gate this version (repeatable) instead of the new ones; one already decided needs --force")
     p.add_argument("--force", action="store_true",
                    help="with --version: re-decide an already decided version under the current policy")
+    p.add_argument("--allow-rollback", action="store_true",
+                   help="let a passing version older than the passed one holding --alias take it (default: the alias "
+                        "stays on the highest version that passed)")
     _trust_type(p)
     signing_key_option(p)
     p.set_defaults(func=cmd_gate)
@@ -1001,6 +1054,9 @@ def main(argv: list[str] | None = None) -> int:
                "stays new and is gated by the next run")
         _stop_started_services(before)
         return stop.code
+    except ConfigurationError as exc:  # found before anything was recorded: its own code, one line
+        _error(f"faux-checks {args.command}: configuration error: {exc}")
+        return EXIT_CONFIGURATION
     except FauxChecksError as exc:  # commands that decide nothing (spec, register, history, report) say "error"
         _error(f"faux-checks: could not decide: {exc}" if _decides(args) else f"faux-checks {args.command}: error: {exc}")
         return EXIT_UNDECIDED

@@ -206,9 +206,18 @@ def record(model_name: str, version: str, tracking_uri: str | None, outcome, rep
                "fairness_data_uri": Path(data_path).resolve().as_uri() if data_path else None,
                "fairness_data_path": str(Path(data_path).resolve()) if data_path else None,
                "fairness_data_sha256": (data or {}).get("sha256") or (check.get("provenance") or {}).get("data_sha256"),
+               **_cause_tag(outcome),
                **_attribute_tags(attributes, check)},
     )
     return run_id
+
+
+def _cause_tag(outcome) -> dict[str, str]:
+    """``fairness_undecided_cause``: ``no_check`` for an undecided whose check never ran (configuration or loading;
+    re-gated by the next run with another policy or data, :meth:`~faux_checks.registry.Registry.gate_plan`), else ""."""
+    from faux_checks.registry.versions import NO_CHECK, UNDECIDED_CAUSE_TAG
+
+    return {UNDECIDED_CAUSE_TAG: NO_CHECK if outcome.decision == "undecided" and not outcome.check else ""}
 
 
 def _write_evidence(report_dir: str, sources: dict, signing_key: str | None, model_name: str, version: str,
@@ -397,11 +406,12 @@ def demote(model_name: str, version: str, tracking_uri: str | None, alias: str) 
 
 
 @task(**IO_TASK)
-def promote(model_name: str, version: str, tracking_uri: str | None, alias: str) -> None:
-    """Move ``alias`` to the version (the registry re-checks that its decision is 'passed')."""
+def promote(model_name: str, version: str, tracking_uri: str | None, alias: str, allow_rollback: bool = False) -> str:
+    """Move ``alias`` to the version (the registry re-checks that its decision is 'passed'); never to an older
+    version than a passed one holding it, unless ``allow_rollback``. Returns the version the alias is on."""
     from faux_checks.registry import Registry
 
-    Registry(tracking_uri).promote(model_name, version, alias=alias)
+    return Registry(tracking_uri).promote(model_name, version, alias=alias, allow_rollback=allow_rollback)
 
 
 def _undecided(exc: BaseException):
@@ -453,8 +463,11 @@ def gate_version_leased(model_name: str, version: str, frame, *, lease_ttl_s: fl
 def gate_version(model_name: str, version: str, frame, *, policy_path: str | None, tracking_uri: str | None,
                  alias: str, report_root: str, workdir: str, aux_model_path: str | None = None,
                  data_path: str | None = None, trusted_types: list[str] | None = None,
-                 signing_key: str | None = None) -> VersionOutcome:
+                 allow_rollback: bool = False, signing_key: str | None = None) -> VersionOutcome:
     """Gate one version (called inside the flow): check, record, promote, publish; fails closed.
+
+    ``allow_rollback``: a passing version older than the passed one holding ``alias`` takes it
+    (otherwise the alias stays on the newer version and the outcome says so; issue 22, item 4).
 
     An error while checking makes the decision ``undecided`` (still recorded); a decision that
     cannot be recorded, or a ``passed`` version whose alias cannot be moved, makes the version
@@ -508,14 +521,20 @@ def gate_version(model_name: str, version: str, frame, *, policy_path: str | Non
                     f"({type(error).__name__}: {error}); remove it by hand")
             outcome = replace(outcome, reasons=list(outcome.reasons) + [note])
     if outcome.decision == "passed":
-        _, error = _fail_closed(f"model {model_name} v{version} passed but alias '{alias}' could not be moved",
-                                lambda: promote(model_name, version, tracking_uri, alias))
+        holder, error = _fail_closed(f"model {model_name} v{version} passed but alias '{alias}' could not be moved",
+                                     lambda: promote(model_name, version, tracking_uri, alias, allow_rollback))
         if error is not None:  # recorded 'passed' + promotion 'pending': re-gated by the next run
             return _not_completed(model_name, version, outcome, report_dir, model_info, timings, "not-promoted",
                                   f"the version passed the policy but alias '{alias}' could not be moved to it "
                                   f"({type(error).__name__}: {error}); it stays pending and the next gate run "
                                   "checks it again", run_id=run_id)
-        promoted = True
+        promoted = holder is None or str(holder) == str(version)
+        if not promoted:
+            from dataclasses import replace
+
+            outcome = replace(outcome, reasons=list(outcome.reasons) + [
+                f"alias '{alias}' stays on v{holder}, a newer version that passed; re-gating v{version} never moves "
+                "it backwards (pass --allow-rollback to move it)"])
 
     result = _version_outcome(model_name, version, outcome, outcome.decision, outcome.reasons, report_dir, timings,
                               run_id=run_id, promoted=promoted)
@@ -663,7 +682,8 @@ def _markdown(o: VersionOutcome) -> str:
 def gate(model_name: str, data_path: str, policy_path: str | None = None, tracking_uri: str | None = None,
          alias: str = "deployable", report_root: str | None = None, versions: list[str] | None = None,
          aux_model_path: str | None = None, deadline_s: float | None = None, trusted_types: list[str] | None = None,
-         signing_key: str | None = None, sep: str | None = None):
+         regate: list[str] | None = None, allow_rollback: bool = False, signing_key: str | None = None,
+         sep: str | None = None):
     """Gate every new version of ``model_name`` on the audit data at ``data_path``.
 
     Parameters
@@ -689,6 +709,12 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
     trusted_types : list of str, optional
         A ``.skops`` version: types beyond those skops trusts by default that its operator reviewed
         (CLI ``--trust-type NAME``); without them such a version is ``undecided``, its reason listing them.
+    regate : list of str, optional
+        Without ``versions``: decided versions to gate again besides the new ones (the CLI passes the
+        undecided versions whose check never ran, once the policy or data changed;
+        :meth:`~faux_checks.registry.Registry.gate_plan`).
+    allow_rollback : bool
+        Let a passing version older than the passed one holding ``alias`` take it (default: never).
     signing_key : str, optional
         Ed25519 private key (PEM) that signs each decision's evidence pack (``evidence.json``); default the
         ``FAUX_CHECKS_SIGNING_KEY`` environment variable; unsigned packs without either. Read before any
@@ -711,6 +737,8 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
     deadline_s = float(deadline_s or operations.deadline_s)
     ends_at = time.monotonic() + deadline_s
     todo = versions if versions else _new_versions(model_name, tracking_uri)
+    if not versions and regate:
+        todo = sorted(set(todo) | {str(v) for v in regate}, key=int)
     if not todo:
         logger.info("no new versions of %s to gate", model_name)
         return []
@@ -728,10 +756,12 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
             else:
                 outcome = gate_version_leased(
                     model_name, version, frame, lease_ttl_s=deadline_s + LEASE_MARGIN_S,
-                    lease_wait_s=max(0.0, ends_at - time.monotonic() - LEASE_MARGIN_S), only_if_new=not versions,
+                    lease_wait_s=max(0.0, ends_at - time.monotonic() - LEASE_MARGIN_S),
+                    only_if_new=not versions and str(version) not in {str(v) for v in regate or ()},
                     policy_path=policy_path, tracking_uri=tracking_uri, alias=alias, report_root=report_root,
                     workdir=workdir, aux_model_path=aux_model_path, data_path=data_path,
-                    trusted_types=list(trusted_types or []), signing_key=signing_key)
+                    trusted_types=list(trusted_types or []), allow_rollback=allow_rollback,
+                    signing_key=signing_key)
             outcomes.append(outcome)
     results = [asdict(o) for o in outcomes]
     bad = [o for o in outcomes if o.decision != "passed"]

@@ -52,10 +52,20 @@ def against_earlier(model_name: str, version: str, outcome, frame, *, tracking_u
     from faux_checks.registry import GATE_TAG, Registry
 
     scores_path = Path(records_dir) / "scores.parquet"
-    if outcome.check is None or not scores_path.is_file():   # the check did not run, or several attributes
+    if outcome.check is None:                                # the check did not run: nothing to compare
         return outcome
     policy = load_policy(policy_path)
     limit = policy.decision.max_newly_flagged_fraction
+    if not scores_path.is_file():                            # several attributes: per-attribute records
+        if limit is None:
+            return outcome
+        rule = rule_row("max_newly_flagged_fraction", "not judged", "no new harm not judged: the per-individual "
+                        "comparison is not computed for several protected attributes yet; unset "
+                        "decision.max_newly_flagged_fraction, or gate with one policy per attribute", None, limit)
+        decided = add_rule(outcome.decision, outcome.reasons, outcome.rules, rule)
+        return replace(outcome, decision=decided.decision, reasons=decided.reasons, rules=decided.rules,
+                       regression=[{"role": "deployed", "compared_with": None, "change": None,
+                                    "note": rule["detail"], "rule": rule}])
     policy_sha = ((outcome.check.get("provenance") or {}).get("policy_sha256")) or policy.sha256()
     try:
         candidate = pd.read_parquet(scores_path)

@@ -31,7 +31,13 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import InputError, UnsafeModelError
-from ..inputs.models import model_format
+
+
+def model_format(path) -> str:
+    """:func:`faux_checks.inputs.models.model_format`, imported on use (it brings torch; a registry lookup need not)."""
+    from ..inputs.models import model_format as fmt
+
+    return fmt(path)
 
 __all__ = ["FLAVOR_MODEL_FILES", "SAFE_RECIPES", "SPEC_FILE_NAME", "feature_spec_file", "mlflow_model_file"]
 

@@ -153,8 +153,13 @@ class DecisionTrail(RegistryClient):
         tags[GATE_TAG] = decision  # last: dict order is the write order
         self._set_version_tags(name, mv.version, tags)
 
-    def promote(self, name: str, version: str | int, alias: str = DEFAULT_ALIAS) -> None:
-        """Point ``alias`` at ``version``, only if its recorded decision is ``passed``.
+    def promote(self, name: str, version: str | int, alias: str = DEFAULT_ALIAS, *, allow_rollback: bool = False) -> str:
+        """Point ``alias`` at ``version``, only if its recorded decision is ``passed``, never backwards.
+
+        The alias stays on the highest version that passed (issue 22, item 4): when it is on a
+        newer version whose recorded decision is ``passed``, re-gating an older one leaves it
+        there (a silent production rollback otherwise) unless ``allow_rollback``; the older
+        version's ``fairness_promotion`` is then ``superseded`` (so it is not new again).
 
         The decision is re-read from the registry, not taken from the caller. A version the gate
         left ``fairness_promotion=pending`` is marked ``done`` after the alias is set (a kill in
@@ -168,6 +173,13 @@ class DecisionTrail(RegistryClient):
             Version number.
         alias : str
             Alias to set (``models:/name@alias``); default ``"deployable"``.
+        allow_rollback : bool
+            Move the alias to ``version`` even when a newer passed version holds it.
+
+        Returns
+        -------
+        str
+            The version the alias points at afterwards (``version``, or the newer one it stayed on).
 
         Raises
         ------
@@ -185,9 +197,17 @@ class DecisionTrail(RegistryClient):
                 f"version {mv.version} of '{name}' cannot get alias '{alias}': its {GATE_TAG} tag is "
                 f"{shown}, only 'passed' versions are promoted; run the fairness gate on it first"
             )
+        holder = (self._registered_model(name).aliases or {}).get(alias)
+        if (not allow_rollback and holder is not None and int(holder) > int(mv.version)
+                and (self._version(name, holder).tags or {}).get(GATE_TAG) == "passed"):
+            if mv.tags.get(PROMOTION_TAG) == PENDING:
+                self._set_version_tags(name, mv.version, {PROMOTION_TAG: "superseded",
+                                                          "fairness_promotion_kept_on": str(holder)})
+            return str(holder)
         with_retry(self.client.set_registered_model_alias, name, alias, str(mv.version))
         if mv.tags.get(PROMOTION_TAG) == PENDING:
             self._set_version_tags(name, mv.version, {"fairness_promoted_at": utc_now(), PROMOTION_TAG: "done"})
+        return str(mv.version)
 
     def demote(self, name: str, version: str | int, alias: str = DEFAULT_ALIAS) -> bool:
         """Remove ``alias`` from ``version`` if it points there (a re-gate that no longer passes).

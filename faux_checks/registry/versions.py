@@ -14,8 +14,19 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import InputError
-from ..inputs.models import model_sha256
 from .formats import feature_spec_file, mlflow_model_file
+
+
+def model_sha256(path) -> str:
+    """:func:`faux_checks.inputs.models.model_sha256`, imported on use (it brings torch: ~2 s a registry lookup need not pay)."""
+    from ..inputs.models import model_sha256 as sha
+
+    return sha(path)
+
+#: Version tag of a recorded ``undecided``: :data:`NO_CHECK` when the check never ran (configuration or
+#: loading: the next gate with a changed policy or data re-gates it, :meth:`ModelVersions.gate_plan`), else "".
+UNDECIDED_CAUSE_TAG = "fairness_undecided_cause"
+NO_CHECK = "no_check"
 from .client import (
     DEFAULT_ALIAS,
     GATE_TAG,
@@ -167,6 +178,66 @@ class ModelVersions(RegistryClient):
             or (v.tags.get(GATE_TAG) == "passed" and v.tags.get(PROMOTION_TAG) == PENDING
                 and str(v.version) not in aliased)
         ]
+
+    def gate_plan(self, name: str, *, policy_sha256: str | None, data_sha256: str | None) -> list[dict[str, Any]]:
+        """What a gate run does with each version of ``name``: gate it, re-gate it, or skip it, and why.
+
+        A recorded ``undecided`` whose check never ran (cause configuration or loading: tag
+        :data:`UNDECIDED_CAUSE_TAG` = :data:`NO_CHECK`; for versions recorded before that tag, an
+        empty ``fairness_flagged_fraction``) is re-gated when the policy's hash or the audit data's
+        hash differs from the recorded one (issue 22, item 3): no ``--force`` needed once the
+        cause is fixed. Every other decided version is left alone; an undecided one is ``skip``
+        with the reason.
+
+        Parameters
+        ----------
+        name : str
+            Registered model name.
+        policy_sha256, data_sha256 : str or None
+            Hashes of this run's policy (:meth:`Policy.sha256`) and audit data
+            (:func:`faux_checks.provenance.data_sha256`).
+
+        Returns
+        -------
+        list of dict
+            One per version, ascending: ``version``, ``action`` (``"new"``, ``"regate"``, ``"skip"``
+            for an undecided version not re-gated, ``"decided"`` for passed/failed), ``decision`` (the
+            recorded one, None if new) and ``reason`` (one sentence).
+
+        Raises
+        ------
+        InputError
+            If no registered model is called ``name`` (the message lists the existing names).
+        """
+        new = set(self.new_versions(name))
+        plan = []
+        for v in self._versions(name):
+            version, tags = str(v.version), v.tags or {}
+            decision = tags.get(GATE_TAG)
+            row = {"version": version, "decision": None if version in new else decision}
+            if version in new:
+                plan.append({**row, "action": "new", "reason": "not decided yet"})
+                continue
+            if decision != "undecided":
+                plan.append({**row, "action": "decided", "reason": f"already {decision}"})
+                continue
+            no_check = (tags.get(UNDECIDED_CAUSE_TAG) == NO_CHECK if UNDECIDED_CAUSE_TAG in tags
+                        else tags.get("fairness_flagged_fraction") in (None, "", "None"))
+            changed = [what for what, now, key in (("policy", policy_sha256, "fairness_policy_sha256"),
+                                                   ("audit data", data_sha256, "fairness_data_sha256"))
+                       if now and tags.get(key) != now]
+            when = tags.get("fairness_checked_at") or "?"
+            if no_check and changed:
+                plan.append({**row, "action": "regate",
+                             "reason": f"recorded undecided at {when} before its check ran (configuration or loading); "
+                                       f"the {' and the '.join(changed)} changed since, so it is gated again"})
+            else:
+                why = ("before its check ran, under the same policy and audit data" if no_check
+                       else "after its check ran (not enough evidence)")
+                plan.append({**row, "action": "skip",
+                             "reason": f"recorded undecided at {when} {why}; re-decide it with --version {version} "
+                                       "--force, or register a fixed model as a new version"})
+        return plan
 
     def download(self, name: str, version: str | int, dst_dir: str | Path) -> tuple[Path, Path | None]:
         """Download a version's model file and feature spec into ``dst_dir``.

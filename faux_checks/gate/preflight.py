@@ -1,0 +1,135 @@
+"""Configuration checked before a gate touches the registry (issue 22, item 3).
+
+A gate's configuration is the policy, the audit data and, per version, the feature spec and
+model it downloads. When they do not fit together (a policy column the data lacks, a spec that
+needs other columns or encodes to a width the model does not take) no version can be decided,
+and recording ``undecided`` on every version would turn a typo into a permanent decision. These
+checks run on the data already loaded, before any version is claimed, leased or marked running;
+each failure is one :class:`~faux_checks.errors.ConfigurationError` line: the column or version,
+the counts, the fix (exit code 3 in the CLI).
+
+Our reading of the issue: everything that is a property of the *inputs given to this run* is
+configuration; what belongs to one version and its own files (a model that cannot be loaded
+safely, a check that ran but could not decide) stays a per-version ``undecided`` record.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from ..errors import ConfigurationError, InputError
+
+__all__ = ["check_policy_columns", "check_version_fits", "policy_columns"]
+
+
+def policy_columns(policy) -> dict[str, str]:
+    """Every data column the policy names, with its role: ``{column: role}``, in the policy's order.
+
+    Roles: ``"protected attribute"``, ``"label"``, ``"admissible column"``, ``"linked column"``,
+    ``"linked 'by' column"``. Intersections (``sex×race``) are derived from declared columns and
+    are not listed. Our reading of :class:`~faux_checks.gate.policy.Policy` (``protected``,
+    ``[[attributes]]``, ``label``, ``[faux] admissible``, ``[linked_columns]``).
+    """
+    roles: dict[str, str] = {}
+
+    def add(column, role):
+        if column and str(column) not in roles:
+            roles[str(column)] = role
+
+    def add_links(tables):
+        for column, table in (tables or {}).items():
+            add(column, "linked column")
+            by = table.get("by") if isinstance(table, dict) else None
+            add(by, "linked 'by' column")
+
+    for name in ([a.column for a in policy.attributes] if policy.attributes else [policy.protected]):
+        add(name, "protected attribute")
+    add(policy.label, "label")
+    for column in policy.faux.admissible:
+        add(column, "admissible column")
+    add_links(policy.linked_columns)
+    for a in policy.attributes:
+        for column in a.admissible or ():
+            add(column, "admissible column")
+        add_links(a.linked_columns)
+    return roles
+
+
+def check_policy_columns(frame: pd.DataFrame, policy, *, data_name: str, policy_name: str) -> None:
+    """Raise :class:`ConfigurationError` unless every column the policy names is in the data.
+
+    Parameters
+    ----------
+    frame : DataFrame of shape (n, columns)
+        The audit data as loaded (never modified).
+    policy : Policy
+        The policy in force.
+    data_name : str
+        How the message names the data (its file name).
+    policy_name : str
+        How the message names the policy (``--policy FILE`` or "the shipped policy (no --policy given)").
+
+    Raises
+    ------
+    ConfigurationError
+        One line: each missing column with its role, the data's row and column counts and its first
+        columns, and the fix (a policy that names the data's columns).
+    """
+    roles = policy_columns(policy)
+    present = {str(c) for c in frame.columns}
+    missing = [(c, r) for c, r in roles.items() if c not in present]
+    if not missing:
+        return
+    shown = ", ".join(map(str, list(frame.columns)[:20])) + (" ..." if frame.shape[1] > 20 else "")
+    named = ", ".join(f"'{c}' ({r})" for c, r in missing)
+    raise ConfigurationError(
+        f"{policy_name} names {len(missing)} column(s) missing from {data_name} ({len(frame):,} rows, "
+        f"{frame.shape[1]} columns: {shown}): {named}; nothing was recorded. Fix: give --policy with "
+        "protected = \"COLUMN\" and label = \"COLUMN\" (and admissible/linked columns) naming columns of the data")
+
+
+def check_version_fits(model_name: str, version: str, model_path: str | Path, spec_path: str | Path | None,
+                       frame: pd.DataFrame, policy, *, trusted_types=()) -> None:
+    """Raise :class:`ConfigurationError` unless the version's feature spec and model take the data.
+
+    Single-attribute policies: the rows are selected and encoded exactly as the check does
+    (:func:`~faux_checks.gate.rows.prepare_audit`) and two encoded rows are fed to the model
+    (:func:`~faux_checks.gate.rows.check_model_accepts`), so a spec width the model does not take
+    is found here. Several attributes: the spec's source columns are checked against the data.
+    A model that does not load (unsafe file, missing extra) is *not* a configuration error: it is
+    left to the gate, which records that version ``undecided`` with the cause.
+
+    Raises
+    ------
+    ConfigurationError
+        ``v{version} of '{model_name}': `` + the encoding or width error, and that nothing was recorded.
+    """
+    from ..inputs.tabular import FeatureSpec
+
+    try:
+        spec = FeatureSpec.load(spec_path) if spec_path else None
+        if policy.attributes:
+            if spec is not None:
+                from .._validation import require_columns
+
+                require_columns(frame, spec.source_columns, what=f"FeatureSpec '{spec.name}'")
+            return
+        from .rows import check_model_accepts, prepare_audit
+
+        rows = prepare_audit(frame, policy=policy, feature_spec=spec)
+    except InputError as exc:
+        raise ConfigurationError(f"v{version} of '{model_name}': {exc}; nothing was recorded") from None
+    try:
+        from ..inputs.models import load_model
+
+        model = load_model(model_path, trusted_types=tuple(trusted_types or ()))
+    except Exception:   # a version's own loading trouble: the gate records it undecided, with the cause
+        return
+    from ..method._batching import as_tensor
+
+    try:
+        check_model_accepts(model, as_tensor(rows.X[:256]), rows.feature_spec)
+    except InputError as exc:
+        raise ConfigurationError(f"v{version} of '{model_name}': {exc}; nothing was recorded") from None
