@@ -13,6 +13,7 @@ errors go to stderr. ``--json`` prints one JSON object per model version instead
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -89,11 +90,40 @@ def cmd_check(args) -> int:
         raise FauxChecksError(f"{args.scores_out} exists already; choose another --scores-out (nothing is overwritten)")
     _check_outputs(scores_out=args.scores_out, report_dir=report_dir)
     try:
-        return _check(args, report_dir)
-    except Exception as exc:  # fail closed, and say why in the report the user asked for
+        with _time_limit(_check_deadline(args), "check"):
+            return _check(args, report_dir)
+    except (Exception, Stop) as exc:  # fail closed, and say why in the report the user asked for
         if report_dir is not None and not (report_dir / "report.json").exists():
             _write_undecided_report(report_dir, args, exc)
         raise
+
+
+def _check_deadline(args) -> float:
+    """``check --deadline``, else the policy's ``[operations] deadline_s`` (the default's when the policy
+    does not load: ``_check`` then reports why)."""
+    from faux_checks.gate.policy import OperationsSettings, load_policy
+
+    if args.deadline:
+        return float(args.deadline)
+    try:
+        return float(load_policy(args.policy).operations.deadline_s)
+    except Exception:
+        return float(OperationsSettings().deadline_s)
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float, what: str):
+    """Raise :class:`Stop` (exit 2) in the main thread after ``seconds`` (SIGALRM); a no-op off the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGALRM, _on_deadline(seconds, what))
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _check_outputs(*, scores_out=None, report_dir=None, out=None, work_dir=None) -> None:
@@ -126,6 +156,9 @@ def _check(args, report_dir: Path | None) -> int:
     from faux_checks.report.build import write_report
 
     policy = _policy(args)
+    from faux_checks.inputs.limits import set_model_limits
+
+    set_model_limits(policy.operations)   # size, tree and probe limits on the model files (issue 25)
     if policy.attributes:
         return _check_attributes(args, policy, report_dir)
     _eprint(f"[1/4] loading model {args.model}")
@@ -235,9 +268,9 @@ def _on_signal(signum, frame):
     raise Stop(128 + signum, f"{signal.Signals(signum).name} received")
 
 
-def _on_deadline(seconds: float):
+def _on_deadline(seconds: float, what: str = "gate"):
     def handler(signum, frame):
-        raise Stop(EXIT_UNDECIDED, f"the gate's deadline of {seconds:g} s was reached")
+        raise Stop(EXIT_UNDECIDED, f"the {what}'s deadline of {seconds:g} s was reached")
     return handler
 
 
@@ -819,6 +852,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-pickle", action="store_true",
                    help="DANGEROUS: load pickled models (runs code from the file); only for files you trust")
     _trust_type(p)
+    p.add_argument("--deadline", type=float, metavar="SECONDS",
+                   help="stop the check after this many seconds and exit 2 (undecided) "
+                        "(default: the policy's [operations] deadline_s, 600)")
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("gate", help="gate every new version of a registered model (Prefect flow)", **with_json)

@@ -650,7 +650,7 @@ LEASE_MARGIN_S = 60.0
 
 def _operations(policy_path: str | None):
     """The policy's ``[operations]`` (defaults when the policy does not load: the check reports that),
-    with MLflow's HTTP timeout, retries and backoff applied to this process."""
+    with MLflow's HTTP timeout, retries and backoff and the model-file limits applied to this process."""
     from faux_checks.gate.policy import OperationsSettings, load_policy
     from faux_checks.registry.operations import apply_client_settings
 
@@ -659,6 +659,9 @@ def _operations(policy_path: str | None):
     except Exception:
         operations = OperationsSettings()
     apply_client_settings(operations)
+    from faux_checks.inputs.limits import set_model_limits
+
+    set_model_limits(operations)    # size, tree and probe limits on every model file this run loads
     return operations
 
 
