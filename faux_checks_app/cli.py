@@ -264,6 +264,24 @@ class Stop(BaseException):
         self.code, self.message = code, message
 
 
+def _prefect_api() -> str:
+    """Which Prefect API a flow command talks to, for its first line (issue 25, item 8: "(Prefect ephemeral
+    API)" was printed with ``PREFECT_API_URL`` set)."""
+    url = os.environ.get("PREFECT_API_URL")
+    if not url:
+        try:  # a Prefect profile may name one
+            from prefect.settings import PREFECT_API_URL
+
+            url = PREFECT_API_URL.value()
+        except Exception:  # noqa: BLE001 - only a label
+            url = None
+    if url:
+        from faux_checks.report._format import printable
+
+        return f"Prefect API {printable(str(url))}"
+    return "Prefect ephemeral API; first start takes ~10 s"
+
+
 def _on_signal(signum, frame):
     raise Stop(128 + signum, f"{signal.Signals(signum).name} received")
 
@@ -288,8 +306,11 @@ def cmd_register(args) -> int:
     tags = {"registered_with": "faux-checks register", "model_format": fmt}
     if args.data:
         tags["registered_checked_on"] = Path(args.data).resolve().as_uri()
-    version = registry.register_version(args.model_name, args.model, args.feature_spec, description=args.description or "",
-                                        tags=tags)
+    from .output import library_output_to_stderr
+
+    with library_output_to_stderr():   # MLflow's run links are not the version number stdout carries
+        version = registry.register_version(args.model_name, args.model, args.feature_spec,
+                                            description=args.description or "", tags=tags)
     _eprint(f"registered {args.model} as version {version} of '{args.model_name}' in {registry.tracking_uri}; "
             f"`faux-checks gate {args.model_name} --data ...` gates it")
     _say(version)
@@ -326,6 +347,7 @@ def cmd_gate(args) -> int:
     deadline = float(args.deadline or operations.deadline_s)
     apply_client_settings(operations)
     uri = args.tracking_uri or default_tracking_uri()
+    started = time.monotonic()
     armed = threading.current_thread() is threading.main_thread()
     if armed:  # the whole command: server start, flow, history
         previous = signal.signal(signal.SIGALRM, _on_deadline(deadline))
@@ -341,14 +363,14 @@ def cmd_gate(args) -> int:
             raise FauxChecksError("--force re-decides the versions named by --version N; name at least one")
         versions = _versions_to_regate(args) if args.version else None
         what = f"version(s) {', '.join(versions)}" if versions else "new versions"
-        _eprint(f"gating {what} of '{args.model_name}' (Prefect ephemeral API; first start takes ~10 s; "
+        _eprint(f"gating {what} of '{args.model_name}' ({_prefect_api()}; "
                 f"deadline {deadline:g} s)")
         with library_output_to_stderr():
             state = gate(model_name=args.model_name, data_path=args.data, policy_path=args.policy,
                          tracking_uri=args.tracking_uri, alias=args.alias, report_root=args.report_dir,
                          versions=versions, deadline_s=deadline, trusted_types=args.trust_type or None,
                          return_state=True)
-        _raise_if_unreachable(state, uri)
+        _raise_if_unreachable(state, uri, seconds=time.monotonic() - started)
         outcomes = _flow_outcomes(state)
         if outcomes == [] and state.is_completed():   # the flow found nothing to gate: say so (stdout stays empty in --json)
             message = _nothing_new(args.model_name, args.tracking_uri)
@@ -373,8 +395,9 @@ def cmd_gate(args) -> int:
             signal.signal(signal.SIGALRM, previous)
 
 
-def _raise_if_unreachable(state, uri: str) -> None:
-    """A flow that ended because the registry did not answer: its error, without one more registry call."""
+def _raise_if_unreachable(state, uri: str, seconds: float = 0.0) -> None:
+    """A flow that ended because the registry did not answer: its error, without one more registry call
+    (``seconds``: how long the command ran, named in the error; "for 0.0 s" after minutes was issue 25's item 8)."""
     from faux_checks.errors import RegistryUnreachableError
     from faux_checks.registry.operations import is_unreachable, unreachable_error
 
@@ -385,7 +408,7 @@ def _raise_if_unreachable(state, uri: str) -> None:
     except Exception as error:
         exc = error
     if isinstance(exc, BaseException) and is_unreachable(exc):
-        raise exc if isinstance(exc, RegistryUnreachableError) else unreachable_error(uri, 0.0, exc)
+        raise exc if isinstance(exc, RegistryUnreachableError) else unreachable_error(uri, seconds, exc)
 
 
 def _versions_to_regate(args) -> list[str]:
@@ -607,7 +630,7 @@ def cmd_audit(args) -> int:
     from flows.audit import audit
 
     _eprint(f"auditing the '{args.alias}' version of '{args.model_name}' on {args.data} "
-            "(Prefect ephemeral API; first start takes ~10 s)")
+            f"({_prefect_api()})")
     from .output import library_output_to_stderr
 
     with library_output_to_stderr():
