@@ -277,6 +277,12 @@ class OperationsSettings(_Strict):
     registry_backoff: int = Field(
         1, ge=0, le=120, description="MLflow HTTP backoff factor (MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR; client default 2): "
         "sleeps of 0, 2, 4 ... x this many seconds between retries.")
+    prefect_timeout_s: int = Field(
+        20, ge=1, le=600, description="Prefect API request timeout (PREFECT_API_REQUEST_TIMEOUT; client default 60); "
+        "20 s, not the registry's 10: the temporary Prefect server answers slowly on a loaded 2-core machine.")
+    prefect_retries: int = Field(
+        2, ge=0, le=10, description="Prefect API retries per call (PREFECT_CLIENT_MAX_RETRIES; client default 5, "
+        "exponential backoff: 60-70 s of retrying per call against a killed Prefect server, issue 25 fault 2).")
     # resource limits on what a user gives (issue 25, bad input 5): a file or column past them is refused, not read
     max_model_bytes: int = Field(
         1 << 30, ge=1 << 20, le=1 << 40, description="Largest model file, and largest total unpacked size of a model "

@@ -43,6 +43,11 @@ SETTLE_S = 1.0
 CLIENT_SETTINGS = {"registry_timeout_s": "MLFLOW_HTTP_REQUEST_TIMEOUT",
                    "registry_retries": "MLFLOW_HTTP_REQUEST_MAX_RETRIES",
                    "registry_backoff": "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR"}
+#: Prefect's client settings set from ``[operations]`` (issue 25, fault 2: each Prefect call retried 60-70 s
+#: against a killed server). Read by Prefect's settings when first loaded in the process (Prefect 3), so
+#: :func:`apply_client_settings` runs before Prefect is imported (``faux-checks gate`` does).
+PREFECT_SETTINGS = {"prefect_timeout_s": "PREFECT_API_REQUEST_TIMEOUT",
+                    "prefect_retries": "PREFECT_CLIENT_MAX_RETRIES"}
 _set_by_us: set[str] = set()
 _UNREACHABLE_MARKERS = ("max retries exceeded", "connection refused", "failed to establish a new connection",
                         "read timed out", "connecttimeout", "connection aborted", "connection reset",
@@ -50,7 +55,8 @@ _UNREACHABLE_MARKERS = ("max retries exceeded", "connection refused", "failed to
 
 
 def apply_client_settings(operations) -> dict[str, str]:
-    """Set MLflow's HTTP timeout, retries and backoff for this process from ``[operations]``.
+    """Set MLflow's HTTP timeout, retries and backoff, and Prefect's API timeout and retries
+    (:data:`PREFECT_SETTINGS`), for this process from ``[operations]``.
 
     A variable the user exported before (not set by an earlier call here) wins.
 
@@ -64,7 +70,7 @@ def apply_client_settings(operations) -> dict[str, str]:
         The variables in force, name -> value.
     """
     applied = {}
-    for field, name in CLIENT_SETTINGS.items():
+    for field, name in {**CLIENT_SETTINGS, **PREFECT_SETTINGS}.items():
         if name in os.environ and name not in _set_by_us:
             applied[name] = os.environ[name]
             continue
