@@ -88,7 +88,7 @@ def test_the_issues_lightgbm_bomb_is_refused_from_its_text(lightgbm_files):
     assert str(info.value) == (f"refused to load {bomb}: tree 0 has num_leaves = 2,000,000,000, over the limit of "
                                "1,048,576 ([operations] max_leaves); a damaged or hostile model file (nothing was "
                                "allocated for it). Raise the setting only for a model you know is that large")
-    with pytest.raises(InputError, match=r"it has more trees than 2, over the limit of 2 \(\[operations\] max_trees\)"):
+    with pytest.raises(InputError, match=r"it has more than 2 trees, over the limit of 2 \(\[operations\] max_trees\)"):
         check_tree_model(good, "lightgbm", ModelLimits(max_trees=2))
     check_tree_model(good, "lightgbm", ModelLimits(max_trees=3, max_leaves=4))   # 3 trees of 4 leaves: at the limits
     assert load_model(good).n_features == 5

@@ -156,7 +156,7 @@ def _check_lightgbm(path: Path, limits: ModelLimits) -> None:
             if _LGB_TREE.match(line):
                 trees += 1
                 if trees > limits.max_trees:
-                    raise _too_many(path, "it has more trees than", f"{limits.max_trees:,}", limits.max_trees,
+                    raise _too_many(path, "it has", f"more than {limits.max_trees:,} trees", limits.max_trees,
                                     "max_trees")
                 continue
             m = _LGB_LEAVES.match(line)
