@@ -85,6 +85,9 @@ class SuiteOutcome:
     gx_result : dict or None
         GX's validation result as JSON (``ExpectationSuiteValidationResult.to_json_dict()``); None
         when GX did not run.
+    regression : list of dict
+        The gate's comparison of this version with the deployed and the previous version, per individual
+        (:func:`flows.regression.against_earlier`); empty outside a gate run.
     """
 
     decision: str
@@ -96,6 +99,7 @@ class SuiteOutcome:
     attributes: list[dict] = field(default_factory=list)
     policy: dict | None = None
     gx_result: dict | None = None
+    regression: list[dict] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:

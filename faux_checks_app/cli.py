@@ -89,9 +89,22 @@ def cmd_check(args) -> int:
     if args.scores_out and Path(args.scores_out).exists():
         raise FauxChecksError(f"{args.scores_out} exists already; choose another --scores-out (nothing is overwritten)")
     _check_outputs(scores_out=args.scores_out, report_dir=report_dir)
+    from faux_checks.report.evidence import signing_key_path
+
+    if args.signing_key and report_dir is None:
+        raise FauxChecksError("--signing-key signs the evidence pack written beside the report: add --report-dir DIR")
+    if report_dir is not None:
+        signing_key_path(args.signing_key)     # a wrong key stops the check before it scores
     try:
         with _time_limit(_check_deadline(args), "check"):
-            return _check(args, report_dir)
+            code = _check(args, report_dir)
+            if report_dir is not None:
+                from .evidence_cli import write_check_pack
+
+                pack = write_check_pack(report_dir, args)
+                if pack is not None:
+                    _eprint(f"      evidence pack: {pack} (verify: faux-checks verify {pack})")
+        return code
     except (Exception, Stop) as exc:  # fail closed, and say why in the report the user asked for
         if report_dir is not None and not (report_dir / "report.json").exists():
             _write_undecided_report(report_dir, args, exc)
@@ -369,7 +382,7 @@ def cmd_gate(args) -> int:
             state = gate(model_name=args.model_name, data_path=args.data, policy_path=args.policy,
                          tracking_uri=args.tracking_uri, alias=args.alias, report_root=args.report_dir,
                          versions=versions, deadline_s=deadline, trusted_types=args.trust_type or None,
-                         return_state=True)
+                         signing_key=args.signing_key, return_state=True)
         _raise_if_unreachable(state, uri, seconds=time.monotonic() - started)
         outcomes = _flow_outcomes(state)
         if outcomes == [] and state.is_completed():   # the flow found nothing to gate: say so (stdout stays empty in --json)
@@ -636,7 +649,8 @@ def cmd_audit(args) -> int:
     with library_output_to_stderr():
         state = audit(model_name=args.model_name, data_path=args.data, reference_path=args.reference,
                       policy_path=args.policy, tracking_uri=args.tracking_uri, alias=args.alias,
-                      report_root=args.report_dir, retrain_aux=args.retrain_aux, return_state=True)
+                      report_root=args.report_dir, retrain_aux=args.retrain_aux, signing_key=args.signing_key,
+                      return_state=True)
     try:
         summary = state.result(raise_on_failure=False)
     except Exception:  # the state carries no readable data: report the state only
@@ -844,6 +858,9 @@ def cmd_spec(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from faux_checks import __version__
 
+    from .evidence_cli import add_parsers as add_evidence_parsers
+    from .evidence_cli import signing_key_option
+
     parser = argparse.ArgumentParser(prog="faux-checks", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"faux-checks {__version__}")
@@ -878,6 +895,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--deadline", type=float, metavar="SECONDS",
                    help="stop the check after this many seconds and exit 2 (undecided) "
                         "(default: the policy's [operations] deadline_s, 600)")
+    signing_key_option(p)
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("gate", help="gate every new version of a registered model (Prefect flow)", **with_json)
@@ -895,6 +913,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true",
                    help="with --version: re-decide an already decided version under the current policy")
     _trust_type(p)
+    signing_key_option(p)
     p.set_defaults(func=cmd_gate)
 
     p = sub.add_parser("register", help="register a model file (+ feature spec) as a new version of a registered model",
@@ -934,6 +953,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report-dir", help="root folder for the audit's report folder")
     p.add_argument("--retrain-aux", action="store_true",
                    help="train an auxiliary model on each batch instead of reusing the gate's (the report says which)")
+    signing_key_option(p)
     p.set_defaults(func=cmd_audit)
 
     p = sub.add_parser("report", help="validate a gate/audit report.json and render its HTML; exits with its "
@@ -980,6 +1000,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default 0: none)")
     p.add_argument("--name", help="the spec's name in messages and reports (default: the file's stem)")
     p.set_defaults(func=cmd_spec, decides=False)
+    add_evidence_parsers(sub, parents)
     return parser
 
 

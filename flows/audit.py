@@ -179,13 +179,24 @@ def write_audit_report(result, report_dir: str, model_info: dict, data: list[dic
 
 @task(**IO_TASK)
 def record_audit(model_name: str, version: str, tracking_uri: str | None, report: dict, report_dir: str,
-                 data_path: str) -> str:
+                 data_path: str, evidence_files: dict | None = None, signing_key: str | None = None) -> str:
     """Log the audit run (metrics + report folder) and tag the version with the audit's decision, once every file
-    of the folder reads whole (:func:`faux_checks._files.check_records`; the upload is compared with it too)."""
+    of the folder reads whole (:func:`faux_checks._files.check_records`; the upload is compared with it too).
+
+    The folder's evidence pack (``evidence.json``: the report, Evidently's pages, ``evidence_files`` such as the
+    reference and current batches; signed with ``signing_key``) is written first and uploaded with it."""
     from faux_checks._files import check_records, remove_temporaries
     from faux_checks.registry import Registry
+    from faux_checks.report.evidence import build_evidence, write_evidence_pack
 
     remove_temporaries(report_dir)
+    folder = Path(report_dir)
+    files = {role: str(p) for role, p in (evidence_files or {}).items() if p and Path(p).is_file()}
+    files.update({p.name: str(p) for p in sorted(folder.iterdir()) if p.is_file() and p.name != "evidence.json"})
+    write_evidence_pack(folder, build_evidence(report=report, files=files, pack_dir=folder,
+                                               extra={"model_name": model_name, "version": str(version),
+                                                      "kind": "audit"}),
+                        signing_key=signing_key, replace=True)
     check_records(report_dir)
 
     audit = report["audit"]
@@ -234,7 +245,7 @@ def record_audit(model_name: str, version: str, tracking_uri: str | None, report
 @flow(name="fairness-audit", log_prints=True)
 def audit(model_name: str, data_path: str, reference_path: str | None = None, policy_path: str | None = None,
           tracking_uri: str | None = None, alias: str = "deployable", report_root: str | None = None,
-          retrain_aux: bool = False):
+          retrain_aux: bool = False, signing_key: str | None = None):
     """Audit the deployed version of ``model_name`` on the current batch at ``data_path``.
 
     Parameters
@@ -256,6 +267,8 @@ def audit(model_name: str, data_path: str, reference_path: str | None = None, po
     retrain_aux : bool
         Train an auxiliary model on each batch instead of reusing the gate's (recorded in the gate
         run's ``records/``); the report says which was used, and why when the gate's could not be.
+    signing_key : str, optional
+        Ed25519 private key (PEM) signing the audit's ``evidence.json``; default ``$FAUX_CHECKS_SIGNING_KEY``.
 
     Returns
     -------
@@ -266,8 +279,11 @@ def audit(model_name: str, data_path: str, reference_path: str | None = None, po
     from faux_checks.report.build import summarise_data
     from faux_checks.settings import default_home
 
+    from faux_checks.report.evidence import signing_key_path
+
     logger = get_run_logger()
     report_root = report_root or str(default_home() / "reports")
+    signing_key = signing_key_path(signing_key)   # a wrong key stops the audit before it runs
     try:
         target = find_deployed(model_name, alias, tracking_uri, reference_path)
     except FauxChecksError as exc:  # nothing to tag: no deployed version, or no reference
@@ -302,7 +318,9 @@ def audit(model_name: str, data_path: str, reference_path: str | None = None, po
     for column in result.drift.skipped:
         logger.warning("column '%s' skipped: %s", column.column, column.note)
     report = write_audit_report(result, report_dir, model_info, data, tracking_uri)
-    run_id = record_audit(model_name, version, tracking_uri, report, report_dir, data_path)
+    run_id = record_audit(model_name, version, tracking_uri, report, report_dir, data_path,
+                          {"reference": target.get("reference_path"), "current": data_path, "policy": policy_path},
+                          signing_key)
     key = slug(model_name)
     create_markdown_artifact(key=f"fairness-audit-{key}", markdown=artifact_markdown(report, report_dir=report_dir),
                              description=f"fairness drift audit of {markdown_text(model_name)} v{markdown_text(version)}")

@@ -145,7 +145,8 @@ RECORDS = "records"
 
 @task(**IO_TASK)
 def record(model_name: str, version: str, tracking_uri: str | None, outcome, report_dir: str, model_info: dict,
-           data_path: str | None = None, data: dict | None = None, policy_path: str | None = None) -> str:
+           data_path: str | None = None, data: dict | None = None, policy_path: str | None = None,
+           sources: dict | None = None, signing_key: str | None = None) -> str:
     """Write the reports, check them, log the MLflow audit run and tag the version with the decision.
 
     Records are whole or absent (issue 25): every file is written under a temporary name, synced,
@@ -156,6 +157,10 @@ def record(model_name: str, version: str, tracking_uri: str | None, outcome, rep
     a disk that stays full fails this task and the version stays new (``_not_completed``).
 
     ``data_path`` is recorded (tag ``fairness_data_path``) as the reference of later drift audits.
+
+    The evidence pack (``evidence.json``, :mod:`faux_checks.report.evidence`) is written last, over the
+    report, the records and the inputs (``sources``: model, spec, data), and uploaded with them; signed
+    with ``signing_key`` (an Ed25519 PEM) when one is given.
     """
     from faux_checks._files import check_records, remove_temporaries
     from faux_checks.registry import PENDING, PROMOTION_TAG, Registry
@@ -167,9 +172,11 @@ def record(model_name: str, version: str, tracking_uri: str | None, outcome, rep
     write_report(report_dir, decision=outcome.decision, reasons=outcome.reasons, check=outcome.check,
                  model=model_info, expectations=outcome.expectations, data=[data] if data else None,
                  history=report_history(registry, model_name), rules=outcome.rules,
-                 attributes=getattr(outcome, "attributes", None) or None, replace=True, **_whole_policy(outcome))
+                 attributes=getattr(outcome, "attributes", None) or None, replace=True,
+                 regression=getattr(outcome, "regression", None) or None, **_whole_policy(outcome))
     remove_temporaries(report_dir)     # a killed attempt's temporary files are never uploaded
     check_records(report_dir)
+    evidence = _write_evidence(report_dir, sources or {}, signing_key, model_name, version, tracking_uri)
     interval = check.get("interval") or {}
     metrics = {k: check[k] for k in ("flagged_fraction", "aux_quality", "n_individuals", "n_undefined")
                if isinstance(check.get(k), (int, float))}
@@ -192,12 +199,56 @@ def record(model_name: str, version: str, tracking_uri: str | None, outcome, rep
                **_policy_tags(check, policy_path, outcome),
                "fairness_report_uri": f"runs:/{run_id}/report.html",
                **_record_uri_tags(run_id, records),
+               **_regression_tags(getattr(outcome, "regression", None) or []),
+               "fairness_evidence_uri": f"runs:/{run_id}/{evidence.name}",
+               "fairness_evidence_signed": "true" if signing_key else "false",
                "fairness_data_uri": Path(data_path).resolve().as_uri() if data_path else None,
                "fairness_data_path": str(Path(data_path).resolve()) if data_path else None,
                "fairness_data_sha256": (data or {}).get("sha256") or (check.get("provenance") or {}).get("data_sha256"),
                **_attribute_tags(attributes, check)},
     )
     return run_id
+
+
+def _write_evidence(report_dir: str, sources: dict, signing_key: str | None, model_name: str, version: str,
+                    tracking_uri: str | None) -> Path:
+    """``evidence.json`` over the report, every record and the inputs (model, spec, data), whole (rewritten on a retry)."""
+    import json
+
+    from faux_checks.report.evidence import build_evidence, write_evidence_pack
+
+    folder = Path(report_dir)
+    files: dict[str, str] = {role: str(p) for role, p in sources.items() if p}
+    files.update(report=str(folder / "report.json"), report_html=str(folder / "report.html"))
+    for path in sorted((folder / RECORDS).rglob("*")):
+        if path.is_file():
+            files[f"records/{path.relative_to(folder / RECORDS).as_posix()}"] = str(path)
+    report = json.loads((folder / "report.json").read_text())
+    evidence = build_evidence(report=report, files=files, pack_dir=folder,
+                              extra={"model_name": model_name, "version": str(version),
+                                     "registry": _redacted_uri(tracking_uri)})
+    return write_evidence_pack(folder, evidence, signing_key=signing_key, replace=True)
+
+
+def _redacted_uri(uri: str | None) -> str | None:
+    """A tracking URI without its credentials (``user:password@``), as an evidence pack may be shared."""
+    import re
+
+    return None if uri is None else re.sub(r"//[^/@]*@", "//", uri)
+
+
+def _regression_tags(comparisons: list[dict]) -> dict:
+    """``fairness_churn_*``: newly flagged / resolved rows against the previous version (the history's churn);
+    ``fairness_compared_with``: the deployed version the no-new-harm rule read. Empty values when not compared,
+    so a re-gate never keeps an earlier comparison's tags."""
+    by_role = {c.get("role"): c for c in comparisons}
+    previous, deployed = by_role.get("previous") or {}, by_role.get("deployed") or {}
+    change = previous.get("change") or {}
+    return {"fairness_compared_with": deployed.get("compared_with") if deployed.get("change") else None,
+            "fairness_churn_against": previous.get("compared_with") if change else None,
+            "fairness_churn_newly_flagged": change.get("newly_flagged"),
+            "fairness_churn_resolved": change.get("resolved"),
+            "fairness_churn_n": change.get("n")}
 
 
 def _record_uri_tags(run_id: str, records: dict[str, str]) -> dict[str, str | None]:
@@ -390,26 +441,43 @@ def gate_version_leased(model_name: str, version: str, frame, *, lease_ttl_s: fl
 
 def gate_version(model_name: str, version: str, frame, *, policy_path: str | None, tracking_uri: str | None,
                  alias: str, report_root: str, workdir: str, aux_model_path: str | None = None,
-                 data_path: str | None = None, trusted_types: list[str] | None = None) -> VersionOutcome:
+                 data_path: str | None = None, trusted_types: list[str] | None = None,
+                 signing_key: str | None = None) -> VersionOutcome:
     """Gate one version (called inside the flow): check, record, promote, publish; fails closed.
 
     An error while checking makes the decision ``undecided`` (still recorded); a decision that
     cannot be recorded, or a ``passed`` version whose alias cannot be moved, makes the version
     ``undecided`` here, with the cause in a report of its own, and leaves it new in the registry.
+
+    A checked version is compared per individual with the deployed and the previous version
+    (:func:`flows.regression.against_earlier`: the "no new harm" rule when the policy sets one), and its
+    records get an evidence pack (``evidence.json``, signed with ``signing_key`` when given).
     """
     timings: dict[str, float] = {}
     report_dir = _new_report_dir(report_root, model_name, version)
     model_info = {"name": model_name, "version": version}
+    sources: dict[str, str | None] = {"data": data_path}
     outcome, error = _fail_closed(f"model {model_name} v{version} could not be validated", lambda: _check_version(
         model_name, version, frame, policy_path, tracking_uri, workdir, aux_model_path, model_info, timings,
-        str(Path(report_dir) / RECORDS), trusted_types))
+        str(Path(report_dir) / RECORDS), trusted_types, sources))
     if error is not None:
         outcome = _undecided(error)
+    else:
+        from faux_checks.provenance import data_sha256
+
+        from .regression import against_earlier
+
+        t0 = time.perf_counter()
+        outcome = against_earlier(model_name, version, outcome, frame, tracking_uri=tracking_uri, alias=alias,
+                                  workdir=workdir, policy_path=policy_path, records_dir=str(Path(report_dir) / RECORDS),
+                                  data_sha256=data_sha256(frame))
+        timings["compare"] = time.perf_counter() - t0
     outcome = _with_next_step(outcome, model_name, version)
 
     t0 = time.perf_counter()
     run_id, error = _fail_closed(f"model {model_name} v{version}: the decision could not be recorded", lambda: _record(
-        model_name, version, tracking_uri, outcome, report_dir, model_info, data_path, frame, policy_path))
+        model_name, version, tracking_uri, outcome, report_dir, model_info, data_path, frame, policy_path,
+        sources, signing_key))
     if error is not None:  # not recorded: the version stays 'running' (new), nothing is promoted
         return _not_completed(model_name, version, outcome, report_dir, model_info, timings, "not-recorded",
                               f"the decision '{outcome.decision}' could not be recorded in the registry "
@@ -468,12 +536,17 @@ def _fail_closed(what: str, step):
 
 def _check_version(model_name: str, version: str, frame, policy_path: str | None, tracking_uri: str | None,
                    workdir: str, aux_model_path: str | None, model_info: dict, timings: dict,
-                   records_dir: str | None = None, trusted_types: list[str] | None = None):
-    """Download the version (marked running), hash its model, validate the suite on the audit data."""
+                   records_dir: str | None = None, trusted_types: list[str] | None = None,
+                   sources: dict | None = None):
+    """Download the version (marked running), hash its model, validate the suite on the audit data.
+
+    ``sources`` receives the downloaded ``model`` and ``spec`` paths (the evidence pack hashes them)."""
     from faux_checks.inputs.models import model_sha256
 
     t0 = time.perf_counter()
     model_path, spec_path = fetch_version(model_name, version, tracking_uri, workdir)
+    if sources is not None:
+        sources.update(model=model_path, spec=spec_path)
     model_info["sha256"] = model_sha256(model_path)
     timings["load"] = time.perf_counter() - t0
     t1 = time.perf_counter()
@@ -483,12 +556,14 @@ def _check_version(model_name: str, version: str, frame, policy_path: str | None
 
 
 def _record(model_name: str, version: str, tracking_uri: str | None, outcome, report_dir: str, model_info: dict,
-            data_path: str | None, frame, policy_path: str | None = None):
+            data_path: str | None, frame, policy_path: str | None = None, sources: dict | None = None,
+            signing_key: str | None = None):
     """The :func:`record` task, with the audit data's summary (rows, hash, missing values) for the report."""
     from faux_checks.report.build import summarise_data
 
     data = summarise_data(frame, path=data_path) if frame is not None else None
-    return record(model_name, version, tracking_uri, outcome, report_dir, model_info, data_path, data, policy_path)
+    return record(model_name, version, tracking_uri, outcome, report_dir, model_info, data_path, data, policy_path,
+                  sources, signing_key)
 
 
 def _publish(result: VersionOutcome, report_dir: str) -> None:
@@ -576,7 +651,8 @@ def _markdown(o: VersionOutcome) -> str:
 @flow(name="fairness-gate", log_prints=True)
 def gate(model_name: str, data_path: str, policy_path: str | None = None, tracking_uri: str | None = None,
          alias: str = "deployable", report_root: str | None = None, versions: list[str] | None = None,
-         aux_model_path: str | None = None, deadline_s: float | None = None, trusted_types: list[str] | None = None):
+         aux_model_path: str | None = None, deadline_s: float | None = None, trusted_types: list[str] | None = None,
+         signing_key: str | None = None):
     """Gate every new version of ``model_name`` on the audit data at ``data_path``.
 
     Parameters
@@ -602,6 +678,10 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
     trusted_types : list of str, optional
         A ``.skops`` version: types beyond those skops trusts by default that its operator reviewed
         (CLI ``--trust-type NAME``); without them such a version is ``undecided``, its reason listing them.
+    signing_key : str, optional
+        Ed25519 private key (PEM) that signs each decision's evidence pack (``evidence.json``); default the
+        ``FAUX_CHECKS_SIGNING_KEY`` environment variable; unsigned packs without either. Read before any
+        version is touched: a key that cannot be read stops the run (:class:`faux_checks.errors.InputError`).
 
     Returns
     -------
@@ -610,10 +690,12 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
     """
     from dataclasses import asdict
 
+    from faux_checks.report.evidence import signing_key_path
     from faux_checks.settings import default_home
 
     logger = get_run_logger()
     report_root = report_root or str(default_home() / "reports")
+    signing_key = signing_key_path(signing_key)   # a wrong key or passphrase stops the run before any version
     operations = _operations(policy_path)
     deadline_s = float(deadline_s or operations.deadline_s)
     ends_at = time.monotonic() + deadline_s
@@ -638,7 +720,7 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
                     lease_wait_s=max(0.0, ends_at - time.monotonic() - LEASE_MARGIN_S), only_if_new=not versions,
                     policy_path=policy_path, tracking_uri=tracking_uri, alias=alias, report_root=report_root,
                     workdir=workdir, aux_model_path=aux_model_path, data_path=data_path,
-                    trusted_types=list(trusted_types or []))
+                    trusted_types=list(trusted_types or []), signing_key=signing_key)
             outcomes.append(outcome)
     results = [asdict(o) for o in outcomes]
     bad = [o for o in outcomes if o.decision != "passed"]

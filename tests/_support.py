@@ -44,6 +44,18 @@ def linear(weights, bias: float = 0.0) -> nn.Linear:
     return lin
 
 
+class ProxyWhere(nn.Module):
+    """logit = f0 + 2·proxy·[s·f1 > t]: the proxy (hence sex) is read only for one slice of f1 (who is harmed)."""
+
+    def __init__(self, sign: float, threshold: float):
+        super().__init__()
+        self.sign, self.threshold = sign, threshold
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        on = (x[:, 1] * self.sign > self.threshold).to(x.dtype)
+        return (x[:, 0] + 2.0 * x[:, 4] * on).unsqueeze(1)
+
+
 def write_policy(path: Path, extra: str = "", **top: str) -> Path:
     """The small test policy; ``top`` replaces top-level lines (values as TOML text), ``extra`` is appended."""
     lines = POLICY.splitlines()

@@ -48,6 +48,15 @@ def _seed_torch():
 
 
 @pytest.fixture(autouse=True)
+def _fresh_aux_cache():
+    """Each test trains its own auxiliary models (tests patch the training to inject faults)."""
+    from faux_checks.gate.aux_cache import clear_aux_cache
+
+    clear_aux_cache()
+    yield
+
+
+@pytest.fixture(autouse=True)
 def _log_handlers_outlive_capture():
     """After each test, point logging handlers whose stream was closed back at ``sys.stderr``.
 

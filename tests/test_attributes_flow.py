@@ -118,3 +118,32 @@ def test_a_policy_declaring_one_attribute_gets_its_section_from_the_suite(tmp_pa
     assert outcome.attributes[0]["flagged_fraction"] == outcome.check["flagged_fraction"]
     assert outcome.rules[3]["rule"] == "max_flagged_fraction"            # one attribute: rules unprefixed
     assert list(tmp_path.glob("passthrough-spec-*.json"))                 # next to the model, never in the cwd
+
+
+def test_the_no_new_harm_rule_over_several_attributes_is_not_judged_never_skipped(tmp_path, harness):
+    """The per-individual comparison is not computed over several attributes yet: with the rule set, a version
+    that passes every other rule is undecided (the rule named), never passed without it."""
+    from faux_checks.inputs.models import save_torchscript
+    from faux_checks.registry import Registry
+    from flows.gate import gate
+
+    frame = make_data(900, seed=3)
+    rng = np.random.default_rng(4)
+    race = rng.integers(0, 3, len(frame))
+    frame["race_proxy"] = race * 2.0 + rng.normal(scale=0.5, size=len(frame))
+    frame["race"] = np.array(["Asian", "Black", "White"], dtype=object)[race]
+    (tmp_path / "audit.csv").write_text(frame.to_csv(index=False))
+    (tmp_path / "policy.toml").write_text(POLICY + "max_newly_flagged_fraction = 0.02\n")
+    save_torchscript(linear([1.0, 0.5, 0.0, 0.0, 0.0, 0.0]), tmp_path / "fair.pt")
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    registry = Registry(uri)
+    v = registry.register_version("m", tmp_path / "fair.pt")
+    gate(model_name="m", data_path=str(tmp_path / "audit.csv"), policy_path=str(tmp_path / "policy.toml"),
+         tracking_uri=uri, report_root=str(tmp_path / "reports"), return_state=True)
+    row = {r["version"]: r for r in registry.history("m")}[v]
+    assert row["fairness_gate"] == "undecided"
+    report = json.loads(Path(row["fairness_report"]).with_name("report.json").read_text())
+    statuses = {r["rule"]: r["status"] for r in report["rules"]}
+    assert statuses["max_newly_flagged_fraction"] == "not judged"
+    assert "several protected attributes" in report["reasons"][0]
+    assert registry.alias_version("m", "deployable") is None

@@ -201,3 +201,26 @@ def test_c02_nullable_protected_dtype_counts_na_and_serialises(files, dtype):
 
     with pytest.raises(InputError, match=r"'sex' has 9 missing values in 400 rows"):
         run_check(linear_model(UNFAIR), data, policy=load_policy(files["policy"]))
+
+
+def test_check_writes_a_signed_evidence_pack_that_verify_checks(files, tmp_path, capsys):
+    """`check --report-dir --signing-key`: evidence.json over model, data, policy, scores and report; verify 0, then
+    1 after the model file changes by one byte; a key without --report-dir is refused before anything runs."""
+    key = tmp_path / "k.pem"
+    assert main(["keygen", str(key)]) == 0
+    model = tmp_path / "model.pt"
+    model.write_bytes(files["unfair"].read_bytes())
+    out = tmp_path / "run"
+    code = main(["check", "--model", str(model), "--data", str(files["data"]), "--policy", str(files["policy"]),
+                 "--report-dir", str(out), "--scores-out", str(tmp_path / "s.csv"), "--signing-key", str(key), "-q"])
+    assert code == 1
+    pack = json.loads((out / "evidence.json").read_text())
+    assert {"model", "data", "policy", "scores", "report", "report_html"} <= set(pack["evidence"]["files"])
+    assert pack["evidence"]["decision"] == "failed" and pack["signature"]["algorithm"] == "Ed25519"
+    assert main(["verify", str(out), "--public-key", f"{key}.pub"]) == 0
+    model.write_bytes(model.read_bytes()[:-1] + bytes([model.read_bytes()[-1] ^ 1]))
+    assert main(["verify", str(out), "--public-key", f"{key}.pub"]) == 1
+    assert "model" in capsys.readouterr().out
+    assert main(["check", "--model", str(files["fair"]), "--data", str(files["data"]), "--policy",
+                 str(files["policy"]), "--signing-key", str(key)]) == 2
+    assert "--report-dir" in capsys.readouterr().err

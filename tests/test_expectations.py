@@ -332,8 +332,8 @@ def test_load_suite_refuses_unknown_or_invalid_expectations(files, tmp_path):
 
 
 # ------------------------------------------------------------------ cost of the adapter
-def test_gx_overhead_is_small(frame, files, record_property):
-    """validate_frame (fAux only) minus a direct run_check on the same data; best of 2 each."""
+def test_gx_decides_as_a_direct_run_check(frame, files, record_property):
+    """validate_frame (fAux only) decides as a direct run_check on the same data; the time of each is recorded."""
     policy = make_policy(testers={})
     suite = E.build_suite(policy, model_path=files["unfair"])
     model = load_model(files["unfair"])
@@ -349,4 +349,5 @@ def test_gx_overhead_is_small(frame, files, record_property):
     record_property("gx_overhead_s", round(overhead, 3))
     print(f"run_check {min(direct_s):.3f} s, validate_frame {min(gx_s):.3f} s, GX overhead {overhead:.3f} s")
     assert outcome.check["flagged_fraction"] == direct.flagged_fraction
-    assert overhead < 3.0
+    # No wall-clock assert: under load one failed the README's test command on a fresh clone (issue 21). The
+    # overhead is measured by benchmarks/bench_gate.py (validate_frame - run_check, same run); recorded here only.

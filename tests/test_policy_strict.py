@@ -267,7 +267,16 @@ def test_a_single_attribute_policy_keeps_its_hash():
     assert policy.attribute_policies() == {"sex": policy} and policy.attribute_names == ["sex"]
     payload = policy.model_dump(mode="json")
     del payload["attributes"], payload["intersections"], payload["operations"]   # operations never count
+    assert payload["decision"].pop("max_newly_flagged_fraction") is None           # an unset no-new-harm rule neither
     import hashlib
     import json
 
     assert policy.sha256() == hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def test_setting_the_no_new_harm_rule_changes_the_hash(tmp_path):
+    base = load_policy(policy_path("adult"))
+    text = policy_path("adult").read_text().replace("\n[decision]\n", "\n[decision]\nmax_newly_flagged_fraction = 0.01\n", 1)
+    (tmp_path / "p.toml").write_text(text)
+    changed = load_policy(tmp_path / "p.toml")
+    assert changed.decision.max_newly_flagged_fraction == 0.01 and changed.sha256() != base.sha256()

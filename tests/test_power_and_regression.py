@@ -80,3 +80,11 @@ def test_flag_probabilities_give_expected_counts_and_bad_flags_are_refused():
         compare_flags([0.5, np.nan], [0.5, 0.5])
     with pytest.raises(InputError, match="the same rows: 2 and 3 rows"):
         compare_flags([0, 1], [0, 1, 1])
+
+
+def test_flag_probabilities_a_rounding_error_above_one_are_read_as_one():
+    """A coupled level's probabilities sum to 1 + 2e-16 in float64; it is a flag of 1, not bad input."""
+    change = compare_flags([1.0000000000000002, 0.0], [1.0, 1.0])
+    assert change.newly == 1.0 and change.still == 1.0 and change.resolved == 0.0
+    with pytest.raises(InputError, match="outside"):
+        compare_flags([1.01, 0.0], [1.0, 1.0])

@@ -176,8 +176,10 @@ def test_invalid_reports_are_rejected(reports, kind, tmp_path):
 @pytest.mark.parametrize("kind", ["gate", "audit"])
 def test_html_has_every_section_and_no_external_resource(reports, kind):
     page = _page(reports[kind]["html"])
-    missing = set(SECTION_IDS[kind]) - page.ids
+    optional = {"regression"}               # shown when the gate compared the version with earlier ones
+    missing = set(SECTION_IDS[kind]) - optional - page.ids
     assert not missing, missing
+    assert ("regression" in page.ids) == bool(load_report(reports[kind]["json"]).get("regression"))
     assert "script" not in page.tags and "link" not in page.tags and "iframe" not in page.tags
     assert all(src.startswith("data:image/png;base64,") for src in page.srcs)
     assert all(h.startswith("#") or ("://" not in h and not h.startswith("//")) for h in page.hrefs), page.hrefs

@@ -30,6 +30,7 @@ class AuxFit(NamedTuple):
     on (for a given model, those a trained one would have held out), where the swap reading tests which features
     inform it about c.
     ``intervals``: :func:`~faux_checks.gate.bounds.quality_intervals` on those held-out rows.
+    ``reused``: the model is a copy of one this process trained on the same inputs (:mod:`.aux_cache`).
     """
 
     model: AuxiliaryModel
@@ -39,6 +40,7 @@ class AuxFit(NamedTuple):
     rows: np.ndarray
     holdout: np.ndarray
     intervals: list | tuple = ()
+    reused: bool = False
 
 
 def new_aux(policy: Policy, kind: str, *, seed: int | None = None, progress: bool = False) -> AuxiliaryModel:
@@ -94,12 +96,14 @@ def fit_aux(X_aux: np.ndarray, protected: ProtectedAttribute, values: np.ndarray
                                       protected.groups, confidence, seed=policy.seed)
         return AuxFit(aux, quality, metric.replace("the audit rows", "the audit rows it would have held out"), roc,
                       rows, holdout, intervals)
-    aux = new_aux(policy, protected.kind, progress=progress)
-    aux.fit(X_aux[train], values[train], groups=protected.groups)
+    from .aux_cache import trained_aux
+
+    aux, reused = trained_aux(policy, protected.kind, X_aux[train], values[train], groups=protected.groups,
+                              progress=progress)        # trained once per process on the same inputs (issue 23)
     y, score = aux.holdout_
     return AuxFit(aux, aux.quality_, aux.quality_metric_, roc_curve(y, score, aux.kind), train,
                   train[aux.holdout_rows_], quality_intervals(aux.kind, y, score, protected.groups, confidence,
-                                                              seed=policy.seed))
+                                                              seed=policy.seed), reused)
 
 
 def gate_split(n: int, values: np.ndarray, policy: Policy, kind: str) -> tuple[np.ndarray, np.ndarray]:

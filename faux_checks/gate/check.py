@@ -155,6 +155,7 @@ def run_check(
                              target_model=target_model)
     provenance.update(_target_access(target_model, policy, resolved))
     provenance["power"] = power
+    provenance["aux_reused"] = bool(aux.reused)      # a copy of the model this process trained on the same inputs
     provenance["proxy_capacity"] = capacity
     if provenance["swap"] is not None:
         provenance["swap"]["held_fixed_uninformative"] = held

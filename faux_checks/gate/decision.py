@@ -31,7 +31,7 @@ from typing import Any, Mapping, Sequence
 from .._validation import fmt_count
 from .bounds import FlaggedInterval, rows_needed
 
-__all__ = ["DECISIONS", "EXIT_CODES", "STATUSES", "CheckEvidence", "DecidedResult", "Decision", "check_rules", "decide",
+__all__ = ["DECISIONS", "EXIT_CODES", "STATUSES", "CheckEvidence", "DecidedResult", "Decision", "add_rule", "check_rules", "decide",
            "missing_protected_note", "rule_row", "summary_line", "undefined_note"]
 
 EXIT_CODES = {"passed": 0, "failed": 1, "undecided": 2}
@@ -122,6 +122,26 @@ def decide(rules: Sequence[Mapping]) -> Decision:
         return Decision("undecided", unsure, rows)
     ordered = sorted(rows, key=lambda r: r["rule"] not in HEADLINE_RULES)
     return Decision("passed", [r["detail"] for r in ordered], rows)
+
+
+def add_rule(decision: str, reasons: Sequence[str], rules: Sequence[Mapping], row: Mapping) -> Decision:
+    """A decision made by other rules, with one more rule read after them (e.g. the "no new harm" rule).
+
+    ``exceeded`` fails the decision (its detail first); a rule not ``ok`` and not ``exceeded`` leaves a
+    ``passed`` decision ``undecided`` (its detail first) and a ``failed`` one failed (detail appended);
+    ``ok`` keeps the decision, its detail appended. The same fold as :func:`decide`, without re-reading
+    the earlier rules (their decision may carry more than rule rows, e.g. GX's own exceptions).
+    """
+    row = dict(row)
+    rows, reasons = [*map(dict, rules), row], list(reasons)
+    status = row.get("status")
+    if status == "exceeded":
+        return Decision("failed", [row["detail"], *reasons], rows)
+    if status != "ok":
+        if decision == "passed":
+            return Decision("undecided", [row["detail"], *reasons], rows)
+        return Decision(decision, [*reasons, row["detail"]], rows)
+    return Decision(decision, [*reasons, row["detail"]], rows)
 
 
 @dataclass(frozen=True)

@@ -234,6 +234,12 @@ class DecisionSettings(_Strict):
     aux_seed_rows: int = Field(
         20_000, ge=100, description="The extra seeds score a seeded sample of at most this many audited rows (the "
         "same rows for every seed); the spread they show widens the interval.")
+    max_newly_flagged_fraction: float | None = Field(
+        None, ge=0, le=1, description="The 'no new harm' rule (faux_checks.gate.regression): the share of audit rows "
+        "the candidate flags and the deployed version (the alias holder, gated on the same audit data) did not, judged "
+        "on its Clopper-Pearson interval (fail when the lower bound is above it, undecided when the interval "
+        "straddles it). None = the churn is reported, not gated: the absolute rule already bounds the newly flagged "
+        "share by the flagged fraction, so a limit only adds a release choice (e.g. 0.01) that the user makes.")
 
 
 class ScaleSettings(_Strict):
@@ -505,6 +511,8 @@ class Policy(_Strict):
         for key in ("attributes", "intersections"):
             if not payload[key]:
                 payload.pop(key)
+        if payload["decision"].get("max_newly_flagged_fraction") is None:   # the hash it had before the rule existed
+            payload["decision"].pop("max_newly_flagged_fraction", None)
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
     def with_overrides(self, **changes) -> "Policy":

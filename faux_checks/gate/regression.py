@@ -27,7 +27,7 @@ from .._validation import fmt_count
 from ..errors import InputError
 from .bounds import clopper_pearson
 
-__all__ = ["FlagChange", "compare_flags", "newly_flagged_rule"]
+__all__ = ["FlagChange", "compare_flags", "compare_score_records", "flags_of_scores", "newly_flagged_rule", "version_comparison"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,7 @@ class FlagChange:
 
 def _as_flags(values, name: str) -> np.ndarray:
     f = np.asarray(values, dtype=np.float64)
+    f = np.where((f > 1) & (f <= 1 + 1e-9), 1.0, np.where((f < 0) & (f >= -1e-9), 0.0, f))   # summation round-off
     bad = ~np.isfinite(f) | (f < 0) | (f > 1)
     if bad.any():
         raise InputError(f"{name} holds {fmt_count(int(bad.sum()))} values outside [0, 1] or missing; give each row's "
@@ -142,3 +143,106 @@ def newly_flagged_rule(change: FlagChange, limit: float) -> dict:
                         "the new version harms individuals the deployed one did not", change.newly_fraction, limit)
     return rule_row("max_newly_flagged_fraction", "inconclusive", f"{text} straddles max_newly_flagged_fraction "
                     f"{limit:.2%}", change.newly_fraction, limit)
+
+
+def flags_of_scores(frame: pd.DataFrame) -> pd.Series:
+    """Each audited row's flag from a ``scores.parquet`` record, indexed by its input ``row``.
+
+    ``flag_probability`` when the record has it (the swap reading's coupled levels), else ``flagged``;
+    an ``undefined`` score counts as flagged (1.0), as the decision counts it; ``not_audited`` rows are left
+    out (they were dropped for a missing protected value, or not sampled).
+
+    Raises
+    ------
+    InputError
+        The frame lacks ``row``/``status`` or both flag columns (not a scores record).
+    """
+    missing = [c for c in ("row", "status") if c not in frame.columns]
+    if missing or not ({"flag_probability", "flagged"} & set(frame.columns)):
+        raise InputError(f"not a scores record: columns {missing or ['flagged']} missing (a gate's records/scores.parquet "
+                         "has row, status, flagged and, for the swap reading, flag_probability)")
+    audited = frame[frame["status"] != "not_audited"]
+    column = "flag_probability" if "flag_probability" in audited.columns else "flagged"
+    flags = pd.to_numeric(audited[column].astype("Float64"), errors="coerce").astype(np.float64)
+    flags = flags.where(audited["status"] != "undefined", 1.0)
+    return pd.Series(flags.to_numpy(), index=audited["row"].to_numpy(dtype=np.int64), name="flag")
+
+
+def compare_score_records(baseline: pd.DataFrame, candidate: pd.DataFrame, *, groups=None,
+                          confidence: float = 0.95) -> FlagChange:
+    """:func:`compare_flags` of two versions' score records on the rows both audited.
+
+    Parameters
+    ----------
+    baseline, candidate : DataFrame
+        ``scores.parquet`` records of the deployed version and the candidate, written on the same audit data
+        (the caller checks the data hash): rows are matched by ``row`` (the input row number).
+    groups : array of shape (n_input_rows,), optional
+        Protected group of every input row (indexed by ``row``).
+    confidence : float
+
+    Raises
+    ------
+    InputError
+        Not scores records, or no row audited by both.
+    """
+    base, cand = flags_of_scores(baseline), flags_of_scores(candidate)
+    rows = base.index.intersection(cand.index).sort_values()
+    if len(rows) == 0:
+        raise InputError("the two versions' score records share no audited row: they were not written on the same "
+                         "audit data")
+    g = None if groups is None else np.asarray(groups, dtype=object)[rows.to_numpy()]
+    return compare_flags(base.loc[rows].to_numpy(), cand.loc[rows].to_numpy(), groups=g, confidence=confidence)
+
+
+def version_comparison(candidate: pd.DataFrame, baseline: pd.DataFrame | None, *, baseline_version: str | None,
+                       limit: float | None, why_not: str | None = None, groups=None, confidence: float = 0.95,
+                       role: str = "deployed") -> dict:
+    """The candidate against one earlier version, as the gate records it (report ``regression``, version tags).
+
+    Parameters
+    ----------
+    candidate : DataFrame
+        The candidate's ``scores.parquet`` record.
+    baseline : DataFrame or None
+        The earlier version's record on the same audit data; None when there is none to compare with.
+    baseline_version : str or None
+        Its version number (None: no such version).
+    limit : float or None
+        ``[decision] max_newly_flagged_fraction``; None = reported, not gated (no rule row).
+    why_not : str, optional
+        Why ``baseline`` is None although ``baseline_version`` is set (e.g. other audit data): with a limit
+        the rule is then ``not judged`` (the gate fails closed: undecided), the fix in its detail.
+    groups : array (n_input_rows,), optional
+        Protected group of each input row.
+    role : str
+        ``deployed`` (the alias holder: the rule's baseline) or ``previous`` (the history's churn).
+
+    Returns
+    -------
+    dict
+        ``role``, ``compared_with`` (version or None), ``change`` (:meth:`FlagChange.to_dict`, or None),
+        ``note`` (why there is no comparison), ``rule`` (a :func:`faux_checks.gate.decision.rule_row`, or None).
+    """
+    from .decision import rule_row
+
+    out = {"role": role, "compared_with": baseline_version, "change": None, "note": None, "rule": None}
+    if baseline_version is None:
+        out["note"] = "no deployed version to compare with" if role == "deployed" else "no earlier gated version"
+        if limit is not None:
+            out["rule"] = rule_row("max_newly_flagged_fraction", "ok", f"no new harm: {out['note']} (nobody is "
+                                   "newly harmed relative to a version that does not exist)", 0.0, limit)
+        return out
+    if baseline is None:
+        out["note"] = why_not or f"v{baseline_version}'s scores are not available"
+        if limit is not None:
+            out["rule"] = rule_row("max_newly_flagged_fraction", "not judged", f"no new harm not judged against "
+                                   f"v{baseline_version}: {out['note']}", None, limit)
+        return out
+    change = compare_score_records(baseline, candidate, groups=groups, confidence=confidence)
+    out["change"] = change.to_dict()
+    if limit is not None:
+        row = newly_flagged_rule(change, limit)
+        row["detail"] = f"against v{baseline_version} ({role}): {row['detail']}"
+        out["rule"] = row
+    return out

@@ -20,7 +20,7 @@ import numpy as np
 from ..inputs.protected import ProtectedAttribute
 from ..inputs.tabular import FeatureSpec
 from ..method.output import TargetOutput
-from .aux_model import new_aux
+from .aux_cache import trained_aux
 from .policy import Policy
 from .scorer import faux_tester
 
@@ -83,7 +83,7 @@ def seed_spread(target_model, policy: Policy, output: TargetOutput, spec: Featur
     fractions = [float(np.mean(used_flagged))]
     qualities: list[float | None] = [None]
     for seed in seeds[1:]:
-        aux = new_aux(policy, protected.kind, seed=seed).fit(X_aux[train], values[train], groups=protected.groups)
+        aux, _ = trained_aux(policy, protected.kind, X_aux[train], values[train], groups=protected.groups, seed=seed)
         hold = train[aux.holdout_rows_]
         tester = faux_tester(target_model, aux, policy, output, spec, protected, reference_rows=X[train],
                              reference_values=values[train], holdout_rows=X[hold], holdout_values=values[hold])

@@ -57,7 +57,8 @@ def history_points(versions: list[dict], audits: list[dict]) -> list[dict]:
     -------
     list of dict
         ``kind`` (gate/audit), ``version``, ``decision``, ``flagged_fraction`` (None when not
-        computed), ``at`` (UTC ISO 8601), ``run_id``; oldest first.
+        computed), ``at`` (UTC ISO 8601), ``run_id``; a gate compared with the version before it also
+        ``churn`` (``against``, ``newly_flagged``, ``resolved``, ``n``: tags ``fairness_churn_*``); oldest first.
     """
     def number(v):
         try:
@@ -74,6 +75,11 @@ def history_points(versions: list[dict], audits: list[dict]) -> list[dict]:
                            "flagged_fraction": number(row.get("fairness_flagged_fraction")),
                            "at": row.get("fairness_checked_at") or row.get("created_at") or "",
                            "run_id": row.get("fairness_run_id") or None})
+            if row.get("fairness_churn_against"):   # newly flagged / resolved against the version before it
+                points[-1]["churn"] = {"against": str(row["fairness_churn_against"]),
+                                       "newly_flagged": number(row.get("fairness_churn_newly_flagged")),
+                                       "resolved": number(row.get("fairness_churn_resolved")),
+                                       "n": number(row.get("fairness_churn_n"))}
     for run in audits:
         decision = run.get("decision")
         if decision in EXIT_CODES:
@@ -176,6 +182,7 @@ def build_report(
     attributes: list[dict] | None = None,
     policy: dict | None = None,
     policy_sha256: str | None = None,
+    regression: list[dict] | None = None,
 ) -> dict:
     """The report dict (not validated; :func:`write_report` validates before writing).
 
@@ -207,6 +214,9 @@ def build_report(
         The policy as the gate read it and its hash (:meth:`Policy.sha256`); default the check's
         provenance (a several-attribute gate passes its whole policy: each check records its own
         attribute's).
+    regression : list of dict, optional
+        A gate's per-individual comparison with the deployed and the previous version
+        (:func:`faux_checks.gate.regression.version_comparison` rows), written as ``regression``.
     """
     if kind not in KINDS:
         raise InputError(f"report kind must be one of {list(KINDS)}, got {kind!r}")
@@ -231,6 +241,11 @@ def build_report(
     points = list(history or [])
     points.append({"kind": kind, "version": str(model.get("version", "")), "decision": decision,
                    "flagged_fraction": this_ff, "at": now, "run_id": None, "this_run": True})
+    previous = next((c for c in regression or [] if c.get("role") == "previous" and c.get("change")), None)
+    if previous is not None:
+        change = previous["change"]
+        points[-1]["churn"] = {"against": str(previous["compared_with"]), "newly_flagged": change["newly_flagged"],
+                               "resolved": change["resolved"], "n": change["n"]}
     rules = (audit or {}).get("limits") if kind == "audit" else _gate_rules(reasons, check, rules)
     payload = {
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -257,6 +272,8 @@ def build_report(
     }
     if attributes:
         payload["attributes"] = list(attributes)
+    if regression:
+        payload["regression"] = list(regression)
     return jsonable(payload)
 
 
@@ -265,7 +282,8 @@ def write_report(report_dir: str | Path, *, decision: str, reasons: list[str], c
                  audit: dict | None = None, history: list[dict] | None = None, data: list[dict] | None = None,
                  artifacts: dict[str, str] | None = None, rules: list[dict] | None = None,
                  attributes: list[dict] | None = None, policy: dict | None = None,
-                 policy_sha256: str | None = None, replace: bool = False) -> dict[str, Path]:
+                 policy_sha256: str | None = None, regression: list[dict] | None = None,
+                 replace: bool = False) -> dict[str, Path]:
     """Write ``report.json`` (schema-validated) and ``report.html`` into ``report_dir``, each whole or not at all.
 
     Each file goes to a temporary name, is synced and read back, then renamed
@@ -277,7 +295,7 @@ def write_report(report_dir: str | Path, *, decision: str, reasons: list[str], c
     report_dir : path
         Created if absent; must not already hold a report (nothing is overwritten) unless ``replace``.
     decision, reasons, check, model, expectations, kind, audit, history, data, artifacts, rules, attributes, policy,
-    policy_sha256 :
+    policy_sha256, regression :
         See :func:`build_report`.
     replace : bool
         Rewrite a report already there: the retry of a step that owns ``report_dir`` (the gate's
@@ -306,7 +324,8 @@ def write_report(report_dir: str | Path, *, decision: str, reasons: list[str], c
             raise InputError(f"{p} exists already; choose a new --report-dir (reports are never overwritten)")
     payload = build_report(decision=decision, reasons=reasons, check=check, kind=kind, model=model,
                            expectations=expectations, audit=audit, history=history, data=data, artifacts=artifacts,
-                           rules=rules, attributes=attributes, policy=policy, policy_sha256=policy_sha256)
+                           rules=rules, attributes=attributes, policy=policy, policy_sha256=policy_sha256,
+                           regression=regression)
     validate_report(payload)
     text = json.dumps(payload, indent=2, allow_nan=False)
     page = render_html(payload)

@@ -25,9 +25,9 @@ from typing import Mapping
 from ..errors import InputError
 from ..provenance import installed_versions, utc_now
 
-__all__ = ["EVIDENCE_FILE", "EVIDENCE_SCHEMA", "KEY_PASSWORD_ENV", "PackCheck", "PackVerification", "build_evidence",
+__all__ = ["EVIDENCE_FILE", "EVIDENCE_SCHEMA", "KEY_PASSWORD_ENV", "SIGNING_KEY_ENV", "PackCheck", "PackVerification", "build_evidence",
            "canonical_bytes", "code_sha256", "file_sha256", "generate_key", "load_private_key", "load_public_key",
-           "sign_evidence", "verify_pack", "write_evidence_pack"]
+           "sign_evidence", "signing_key_path", "verify_pack", "write_evidence_pack"]
 
 #: The pack's file name in a run folder.
 EVIDENCE_FILE = "evidence.json"
@@ -36,7 +36,22 @@ EVIDENCE_SCHEMA = "faux-checks-evidence/1"
 #: Environment variable holding the signing key's passphrase, when the PEM is encrypted.
 KEY_PASSWORD_ENV = "FAUX_CHECKS_SIGNING_KEY_PASSWORD"
 
+#: Environment variable naming the signing key (a PEM file) when a command is given none.
+SIGNING_KEY_ENV = "FAUX_CHECKS_SIGNING_KEY"
+
 _CHUNK = 1 << 20
+
+
+def signing_key_path(path: str | Path | None, *, check: bool = True) -> str | None:
+    """The signing key to use: ``path``, else ``$FAUX_CHECKS_SIGNING_KEY``, else None (unsigned packs).
+
+    With ``check`` the key is loaded once (:func:`load_private_key`), so that a wrong path or passphrase stops a
+    command before it decides anything rather than after.
+    """
+    chosen = str(path) if path else (os.environ.get(SIGNING_KEY_ENV) or None)
+    if chosen is not None and check:
+        load_private_key(chosen)
+    return chosen
 
 
 def file_sha256(path: str | Path) -> str:

@@ -36,8 +36,8 @@ _SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.\-]*):")
 
 #: HTML section ids of each kind of report, in page order.
 SECTION_IDS: dict[str, tuple[str, ...]] = {
-    "gate": ("decision", "rules", "model", "data", "policy", "aux", "comparison", "scores", "groups", "evidence",
-             "expectations", "history", "environment"),
+    "gate": ("decision", "rules", "model", "data", "policy", "aux", "comparison", "scores", "groups", "regression",
+             "evidence", "expectations", "history", "environment"),
     "audit": ("decision", "rules", "model", "data", "policy", "drift", "score-drift", "classification", "aux",
               "comparison", "scores", "groups", "evidence", "history", "environment"),
 }
@@ -47,7 +47,7 @@ TITLES = {
     "classification": "Classification quality", "aux": "Auxiliary model", "comparison": "fAux and baselines",
     "scores": "LIC scores", "groups": "Protected groups", "evidence": "Evidence",
     "expectations": "Great Expectations", "history": "History", "environment": "Environment",
-    "attributes": "Protected attributes",
+    "attributes": "Protected attributes", "regression": "Against earlier versions",
 }
 DECISION_COLOURS = {"passed": "#1b7f3b", "failed": "#b3261e"}
 UNDECIDED_COLOUR = "#8a6d00"
@@ -202,7 +202,9 @@ def _page(report: dict[str, Any]) -> dict[str, Any]:
         "column_roles": [_role_row(r) for r in ((check.get("provenance") or {}).get("swap") or {}).get("columns") or []],
         "sensitivity": ((check.get("provenance") or {}).get("swap") or {}).get("sensitivity") or [],
         "expectations": _expectation_rows(report.get("expectations") or []),
-        "history": report.get("history") or [],
+        "history": [_history_row(h) for h in report.get("history") or []],
+        "power": _power_lines(check),
+        **_regression_rows(report.get("regression") or []),
         "environment": {"python": env.get("python"), "platform": env.get("platform"), **(env.get("seeds") or {})},
         "packages": env.get("packages") or {},
         "artifacts": report.get("artifacts") or {},
@@ -217,10 +219,51 @@ def _page(report: dict[str, Any]) -> dict[str, Any]:
 def _section_ids(kind: str, report: dict[str, Any]) -> tuple[str, ...]:
     """The page's sections: :data:`SECTION_IDS`, plus "attributes" after "rules" for several protected attributes."""
     ids = SECTION_IDS.get(kind, SECTION_IDS["gate"])
+    if not report.get("regression"):
+        ids = tuple(i for i in ids if i != "regression")
     if not report.get("attributes"):
         return ids
     at = ids.index("rules") + 1
     return ids[:at] + ("attributes",) + ids[at:]
+
+
+def _power_lines(check: dict[str, Any]) -> list[str]:
+    """The power statement and the proxy capacity of the check (its provenance), as sentences; empty when absent."""
+    prov = check.get("provenance") or {}
+    power, capacity = prov.get("power") or {}, prov.get("proxy_capacity")
+    lines = [f"Power: {power['statement']}"] if power.get("statement") else []
+    if capacity:
+        lines.append(f"Proxy capacity: {capacity if isinstance(capacity, str) else capacity.get('statement', capacity)}")
+    return lines
+
+
+def _history_row(point: dict[str, Any]) -> dict[str, Any]:
+    """A history point with its churn against the version before it (``churn``: newly flagged, resolved, against)."""
+    churn = point.get("churn") or {}
+    return {**point, "churn against": f"v{churn['against']}" if churn.get("against") else None,
+            "newly flagged": churn.get("newly_flagged"), "resolved": churn.get("resolved")}
+
+
+def _regression_rows(comparisons: list[dict[str, Any]]) -> dict[str, Any]:
+    """The "Against earlier versions" section: one row per comparison and, where compared, its by-group table."""
+    rows, groups = [], []
+    for c in comparisons:
+        change, rule = c.get("change") or {}, c.get("rule") or {}
+        lo, hi = (change.get("change_interval") or [None, None])[:2]
+        nlo, nhi = (change.get("newly_flagged_interval") or [None, None])[:2]
+        rows.append({
+            "against": c.get("role"), "version": c.get("compared_with") or "–", "rows": change.get("n"),
+            "newly flagged": change.get("newly_flagged"), "resolved": change.get("resolved"),
+            "still flagged": change.get("still_flagged"),
+            "change of flagged fraction": pct(change["change"]) if change else None,
+            "paired CI": f"{pct(lo)} – {pct(hi)}" if change else None,
+            "newly flagged share": f"{pct(change['newly_flagged_fraction'])} ({pct(nlo)} – {pct(nhi)})" if change else None,
+            "rule": f"{rule.get('status')}: {rule.get('detail')}" if rule else "not gated (no max_newly_flagged_fraction)"
+            if c.get("role") == "deployed" else "reported only",
+            "note": c.get("note")})
+        if change.get("by_group") and all(g["version"] != c.get("compared_with") for g in groups):
+            groups.append({"against": c.get("role"), "version": c.get("compared_with"), "rows": change["by_group"]})
+    return {"regression_rows": rows, "regression_groups": groups}
 
 
 def _attribute_sections(report: dict[str, Any]) -> dict[str, Any]:
