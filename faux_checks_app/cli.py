@@ -14,6 +14,7 @@ errors go to stderr. ``--json`` prints one JSON object per model version instead
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -97,18 +98,47 @@ def cmd_check(args) -> int:
     if report_dir is not None:
         signing_key_path(args.signing_key)     # a wrong key stops the check before it scores
     try:
-        code = _check(args, report_dir)
-        if report_dir is not None:
-            from .evidence_cli import write_check_pack
+        with _time_limit(_check_deadline(args), "check"):
+            code = _check(args, report_dir)
+            if report_dir is not None:
+                from .evidence_cli import write_check_pack
 
-            pack = write_check_pack(report_dir, args)
-            if pack is not None:
-                _eprint(f"      evidence pack: {pack} (verify: faux-checks verify {pack})")
+                pack = write_check_pack(report_dir, args)
+                if pack is not None:
+                    _eprint(f"      evidence pack: {pack} (verify: faux-checks verify {pack})")
         return code
-    except Exception as exc:  # fail closed, and say why in the report the user asked for
+    except (Exception, Stop) as exc:  # fail closed, and say why in the report the user asked for
         if report_dir is not None and not (report_dir / "report.json").exists():
             _write_undecided_report(report_dir, args, exc)
         raise
+
+
+def _check_deadline(args) -> float:
+    """``check --deadline``, else the policy's ``[operations] deadline_s`` (the default's when the policy
+    does not load: ``_check`` then reports why)."""
+    from faux_checks.gate.policy import OperationsSettings, load_policy
+
+    if args.deadline:
+        return float(args.deadline)
+    try:
+        return float(load_policy(args.policy).operations.deadline_s)
+    except Exception:
+        return float(OperationsSettings().deadline_s)
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float, what: str):
+    """Raise :class:`Stop` (exit 2) in the main thread after ``seconds`` (SIGALRM); a no-op off the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGALRM, _on_deadline(seconds, what))
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _check_outputs(*, scores_out=None, report_dir=None, out=None, work_dir=None) -> None:
@@ -147,6 +177,9 @@ def _check(args, report_dir: Path | None) -> int:
     from faux_checks.report.build import write_report
 
     policy = _policy(args)
+    from faux_checks.inputs.limits import set_model_limits
+
+    set_model_limits(policy.operations)   # size, tree and probe limits on the model files (issue 25)
     if policy.attributes:
         return _check_attributes(args, policy, report_dir)
     _eprint(f"[1/4] loading model {args.model}")
@@ -252,13 +285,31 @@ class Stop(BaseException):
         self.code, self.message = code, message
 
 
+def _prefect_api() -> str:
+    """Which Prefect API a flow command talks to, for its first line (issue 25, item 8: "(Prefect ephemeral
+    API)" was printed with ``PREFECT_API_URL`` set)."""
+    url = os.environ.get("PREFECT_API_URL")
+    if not url:
+        try:  # a Prefect profile may name one
+            from prefect.settings import PREFECT_API_URL
+
+            url = PREFECT_API_URL.value()
+        except Exception:  # noqa: BLE001 - only a label
+            url = None
+    if url:
+        from faux_checks.report._format import printable
+
+        return f"Prefect API {printable(str(url))}"
+    return "Prefect ephemeral API; first start takes ~10 s"
+
+
 def _on_signal(signum, frame):
     raise Stop(128 + signum, f"{signal.Signals(signum).name} received")
 
 
-def _on_deadline(seconds: float):
+def _on_deadline(seconds: float, what: str = "gate"):
     def handler(signum, frame):
-        raise Stop(EXIT_UNDECIDED, f"the gate's deadline of {seconds:g} s was reached")
+        raise Stop(EXIT_UNDECIDED, f"the {what}'s deadline of {seconds:g} s was reached")
     return handler
 
 
@@ -276,8 +327,11 @@ def cmd_register(args) -> int:
     tags = {"registered_with": "faux-checks register", "model_format": fmt}
     if args.data:
         tags["registered_checked_on"] = Path(args.data).resolve().as_uri()
-    version = registry.register_version(args.model_name, args.model, args.feature_spec, description=args.description or "",
-                                        tags=tags)
+    from .output import library_output_to_stderr
+
+    with library_output_to_stderr():   # MLflow's run links are not the version number stdout carries
+        version = registry.register_version(args.model_name, args.model, args.feature_spec,
+                                            description=args.description or "", tags=tags)
     _eprint(f"registered {args.model} as version {version} of '{args.model_name}' in {registry.tracking_uri}; "
             f"`faux-checks gate {args.model_name} --data ...` gates it")
     _say(version)
@@ -314,6 +368,7 @@ def cmd_gate(args) -> int:
     deadline = float(args.deadline or operations.deadline_s)
     apply_client_settings(operations)
     uri = args.tracking_uri or default_tracking_uri()
+    started = time.monotonic()
     armed = threading.current_thread() is threading.main_thread()
     if armed:  # the whole command: server start, flow, history
         previous = signal.signal(signal.SIGALRM, _on_deadline(deadline))
@@ -332,7 +387,7 @@ def cmd_gate(args) -> int:
         from .output import library_output_to_stderr
 
         what = f"version(s) {', '.join(versions)}" if versions else "new versions"
-        _eprint(f"gating {what} of '{args.model_name}' (Prefect ephemeral API; first start takes ~10 s; "
+        _eprint(f"gating {what} of '{args.model_name}' ({_prefect_api()}; "
                 f"deadline {deadline:g} s)")
         with library_output_to_stderr():
             state = gate(model_name=args.model_name, data_path=args.data, policy_path=args.policy,
@@ -340,7 +395,7 @@ def cmd_gate(args) -> int:
                          versions=versions, deadline_s=deadline, trusted_types=args.trust_type or None,
                          regate=plan.regate or None, allow_rollback=args.allow_rollback,
                          signing_key=args.signing_key, sep=args.sep, return_state=True)
-        _raise_if_unreachable(state, uri)
+        _raise_if_unreachable(state, uri, seconds=time.monotonic() - started)
         outcomes = _flow_outcomes(state)
         if outcomes == [] and state.is_completed():   # the flow found nothing to gate: say so (stdout stays empty in --json)
             return _nothing_to_gate(args, plan)
@@ -405,8 +460,9 @@ def _nothing_to_gate(args, plan) -> int:
     return EXIT_UNDECIDED if plan.all_undecided else EXIT_PASSED
 
 
-def _raise_if_unreachable(state, uri: str) -> None:
-    """A flow that ended because the registry did not answer: its error, without one more registry call."""
+def _raise_if_unreachable(state, uri: str, seconds: float = 0.0) -> None:
+    """A flow that ended because the registry did not answer: its error, without one more registry call
+    (``seconds``: how long the command ran, named in the error; "for 0.0 s" after minutes was issue 25's item 8)."""
     from faux_checks.errors import RegistryUnreachableError
     from faux_checks.registry.operations import is_unreachable, unreachable_error
 
@@ -417,7 +473,7 @@ def _raise_if_unreachable(state, uri: str) -> None:
     except Exception as error:
         exc = error
     if isinstance(exc, BaseException) and is_unreachable(exc):
-        raise exc if isinstance(exc, RegistryUnreachableError) else unreachable_error(uri, 0.0, exc)
+        raise exc if isinstance(exc, RegistryUnreachableError) else unreachable_error(uri, seconds, exc)
 
 
 def _versions_to_regate(args) -> list[str]:
@@ -644,7 +700,7 @@ def cmd_audit(args) -> int:
     from flows.audit import audit
 
     _eprint(f"auditing the '{args.alias}' version of '{args.model_name}' on {args.data} "
-            "(Prefect ephemeral API; first start takes ~10 s)")
+            f"({_prefect_api()})")
     from .output import library_output_to_stderr
 
     with library_output_to_stderr():
@@ -910,6 +966,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-pickle", action="store_true",
                    help="DANGEROUS: load pickled models (runs code from the file); only for files you trust")
     _trust_type(p)
+    p.add_argument("--deadline", type=float, metavar="SECONDS",
+                   help="stop the check after this many seconds and exit 2 (undecided) "
+                        "(default: the policy's [operations] deadline_s, 600)")
     signing_key_option(p)
     p.set_defaults(func=cmd_check)
 

@@ -428,11 +428,13 @@ def gate_version_leased(model_name: str, version: str, frame, *, lease_ttl_s: fl
     Another gate's live lease is waited for up to ``lease_wait_s``; a version that this wait let
     another gate decide is reported with that decision (``only_if_new``: nothing run or recorded
     again); a lease still held after the wait leaves the version ``undecided`` in this run, with
-    nothing recorded. The lease is released however the gate ends (an interrupt included); a
-    lease whose owner died expires (its deadline, or at once on the same host).
+    nothing recorded. The lease is released however the gate ends (an interrupt included), within
+    :data:`~faux_checks.registry.operations.RELEASE_TIMEOUT_S` (a registry that does not answer by then
+    leaves it to expire); a lease whose owner died expires (its deadline, or at once on the same host).
     """
     from faux_checks.registry import GATE_TAG, Registry
-    from faux_checks.registry.operations import acquire_lease, release_lease
+    from faux_checks.registry import operations
+    from faux_checks.registry.operations import acquire_lease, release_lease_within
 
     logger = get_run_logger()
     tracking_uri = kwargs.get("tracking_uri")
@@ -453,9 +455,11 @@ def gate_version_leased(model_name: str, version: str, frame, *, lease_ttl_s: fl
                                   reasons=[reason], run_id=tags.get("fairness_run_id") or None,
                                   report_dir=tags.get("fairness_report") or None)
         return gate_version(model_name, version, frame, **kwargs)
-    finally:
+    finally:  # bounded: a frozen registry never holds the gate past its deadline (issue 25, fault 5)
         try:
-            release_lease(registry, lease)
+            if release_lease_within(registry, lease) is None:
+                logger.warning("%s v%s: lease not released within %g s (the registry did not answer); it expires "
+                               "at its deadline", model_name, version, operations.RELEASE_TIMEOUT_S)
         except Exception as exc:  # it expires by itself
             logger.warning("%s v%s: lease not released (%s); it expires at its deadline", model_name, version, exc)
 
@@ -777,7 +781,7 @@ LEASE_MARGIN_S = 60.0
 
 def _operations(policy_path: str | None):
     """The policy's ``[operations]`` (defaults when the policy does not load: the check reports that),
-    with MLflow's HTTP timeout, retries and backoff applied to this process."""
+    with MLflow's HTTP timeout, retries and backoff and the model-file limits applied to this process."""
     from faux_checks.gate.policy import OperationsSettings, load_policy
     from faux_checks.registry.operations import apply_client_settings
 
@@ -786,6 +790,9 @@ def _operations(policy_path: str | None):
     except Exception:
         operations = OperationsSettings()
     apply_client_settings(operations)
+    from faux_checks.inputs.limits import set_model_limits
+
+    set_model_limits(operations)    # size, tree and probe limits on every model file this run loads
     return operations
 
 

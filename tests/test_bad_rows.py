@@ -86,6 +86,23 @@ def test_unparsable_values_are_named_with_their_rows(case, tmp_path):
                           "'abc', not a number; row 590: column 'f2' has 'n/a?', not a number."), msg
 
 
+def test_a_truncated_line_and_a_non_numeric_value_are_both_named(case, tmp_path):
+    """Issue 25, item 8: such a file reported "1 malformed rows", naming only the field count."""
+    import torch
+
+    df = case["df"]
+    line = df.to_csv(index=False).splitlines()[418]
+    path = _write_with_bad_lines(tmp_path / "both.csv", df, {33: "0.1,abc,0.2,F,a",
+                                                             417: line[: line.index(",", line.index(",") + 1)]})
+    target = torch.nn.Linear(case["spec"].n_features, 1)
+    with pytest.raises(InputError) as info:
+        score_stream(target, path, policy=_policy(), feature_spec=case["spec"], chunk_rows=97,
+                     out_path=tmp_path / "s.parquet")
+    assert str(info.value).startswith(
+        f"data file {path} has 2 malformed rows of 600 (1 with a wrong field count, 1 with a value that is not a "
+        "number): row 33: column 'f1' has 'abc', not a number; row 417: 2 fields, expected 5 (line 419). "), str(info.value)
+
+
 def test_more_than_five_named_first_five_and_counted(case, tmp_path):
     df = case["df"]
     path = _write_with_bad_lines(tmp_path / "many.csv", df, {r: "1,2" for r in range(100, 170, 10)})

@@ -198,3 +198,47 @@ def test_an_upload_that_differs_from_the_files_is_refused(env, tmp_path):
         reg._check_uploaded(run_id, folder)
     assert str(info.value) == (f"run {run_id}: the artifact store does not hold 2 of the 3 record files whole: "
                                "extra.json (absent, 2 written); records/by_group.csv (13 bytes, 18 written)")
+
+
+def _half_then_no_space(path, raw):
+    """The disk fills mid-write: half the bytes reach the temporary file, then ``ENOSPC``."""
+    with open(path, "xb") as fh:
+        fh.write(raw[: len(raw) // 2])
+    raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+
+def test_a_full_disk_through_the_cli_exits_2_leaves_no_partial_file_and_the_next_gate_decides(env, monkeypatch):
+    """The issue's case end to end: ``faux-checks gate`` with every record write dying on ENOSPC mid-write.
+
+    Before (issue 25): exit 0, the version ``passed`` + ``deployable`` with a 0-byte report.json. Now:
+    exit 2, the version stays new (``running``), no alias, no file under the report root that does not
+    read whole and no temporary file; with the disk back, the next gate records ``passed`` whole.
+    """
+    from faux_checks_app.cli import main
+
+    name = "whole-cli-enospc"
+    version = env["registry"].register_version(name, env["fair"])
+    reports = env["dir"] / "reports-cli"
+    failed = []
+
+    def full_disk(path, raw):
+        failed.append(path)
+        return _half_then_no_space(path, raw)
+
+    monkeypatch.setattr(_files, "_write_bytes", full_disk)
+    argv = ["gate", name, "--data", str(env["data"]), "--policy", str(env["policy"]), "--tracking-uri", env["uri"],
+            "--report-dir", str(reports)]
+    code = main(argv)
+    monkeypatch.undo()
+    assert failed and code == 2
+    tags = _tags(env, name, version)
+    assert tags["fairness_gate"] == "running" and env["registry"].new_versions(name) == [version]
+    assert env["registry"].alias_version(name, "deployable") is None
+    assert not list(reports.rglob("*.tmp"))
+    for folder in [p for p in reports.iterdir() if p.is_dir()]:
+        check_records(folder)                                   # what is there reads whole
+        assert not (folder / "report.json").exists()            # the decision's record is absent, never half
+    assert main(argv) == 0                                      # the disk has room again
+    assert _tags(env, name, version)["fairness_gate"] == "passed"
+    assert env["registry"].alias_version(name, "deployable") == version
+    _assert_records_whole(env, name, version)

@@ -24,7 +24,7 @@ import numpy as np
 from ..method.auxiliary import AuxiliaryModel
 from .policy import Policy
 
-__all__ = ["MAX_ENTRIES", "aux_cache_stats", "clear_aux_cache", "trained_aux"]
+__all__ = ["MAX_ENTRIES", "aux_cache_stats", "clear_aux_cache", "new_aux", "trained_aux"]
 
 #: Trained auxiliary models kept per process.
 MAX_ENTRIES = 8
@@ -32,6 +32,14 @@ MAX_ENTRIES = 8
 _CACHE: OrderedDict[str, AuxiliaryModel] = OrderedDict()
 _LOCK = threading.Lock()
 _STATS = {"hits": 0, "trainings": 0}
+
+
+def new_aux(policy: Policy, kind: str, *, seed: int | None = None, progress: bool = False) -> AuxiliaryModel:
+    """An untrained auxiliary model with the policy's ``[aux]`` settings, seeded with ``seed`` (default ``policy.seed``)."""
+    settings = policy.aux
+    return AuxiliaryModel(kind=kind, hidden=settings.hidden, epochs=settings.epochs, holdout=settings.holdout,
+                          output_space=settings.output_space, seed=policy.seed if seed is None else seed,
+                          progress=progress)
 
 
 def _key(policy: Policy, kind: str, seed: int, X: np.ndarray, values: np.ndarray, groups) -> str:
@@ -63,8 +71,6 @@ def trained_aux(policy: Policy, kind: str, X: np.ndarray, values: np.ndarray, *,
     ------
     Whatever :meth:`AuxiliaryModel.fit` raises (nothing is stored then).
     """
-    from .aux_model import new_aux
-
     seed = policy.seed if seed is None else seed
     key = _key(policy, kind, seed, X, values, groups)
     with _LOCK:

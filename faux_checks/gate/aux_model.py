@@ -16,6 +16,7 @@ import torch
 from ..inputs.protected import ProtectedAttribute
 from ..method._batching import as_tensor
 from ..method.auxiliary import AuxiliaryModel
+from .aux_cache import new_aux, trained_aux
 from .bounds import quality_intervals
 from .policy import Policy
 
@@ -41,14 +42,6 @@ class AuxFit(NamedTuple):
     holdout: np.ndarray
     intervals: list | tuple = ()
     reused: bool = False
-
-
-def new_aux(policy: Policy, kind: str, *, seed: int | None = None, progress: bool = False) -> AuxiliaryModel:
-    """An untrained auxiliary model with the policy's ``[aux]`` settings, seeded with ``seed`` (default ``policy.seed``)."""
-    settings = policy.aux
-    return AuxiliaryModel(kind=kind, hidden=settings.hidden, epochs=settings.epochs, holdout=settings.holdout,
-                          output_space=settings.output_space, seed=policy.seed if seed is None else seed,
-                          progress=progress)
 
 
 def given_aux(aux_model, policy: Policy, protected: ProtectedAttribute, n_features: int) -> AuxiliaryModel:
@@ -96,8 +89,6 @@ def fit_aux(X_aux: np.ndarray, protected: ProtectedAttribute, values: np.ndarray
                                       protected.groups, confidence, seed=policy.seed)
         return AuxFit(aux, quality, metric.replace("the audit rows", "the audit rows it would have held out"), roc,
                       rows, holdout, intervals)
-    from .aux_cache import trained_aux
-
     aux, reused = trained_aux(policy, protected.kind, X_aux[train], values[train], groups=protected.groups,
                               progress=progress)        # trained once per process on the same inputs (issue 23)
     y, score = aux.holdout_

@@ -306,6 +306,35 @@ class OperationsSettings(_Strict):
     registry_backoff: int = Field(
         1, ge=0, le=120, description="MLflow HTTP backoff factor (MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR; client default 2): "
         "sleeps of 0, 2, 4 ... x this many seconds between retries.")
+    prefect_timeout_s: int = Field(
+        20, ge=1, le=600, description="Prefect API request timeout (PREFECT_API_REQUEST_TIMEOUT; client default 60); "
+        "20 s, not the registry's 10: the temporary Prefect server answers slowly on a loaded 2-core machine.")
+    prefect_retries: int = Field(
+        2, ge=0, le=10, description="Prefect API retries per call (PREFECT_CLIENT_MAX_RETRIES; client default 5, "
+        "exponential backoff: 60-70 s of retrying per call against a killed Prefect server, issue 25 fault 2).")
+    # resource limits on what a user gives (issue 25, bad input 5): a file or column past them is refused, not read
+    max_model_bytes: int = Field(
+        1 << 30, ge=1 << 20, le=1 << 40, description="Largest model file, and largest total unpacked size of a model "
+        "archive (.pt, .pt2, .skops), in bytes (1 GiB: a tabular model is far smaller; a 2 MB zip bomb once unpacked "
+        "to 2.6 GB).")
+    max_compression_ratio: float = Field(
+        200.0, ge=2, le=1e6, description="Largest unpacked/packed size ratio of a model archive that unpacks to more "
+        "than 16 MiB (zip bombs reach 1,000 and more; tensors compress 1-10x).")
+    max_trees: int = Field(
+        100_000, ge=1, le=10_000_000, description="Most trees in a LightGBM / XGBoost model file.")
+    max_leaves: int = Field(
+        1 << 20, ge=2, le=1 << 31, description="Most leaves (LightGBM num_leaves) or nodes / 2 (XGBoost) per tree; a "
+        "4.5 KB LightGBM file with num_leaves=2000000000 aborted the gate.")
+    max_tree_depth: int = Field(
+        1000, ge=1, le=100_000, description="Deepest tree of an XGBoost JSON model (levels).")
+    probe_memory_mb: int = Field(
+        16_384, ge=256, le=1 << 22, description="Address-space limit (RLIMIT_AS, MiB) of the child process that loads "
+        "a LightGBM / XGBoost / ONNX / skops file first; 0 of it reaches the gate if the loader aborts or explodes.")
+    probe_timeout_s: float = Field(
+        120.0, gt=0, le=3600, description="Seconds the probe process may take to load a model file.")
+    max_levels: int = Field(
+        1000, ge=2, le=10_000_000, description="Most levels of one categorical input column (one encoded feature "
+        "each); a column of ~8,600 levels ran 15 minutes at ~10 GB without a decision.")
 
 
 #: Joins the columns of an intersection into the name of its derived column (``sex×race``) and a row's values

@@ -67,6 +67,32 @@ class AuditRows:
         return self.source.iloc[self.row_index]
 
 
+def check_levels(feature_spec: FeatureSpec, protected=None, *, max_levels: int) -> None:
+    """Refuse a categorical input column, or a multi-class protected attribute, with more than ``max_levels`` levels.
+
+    Every level is one encoded feature (one aux-model output for the protected attribute), so the check's
+    memory and time grow with it: a column of ~8,600 levels ran 15 minutes at ~10 GB with no decision
+    (issue 25, bad input 5). Refused before anything is encoded.
+
+    Raises
+    ------
+    InputError
+        Naming each such column, its level count, the limit and the fixes (``[operations] max_levels``, or a
+        feature spec that groups rare levels: ``FeatureSpec.fit(..., min_frequency=...)``).
+    """
+    wide = [(c.name, len(c.levels)) for c in feature_spec.columns
+            if c.kind == "categorical" and len(c.levels) > max_levels]
+    if protected is not None and protected.kind == "multiclass" and len(protected.groups) > max_levels:
+        wide.append((f"{protected.name} (protected)", len(protected.groups)))
+    if wide:
+        listed = "; ".join(f"column {name!r} has {n:,} levels" for name, n in wide)
+        raise InputError(
+            f"{listed}: more than the limit of {max_levels:,} levels per categorical column ([operations] max_levels "
+            "in the policy); each level is one encoded feature, so such a column takes the check minutes and "
+            "gigabytes. Group rare levels in the feature spec (FeatureSpec.fit(..., min_frequency=...) sends them to "
+            "'__infrequent__'), encode the column as a number, or raise max_levels; nothing was scored")
+
+
 def prepare_audit(frame: pd.DataFrame, *, policy: Policy, feature_spec: FeatureSpec | None = None) -> AuditRows:
     """Select and encode the rows to audit: missing-protected rule, then the seeded ``max_rows`` sample.
 
@@ -91,6 +117,7 @@ def prepare_audit(frame: pd.DataFrame, *, policy: Policy, feature_spec: FeatureS
     elif policy.label and policy.label in feature_spec.source_columns:
         raise InputError(f"the label column '{policy.label}' is one of the target's input columns; "
                          "remove it from the feature spec")
+    check_levels(feature_spec, protected, max_levels=policy.operations.max_levels)
     row_index = np.flatnonzero(protected.kept)
     values = protected.values
     if policy.max_rows is not None and len(row_index) > policy.max_rows:

@@ -40,19 +40,39 @@ class MalformedRows:
     n_rows: int = 0
     count: int = 0
     first: list = field(default_factory=list)
+    #: rows per kind of problem (e.g. ``"a wrong field count"``), when a scan says (:meth:`merge`)
+    kinds: dict = field(default_factory=dict)
+    rows: set = field(default_factory=set, repr=False)
 
-    def add(self, row: int, problem: str) -> None:
+    def add(self, row: int, problem: str, kind: str | None = None) -> None:
         """Record one problem of one row (rows arrive in increasing order within one scan)."""
         self.count += 1
+        self.rows.add(int(row))
+        if kind is not None:
+            self.kinds[kind] = self.kinds.get(kind, 0) + 1
         if len(self.first) < SHOWN_ROWS:
             self.first.append((int(row), problem))
+
+    def merge(self, other: "MalformedRows") -> "MalformedRows":
+        """This scan's rows and ``other``'s: a row with problems in both counts once, the first rows by number
+        are shown, and the error names every kind of problem with its rows (issue 25, item 8: "1 malformed
+        rows" named only the first kind)."""
+        rows = self.rows | other.rows
+        first = sorted({row: problem for row, problem in reversed(self.first + other.first)}.items())[:SHOWN_ROWS]
+        kinds = dict(self.kinds)
+        for kind, n in other.kinds.items():
+            kinds[kind] = kinds.get(kind, 0) + n
+        return MalformedRows(self.path, n_rows=max(self.n_rows, other.n_rows), count=len(rows), first=first,
+                             kinds=kinds, rows=rows)
 
     def error(self) -> InputError:
         """The InputError naming the first rows and the count (call only when ``count``)."""
         shown = "; ".join(f"row {fmt_count(r)}: {p}" for r, p in self.first)
         more = f" (first {len(self.first)} shown)" if self.count > len(self.first) else ""
+        kinds = (" (" + ", ".join(f"{fmt_count(n)} with {kind}" for kind, n in self.kinds.items()) + ")"
+                 if len(self.kinds) > 1 else "")
         return InputError(
-            f"data file {self.path} has {fmt_count(self.count)} malformed rows of {fmt_count(self.n_rows)}{more}: "
+            f"data file {self.path} has {fmt_count(self.count)} malformed rows of {fmt_count(self.n_rows)}{kinds}{more}: "
             f"{shown}. Rows are numbered from 0 after the header, as in the scores file; nothing was scored. "
             "Fix or remove these lines (a truncated or unquoted line is never read as a missing value)"
         )
@@ -152,7 +172,8 @@ def csv_field_count_errors(path: str | Path, sep: str = ",") -> MalformedRows:
                 if not record:                    # a blank line: pandas skips it too
                     continue
                 if len(record) != expected:
-                    out.add(row, f"{len(record)} fields, expected {expected} (line {fmt_count(reader.line_num)})")
+                    out.add(row, f"{len(record)} fields, expected {expected} (line {fmt_count(reader.line_num)})",
+                            "a wrong field count")
                 row += 1
             out.n_rows = row
     except (UnicodeDecodeError, csv.Error) as exc:

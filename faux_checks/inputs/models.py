@@ -113,7 +113,7 @@ def load_model(
     factory: Callable[[], torch.nn.Module] | None = None,
     allow_pickle: bool = False,
     trusted_types: Sequence[str] = (),
-    max_bytes: int = DEFAULT_MAX_MODEL_BYTES,
+    max_bytes: int | None = None,
 ):
     """Load a target or auxiliary model from ``path`` safely.
 
@@ -128,8 +128,11 @@ def load_model(
         module, plain ``torch.export.load`` for an archive :mod:`~faux_checks.inputs.export_archive` refuses.
     trusted_types : sequence of str
         skops files: types to rebuild beyond those skops trusts by default (:func:`~faux_checks.inputs.targets.load_skops`).
-    max_bytes : int
-        Largest unpacked size of a zip archive (TorchScript, torch.export), in bytes.
+    max_bytes : int, optional
+        Largest file, and largest unpacked size of a zip archive (TorchScript, torch.export, skops), in bytes;
+        default the ``[operations] max_model_bytes`` in force (:func:`~faux_checks.inputs.limits.set_model_limits`).
+        The other limits of :mod:`faux_checks.inputs.limits` apply too: compression ratio, trees, leaves,
+        depth, and the probe process that loads LightGBM / XGBoost / ONNX / skops files first.
 
     Returns
     -------
@@ -141,23 +144,36 @@ def load_model(
     ------
     InputError
         The file does not exist or is not a model, or a state dict does not fit the module
-        the factory builds, or a zip archive unpacks to more than ``max_bytes``.
+        the factory builds, or a zip archive unpacks to more than ``max_bytes``, or the file is past a
+        limit of :mod:`faux_checks.inputs.limits` (its loader aborted in the probe process included).
     UnsafeModelError
         The file is a pickle that needs arbitrary code to load, or a torch.export archive that
         holds code (:func:`~faux_checks.inputs.export_archive.check_export_archive`), and
         ``allow_pickle`` is False; nothing from it has been executed.
     """
+    from .limits import check_archive, check_tree_model, model_limits, probe_load
+
     path = Path(path)
     if not path.is_file():
         raise InputError(f"model file {path} does not exist")
+    limits = model_limits()
+    if max_bytes is None:
+        max_bytes = limits.max_model_bytes
+    elif max_bytes != limits.max_model_bytes:
+        from dataclasses import replace
+
+        limits = replace(limits, max_model_bytes=max_bytes)
     size = path.stat().st_size
     if size > max_bytes:
         raise InputError(
             f"refused to load {path}: it has {size:,} bytes, more than the limit of {max_bytes:,} bytes "
             "(max_bytes) for a model file. Nothing from it was read."
         )
+    check_archive(path, limits)            # a zip bomb is refused from its directory, before anything unpacks it
     fmt = sniff_format(path)
     if fmt is not None:
+        check_tree_model(path, fmt, limits)
+        probe_load(path, fmt, trusted_types=trusted_types, limits=limits)
         return load_forward_only(path, fmt, trusted_types=trusted_types)
     names = _zip_names(path, max_bytes)
     if _is_torchscript(names):

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 from ..errors import RegistryUnreachableError
 
 __all__ = ["LEASE_TAG", "Lease", "acquire_lease", "apply_client_settings", "check_reachable", "is_unreachable",
-           "read_lease", "release_lease", "unreachable_error"]
+           "read_lease", "release_lease", "release_lease_within", "unreachable_error"]
 
 LEASE_TAG = "fairness_gate_lease"
 #: Seconds between writing a lease and reading it back.
@@ -43,6 +43,11 @@ SETTLE_S = 1.0
 CLIENT_SETTINGS = {"registry_timeout_s": "MLFLOW_HTTP_REQUEST_TIMEOUT",
                    "registry_retries": "MLFLOW_HTTP_REQUEST_MAX_RETRIES",
                    "registry_backoff": "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR"}
+#: Prefect's client settings set from ``[operations]`` (issue 25, fault 2: each Prefect call retried 60-70 s
+#: against a killed server). Read by Prefect's settings when first loaded in the process (Prefect 3), so
+#: :func:`apply_client_settings` runs before Prefect is imported (``faux-checks gate`` does).
+PREFECT_SETTINGS = {"prefect_timeout_s": "PREFECT_API_REQUEST_TIMEOUT",
+                    "prefect_retries": "PREFECT_CLIENT_MAX_RETRIES"}
 _set_by_us: set[str] = set()
 _UNREACHABLE_MARKERS = ("max retries exceeded", "connection refused", "failed to establish a new connection",
                         "read timed out", "connecttimeout", "connection aborted", "connection reset",
@@ -50,7 +55,8 @@ _UNREACHABLE_MARKERS = ("max retries exceeded", "connection refused", "failed to
 
 
 def apply_client_settings(operations) -> dict[str, str]:
-    """Set MLflow's HTTP timeout, retries and backoff for this process from ``[operations]``.
+    """Set MLflow's HTTP timeout, retries and backoff, and Prefect's API timeout and retries
+    (:data:`PREFECT_SETTINGS`), for this process from ``[operations]``.
 
     A variable the user exported before (not set by an earlier call here) wins.
 
@@ -64,7 +70,7 @@ def apply_client_settings(operations) -> dict[str, str]:
         The variables in force, name -> value.
     """
     applied = {}
-    for field, name in CLIENT_SETTINGS.items():
+    for field, name in {**CLIENT_SETTINGS, **PREFECT_SETTINGS}.items():
         if name in os.environ and name not in _set_by_us:
             applied[name] = os.environ[name]
             continue
@@ -214,6 +220,49 @@ def acquire_lease(registry, name: str, version: str, *, ttl_s: float, wait_s: fl
         if left <= 0:
             return None, other
         time.sleep(min(poll_s, left))
+
+
+#: Seconds a gate waits for its lease's release before leaving the lease to expire (issue 25, fault 5).
+RELEASE_TIMEOUT_S = 5.0
+
+
+def release_lease_within(registry, lease: Lease, timeout_s: float | None = None) -> bool | None:
+    """:func:`release_lease` bounded in time: the deadline is a hard bound, the release included.
+
+    The release runs in a daemon thread joined for at most ``timeout_s`` (default :data:`RELEASE_TIMEOUT_S`);
+    a registry that does not answer in that time (frozen, issue 25: a ``--deadline 75`` gate ended at 121 s
+    because its release made one more slow call) leaves the lease in place, and it expires on its own at
+    ``expires_at`` (the gate's deadline plus a margin) or, on this host, as soon as this process is gone.
+
+    Returns
+    -------
+    bool or None
+        True: deleted; False: not this lease's any more (nothing deleted); None: not finished in time.
+
+    Raises
+    ------
+    Exception
+        What :func:`release_lease` raised within the time.
+    """
+    import threading
+
+    timeout_s = RELEASE_TIMEOUT_S if timeout_s is None else timeout_s
+    done: dict = {}
+
+    def run() -> None:
+        try:
+            done["released"] = release_lease(registry, lease)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            done["error"] = exc
+
+    worker = threading.Thread(target=run, name=f"faux-lease-release-v{lease.version}", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        return None
+    if "error" in done:
+        raise done["error"]
+    return done["released"]
 
 
 def release_lease(registry, lease: Lease) -> bool:

@@ -41,6 +41,11 @@ ATTRIBUTE_TAG_PREFIX = "fairness_attr_"
 # MLflow REST limits per log_batch call
 _BATCH_METRICS, _BATCH_PARAMS = 1000, 100
 _MAX_PARAM_CHARS, _MAX_RUN_TAG_CHARS = 6000, 8000  # longer values are truncated by MLflow
+#: Run tag of a gate or audit run (issue 25, fault 6): ``recording`` from its creation until the version's
+#: decision tags name it, then ``decided``; a run left ``recording`` by a killed gate becomes ``abandoned``
+#: (with ``fairness_superseded_by``) when a later run of the same version and kind records its decision.
+RUN_STATE_TAG = "fairness_run_state"
+RUN_RECORDING, RUN_DECIDED, RUN_ABANDONED = "recording", "decided", "abandoned"
 
 
 class DecisionTrail(RegistryClient):
@@ -152,6 +157,7 @@ class DecisionTrail(RegistryClient):
         )
         tags[GATE_TAG] = decision  # last: dict order is the write order
         self._set_version_tags(name, mv.version, tags)
+        self._settle_runs(name, mv.version, run_id, kind="gate")
 
     def promote(self, name: str, version: str | int, alias: str = DEFAULT_ALIAS, *, allow_rollback: bool = False) -> str:
         """Point ``alias`` at ``version``, only if its recorded decision is ``passed``, never backwards.
@@ -313,7 +319,7 @@ class DecisionTrail(RegistryClient):
                         f"{limit:,}; write it to a file in report_dir instead"
                     )
         run_tags.update({"faux_checks.model_name": name, "faux_checks.model_version": str(mv.version),
-                         "faux_checks.kind": kind})
+                         "faux_checks.kind": kind, RUN_STATE_TAG: RUN_RECORDING})   # 'decided' once the version names it
 
         experiment_id = self._experiment_id(GATE_EXPERIMENT if kind == "gate" else AUDIT_EXPERIMENT)
         run = with_retry(
@@ -404,6 +410,75 @@ class DecisionTrail(RegistryClient):
         )
         tags[AUDIT_TAG] = decision  # last, as record_decision does
         self._set_version_tags(name, mv.version, tags)
+        self._settle_runs(name, mv.version, run_id, kind="audit")
+
+    def _settle_runs(self, name: str, version, run_id: str, *, kind: str) -> list[str]:
+        """Mark ``run_id`` ``decided`` and every other run of this version and kind still ``recording`` (left by
+        a killed gate or audit) ``abandoned``, superseded by ``run_id``; returns the abandoned run ids.
+
+        Best effort after the version's tags are written (the decision stands): a run left ``recording`` is
+        not read as a decision anyway (:meth:`gate_runs`, :meth:`audit_runs`) unless the version names it.
+        """
+        import logging
+
+        try:
+            with_retry(self.client.set_tag, run_id, RUN_STATE_TAG, RUN_DECIDED)
+            abandoned = [r.info.run_id for r in self._search_runs(kind, name, version=str(version))
+                         if r.info.run_id != run_id and r.data.tags.get(RUN_STATE_TAG) == RUN_RECORDING]
+            for other in abandoned:
+                with_retry(self.client.set_tag, other, "fairness_superseded_by", run_id)
+                with_retry(self.client.set_tag, other, RUN_STATE_TAG, RUN_ABANDONED)
+            return abandoned
+        except Exception as exc:  # noqa: BLE001 - the decision is recorded; readers skip unsettled runs
+            logging.getLogger(__name__).warning("%s v%s: runs not settled after run %s (%s)", name, version, run_id, exc)
+            return []
+
+    def _search_runs(self, kind: str, name: str, *, version: str | None = None) -> list:
+        """Every run of ``name`` (and ``version``) in the gate or audit experiment, oldest first."""
+        exp = with_retry(self.client.get_experiment_by_name, GATE_EXPERIMENT if kind == "gate" else AUDIT_EXPERIMENT)
+        if exp is None:
+            return []
+        run_filter = name_filter(name).replace("name", "tags.`faux_checks.model_name`", 1)
+        if version is not None:
+            run_filter += f" AND tags.`faux_checks.model_version` = '{int(version)}'"
+        runs, token = [], None
+        while True:
+            page = with_retry(self.client.search_runs, [exp.experiment_id], filter_string=run_filter,
+                              order_by=["attributes.start_time ASC"], max_results=1000, page_token=token)
+            runs.extend(page)
+            token = page.token
+            if not token:
+                return runs
+
+    def _decision_runs(self, kind: str, name: str) -> list[dict[str, Any]]:
+        """:meth:`gate_runs` / :meth:`audit_runs`: the runs that are decisions (module constant RUN_STATE_TAG)."""
+        key, own = ("fairness_run_id", GATE_TAG) if kind == "gate" else ("fairness_audit_run_id", AUDIT_TAG)
+        named = {(mv.tags or {}).get(key) for mv in self._versions(name)   # a half-written version names nothing
+                 if (mv.tags or {}).get(own) in DECISIONS} - {None, ""}
+        rows: list[dict[str, Any]] = []
+        for run in self._search_runs(kind, name):
+            tags = {k: v for k, v in run.data.tags.items() if not k.startswith("mlflow.")}
+            state = tags.get(RUN_STATE_TAG)
+            if state == RUN_ABANDONED or (state == RUN_RECORDING and run.info.run_id not in named):
+                continue                     # a killed gate's run: never a second decision
+            rows.append({
+                **tags,
+                "run_id": run.info.run_id,
+                "version": tags.get("faux_checks.model_version"),
+                "started_at": _dt.datetime.fromtimestamp(run.info.start_time / 1000, _dt.timezone.utc).isoformat(
+                    timespec="seconds"),
+                "metrics": dict(run.data.metrics),
+            })
+        return rows
+
+    def gate_runs(self, name: str) -> list[dict[str, Any]]:
+        """Every gate decision run of ``name``, oldest first (rows as :meth:`audit_runs`).
+
+        A run left by a gate killed while recording (``fairness_run_state`` = ``recording``, not named by its
+        version's ``fairness_run_id``) or marked ``abandoned`` is left out: one decision, one run (issue 25,
+        fault 6). Runs logged before the state tag existed count as decisions.
+        """
+        return self._decision_runs("gate", name)
 
     def audit_runs(self, name: str) -> list[dict[str, Any]]:
         """Every drift audit of ``name`` logged by :meth:`log_audit_run`, oldest first.
@@ -413,33 +488,10 @@ class DecisionTrail(RegistryClient):
         list of dict
             Per run: ``run_id``, ``version``, ``started_at`` (UTC, ISO 8601), the run's tags
             (``decision``, ``reason``, ...; ``mlflow.*`` left out) and its metrics under
-            ``metrics``. Empty when the model was never audited.
+            ``metrics``. Empty when the model was never audited. A run an audit killed while recording left
+            (``recording`` and not its version's ``fairness_audit_run_id``, or ``abandoned``) is left out.
         """
-        exp = with_retry(self.client.get_experiment_by_name, AUDIT_EXPERIMENT)
-        if exp is None:
-            return []
-        run_filter = name_filter(name).replace("name", "tags.`faux_checks.model_name`", 1)
-        rows: list[dict[str, Any]] = []
-        token = None
-        while True:
-            page = with_retry(
-                self.client.search_runs, [exp.experiment_id],
-                filter_string=run_filter,
-                order_by=["attributes.start_time ASC"], max_results=1000, page_token=token,
-            )
-            for run in page:
-                tags = {k: v for k, v in run.data.tags.items() if not k.startswith("mlflow.")}
-                rows.append({
-                    **tags,
-                    "run_id": run.info.run_id,
-                    "version": tags.get("faux_checks.model_version"),
-                    "started_at": _dt.datetime.fromtimestamp(run.info.start_time / 1000, _dt.timezone.utc).isoformat(
-                        timespec="seconds"),
-                    "metrics": dict(run.data.metrics),
-                })
-            token = page.token
-            if not token:
-                return rows
+        return self._decision_runs("audit", name)
 
     def download_run_artifacts(self, run_id: str, artifact_path: str, dst_dir: str | Path) -> Path:
         """Download ``artifact_path`` of a run (e.g. a gate run's ``records``) into ``dst_dir``, through this registry's URI.

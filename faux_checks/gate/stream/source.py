@@ -226,10 +226,7 @@ def check_rows(source: DataSource, spec: FeatureSpec, *, chunk_rows: int = 65_53
         ``data file ... has N malformed rows of M (first 5 shown): row 7: 9 fields, expected 15
         (line 9); row 12: column 'age' has 'abc', not a number ...``
     """
-    if source.format == "csv":
-        bad = csv_field_count_errors(source.path, source.sep)
-        if bad.count:
-            raise bad.error()
+    fields = csv_field_count_errors(source.path, source.sep) if source.format == "csv" else MalformedRows(source.path)
     numeric = [c.name for c in spec.columns if c.kind == "numeric"]
     if source.format == "parquet":
         import pyarrow as pa
@@ -239,8 +236,23 @@ def check_rows(source: DataSource, spec: FeatureSpec, *, chunk_rows: int = 65_53
                                               or pa.types.is_floating(schema.field(c).type)
                                               or pa.types.is_boolean(schema.field(c).type))]
     if not numeric:
+        if fields.count:
+            raise fields.error()
         return
     bad = MalformedRows(source.path)
+    try:
+        _scan_numbers(source, numeric, chunk_rows, bad)
+    except InputError:
+        if fields.count:   # pandas stops on a long record: the field counts name it
+            raise fields.error() from None
+        raise
+    bad = fields.merge(bad)   # both kinds named, each row counted once
+    if bad.count:
+        raise bad.error()
+
+
+def _scan_numbers(source: DataSource, numeric: list[str], chunk_rows: int, bad: MalformedRows) -> None:
+    """Add to ``bad`` every row with a value of a ``numeric`` column that does not parse as a number."""
     for start, frame in _raw_chunks(source, numeric, chunk_rows):
         problem = np.full(len(frame), None, dtype=object)
         for col in numeric:
@@ -251,10 +263,8 @@ def check_rows(source: DataSource, spec: FeatureSpec, *, chunk_rows: int = 65_53
             for i in np.flatnonzero(wrong & (problem == None)):  # noqa: E711 - elementwise
                 problem[i] = f"column '{col}' has {raw.iloc[i]!r}, not a number"
         for i in np.flatnonzero(problem != None):  # noqa: E711
-            bad.add(start + int(i), problem[i])
+            bad.add(start + int(i), problem[i], "a value that is not a number")
         bad.n_rows = start + len(frame)
-    if bad.count:
-        raise bad.error()
 
 
 def _raw_chunks(source: DataSource, columns: list[str], chunk_rows: int):

@@ -1,0 +1,267 @@
+"""Resource limits on model files: archive bombs, absurd tree models, loaders that abort (issue 25, bad input 5).
+
+A model file is checked before it is loaded, in this order (our reading of the issue's held-back cases: a 2 MB
+zip named ``model.pt`` that unpacked to 2.6 GB and passed; a 4.5 KB LightGBM text file with
+``num_leaves=2000000000`` that aborted the gate with exit 134 on every run, leaving v1 ``running``):
+
+1. :func:`check_archive`: a zip archive (TorchScript ``.pt``, torch.export ``.pt2``, skops) whose members unpack
+   to more than ``max_model_bytes`` in total, or that unpacks to more than 16 MiB at more than
+   ``max_compression_ratio`` times its packed size, is refused from its central directory (nothing unpacked).
+2. :func:`check_tree_model`: a LightGBM text file (every ``num_leaves=`` line, the ``Tree=`` count) or an XGBoost
+   JSON file (trees, nodes per tree, depth) past ``max_trees`` / ``max_leaves`` / ``max_tree_depth`` is refused
+   by reading the text, before the library allocates anything.
+3. :func:`probe_load`: LightGBM, XGBoost, ONNX and skops files are loaded first by their library in a child
+   process whose address space is limited (``resource.setrlimit(RLIMIT_AS)``, ``probe_memory_mb``) and whose
+   time is limited (``probe_timeout_s``). A loader that aborts, is killed, runs out of memory or out of time
+   there is refused with that cause, and the gate (which then records the version ``undecided``) goes on.
+
+The limits are the policy's ``[operations]`` (outside the policy hash: they never change a decision, only
+whether one is reached): :func:`set_model_limits` applies them to this process, as
+:func:`faux_checks.registry.operations.apply_client_settings` does MLflow's timeouts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import signal
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from ..errors import InputError
+
+__all__ = ["ModelLimits", "PROBED_FORMATS", "check_archive", "check_tree_model", "model_limits", "probe_load",
+           "set_model_limits"]
+
+#: Formats whose loader is a native library loaded first in the probe process.
+PROBED_FORMATS = ("lightgbm", "xgboost", "onnx", "skops")
+#: An archive smaller than this unpacked is never refused for its compression ratio.
+RATIO_FLOOR_BYTES = 16 << 20
+_PROBE_SCRIPT = Path(__file__).with_name("_probe_child.py")
+_LABEL = {"lightgbm": "LightGBM", "xgboost": "XGBoost", "onnx": "ONNX", "skops": "skops"}
+
+
+@dataclass(frozen=True)
+class ModelLimits:
+    """The limits of :mod:`faux_checks.inputs.limits` (defaults: :class:`~faux_checks.gate.policy.OperationsSettings`).
+
+    ``probe=False`` loads in this process only (for callers that isolate the load themselves).
+    """
+
+    max_model_bytes: int = 1 << 30
+    max_compression_ratio: float = 200.0
+    max_trees: int = 100_000
+    max_leaves: int = 1 << 20
+    max_tree_depth: int = 1000
+    probe_memory_mb: int = 16_384
+    probe_timeout_s: float = 120.0
+    probe: bool = True
+
+    @classmethod
+    def from_operations(cls, operations) -> "ModelLimits":
+        """The limits of a policy's ``[operations]``."""
+        names = {f.name for f in dataclasses.fields(cls)} - {"probe"}
+        return cls(**{n: getattr(operations, n) for n in names})
+
+
+_current = ModelLimits()
+
+
+def set_model_limits(operations_or_limits) -> ModelLimits:
+    """Apply ``[operations]`` (or a :class:`ModelLimits`) to every later model load of this process; returns them."""
+    global _current
+    _current = (operations_or_limits if isinstance(operations_or_limits, ModelLimits)
+                else ModelLimits.from_operations(operations_or_limits))
+    return _current
+
+
+def model_limits() -> ModelLimits:
+    """The limits in force (:func:`set_model_limits`)."""
+    return _current
+
+
+def check_archive(path: str | Path, limits: ModelLimits | None = None) -> None:
+    """Refuse a zip archive that would unpack past the limits, from its central directory only.
+
+    Raises
+    ------
+    InputError
+        Total unpacked size over ``max_model_bytes``, or over 16 MiB unpacked at a ratio over
+        ``max_compression_ratio``: sizes, ratio, the largest member and the setting to change.
+    """
+    limits = limits or _current
+    try:
+        with zipfile.ZipFile(path) as zf:
+            infos = zf.infolist()
+    except (zipfile.BadZipFile, OSError):
+        return                                      # not an archive: the loader says what it is
+    unpacked = sum(i.file_size for i in infos)
+    packed = sum(i.compress_size for i in infos)
+    ratio = unpacked / max(packed, 1)
+    biggest = max(infos, key=lambda i: i.file_size, default=None)
+    where = f" (largest member {biggest.filename!r}: {biggest.file_size:,} bytes)" if biggest is not None else ""
+    if unpacked > limits.max_model_bytes:
+        raise InputError(
+            f"refused to load {path}: its {len(infos)} archive members unpack to {unpacked:,} bytes, more than the "
+            f"limit of {limits.max_model_bytes:,} bytes ([operations] max_model_bytes){where}; a tabular model is far "
+            "smaller, so this is a damaged or hostile file. Nothing from it was unpacked.")
+    if unpacked > RATIO_FLOOR_BYTES and ratio > limits.max_compression_ratio:
+        raise InputError(
+            f"refused to load {path}: its archive members unpack to {unpacked:,} bytes from {packed:,} ({ratio:,.0f} "
+            f"times){where}, over the limit of {limits.max_compression_ratio:g} times ([operations] "
+            "max_compression_ratio): a zip bomb, or a model to save without compression. Nothing from it was unpacked.")
+
+
+_LGB_TREE = re.compile(rb"^Tree=\d+\s*$")
+_LGB_LEAVES = re.compile(rb"^num_leaves=(\S*)\s*$")
+
+
+def check_tree_model(path: str | Path, fmt: str, limits: ModelLimits | None = None) -> None:
+    """Refuse a LightGBM text or XGBoost JSON model past ``max_trees`` / ``max_leaves`` / ``max_tree_depth``.
+
+    LightGBM: every ``num_leaves=`` line (header and trees) and the count of ``Tree=`` lines, read line by
+    line. XGBoost JSON: ``learner.gradient_booster`` trees (gbtree and dart), each tree's node count
+    (``tree_param.num_nodes`` and its arrays) and depth from ``left_children`` / ``right_children``.
+    XGBoost UBJ is not read here (the probe process bounds its load). Other formats: nothing checked.
+
+    Raises
+    ------
+    InputError
+        Naming the tree, the count found, the limit and the ``[operations]`` setting.
+    """
+    limits = limits or _current
+    if fmt == "lightgbm":
+        _check_lightgbm(Path(path), limits)
+    elif fmt == "xgboost":
+        with open(path, "rb") as fh:
+            if fh.read(1024).lstrip()[:1] == b"{":
+                _check_xgboost_json(Path(path), limits)
+
+
+def _too_many(path, what: str, found, limit: int, setting: str) -> InputError:
+    return InputError(f"refused to load {path}: {what} {found}, over the limit of {limit:,} ([operations] {setting}); "
+                      "a damaged or hostile model file (nothing was allocated for it). Raise the setting only for a "
+                      "model you know is that large")
+
+
+def _check_lightgbm(path: Path, limits: ModelLimits) -> None:
+    trees = 0
+    with open(path, "rb") as fh:
+        for line in fh:
+            if _LGB_TREE.match(line):
+                trees += 1
+                if trees > limits.max_trees:
+                    raise _too_many(path, "it has", f"more than {limits.max_trees:,} trees", limits.max_trees,
+                                    "max_trees")
+                continue
+            m = _LGB_LEAVES.match(line)
+            if m:
+                raw = m.group(1).decode("ascii", "replace")
+                try:
+                    leaves = int(raw)
+                except ValueError:
+                    raise InputError(f"refused to load {path}: tree {max(trees - 1, 0)} has num_leaves={raw!r}, not "
+                                     "a whole number; a damaged model file") from None
+                if leaves > limits.max_leaves or leaves < 0:
+                    raise _too_many(path, f"tree {max(trees - 1, 0)} has num_leaves =", f"{leaves:,}",
+                                    limits.max_leaves, "max_leaves")
+
+
+def _check_xgboost_json(path: Path, limits: ModelLimits) -> None:
+    try:
+        payload = json.loads(path.read_bytes())
+        booster = payload["learner"]["gradient_booster"]
+    except (ValueError, KeyError, TypeError):
+        return                                      # not a model this reads: XGBoost's loader says why
+    model = booster.get("model") or (booster.get("gbtree") or {}).get("model") or {}
+    trees = model.get("trees") or []
+    if len(trees) > limits.max_trees:
+        raise _too_many(path, "it has", f"{len(trees):,} trees", limits.max_trees, "max_trees")
+    max_nodes = 2 * limits.max_leaves
+    for i, tree in enumerate(trees):
+        left, right = tree.get("left_children") or [], tree.get("right_children") or []
+        try:
+            declared = int((tree.get("tree_param") or {}).get("num_nodes", len(left)))
+        except (TypeError, ValueError):
+            declared = len(left)
+        nodes = max(declared, len(left), len(right))
+        if nodes > max_nodes:
+            raise _too_many(path, f"tree {i} has", f"{nodes:,} nodes", max_nodes, "max_leaves (x 2 nodes)")
+        depth = _depth(left, right)
+        if depth > limits.max_tree_depth:
+            raise _too_many(path, f"tree {i} is", f"{depth:,} levels deep", limits.max_tree_depth, "max_tree_depth")
+
+
+def _depth(left: list, right: list) -> int:
+    """Levels of a tree given as child-index arrays (-1: leaf); a cycle or bad index counts as too deep."""
+    if not left:
+        return 0
+    n, deepest, stack, seen = len(left), 0, [(0, 1)], 0
+    while stack:
+        node, level = stack.pop()
+        seen += 1
+        if seen > n:                                # a cycle: never a tree
+            return 1 << 30
+        deepest = max(deepest, level)
+        for child in (left[node], right[node] if node < len(right) else -1):
+            if isinstance(child, int) and 0 <= child < n:
+                stack.append((child, level + 1))
+    return deepest
+
+
+def probe_load(path: str | Path, fmt: str, *, trusted_types: Sequence[str] = (),
+               limits: ModelLimits | None = None) -> None:
+    """Load ``path`` with its library in a child process limited in memory and time; raise if that load dies.
+
+    The child (``_probe_child.py``, run by path: it imports the model's library only, not this package)
+    sets ``RLIMIT_AS`` to ``probe_memory_mb`` before importing anything, loads the file, and exits 0; a
+    Python error other than memory exits 3, and the caller's own load then says what is wrong in its words.
+
+    Raises
+    ------
+    InputError
+        The loader was killed by a signal (``SIGABRT``: exit 134 in the issue; ``SIGSEGV``, ``SIGKILL``), ran
+        out of the memory limit, or did not finish within ``probe_timeout_s``; nothing of it reached this process.
+    """
+    limits = limits or _current
+    if not limits.probe or fmt not in PROBED_FORMATS:
+        return
+    command = [sys.executable, str(_PROBE_SCRIPT), fmt, str(path), str(int(limits.probe_memory_mb)),
+               json.dumps(list(trusted_types))]
+    bound = f"a probe process limited to {limits.probe_memory_mb:,} MiB and {limits.probe_timeout_s:g} s"
+    label = _LABEL.get(fmt, fmt)
+    try:
+        done = subprocess.run(command, capture_output=True, timeout=limits.probe_timeout_s, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise InputError(f"refused to load {path}: the {label} loader did not finish in {bound} ([operations] "
+                         "probe_timeout_s); the file was not loaded by the gate") from None
+    if done.returncode == 0 or (done.returncode == 3 and not _out_of_memory(done.stderr)):
+        return
+    tail = _last_line(done.stderr)
+    if done.returncode < 0:
+        try:
+            how = f"was killed by {signal.Signals(-done.returncode).name}"
+        except ValueError:
+            how = f"was killed by signal {-done.returncode}"
+    elif _out_of_memory(done.stderr):
+        how = "ran out of memory"
+    else:
+        how = f"exited with code {done.returncode}"
+    raise InputError(f"refused to load {path}: the {label} loader {how} in {bound} ([operations] probe_memory_mb, "
+                     f"probe_timeout_s){f': {tail}' if tail else ''}; a damaged or hostile model file, not loaded by "
+                     "the gate")
+
+
+def _out_of_memory(stderr: bytes) -> bool:
+    text = stderr.decode("utf-8", "replace")
+    return any(m in text for m in ("MemoryError", "bad_alloc", "out of memory", "Cannot allocate memory"))
+
+
+def _last_line(stderr: bytes) -> str:
+    lines = [ln.strip() for ln in stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else ""
