@@ -378,6 +378,7 @@ def cmd_gate(args) -> int:
         if args.force and not args.version:
             raise FauxChecksError("--force re-decides the versions named by --version N; name at least one")
         versions = _versions_to_regate(args) if args.version else None
+        _signing_key_or_configuration_error(args.signing_key)
         plan = _plan_gate(args, uri, versions)   # configuration checked, nothing recorded, no Prefect yet (exit 3)
         if versions is None and not plan.todo and not plan.regate:
             return _nothing_to_gate(args, plan)
@@ -416,6 +417,17 @@ def cmd_gate(args) -> int:
         if armed:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
+
+
+def _signing_key_or_configuration_error(path: str | None) -> None:
+    """A signing key (given or ``$FAUX_CHECKS_SIGNING_KEY``) that cannot be read is a configuration error (exit 3)."""
+    from faux_checks.errors import InputError
+    from faux_checks.report.evidence import signing_key_path
+
+    try:
+        signing_key_path(path)
+    except InputError as exc:
+        raise ConfigurationError(f"{exc}; nothing was recorded") from None
 
 
 def _plan_gate(args, uri: str, versions: list[str] | None):

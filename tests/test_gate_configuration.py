@@ -247,3 +247,14 @@ def test_every_version_undecided_is_not_exit_0(files, tmp_path, harness, capfd):
     assert (obj["model"]["version"], obj["decision"], obj["skipped"]) == (v1, "undecided", True)
     assert "after its check ran (not enough evidence)" in obj["reasons"][0]
     assert "are recorded undecided and none can be re-gated now" in captured.err
+
+
+def test_an_unreadable_signing_key_is_a_configuration_error_before_anything_is_recorded(tmp_path, capsys):
+    from faux_checks_app.cli import main
+
+    (tmp_path / "d.csv").write_text("a,sex,income\n1,F,0\n")
+    (tmp_path / "not-a-key.pem").write_text("hello\n")
+    code = main(["gate", "m", "--data", str(tmp_path / "d.csv"), "--signing-key", str(tmp_path / "not-a-key.pem"),
+                 "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db"])
+    err = capsys.readouterr().err
+    assert code == 3 and "not a readable PEM private key" in err and "nothing was recorded" in err, err
