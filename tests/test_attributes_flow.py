@@ -34,16 +34,22 @@ aux_seeds = 1
 '''
 
 
-def test_the_gate_decides_once_over_every_attribute_and_records_each(tmp_path, harness, capsys):
-    from faux_checks.inputs.models import save_torchscript
-    from faux_checks.registry import Registry
-    from flows.gate import gate
-
+def _frame():
+    """The module's audit data: make_data's sex and proxy, plus race (3 groups) and its proxy, drawn independently."""
     frame = make_data(900, seed=3)
     rng = np.random.default_rng(4)
     race = rng.integers(0, 3, len(frame))
     frame["race_proxy"] = race * 2.0 + rng.normal(scale=0.5, size=len(frame))
     frame["race"] = np.array(["Asian", "Black", "White"], dtype=object)[race]
+    return frame
+
+
+def test_the_gate_decides_once_over_every_attribute_and_records_each(tmp_path, harness, capsys):
+    from faux_checks.inputs.models import save_torchscript
+    from faux_checks.registry import Registry
+    from flows.gate import gate
+
+    frame = _frame()
     (tmp_path / "audit.csv").write_text(frame.to_csv(index=False))
     (tmp_path / "policy.toml").write_text(POLICY)
     save_torchscript(linear([1.0, 0.5, 0.0, 0.0, 0.0, 0.0]), tmp_path / "fair.pt")
@@ -127,11 +133,7 @@ def test_the_no_new_harm_rule_over_several_attributes_is_not_judged_never_skippe
     from faux_checks.registry import Registry
     from flows.gate import gate
 
-    frame = make_data(900, seed=3)
-    rng = np.random.default_rng(4)
-    race = rng.integers(0, 3, len(frame))
-    frame["race_proxy"] = race * 2.0 + rng.normal(scale=0.5, size=len(frame))
-    frame["race"] = np.array(["Asian", "Black", "White"], dtype=object)[race]
+    frame = _frame()
     (tmp_path / "audit.csv").write_text(frame.to_csv(index=False))
     (tmp_path / "policy.toml").write_text(POLICY + "max_newly_flagged_fraction = 0.02\n")
     save_torchscript(linear([1.0, 0.5, 0.0, 0.0, 0.0, 0.0]), tmp_path / "fair.pt")
