@@ -5,9 +5,11 @@ reading itself (columns independent of c held, the hold never dropped, the match
 columns, rank matching for a continuous c): the old values pinned a move of features the new reading holds by
 design.
 
-Faster code must give the same numbers up to float noise: relative 1e-5, or 2e-8 probability points for
+Faster code must give the same numbers up to float noise: relative 1e-5, or 1e-7 probability points for
 the smallest scores (the target's logit is float32: its rounding, ~1e-7 relative, moves P(y|x) by about
-that much; a secant line search amplifies it), exact for counts and group indices.
+that much; a secant line search amplifies it), exact for counts and group indices. 1e-7, not 2e-8: on
+another CPU the same code (this session's base commit included) gave 6.5e-8 on a score of 2.3e-4 in the
+'binary-path' case; δ is 10^6 times larger.
 Covers binary, 3-class and continuous c, a Newton path with a line search, the first-order evaluation, c's
 own column as a target input (the direct term) and a probability output form, with admissible and
 held-fixed features and several chunks (64 rows each).
@@ -162,7 +164,7 @@ def test_swap_scores_match_the_values_recorded_before_the_optimisation(case):
         if value is None or isinstance(value, int):
             assert got[key] == value, key
         else:
-            np.testing.assert_allclose(got[key], value, rtol=1e-5, atol=2e-8, err_msg=key)
+            np.testing.assert_allclose(got[key], value, rtol=1e-5, atol=1e-7, err_msg=key)
 
 
 def test_nan_beyond_the_probe_rows_is_refused_with_the_whole_count():
