@@ -20,7 +20,7 @@ from faux_checks.gate.stream.source import DataSource
 from faux_checks.inputs.io import read_table, sniff_sep
 from faux_checks.inputs.labels import encode_labels
 
-BANK = Path("/work/shared/data/bank_marketing/bank-additional.csv")
+BANK = Path(__file__).resolve().parents[2] / "shared" / "data" / "bank_marketing" / "bank-additional.csv"  # ../shared
 
 
 def test_a_semicolon_csv_is_sniffed_and_sep_overrides(tmp_path):

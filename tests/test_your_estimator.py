@@ -4,7 +4,7 @@ A fitted scikit-learn Pipeline (ColumnTransformer + LogisticRegression) in memor
 through ``mlflow.sklearn.log_model``; an in-memory XGBoost, LightGBM and scikit-learn classifier on the encoded
 matrix. Truth: the probability the gate reads for a flagged person equals the model's own ``predict_proba`` on
 that person's raw row, and every route gives the same scores to the last bit.
-Data: /work/shared/data/bank_marketing/bank-additional.csv (UCI 222, 4,119 rows, ';'-separated).
+Data: ../shared/data/bank_marketing/bank-additional.csv (UCI 222, 4,119 rows, ';'-separated).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ pytest.importorskip("sklearn")
 from faux_checks import ForwardOnlyTarget, as_target, from_column_transformer, load_policy, run_check  # noqa: E402
 from faux_checks.errors import InputError  # noqa: E402
 
-BANK = Path("/work/shared/data/bank_marketing/bank-additional.csv")
+BANK = Path(__file__).resolve().parents[2] / "shared" / "data" / "bank_marketing" / "bank-additional.csv"  # ../shared
 NUMERIC = ["campaign", "previous", "euribor3m", "cons.conf.idx"]
 CATEGORICAL = ["job", "education", "housing", "contact"]
 POLICY = dict(protected="age_group", label="y", min_aux_quality=0.55)
