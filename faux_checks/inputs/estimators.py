@@ -30,14 +30,13 @@ moves decoded back into categories.
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from ..errors import InputError
-from ..method.forward import ForwardOnlyTarget
 from .tabular import FeatureSpec
+from .targets import lightgbm_target, sklearn_target, xgboost_target
 
-__all__ = ["as_target", "sklearn_target"]
+__all__ = ["as_target", "sklearn_target"]   # sklearn_target lives in .targets beside the other wrappers
 
 SUPPORTED_TARGETS = ("a torch.nn.Module or TorchScript module, a fitted scikit-learn estimator or Pipeline with "
                      "predict_proba, an xgboost Booster/XGBClassifier or a lightgbm Booster/LGBMClassifier")
@@ -80,12 +79,10 @@ def as_target(model, feature_spec: FeatureSpec | None = None) -> tuple[torch.nn.
         target = sklearn_target(model, access="forward (scikit-learn, in memory)")
         return target, _choose_spec(feature_spec, getattr(target, "feature_spec", None), target.n_features)
     if library == "xgboost":
-        from .targets import xgboost_target
 
         booster = model.get_booster() if hasattr(model, "get_booster") else model
         return xgboost_target(booster, where=f"in-memory {type(model).__name__}", access="forward (xgboost, in memory)"), feature_spec
     if library == "lightgbm":
-        from .targets import lightgbm_target
 
         booster = getattr(model, "booster_", model)
         return lightgbm_target(booster, where=f"in-memory {type(model).__name__}", access="forward (lightgbm, in memory)"), feature_spec
@@ -104,48 +101,3 @@ def _choose_spec(given: FeatureSpec | None, carried: FeatureSpec | None, width: 
             "pass no feature spec (the pipeline's own transformer is used) or "
             "faux_checks.from_column_transformer(pipeline[0])")
     return given
-
-
-def sklearn_target(model, *, access: str) -> ForwardOnlyTarget:
-    """A fitted scikit-learn classifier or Pipeline as a forward-only target (``predict_proba``, form softmax).
-
-    A Pipeline whose first step is a ``ColumnTransformer`` is split: its transformer becomes the target's
-    ``feature_spec`` (:func:`~faux_checks.inputs.column_transformer.from_column_transformer`) and the rest of
-    the pipeline reads the encoded matrix. Any other object is queried on the encoded matrix as it is.
-
-    Raises
-    ------
-    InputError
-        No ``predict_proba`` (a regressor, a transformer); a ColumnTransformer step the spec cannot reproduce.
-    """
-    if not hasattr(model, "predict_proba"):
-        raise InputError(f"the scikit-learn object {type(model).__name__} has no predict_proba; the gate tests "
-                         "classifiers (fit a classifier, or wrap a calibrated one)")
-    spec = None
-    rest = model
-    steps = getattr(model, "steps", None)
-    if steps:
-        from sklearn.compose import ColumnTransformer
-
-        first = steps[0][1]
-        if isinstance(first, ColumnTransformer):
-            from .column_transformer import from_column_transformer
-
-            try:
-                spec = from_column_transformer(first, name=f"pipeline step '{steps[0][0]}'")
-            except InputError as exc:
-                raise InputError(f"the Pipeline's first step '{steps[0][0]}' cannot serve as the feature spec: {exc}") from None
-            rest = model[1:]
-            access = f"{access}; features: the pipeline's ColumnTransformer '{steps[0][0]}'"
-    n_features = spec.n_features if spec is not None else getattr(model, "n_features_in_", None)
-    final = steps[-1][1] if steps else model
-    trees = type(final).__module__.startswith(("sklearn.tree", "sklearn.ensemble"))
-
-    def predict(x: np.ndarray) -> np.ndarray:
-        return rest.predict_proba(x)
-
-    target = ForwardOnlyTarget(predict, access=access, output_form="softmax",
-                               n_features=int(n_features) if n_features is not None else None, dtype=np.float64,
-                               source=model, piecewise_constant=trees)
-    target.feature_spec = spec
-    return target

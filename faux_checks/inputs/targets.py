@@ -36,8 +36,8 @@ import numpy as np
 from ..errors import InputError, UnsafeModelError
 from ..method.forward import ForwardOnlyTarget
 
-__all__ = ["FORMATS", "lightgbm_target", "load_lightgbm", "load_onnx", "load_skops", "load_xgboost", "sniff_format",
-           "xgboost_target"]
+__all__ = ["FORMATS", "lightgbm_target", "load_lightgbm", "load_onnx", "load_skops", "load_xgboost", "sklearn_target",
+           "sniff_format", "xgboost_target"]
 
 FORMATS = ("onnx", "xgboost", "lightgbm", "skops")
 _EXTRA_HINT = "install the optional extra: pip install 'faux-checks[blackbox]'"
@@ -269,7 +269,51 @@ def load_skops(path: str | Path, *, trusted_types: Sequence[str] = ()) -> Forwar
     if not hasattr(model, "predict_proba"):
         raise InputError(f"the scikit-learn object in {path} ({type(model).__name__}) has no predict_proba; "
                          "the gate tests classifiers")
-    from .estimators import sklearn_target
 
     # a Pipeline starting with a ColumnTransformer carries that transformer as its feature spec (issue 22, item 1)
     return sklearn_target(model, access="forward (scikit-learn via skops)")
+
+
+def sklearn_target(model, *, access: str) -> ForwardOnlyTarget:
+    """A fitted scikit-learn classifier or Pipeline as a forward-only target (``predict_proba``, form softmax).
+
+    A Pipeline whose first step is a ``ColumnTransformer`` is split: its transformer becomes the target's
+    ``feature_spec`` (:func:`~faux_checks.inputs.column_transformer.from_column_transformer`) and the rest of
+    the pipeline reads the encoded matrix. Any other object is queried on the encoded matrix as it is.
+
+    Raises
+    ------
+    InputError
+        No ``predict_proba`` (a regressor, a transformer); a ColumnTransformer step the spec cannot reproduce.
+    """
+    if not hasattr(model, "predict_proba"):
+        raise InputError(f"the scikit-learn object {type(model).__name__} has no predict_proba; the gate tests "
+                         "classifiers (fit a classifier, or wrap a calibrated one)")
+    spec = None
+    rest = model
+    steps = getattr(model, "steps", None)
+    if steps:
+        from sklearn.compose import ColumnTransformer
+
+        first = steps[0][1]
+        if isinstance(first, ColumnTransformer):
+            from .column_transformer import from_column_transformer
+
+            try:
+                spec = from_column_transformer(first, name=f"pipeline step '{steps[0][0]}'")
+            except InputError as exc:
+                raise InputError(f"the Pipeline's first step '{steps[0][0]}' cannot serve as the feature spec: {exc}") from None
+            rest = model[1:]
+            access = f"{access}; features: the pipeline's ColumnTransformer '{steps[0][0]}'"
+    n_features = spec.n_features if spec is not None else getattr(model, "n_features_in_", None)
+    final = steps[-1][1] if steps else model
+    trees = type(final).__module__.startswith(("sklearn.tree", "sklearn.ensemble"))
+
+    def predict(x: np.ndarray) -> np.ndarray:
+        return rest.predict_proba(x)
+
+    target = ForwardOnlyTarget(predict, access=access, output_form="softmax",
+                               n_features=int(n_features) if n_features is not None else None, dtype=np.float64,
+                               source=model, piecewise_constant=trees)
+    target.feature_spec = spec
+    return target
