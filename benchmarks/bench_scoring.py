@@ -44,6 +44,10 @@ recorded: on a shared machine, other processes stretch wall time.
 The last line printed is ``ratio_to_floor=<x> rows_per_s=<y> peak_rss_mb=<z>`` for the default
 reading, binary-c swap (evidence=False).
 
+``--device cuda`` (or ``auto``) scores the swap cases on that device (``FAuxTester(device=...)``: the chunks move
+there from the CPU tensor X, so the transfer is timed); their floors run there too, on X copied there once; other
+variants stay on the CPU. The last line is the same.
+
 ``--compare-with CHECKOUT`` runs every case a second time, in its own worker, with the ``faux_checks``
 package of another checkout (rows ``case@CHECKOUT``): before and after a change in one run.
 
@@ -54,6 +58,7 @@ Run: ``python benchmarks/bench_scoring.py`` (15-60 minutes on 2 busy CPU cores a
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import resource
@@ -100,6 +105,15 @@ def timed(fn):
     c0, t0 = time.process_time(), time.perf_counter()
     out = fn()
     return time.perf_counter() - t0, time.process_time() - c0, out
+
+
+def synced(out, device):
+    """``out``, after waiting for the device's queued work (CUDA kernels run asynchronously)."""
+    if device.type == "cuda":
+        import torch
+
+        torch.cuda.synchronize(device)
+    return out
 
 
 def best_of(fn, repeats: int):
@@ -279,10 +293,22 @@ def run_case(case: str, args) -> dict:
     evidence = case.endswith("-evidence")
     X, target, aux = build(args.n, c_kind)
     rows = X if variant != "ig" else X[: args.ig_n].clone()
+    device = torch.device("cpu")
+    if args.device != "cpu" and variant == "swap":
+        from faux_checks._device import resolve_device
+
+        device = resolve_device(args.device)
+    tester_device = {} if device.type == "cpu" else {"device": device}   # the --compare-with library may predate it
+    floor_target, floor_aux, floor_rows = target, aux, rows
+    if device.type != "cpu":
+        floor_target = copy.deepcopy(target).to(device)
+        floor_aux = copy.copy(aux)
+        floor_aux.net_ = copy.deepcopy(aux.net_).to(device)
+        floor_rows = rows.to(device)
     n_rows = rows.shape[0]
     res: dict = {"case": case, "variant": variant, "c": c_kind, "k": aux.n_jacobian_outputs,
                  "n": n_rows, "evidence": evidence, "chunk_size": args.chunk_size,
-                 "threads": args.threads, "rss_after_setup_mb": peak_rss_mb()}
+                 "threads": args.threads, "rss_after_setup_mb": peak_rss_mb(), "device": device.type}
 
     if variant == "whatif":
         def run():
@@ -291,14 +317,14 @@ def run_case(case: str, args) -> dict:
         groups = protected_values(X, c_kind)
         t0 = time.perf_counter()
         tester = FAuxTester(target, aux, variant="swap", output=TargetOutput(form="logit", target_class=1),
-                            chunk_size=args.chunk_size)
+                            chunk_size=args.chunk_size, **tester_device)
         ref = slice(0, min(20_000, n_rows))
         hold = slice(min(20_000, n_rows), min(30_000, n_rows))
         tester.fit_reference(X[ref], groups[ref], holdout=(X[hold], groups[hold]) if n_rows > 20_000 else None)
         res["reference_s"] = time.perf_counter() - t0
         free = ~tester.reference.admissible
         res["free_features"] = int(free.sum())
-        swap_metric = torch.as_tensor(tester.reference.metric[np.ix_(free, free)], dtype=torch.float32)
+        swap_metric = torch.as_tensor(tester.reference.metric[np.ix_(free, free)], dtype=torch.float32, device=device)
         n_groups = 2 if c_kind == "binary" else 3
 
         def run():
@@ -314,10 +340,10 @@ def run_case(case: str, args) -> dict:
 
     floors, cases, swap_floors, rss_floor = [], [], [], None
     for _ in range(args.repeats):                       # interleaved: floor, (swap floor), case, floor, ...
-        floors.append(timed(lambda: floor_pass(target, aux, rows, args.chunk_size))[:2])
+        floors.append(timed(lambda: synced(floor_pass(floor_target, floor_aux, floor_rows, args.chunk_size), device))[:2])
         if variant == "swap":
-            swap_floors.append(timed(lambda: swap_floor_pass(target, aux, rows, args.chunk_size, n_groups,
-                                                             swap_metric))[:2])
+            swap_floors.append(timed(lambda: synced(swap_floor_pass(floor_target, floor_aux, floor_rows, args.chunk_size,
+                                                                    n_groups, swap_metric), device))[:2])
         if rss_floor is None:
             rss_floor = peak_rss_mb()
         w, c, out = timed(run)
@@ -569,7 +595,7 @@ def spawn(worker: str, args, library: str | None = None) -> dict:
            *([f"--library={os.path.abspath(library)}"] if library else []),
            "--n", str(args.n), "--ig-n", str(args.ig_n), "--ig-steps", str(args.ig_steps),
            "--naive-n", str(args.naive_n), "--chunk-size", str(args.chunk_size),
-           "--repeats", str(args.repeats), "--threads", str(args.threads)]
+           "--repeats", str(args.repeats), "--threads", str(args.threads), "--device", args.device]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -668,6 +694,8 @@ def main(argv=None) -> None:
     ap.add_argument("--repeats", type=int, default=2, help="interleaved floor/case runs; the best is kept (default 2)")
     ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (default 2)")
     ap.add_argument("--cases", default=",".join(CASES), help=f"comma-separated subset of {','.join(CASES)}")
+    ap.add_argument("--device", default="cpu", choices=["auto", "cpu", "cuda"],
+                    help="where the swap cases score (default cpu; cuda: the floors run there too)")
     ap.add_argument("--profile", action="store_true", help="also profile the stages of binary and 3-class fAux")
     ap.add_argument("--json", default=None, help="also write all results to this JSON file")
     ap.add_argument("--compare-with", default=None, metavar="CHECKOUT",

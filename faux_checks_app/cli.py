@@ -978,6 +978,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-pickle", action="store_true",
                    help="DANGEROUS: load pickled models (runs code from the file); only for files you trust")
     _trust_type(p)
+    _device_option(p)
     p.add_argument("--deadline", type=float, metavar="SECONDS",
                    help="stop the check after this many seconds and exit 2 (undecided) "
                         "(default: the policy's [operations] deadline_s, 600)")
@@ -1003,6 +1004,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="let a passing version older than the passed one holding --alias take it (default: the alias "
                         "stays on the highest version that passed)")
     _trust_type(p)
+    _device_option(p)
     signing_key_option(p)
     p.set_defaults(func=cmd_gate)
 
@@ -1044,6 +1046,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report-dir", help="root folder for the audit's report folder")
     p.add_argument("--retrain-aux", action="store_true",
                    help="train an auxiliary model on each batch instead of reusing the gate's (the report says which)")
+    _device_option(p)
     signing_key_option(p)
     p.set_defaults(func=cmd_audit)
 
@@ -1074,6 +1077,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-pickle", action="store_true",
                    help="DANGEROUS: load pickled models (runs code from the file); only for files you trust")
     _trust_type(p)
+    _device_option(p)
     p.set_defaults(func=cmd_score_large)
 
     p = sub.add_parser("spec", help="fit a feature spec (the target model's input encoding) on a data file and "
@@ -1108,6 +1112,37 @@ def _trust_type(p) -> None:
                         "refusal message lists them). Only for types you have reviewed")
 
 
+def _device_option(p) -> None:
+    """The ``--device {auto,cpu,cuda}`` option (check, gate, audit, score-large): overrides ``[scale] device``."""
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"],
+                   help="where the swap reading and the aux training run (default: the policy's [scale] device, "
+                        "'auto' = CUDA when torch sees a GPU, else the CPU); recorded in the provenance")
+
+
+@contextlib.contextmanager
+def _device_setting(args):
+    """``--device`` for this command: ``$FAUX_CHECKS_DEVICE`` while it runs (the flows run in this process), then restored.
+
+    Checked first, so that ``--device cuda`` on a machine without CUDA exits 2 before anything is read or trained.
+    """
+    device = getattr(args, "device", None)
+    if device is None:
+        yield
+        return
+    from faux_checks._device import DEVICE_ENV, resolve_device
+
+    previous = os.environ.get(DEVICE_ENV)
+    os.environ[DEVICE_ENV] = device
+    try:
+        resolve_device(device)
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(DEVICE_ENV, None)
+        else:
+            os.environ[DEVICE_ENV] = previous
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code (0 passed, 1 failed, 2 undecided/error)."""
     global _QUIET
@@ -1119,7 +1154,8 @@ def main(argv: list[str] | None = None) -> int:
         handlers = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     before = _started_services()
     try:
-        return args.func(args)
+        with _device_setting(args):
+            return args.func(args)
     except Stop as stop:
         _error(f"faux-checks: {stop.message}; stopping. Nothing unfinished was recorded: a version being gated "
                "stays new and is gated by the next run")

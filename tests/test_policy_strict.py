@@ -269,6 +269,7 @@ def test_a_single_attribute_policy_keeps_its_hash():
     del payload["attributes"], payload["intersections"], payload["operations"]   # operations never count
     assert payload["decision"].pop("max_newly_flagged_fraction") is None           # an unset no-new-harm rule neither
     assert payload.pop("positive_label") is None                                   # unset: as before it existed
+    assert payload["scale"].pop("device") == "auto"                                # the device never counts (issue 23)
     import hashlib
     import json
 

@@ -21,6 +21,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from .._device import resolve_device
 from ..method.auxiliary import AuxiliaryModel
 from .policy import Policy
 
@@ -35,11 +36,12 @@ _STATS = {"hits": 0, "trainings": 0}
 
 
 def new_aux(policy: Policy, kind: str, *, seed: int | None = None, progress: bool = False) -> AuxiliaryModel:
-    """An untrained auxiliary model with the policy's ``[aux]`` settings, seeded with ``seed`` (default ``policy.seed``)."""
+    """An untrained auxiliary model with the policy's ``[aux]`` settings, seeded with ``seed`` (default ``policy.seed``),
+    training on the ``[scale] device`` (``--device``; :func:`faux_checks._device.resolve_device`)."""
     settings = policy.aux
     return AuxiliaryModel(kind=kind, hidden=settings.hidden, epochs=settings.epochs, holdout=settings.holdout,
                           output_space=settings.output_space, seed=policy.seed if seed is None else seed,
-                          progress=progress)
+                          progress=progress, device=str(resolve_device(policy.scale.device)))
 
 
 def _key(policy: Policy, kind: str, seed: int, X: np.ndarray, values: np.ndarray, groups) -> str:
@@ -49,6 +51,9 @@ def _key(policy: Policy, kind: str, seed: int, X: np.ndarray, values: np.ndarray
         h.update(array.tobytes())
     settings = {"aux": policy.aux.model_dump(mode="json"), "kind": kind, "seed": int(seed),
                 "groups": [str(g) for g in groups] if groups is not None else None}
+    device = resolve_device(policy.scale.device).type
+    if device != "cpu":       # a CUDA-trained model differs by rounding: its own key (the CPU key is unchanged)
+        settings["device"] = device
     h.update(json.dumps(settings, sort_keys=True).encode())
     return h.hexdigest()
 

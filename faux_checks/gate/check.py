@@ -161,6 +161,7 @@ def run_check(
     provenance.update(_target_access(target_model, policy, resolved))
     provenance["power"] = power
     provenance["aux_reused"] = bool(aux.reused)      # a copy of the model this process trained on the same inputs
+    provenance["device"] = getattr(tester, "device_used_", "cpu")    # where the scores ran ([scale] device, issue 23)
     provenance["proxy_capacity"] = capacity
     if provenance["swap"] is not None:
         provenance["swap"]["held_fixed_uninformative"] = held

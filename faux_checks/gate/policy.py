@@ -286,6 +286,10 @@ class ScaleSettings(_Strict):
         "cluster; its workers must reach the data, model and work-folder paths.")
     shards_per_worker: int = Field(
         2, ge=1, le=64, description="Shards (contiguous Parquet row-group ranges) per worker thread.")
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto", description="Where the swap reading and the aux training run (--device overrides): 'auto' = CUDA when "
+        "torch sees a GPU, else the CPU. Recorded in the provenance, not in the policy hash: CPU and CUDA scores "
+        "agree within float32 rounding (tests/test_device.py).")
 
 
 class OperationsSettings(_Strict):
@@ -534,6 +538,7 @@ class Policy(_Strict):
         """
         payload = self.model_dump(mode="json")
         payload.pop("operations")           # deadlines and timeouts never change a decision
+        payload["scale"].pop("device", None)  # nor does the device (recorded in the provenance; issue 23)
         for key in ("attributes", "intersections", "positive_label"):
             if not payload[key]:
                 payload.pop(key)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._device import resolve_device
 from ..errors import InputError
 from ..inputs.protected import ProtectedAttribute
 from ..inputs.tabular import FeatureSpec
@@ -85,7 +86,8 @@ def faux_tester(target_model, aux: AuxiliaryModel, policy: Policy, output: Targe
     uses_direct = protected.name in spec.source_columns
     mask, dx_dc = (direct_derivative(spec, protected) if uses_direct
                    else (np.zeros(spec.n_features, dtype=bool), None))
-    kwargs = {"probe_batches": probe_batches} | ({} if chunk_size is None else {"chunk_size": chunk_size})
+    kwargs = ({"probe_batches": probe_batches, "device": resolve_device(policy.scale.device)}
+              | ({} if chunk_size is None else {"chunk_size": chunk_size}))
     if faux.variant != "swap":
         return FAuxTester(target_model, aux, variant=faux.variant, output=output, ridge=faux.ridge,
                           protected_mask=mask if uses_direct else None, dx_dc_direct=dx_dc,

@@ -77,6 +77,11 @@ class AuxiliaryModel:
         Seeds the split, initialisation and batch order: same data and seed, same model.
     progress : bool
         Show a tqdm progress bar over epochs.
+    device : str or torch.device
+        Where the training runs ("cpu", "cuda"; resolve "auto" first with the policy's ``[scale] device``). The
+        network comes back on the CPU whatever it trained on (``net_``, reports, the registry copy); the batch
+        order and initial weights are drawn on the CPU, so a CUDA training differs from a CPU one by float32
+        rounding only (tests/test_device.py).
 
     Attributes
     ----------
@@ -116,6 +121,7 @@ class AuxiliaryModel:
         output_space: OutputSpace = "logit",
         seed: int = 0,
         progress: bool = False,
+        device: str = "cpu",
     ):
         self.kind = kind
         self.hidden = hidden
@@ -128,6 +134,7 @@ class AuxiliaryModel:
         self.output_space = output_space
         self.seed = seed
         self.progress = progress
+        self.device = device
 
     # ------------------------------------------------------------------ fitting
     def fit(self, X, c, *, groups: Sequence[str] = ()) -> "AuxiliaryModel":
@@ -202,16 +209,23 @@ class AuxiliaryModel:
             for p in net.parameters():
                 if p.ndim > 1:
                     nn.init.kaiming_uniform_(p, a=math.sqrt(5), generator=gen)
-        opt = torch.optim.Adam(net.parameters(), lr=self.lr, weight_decay=self.weight_decay)
         yt, Xh, yh = target[train_idx], X[hold_idx], target[hold_idx]
+        device = torch.device(self.device)
+        if device.type != "cpu":          # train there; the inputs move once, the batches are slices of them
+            net.to(device)
+            Xt_d, yt_d, Xh_d, yh_d = (t.to(device) for t in (Xt, yt, Xh, yh))
+        else:
+            Xt_d, yt_d, Xh_d, yh_d = Xt, yt, Xh, yh
+        opt = torch.optim.Adam(net.parameters(), lr=self.lr, weight_decay=self.weight_decay)
         self.batch_size_ = batch_size = min(self.batch_size, max(32, len(Xt) // 20))
         bar = _progress(self.epochs, self.progress, desc="auxiliary model")
         with one_torch_thread():
-            best_state, epochs_run, best = self._train(net, opt, Xt, yt, Xh, yh, gen, batch_size, bar)
+            best_state, epochs_run, best = self._train(net, opt, Xt_d, yt_d, Xh_d, yh_d, gen, batch_size, bar)
         if bar is not None:
             bar.close()
         if best_state is not None:
             net.load_state_dict(best_state)
+        net.to("cpu")
         net.eval()
         for p in net.parameters():
             p.requires_grad_(False)
@@ -227,7 +241,7 @@ class AuxiliaryModel:
         best, best_state, stale, epochs_run = float("inf"), None, 0, 0
         for epoch in range(self.epochs):
             net.train()
-            perm = torch.randperm(len(Xt), generator=gen)
+            perm = torch.randperm(len(Xt), generator=gen).to(Xt.device)   # drawn on the CPU: the same order anywhere
             for start in range(0, len(Xt), batch_size):
                 idx = perm[start : start + batch_size]
                 opt.zero_grad()

@@ -16,6 +16,7 @@ from typing import Literal, Sequence
 import numpy as np
 import torch
 
+from .._device import host
 from ..errors import InputError
 from .forward import forward_attribution, is_forward_only
 from .gradients import target_probability_and_gradient
@@ -146,7 +147,7 @@ def _goals(reference: SwapReference, v: np.ndarray, x_aux: torch.Tensor | None, 
         if reference.continuous is None or c_values is None:
             return v + sign * reference.slope
         xa = (np.zeros((len(v), 0)) if x_aux is None
-              else x_aux[:, torch.as_tensor(reference.admissible)].double().numpy())
+              else host(x_aux[:, torch.as_tensor(reference.admissible, device=x_aux.device)].double()))
         return reference.continuous.goal(v, np.asarray(c_values, dtype=np.float64), xa, sign)
     present = [(ga, np.flatnonzero(a == ga)) for ga in range(reference.n_groups)]
     present = [(ga, rows) for ga, rows in present if len(rows)]
@@ -157,7 +158,7 @@ def _goals(reference: SwapReference, v: np.ndarray, x_aux: torch.Tensor | None, 
     else:
         slopes = np.zeros((x_aux.shape[1], coef.shape[1]), dtype=np.float32)
         slopes[reference.admissible] = coef[1:]
-        fitted = (x_aux @ torch.from_numpy(slopes)).numpy() + coef[0]                # (n, 2 * groups) float64
+        fitted = host(x_aux @ torch.from_numpy(slopes).to(x_aux.device)) + coef[0]   # (n, 2 * groups) float64
     if len(present) == 1:                                                           # one group in this chunk: no gathers
         return shifts[0].goal_from_fits(v, fitted[:, 0], fitted[:, 1])
     out = np.empty_like(v)
@@ -166,7 +167,8 @@ def _goals(reference: SwapReference, v: np.ndarray, x_aux: torch.Tensor | None, 
     return out
 
 
-def _row_floors(reference: SwapReference, a: np.ndarray | None, b: np.ndarray | None, n: int) -> torch.Tensor | float:
+def _row_floors(reference: SwapReference, a: np.ndarray | None, b: np.ndarray | None, n: int,
+                device: torch.device | None = None) -> torch.Tensor | float:
     """The guard of each row's move (:func:`~faux_checks.method.swap.swap_displacement`): (n,) float64, or 0.0."""
     if not reference.floors:
         return 0.0
@@ -175,7 +177,7 @@ def _row_floors(reference: SwapReference, a: np.ndarray | None, b: np.ndarray | 
     table = np.zeros((reference.n_groups, reference.n_groups))
     for (ga, gb), f in reference.floors.items():
         table[ga, gb] = f
-    return torch.as_tensor(table[a, b], dtype=torch.float64)
+    return torch.as_tensor(table[a, b], dtype=torch.float64, device=device)
 
 
 def fit_floors(aux_raw, X_ref, c_ref, reference: SwapReference, *, scale: float, max_rows: int = 20_000,
@@ -262,19 +264,19 @@ def _line_search(aux_raw, x_aux: torch.Tensor, dx: torch.Tensor, free_t: torch.T
 
 def _snap(x: torch.Tensor, groups: Sequence[np.ndarray]) -> torch.Tensor:
     for idx in groups:
-        idx = torch.as_tensor(np.asarray(idx), dtype=torch.long)
+        idx = torch.as_tensor(np.asarray(idx), dtype=torch.long, device=x.device)
         block = x[:, idx]
         hot = torch.zeros_like(block)
-        hot[torch.arange(len(x)), block.argmax(dim=1)] = 1.0
+        hot[torch.arange(len(x), device=x.device), block.argmax(dim=1)] = 1.0
         x[:, idx] = hot
     return x
 
 
 def _set_direct(x: torch.Tensor, x1: torch.Tensor, keep: np.ndarray, direct_levels, other, t, continuous: bool) -> None:
     """Set c's own columns (target inputs) of x1 to the counterfactual group's encoding, in place."""
-    levels = torch.as_tensor(np.asarray(direct_levels, dtype=np.float32))
-    drop = ~torch.as_tensor(keep)
-    x1[:, drop] = x[:, drop] + t * levels[0] if continuous else levels[torch.as_tensor(other)]
+    levels = torch.as_tensor(np.asarray(direct_levels, dtype=np.float32), device=x.device)
+    drop = ~torch.as_tensor(keep, device=x.device)
+    x1[:, drop] = x[:, drop] + t * levels[0] if continuous else levels[torch.as_tensor(other, device=x.device)]
 
 
 def _unmoved(x: torch.Tensor, c, reference: SwapReference, keep: np.ndarray, direct_levels):
@@ -301,9 +303,9 @@ def _matched_inputs(x: torch.Tensor, c, *, reference: SwapReference, settings: S
     """
     continuous = reference.kind == "continuous"
     x = x.float()
-    keep_t = torch.as_tensor(keep)
+    keep_t = torch.as_tensor(keep, device=x.device)
     x_aux = x[:, keep_t] if not keep.all() else x
-    positions = torch.as_tensor(reference.matching.positions)
+    positions = torch.as_tensor(reference.matching.positions, device=x.device)
     targets = [1.0, -1.0] if continuous else list(range(1, reference.n_groups))
     a_np = None if continuous else np.asarray(c, dtype=np.int64)
     c_values = np.asarray(c, dtype=np.float64) if continuous and c is not None else None
@@ -315,12 +317,13 @@ def _matched_inputs(x: torch.Tensor, c, *, reference: SwapReference, settings: S
         target = np.full(len(x), int(t), dtype=np.int64) if continuous else other
         values = reference.matching.values(x_aux, reference.admissible, a_np, other, c_values, t)
         moved = x_aux.clone()
-        moved[:, positions] = torch.as_tensor(values, dtype=torch.float32)
+        moved[:, positions] = torch.as_tensor(values, dtype=torch.float32, device=x.device)
         if reference.levels and settings.categorical in ("soft", "snap"):
             probabilities = _level_probabilities(reference, x_aux, a_np, other, c_values, t, settings.coupling)
             for lm, p in zip(reference.levels, probabilities):
                 block = np.eye(p.shape[1])[p.argmax(axis=1)] if settings.categorical == "snap" else p
-                moved[:, torch.as_tensor(lm.positions)] = torch.as_tensor(block, dtype=torch.float32)
+                moved[:, torch.as_tensor(lm.positions, device=x.device)] = torch.as_tensor(block, dtype=torch.float32,
+                                                                                          device=x.device)
         undefined = ~np.isfinite(values).all(axis=1)
         if keep.all():
             x1 = moved
@@ -358,11 +361,12 @@ def counterfactual_inputs(aux_raw, x: torch.Tensor, c: np.ndarray | None, *, ref
     if reference.matching is not None:
         return _matched_inputs(x, c, reference=reference, settings=settings, keep=keep, direct_levels=direct_levels)
     free = ~reference.admissible                                             # (d_aux,) features the move may change
-    free_t = torch.as_tensor(np.flatnonzero(free))                           # their positions in the aux input
+    device = x.device                                                        # every tensor of the chunk stays there
+    free_t = torch.as_tensor(np.flatnonzero(free), device=device)            # their positions in the aux input
     # (d_free, d_free); M a in float32, the precision x′ is stored in (the norm aᵀMa is summed in float64)
-    metric = torch.as_tensor(reference.metric[np.ix_(free, free)], dtype=torch.float32)
+    metric = torch.as_tensor(reference.metric[np.ix_(free, free)], dtype=torch.float32, device=device)
     x = x.float()
-    x_aux = x[:, torch.as_tensor(keep)] if not keep.all() else x             # (b, d_aux)
+    x_aux = x[:, torch.as_tensor(keep, device=device)] if not keep.all() else x   # (b, d_aux)
     all_free = bool(free.all())
     targets = [1.0, -1.0] if continuous else list(range(1, reference.n_groups))
     c_values = None
@@ -372,8 +376,8 @@ def counterfactual_inputs(aux_raw, x: torch.Tensor, c: np.ndarray | None, *, ref
         pairs = [(None, None)]                                               # ±1 sd share v and its gradient
     else:
         a_np = np.asarray(c, dtype=np.int64)
-        a_t = torch.as_tensor(a_np)
-        pairs = [(a_t, torch.as_tensor((a_np + int(t)) % reference.n_groups)) for t in targets]
+        a_t = torch.as_tensor(a_np, device=device)
+        pairs = [(a_t, torch.as_tensor((a_np + int(t)) % reference.n_groups, device=device)) for t in targets]
     first = _aux_values_and_grads(aux_raw, x_aux, pairs)                    # one aux forward, one backward per pair
     out = []
     for i, t in enumerate(targets):
@@ -383,14 +387,14 @@ def counterfactual_inputs(aux_raw, x: torch.Tensor, c: np.ndarray | None, *, ref
             v, grad = first[0]
         else:
             a_t, b_t = pairs[i]
-            other = b_t.numpy()
+            other = host(b_t)
             target = other
             v, grad = first[i]
-        goal = torch.as_tensor(_goals(reference, v.numpy(), x_aux if reference.admissible.any() else None, a_np, other, t,
-                                      c_values))
-        floors = _row_floors(reference, a_np, other, b_rows)
+        goal = torch.as_tensor(_goals(reference, host(v), x_aux if reference.admissible.any() else None, a_np, other, t,
+                                      c_values), device=device)
+        floors = _row_floors(reference, a_np, other, b_rows, device)
         dx, undef = swap_displacement(grad if all_free else grad.index_select(1, free_t), metric, goal - v, floors)
-        undefined = undef.numpy().copy()
+        undefined = host(undef).copy()
         if all_free:
             moved = x_aux + dx                                               # (b, d_aux) float32
         else:
@@ -402,14 +406,14 @@ def counterfactual_inputs(aux_raw, x: torch.Tensor, c: np.ndarray | None, *, ref
             v, grad = _aux_value_and_grad(aux_raw, moved, a_t, b_t)
             dx, undef = swap_displacement(grad if all_free else grad.index_select(1, free_t), metric, goal - v, floors)
             moved.index_add_(1, free_t, dx)
-            undefined |= undef.numpy()
+            undefined |= host(undef)
         if settings.categorical == "snap":
             moved = _snap(moved, settings.categorical_groups)
         if keep.all():
             x1 = moved
         else:
             x1 = x.clone()
-            x1[:, torch.as_tensor(keep)] = moved
+            x1[:, torch.as_tensor(keep, device=device)] = moved
             _set_direct(x, x1, keep, direct_levels, other, t, continuous)
         out.append((target, x1, undefined))
     return out
@@ -418,10 +422,10 @@ def counterfactual_inputs(aux_raw, x: torch.Tensor, c: np.ndarray | None, *, ref
 def _level_probabilities(reference: SwapReference, x_aux: torch.Tensor, a_np, other, c_values, t,
                          coupling: str = "auto") -> list[np.ndarray]:
     """Per level model, each row's probabilities (b, K) of its counterfactual level (comonotone coupling)."""
-    xa = x_aux[:, torch.as_tensor(reference.admissible)].double().numpy()
+    xa = host(x_aux[:, torch.as_tensor(reference.admissible, device=x_aux.device)].double())
     out = []
     for lm in reference.levels:
-        current = x_aux[:, torch.as_tensor(lm.positions)].argmax(dim=1).numpy()
+        current = host(x_aux[:, torch.as_tensor(lm.positions, device=x_aux.device)].argmax(dim=1))
         c_from, c_to = (c_values, c_values + t * lm.c_sd) if reference.kind == "continuous" else (a_np, other)
         if coupling == "gumbel" or (coupling == "auto" and reference.kind != "continuous"):
             out.append(gumbel_transition(lm.logits(xa, c_from), lm.logits(xa, c_to), current))
@@ -459,7 +463,7 @@ def coupled_inputs(aux_raw, x: torch.Tensor, c, *, reference: SwapReference, set
         return [(t, x1[:, None, :], np.ones((len(x), 1)), u) for t, x1, u in soft]
     continuous = reference.kind == "continuous"
     x = x.float()
-    x_aux = x[:, torch.as_tensor(keep)] if not keep.all() else x
+    x_aux = x[:, torch.as_tensor(keep, device=x.device)] if not keep.all() else x
     to_target = np.flatnonzero(keep)                                          # aux position -> target position
     groups = [to_target[lm.positions] for lm in reference.levels]
     targets = [1.0, -1.0] if continuous else list(range(1, reference.n_groups))
@@ -509,7 +513,7 @@ def segment_attribution(target_model, x: torch.Tensor, x1: torch.Tensor, output:
         point = (x.double() + (k + 0.5) / steps * dx).float()
         _, g = target_probability_and_gradient(target_model, point, output)
         mean_grad += g / steps
-    return (mean_grad * dx).numpy()
+    return host(mean_grad * dx)
 
 
 def _pad_to(a: np.ndarray, width: int) -> np.ndarray:
@@ -553,7 +557,7 @@ def swap_chunk(target_model, aux_raw, x: torch.Tensor, c: np.ndarray | None, *, 
     """
     b_rows, d = x.shape
     x = x.float()
-    keep_t = torch.as_tensor(np.ones(d, dtype=bool) if keep is None else np.asarray(keep, dtype=bool))
+    keep_t = torch.as_tensor(np.ones(d, dtype=bool) if keep is None else np.asarray(keep, dtype=bool), device=x.device)
     p0 = predict_probability(target_model, x, output)
     g0 = None
     if settings.evaluation == "first_order":
@@ -579,7 +583,7 @@ def swap_chunk(target_model, aux_raw, x: torch.Tensor, c: np.ndarray | None, *, 
     outcomes = weights = None
     undefined = np.zeros(b_rows, dtype=bool)
     direct = np.zeros(b_rows) if not keep_t.all() else None
-    rows = torch.arange(b_rows)
+    rows = torch.arange(b_rows, device=x.device)
     for target, configs, w, undef in candidates:                              # configs (b, C, d), w (b, C)
         undefined |= undef
         C = configs.shape[1]
@@ -591,7 +595,7 @@ def swap_chunk(target_model, aux_raw, x: torch.Tensor, c: np.ndarray | None, *, 
         if g0 is None:
             change = np.abs(p1 - p0[:, None])                                  # (b, C)
         else:
-            change = np.abs(((configs.double() - x.double()[:, None, :]) * g0[:, None, :]).sum(dim=2).numpy())
+            change = np.abs(host(((configs.double() - x.double()[:, None, :]) * g0[:, None, :]).sum(dim=2)))
         expected = (w * change).sum(axis=1)
         better = expected > best
         if coupled:
@@ -603,8 +607,9 @@ def swap_chunk(target_model, aux_raw, x: torch.Tensor, c: np.ndarray | None, *, 
         best_p = np.where(better, (w * p1).sum(axis=1), best_p)
         best_t = np.where(better, target, best_t)
         if best_x is not None:
-            likely = configs[rows, torch.as_tensor(w.argmax(axis=1))]           # (b, d): the most probable one
-            best_x[torch.as_tensor(better)] = likely[torch.as_tensor(better)]
+            likely = configs[rows, torch.as_tensor(w.argmax(axis=1), device=x.device)]   # (b, d): the most probable one
+            better_t = torch.as_tensor(better, device=x.device)
+            best_x[better_t] = likely[better_t]
     undefined |= ~np.isfinite(best)
     ev = None
     if evidence:
@@ -613,4 +618,4 @@ def swap_chunk(target_model, aux_raw, x: torch.Tensor, c: np.ndarray | None, *, 
     return SwapChunk(scores=np.where(undefined, np.nan, best), undefined=undefined, probability=p0,
                      counterfactual_probability=np.where(undefined, np.nan, best_p), counterfactual_target=best_t,
                      direct=direct, evidence=ev, outcomes=outcomes, outcome_weights=weights,
-                     counterfactual=None if best_x is None else best_x.numpy())
+                     counterfactual=None if best_x is None else host(best_x))

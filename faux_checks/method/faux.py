@@ -16,6 +16,7 @@ from typing import Literal
 import numpy as np
 import torch
 
+from .._device import module_on
 from .._threads import one_blas_thread
 from .._validation import fmt_count
 from ..errors import InputError
@@ -159,6 +160,13 @@ class FAuxTester:
         Variant faux with a forward-only target (:class:`~faux_checks.method.forward.ForwardOnlyTarget`):
         the central finite difference's largest feature move, in the feature's encoded scale
         (:func:`~faux_checks.method.forward.directional_change`).
+    device : str or torch.device
+        Variant swap: where each chunk is scored ("cpu", "cuda"). On CUDA the target and the aux network are
+        copied there once per :meth:`evaluate` (the given modules are never moved) and each chunk moves there
+        once; the (b, d) tensors of the move stay there, the per-row quantile matching of the aux output and
+        the level couplings read (b,)-sized host copies. A forward-only target (trees, ONNX, scikit-learn)
+        is scored on the CPU. What ran is in ``device_used_`` (the check's provenance ``device``). Other
+        variants run on the CPU.
     """
 
     name = "faux"
@@ -183,7 +191,9 @@ class FAuxTester:
         progress: bool = False,
         probe_batches: bool = True,
         fd_step: float = FD_STEP,
+        device="cpu",
     ):
+        self.device = device
         self.fd_step = fd_step
         self.target_model = target_model
         self.aux_model = aux_model
@@ -226,6 +236,7 @@ class FAuxTester:
         """
         if self.variant not in VARIANTS:
             raise InputError(f"variant must be one of {list(VARIANTS)}, got {self.variant!r}")
+        self.device_used_ = "cpu"                         # variant swap may run elsewhere (_evaluate_swap)
         X = as_tensor(X)
         n, d = X.shape
         if n == 0:
@@ -406,10 +417,17 @@ class FAuxTester:
         n, d = X.shape
         parts = []
         bar = _bar(n, self.progress)
+        device = torch.device(self.device)
+        if device.type != "cpu" and (is_forward_only(self.target_model)
+                                     or not isinstance(self.target_model, torch.nn.Module)):
+            device = torch.device("cpu")                  # a forward-only target runs where its runtime runs
+        self.device_used_ = device.type
+        target, aux_net = module_on(self.target_model, device), module_on(self.aux_model.net_, device)
         with one_blas_thread():
             for sl in iter_chunks(n, self.chunk_size):
                 _check_finite(X, X[sl])
-                parts.append(swap_chunk(self.target_model, self.aux_model.net_, X[sl], None if c is None else c[sl],
+                x = X[sl] if device.type == "cpu" else X[sl].to(device)
+                parts.append(swap_chunk(target, aux_net, x, None if c is None else c[sl],
                                         reference=self.reference, output=output, settings=self.swap, keep=keep,
                                         direct_levels=self.direct_levels, evidence=evidence))
                 if bar is not None:

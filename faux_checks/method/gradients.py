@@ -73,8 +73,8 @@ def target_probability_and_gradient(
     if output.form == "auto":
         raise InputError("resolve the output form first (resolve_output_form)")
     n = X.shape[0]
-    probs = torch.empty(n, dtype=torch.float64)
-    grads = torch.empty(X.shape, dtype=torch.float64)
+    probs = torch.empty(n, dtype=torch.float64, device=X.device)
+    grads = torch.empty(X.shape, dtype=torch.float64, device=X.device)
     use_twin = output.form in ("probability", "softmax")
     net = (_twin if _twin is not None else float64_copy(model)) if use_twin else model
     with eval_mode(net):

@@ -343,7 +343,7 @@ def configurations(x1: torch.Tensor, groups: Sequence[np.ndarray], probabilities
     weights : ndarray of shape (b, C), float64, rows summing to 1
     """
     b = x1.shape[0]
-    weights = torch.ones((b, 1), dtype=torch.float64)
+    weights = torch.ones((b, 1), dtype=torch.float64)       # on the host: (b, K) probabilities come from numpy
     chosen: list[torch.Tensor] = []
     for p in probabilities:
         p = torch.as_tensor(np.asarray(p, dtype=np.float64))
@@ -360,8 +360,8 @@ def configurations(x1: torch.Tensor, groups: Sequence[np.ndarray], probabilities
     C = weights.shape[1]
     configs = x1.float()[:, None, :].repeat(1, C, 1)
     for idx, level in zip(groups, chosen):
-        idx_t = torch.as_tensor(np.asarray(idx), dtype=torch.long)
-        block = torch.zeros((b, C, len(idx_t)), dtype=torch.float32)
-        block.scatter_(2, level[:, :, None], 1.0)
+        idx_t = torch.as_tensor(np.asarray(idx), dtype=torch.long, device=configs.device)
+        block = torch.zeros((b, C, len(idx_t)), dtype=torch.float32, device=configs.device)
+        block.scatter_(2, level[:, :, None].to(configs.device), 1.0)
         configs[:, :, idx_t] = block
     return configs, weights.numpy()

@@ -18,6 +18,7 @@ from typing import Literal
 import numpy as np
 import torch
 
+from .._device import host
 from ..errors import InputError
 from ._batching import DEFAULT_CHUNK, as_tensor, eval_mode, iter_chunks
 
@@ -211,5 +212,5 @@ def predict_probability(model, X, output: TargetOutput, *, chunk_size: int = DEF
     out = np.empty(X.shape[0], dtype=np.float64)
     with torch.no_grad(), eval_mode(model):
         for sl in iter_chunks(X.shape[0], chunk_size):
-            out[sl] = probability(raw_output(model, X[sl]).double(), output).numpy()   # (b,)
+            out[sl] = host(probability(raw_output(model, X[sl]).double(), output))   # (b,)
     return out

@@ -38,6 +38,7 @@ from typing import Literal
 import numpy as np
 import torch
 
+from .._device import host
 from .._validation import fmt_count
 from ..errors import InputError
 from .levels import LevelModel
@@ -187,7 +188,7 @@ def pair_values(raw: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Te
     """
     if raw.shape[1] == 1:
         raw = torch.cat([torch.zeros_like(raw), raw], dim=1)
-    rows = torch.arange(raw.shape[0])
+    rows = torch.arange(raw.shape[0], device=raw.device)
     return raw[rows, b] - raw[rows, a]
 
 
@@ -360,13 +361,13 @@ class FeatureMatching:
         quantile matching is in float64.
         """
         x_t = torch.as_tensor(x_aux, dtype=torch.float32)
-        x = x_t[:, torch.as_tensor(self.positions)].double().numpy()          # (n, d_m)
+        x = host(x_t[:, torch.as_tensor(self.positions, device=x_t.device)].double())   # (n, d_m)
         out = np.empty_like(x)
         if not len(self.positions):                                            # every free feature is one-hot
             return out
         held = np.asarray(held, dtype=bool)
         if self.continuous:
-            x_held = x_t[:, torch.as_tensor(held)].double().numpy()
+            x_held = host(x_t[:, torch.as_tensor(held, device=x_t.device)].double())
             for k, shift in enumerate(self.continuous):
                 out[:, k] = x[:, k] + sign * self.slopes[k] if shift is None else shift.goal(x[:, k], c_values, x_held, sign)
             return out
@@ -378,8 +379,8 @@ class FeatureMatching:
                 coef = np.stack([c for s in shifts for c in (s.coef_from, s.coef_to)], axis=1)   # (1 + d_A, 2 d_m)
                 slopes = np.zeros((x_t.shape[1], coef.shape[1]), dtype=np.float32)
                 slopes[held] = coef[1:]
-                rows = x_t if sel.all() else x_t[torch.as_tensor(sel)]
-                fits = (rows @ torch.from_numpy(slopes)).double().numpy() + coef[0]             # (n_sel, 2 d_m)
+                rows = x_t if sel.all() else x_t[torch.as_tensor(sel, device=x_t.device)]
+                fits = host((rows @ torch.from_numpy(slopes).to(x_t.device)).double()) + coef[0]   # (n_sel, 2 d_m)
                 xs = x if sel.all() else x[sel]
                 for k, shift in enumerate(shifts):
                     value = shift.goal_from_fits(xs[:, k], fits[:, 2 * k], fits[:, 2 * k + 1])
@@ -847,7 +848,7 @@ def swap_displacement(grad: torch.Tensor, metric: torch.Tensor, delta: torch.Ten
     Mg = g @ metric.to(g.dtype)                                              # (n, d)
     norm2 = (Mg * g).sum(dim=1).double()                                     # (n,)
     delta = delta.double()
-    floor = torch.as_tensor(floor, dtype=torch.float64)
+    floor = torch.as_tensor(floor, dtype=torch.float64, device=delta.device)
     undefined = ~(torch.isfinite(norm2) & torch.isfinite(delta)) | (norm2 <= ZERO_NORM2)
     scale = delta / (norm2 + floor)                                                    # (n,): inf/NaN only where undefined
     if bool(undefined.any()):
