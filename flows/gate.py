@@ -190,7 +190,7 @@ def record(model_name: str, version: str, tracking_uri: str | None, outcome, rep
         model_name, version, report_dir=report_dir, metrics=metrics,
         params={"delta": check.get("delta"), "max_flagged_fraction": check.get("max_flagged_fraction"),
                 "variant": (check.get("provenance") or {}).get("variant")},
-        tags={"decision": outcome.decision},
+        tags={"decision": outcome.decision, **_aux_key_tag(check, records, attributes)},
     )
     registry.record_decision(
         model_name, version, decision=outcome.decision, flagged_fraction=check.get("flagged_fraction"),
@@ -584,9 +584,25 @@ def _check_version(model_name: str, version: str, frame, policy_path: str | None
     model_info["sha256"] = model_sha256(model_path)
     timings["load"] = time.perf_counter() - t0
     t1 = time.perf_counter()
-    outcome = validate(frame, policy_path, model_path, spec_path, aux_model_path, records_dir, trusted_types)
+    with _aux_store(tracking_uri, workdir):    # an aux model an earlier gate recorded is restored, not retrained
+        outcome = validate(frame, policy_path, model_path, spec_path, aux_model_path, records_dir, trusted_types)
     timings["validate"] = time.perf_counter() - t1
     return outcome
+
+
+def _aux_store(tracking_uri: str | None, workdir: str):
+    """An :func:`~faux_checks.gate.aux_cache.aux_store` on this registry's gate runs (tag ``fairness_aux_key``)."""
+    from faux_checks.gate.aux_cache import aux_store
+    from faux_checks.registry import Registry
+
+    registry = Registry(tracking_uri)
+    return aux_store(lambda key: registry.find_aux_record(key, Path(workdir) / "aux-records"))
+
+
+def _aux_key_tag(check: dict, records: dict[str, str], attributes: list) -> dict[str, str]:
+    """``fairness_aux_key``: the key of the run's one recorded auxiliary model (none with several attributes)."""
+    key = (check.get("provenance") or {}).get("aux_key")
+    return {"fairness_aux_key": key} if key and "aux_model" in records and not attributes else {}
 
 
 def _record(model_name: str, version: str, tracking_uri: str | None, outcome, report_dir: str, model_info: dict,

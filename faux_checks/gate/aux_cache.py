@@ -4,8 +4,13 @@ A gate run over several versions trains the auxiliary model (and its extra seeds
 for every version whose encoded inputs are the same (the Adult demo: v1-v4 share their audit rows, v1/v2 and v3/v4
 their encodings). Training is deterministic given its inputs (tested: identical weights twice), so a model keyed
 by the sha256 of everything its training reads — the encoded rows and protected values, the groups, the kind,
-the ``[aux]`` settings and the seed — is the model a new training would give. Issue 23, item 1 (within a process;
-not yet across processes through the run's records).
+the ``[aux]`` settings and the seed — is the model a new training would give. Issue 23, item 1.
+
+Across processes: a gate records its auxiliary model in its run's records (``aux_model.pt`` + ``aux_model.json``,
+which carries this key) and tags the run ``fairness_aux_key``. Inside :func:`aux_store` (the gate flow opens one on
+its registry), a key this process has not trained is looked up there first; the recorded weights are restored
+(:meth:`AuxiliaryModel.restore`: the same model, scores bit for bit) and the check's provenance says
+``aux_reused_from`` ("run <id>"). A lookup that fails for any reason trains instead (logged).
 
 A copy is handed out (callers may set attributes, e.g. the swap reference) and the stored model is never touched.
 At most :data:`MAX_ENTRIES` models are kept (least recently used dropped).
@@ -13,11 +18,16 @@ At most :data:`MAX_ENTRIES` models are kept (least recently used dropped).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
+import logging
 import threading
 from collections import OrderedDict
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -25,14 +35,54 @@ from .._device import resolve_device
 from ..method.auxiliary import AuxiliaryModel
 from .policy import Policy
 
-__all__ = ["MAX_ENTRIES", "aux_cache_stats", "clear_aux_cache", "new_aux", "trained_aux"]
+__all__ = ["MAX_ENTRIES", "aux_cache_stats", "aux_store", "clear_aux_cache", "new_aux", "restore_recorded", "trained_aux"]
+
+logger = logging.getLogger(__name__)
 
 #: Trained auxiliary models kept per process.
 MAX_ENTRIES = 8
 
 _CACHE: OrderedDict[str, AuxiliaryModel] = OrderedDict()
 _LOCK = threading.Lock()
-_STATS = {"hits": 0, "trainings": 0}
+_STATS = {"hits": 0, "trainings": 0, "restored": 0}
+#: ``key -> (records folder, source) or None``: where recorded models are looked up (:func:`aux_store`).
+_STORE: ContextVar[Callable[[str], tuple[Path, str] | None] | None] = ContextVar("faux_checks_aux_store", default=None)
+
+
+@contextlib.contextmanager
+def aux_store(lookup: Callable[[str], tuple[Path, str] | None]):
+    """Within this block, a model not trained in this process is first looked up with ``lookup(key)``.
+
+    ``lookup`` returns the folder holding a recorded ``aux_model.pt`` + ``aux_model.json`` for that key and a
+    source for the report (e.g. ``"run 0a1b..."``), or None; it may raise (then the model is trained).
+    """
+    token = _STORE.set(lookup)
+    try:
+        yield
+    finally:
+        _STORE.reset(token)
+
+
+def restore_recorded(policy: Policy, kind: str, X: np.ndarray, values: np.ndarray, folder: str | Path, *, key: str,
+                     groups=None, seed: int | None = None) -> AuxiliaryModel:
+    """The recorded model of ``folder`` (:func:`faux_checks.report.records.write_check_records`), restored on (X, values).
+
+    Raises
+    ------
+    InputError
+        The record is not for ``key`` (other data, settings or seed), or its weights do not fit the settings.
+    """
+    from ..errors import InputError
+    from ..inputs.models import load_model
+
+    folder = Path(folder)
+    info = json.loads((folder / "aux_model.json").read_text())
+    if info.get("aux_key") != key:
+        raise InputError(f"the record in {folder} is for auxiliary-model key {info.get('aux_key')!r}, not {key!r}")
+    module = load_model(folder / "aux_model.pt")          # TorchScript, never unpickled
+    state = {k: v.detach().clone() for k, v in module.state_dict().items()}
+    epochs_run = (info.get("training") or {}).get("epochs_run")
+    return new_aux(policy, kind, seed=seed).restore(X, values, state, groups=groups or (), epochs_run=epochs_run)
 
 
 def new_aux(policy: Policy, kind: str, *, seed: int | None = None, progress: bool = False) -> AuxiliaryModel:
@@ -84,23 +134,47 @@ def trained_aux(policy: Policy, kind: str, X: np.ndarray, values: np.ndarray, *,
             _CACHE.move_to_end(key)
             _STATS["hits"] += 1
             return copy.deepcopy(hit), True
-    aux = new_aux(policy, kind, seed=seed, progress=progress).fit(X, values, groups=groups)
+    aux = _from_store(policy, kind, X, values, key=key, groups=groups, seed=seed)
+    reused = aux is not None
+    if aux is None:
+        aux = new_aux(policy, kind, seed=seed, progress=progress).fit(X, values, groups=groups)
+    aux.cache_key_ = key
     with _LOCK:
         _CACHE[key] = copy.deepcopy(aux)
-        _STATS["trainings"] += 1
+        _STATS["restored" if reused else "trainings"] += 1
         while len(_CACHE) > MAX_ENTRIES:
             _CACHE.popitem(last=False)
-    return aux, False
+    return aux, reused
+
+
+def _from_store(policy: Policy, kind: str, X, values, *, key: str, groups, seed: int) -> AuxiliaryModel | None:
+    """The recorded model for ``key`` from the open :func:`aux_store`, or None (none open, none found, or unusable)."""
+    lookup = _STORE.get()
+    if lookup is None:
+        return None
+    try:
+        found = lookup(key)
+        if found is None:
+            return None
+        folder, source = found
+        aux = restore_recorded(policy, kind, X, values, folder, key=key, groups=groups, seed=seed)
+    except Exception as exc:          # evidence beside the decision: a record that does not read back is retrained
+        logger.warning("the recorded auxiliary model for key %s could not be reused (%s: %s); training it",
+                       key[:12], type(exc).__name__, exc)
+        return None
+    aux.reused_from_ = source
+    return aux
 
 
 def clear_aux_cache() -> None:
     """Forget every stored model (tests that patch the training; a process that wants the memory back)."""
     with _LOCK:
         _CACHE.clear()
-        _STATS.update(hits=0, trainings=0)
+        _STATS.update(hits=0, trainings=0, restored=0)
 
 
 def aux_cache_stats() -> dict[str, int]:
-    """``hits`` (trainings saved) and ``trainings`` (models trained) since the last clear, and ``entries``."""
+    """``hits`` (trainings saved in this process), ``restored`` (recorded models reused), ``trainings`` (models
+    trained) since the last clear, and ``entries``."""
     with _LOCK:
         return {**_STATS, "entries": len(_CACHE)}

@@ -161,6 +161,8 @@ def run_check(
     provenance.update(_target_access(target_model, policy, resolved))
     provenance["power"] = power
     provenance["aux_reused"] = bool(aux.reused)      # a copy of the model this process trained on the same inputs
+    provenance["aux_key"] = getattr(aux.model, "cache_key_", None)             # what its training read (aux_cache)
+    provenance["aux_reused_from"] = getattr(aux.model, "reused_from_", None)   # "run <id>": restored from a record
     provenance["device"] = getattr(tester, "device_used_", "cpu")    # where the scores ran ([scale] device, issue 23)
     provenance["proxy_capacity"] = capacity
     if provenance["swap"] is not None:

@@ -159,6 +159,33 @@ class AuxiliaryModel:
         InputError
             Non-finite X, fewer than 20 rows, a class with fewer than 2 rows, or shapes that differ.
         """
+        return self._fit(X, c, groups, None)
+
+    def restore(self, X, c, state: dict, *, groups: Sequence[str] = (), epochs_run: int | None = None
+                ) -> "AuxiliaryModel":
+        """The model :meth:`fit` trained on X and c, rebuilt from its weights instead of trained again.
+
+        Everything but the training runs as in :meth:`fit` (the seeded split, the standardisation, the held-out
+        quality, ROC and loss), so a model restored from the weights a ``fit(X, c)`` with the same settings
+        learnt is that model: the same ``net_`` (an :class:`AuxNet`), ``quality_``, ``holdout_`` and scores
+        (tested bit for bit in tests/test_aux_store.py). Issue 23, item 1: the gate's recorded model reused.
+
+        Parameters
+        ----------
+        X, c, groups : as :meth:`fit`
+        state : dict of str -> Tensor
+            ``net_.state_dict()`` of the trained model (``mean``, ``scale`` and the MLP's weights).
+        epochs_run : int, optional
+            Epochs the training ran (``epochs_run_``; None when unknown).
+
+        Raises
+        ------
+        InputError
+            As :meth:`fit`, or weights whose names or shapes do not fit the settings (hidden widths, d, k).
+        """
+        return self._fit(X, c, groups, (state, epochs_run))
+
+    def _fit(self, X, c, groups, restore) -> "AuxiliaryModel":
         if self.kind not in ("binary", "multiclass", "continuous"):
             raise InputError(f"kind must be 'binary', 'multiclass' or 'continuous', got {self.kind!r}")
         if self.output_space not in ("logit", "probability"):
@@ -210,6 +237,9 @@ class AuxiliaryModel:
                 if p.ndim > 1:
                     nn.init.kaiming_uniform_(p, a=math.sqrt(5), generator=gen)
         yt, Xh, yh = target[train_idx], X[hold_idx], target[hold_idx]
+        self.batch_size_ = batch_size = min(self.batch_size, max(32, len(Xt) // 20))
+        if restore is not None:
+            return self._restored(net, restore, Xh, yh)
         device = torch.device(self.device)
         if device.type != "cpu":          # train there; the inputs move once, the batches are slices of them
             net.to(device)
@@ -217,7 +247,6 @@ class AuxiliaryModel:
         else:
             Xt_d, yt_d, Xh_d, yh_d = Xt, yt, Xh, yh
         opt = torch.optim.Adam(net.parameters(), lr=self.lr, weight_decay=self.weight_decay)
-        self.batch_size_ = batch_size = min(self.batch_size, max(32, len(Xt) // 20))
         bar = _progress(self.epochs, self.progress, desc="auxiliary model")
         with one_torch_thread():
             best_state, epochs_run, best = self._train(net, opt, Xt_d, yt_d, Xh_d, yh_d, gen, batch_size, bar)
@@ -232,6 +261,24 @@ class AuxiliaryModel:
         self.net_ = net
         self.epochs_run_ = epochs_run
         self.holdout_loss_ = best
+        self._set_quality(Xh, yh)
+        return self
+
+    def _restored(self, net: AuxNet, restore, Xh: torch.Tensor, yh: torch.Tensor) -> "AuxiliaryModel":
+        """:meth:`restore`'s end: the given weights in ``net``, then what :meth:`fit` sets after its training."""
+        state, epochs_run = restore
+        try:
+            net.load_state_dict({k: torch.as_tensor(v) for k, v in state.items()})
+        except RuntimeError as exc:
+            raise InputError(f"the auxiliary model's weights do not fit hidden={list(self.hidden)}, "
+                             f"d={self.n_features_in_}: {str(exc).splitlines()[0]}") from None
+        net.eval()
+        for p in net.parameters():
+            p.requires_grad_(False)
+        self.net_ = net
+        self.epochs_run_ = epochs_run
+        with torch.no_grad():
+            self.holdout_loss_ = float(self._loss(net(Xh), yh))
         self._set_quality(Xh, yh)
         return self
 

@@ -36,6 +36,10 @@ from .client import (
 __all__ = ["DecisionTrail"]
 
 _MAX_REASON_CHARS = 1000
+#: Gate-run tag: the key (gate/aux_cache.py) of the one auxiliary model in the run's records, for :meth:`find_aux_record`.
+AUX_KEY_TAG = "fairness_aux_key"
+#: The artifact folder of a gate run holding its records (flows/gate.py ``RECORDS``).
+RECORDS_FOLDER = "records"
 #: Per-attribute version tags of a several-attribute gate (``fairness_attr_<key>_*``); a re-gate empties those it does not set.
 ATTRIBUTE_TAG_PREFIX = "fairness_attr_"
 # MLflow REST limits per log_batch call
@@ -518,6 +522,34 @@ class DecisionTrail(RegistryClient):
                                  f"({type(exc).__name__}: {exc})") from exc
             raise
         return Path(local)
+
+    def find_aux_record(self, key: str, dst_dir: str | Path) -> tuple[Path, str] | None:
+        """The newest gate run whose recorded auxiliary model has ``key``, downloaded: ``(folder, "run <id>")`` or None.
+
+        One ``search_runs`` on the gate experiment (tag ``fairness_aux_key``, set by the gate flow on a run whose
+        records hold exactly one auxiliary model), then the two record files of that run only.
+
+        Raises
+        ------
+        InputError
+            The run's record files cannot be downloaded (the caller trains instead).
+        """
+        if not all(ch in "0123456789abcdef" for ch in key):
+            raise InputError(f"an auxiliary-model key is a sha256 hex digest, got {key!r}")
+        exp = with_retry(self.client.get_experiment_by_name, GATE_EXPERIMENT)
+        if exp is None:
+            return None
+        runs = with_retry(self.client.search_runs, [exp.experiment_id], filter_string=f"tags.{AUX_KEY_TAG} = '{key}'",
+                          order_by=["attributes.start_time DESC"], max_results=1)
+        if not runs:
+            return None
+        run_id = runs[0].info.run_id
+        folder = Path(dst_dir) / f"aux-{run_id}"
+        local = [self.download_run_artifacts(run_id, f"{RECORDS_FOLDER}/{name}", folder)
+                 for name in ("aux_model.pt", "aux_model.json")]
+        if local[0].parent != local[1].parent:
+            raise InputError(f"run {run_id}'s aux record files downloaded to two folders: {local}")
+        return local[0].parent, f"run {run_id}"
 
     def run_artifact_uri(self, run_id: str) -> str:
         """Artifact URI of a run (where :meth:`log_gate_run` put the report files).

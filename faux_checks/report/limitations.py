@@ -90,6 +90,11 @@ def limitations(report: dict[str, Any]) -> list[dict[str, str]]:
     if prov.get("aux_given"):
         out.append({"topic": "aux", "text": "the auxiliary model was given, not trained on these rows: its quality "
                     "was measured here, but no spread over aux seeds widens the interval"})
+    if prov.get("aux_reused_from"):
+        out.append({"topic": "aux", "text": (
+            f"the auxiliary model was reused from {prov['aux_reused_from']}, not trained again: that run trained it "
+            "on the same audit rows, protected values, encoding, [aux] settings and seed (key "
+            f"{str(prov.get('aux_key'))[:12]}), so it is the model a new training would give")})
     return out
 
 

@@ -134,7 +134,8 @@ def write_check_records(result, folder: str | Path) -> dict[str, str]:
                     "quality_metric": getattr(aux, "quality_metric_", None),
                     "protected": (provenance.get("policy") or {}).get("protected"),
                     "feature_spec": provenance.get("feature_spec"), "policy_sha256": provenance.get("policy_sha256"),
-                    "aux_given": provenance.get("aux_given"), "training": provenance.get("aux_training")}
+                    "aux_given": provenance.get("aux_given"), "training": provenance.get("aux_training"),
+                    "aux_key": provenance.get("aux_key")}      # the gate's next runs reuse it (gate/aux_cache.py)
             reference = getattr(result, "swap_reference", None)
             if reference is not None:                         # the audit reads both batches with it (its holds too)
                 info["swap_reference"] = reference.to_dict()
