@@ -53,6 +53,15 @@ the first start created (what a later process with a kept ``PREFECT_HOME`` pays)
 The last line printed is ``per_version_s=<x> overhead_share=<y>`` (wall time; the share is of the
 flow's wall time, one-time server start included).
 
+``--cli`` (issue 23, item 2) measures instead what a user waits for: one ``faux-checks gate`` command on one Adult
+version, as a subprocess in a fresh registry and Prefect home (interpreter start, imports, the temporary Prefect
+server, the flow, teardown), against the flow's own wall time (the body of ``flows.gate.gate``, timed by a wrapper
+the subprocess installs, so that a checkout without the flow's timing log line is measured the same way); then a
+re-gate of the same version (``--version 1 --force``, a second process on the same registry: the aux model an
+earlier gate recorded is reused there). ``--compare-with CHECKOUT`` (a ``git archive`` of another commit) runs the
+same commands with that checkout, interleaved, for a before/after in one run. Last line:
+``cli_wall_s=<x> flow_s=<y> ratio=<x/y>`` (this checkout's first gate; goal ratio <= 1.5).
+
 Run: ``python benchmarks/bench_gate.py`` (2-4 minutes on 2 cores; Prefect's and MLflow's log lines
 go to stderr). ``--threads N`` sets ``torch.set_num_threads`` (default: torch's own, as the gate
 runs); ``--skip-direct``; ``--json PATH`` writes every number; ``--keep DIR`` keeps the state.
@@ -239,7 +248,7 @@ def import_times() -> dict[str, float]:
     return out
 
 
-def build_versions(workdir: Path, *, epochs: int, seed: int) -> dict:
+def build_versions(workdir: Path, *, epochs: int, seed: int, names: tuple[str, ...] = ("v1", "v2")) -> dict:
     """Adult with '?' for missing categories, the spec, v1/v2 TorchScript models, the audit CSV."""
     from faux_checks.inputs.datasets import ADULT_CATEGORICAL, ADULT_FEATURES, load_adult
     from faux_checks_app.demo import DEFAULT_BIAS_RATE, MIN_FREQUENCY, inject_historical_bias, train_target
@@ -266,6 +275,8 @@ def build_versions(workdir: Path, *, epochs: int, seed: int) -> dict:
     y_biased = inject_historical_bias(train, rate=DEFAULT_BIAS_RATE, seed=seed)
     versions = []
     for name, labels in (("v1", y), ("v2", y_biased)):
+        if name not in names:
+            continue
         t0 = time.perf_counter()
         model = train_target(X, labels.to_numpy(), epochs=epochs, seed=seed)
         times[f"train_target {name}"] = time.perf_counter() - t0
@@ -517,7 +528,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-direct", action="store_true", help="skip the direct run_check / validate_frame runs")
     parser.add_argument("--json", type=Path, default=None, help="write every number here")
     parser.add_argument("--keep", type=Path, default=None, help="keep the registry, reports and Prefect home here")
+    parser.add_argument("--cli", action="store_true", help="one-version `faux-checks gate` subprocess wall vs flow time")
+    parser.add_argument("--compare-with", type=Path, default=None, metavar="CHECKOUT",
+                        help="--cli: also run the commands with this checkout (git archive of another commit)")
+    parser.add_argument("--repeats", type=int, default=1, help="--cli: rounds of (gate, re-gate) per checkout")
     args = parser.parse_args(argv)
+    if args.cli:
+        return cli_main(args)
 
     root = Path(tempfile.mkdtemp(prefix="bench-gate-")) if args.keep is None else args.keep.resolve()
     if args.keep is not None:
@@ -756,6 +773,91 @@ def main(argv: list[str] | None = None) -> int:
         _stop_prefect_server()
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------- --cli: what a user waits for
+#: Runs the CLI in the subprocess with the flow body timed (stderr line ``BENCH_FLOW_S=<s>``); argv follows.
+_CLI_RUNNER = '''
+import functools, sys, time
+from faux_checks.settings import configure_environment
+configure_environment()
+import flows.gate as g
+body = g.gate.fn
+@functools.wraps(body)
+def timed(*a, **k):
+    t0 = time.perf_counter()
+    try:
+        return body(*a, **k)
+    finally:
+        print(f"BENCH_FLOW_S={time.perf_counter() - t0:.3f}", file=sys.stderr, flush=True)
+g.gate.fn = timed
+from faux_checks_app.cli import main
+sys.exit(main(sys.argv[1:]))
+'''
+_PLAIN_RUNNER = "import sys\nfrom faux_checks_app.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+
+
+def _cli(checkout: Path, root: Path, argv: list[str], *, timed_flow: bool) -> dict:
+    """One CLI command with ``checkout``'s code in a fresh interpreter: wall, exit code, flow body seconds."""
+    import re
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API", "FAUX_CHECKS_DEVICE"))}
+    env.update(configure_environment_env(root), PYTHONPATH=str(checkout))
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", _CLI_RUNNER if timed_flow else _PLAIN_RUNNER, *argv], cwd=str(root),
+                          env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    found = re.findall(r"BENCH_FLOW_S=([0-9.]+)", proc.stderr)
+    if proc.returncode not in (0, 1):
+        sys.stderr.write(proc.stderr[-4000:])
+    return {"wall_s": wall, "rc": proc.returncode, "flow_s": float(found[-1]) if found else None}
+
+
+def configure_environment_env(root: Path) -> dict[str, str]:
+    """The variables :func:`configure_environment` sets for ``root``, without touching this process."""
+    home = root / "home"
+    return {"FAUX_CHECKS_HOME": str(home), "MLFLOW_TRACKING_URI": f"sqlite:///{home / 'mlflow.db'}",
+            "PREFECT_HOME": str(root / "prefect"), "DO_NOT_TRACK": "true", "MLFLOW_DISABLE_TELEMETRY": "true",
+            "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
+            "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false", "TMPDIR": str(root / "tmp")}
+
+
+def cli_main(args) -> int:
+    """``--cli``: per checkout and round, a fresh registry; register v1, gate it, re-gate it (--force)."""
+    base = Path(tempfile.mkdtemp(prefix="bench-gate-cli-"))
+    try:
+        work = base / "models"
+        work.mkdir()
+        setup = build_versions(work, epochs=args.epochs, seed=args.seed, names=("v1",))
+        model_path = setup["versions"][0][1]
+        checkouts = [("this", REPO)] + ([("before", args.compare_with.resolve())] if args.compare_with else [])
+        rows = []
+        for r in range(args.repeats):
+            for label, checkout in (checkouts[::-1] if args.compare_with else checkouts):
+                root = base / f"{label}-{r}"
+                for sub in ("home", "prefect", "tmp"):
+                    (root / sub).mkdir(parents=True)
+                uri = configure_environment_env(root)["MLFLOW_TRACKING_URI"]
+                common = ["--data", str(setup["audit_path"]), "--tracking-uri", uri]
+                reg = _cli(checkout, root, ["register", MODEL_NAME, "--model", str(model_path), "--feature-spec",
+                                            str(setup["spec_path"]), "--tracking-uri", uri], timed_flow=False)
+                first = _cli(checkout, root, ["gate", MODEL_NAME, *common], timed_flow=True)
+                again = _cli(checkout, root, ["gate", MODEL_NAME, *common, "--version", "1", "--force"], timed_flow=True)
+                for what, res in (("gate", first), ("re-gate", again)):
+                    ratio = res["wall_s"] / res["flow_s"] if res["flow_s"] else float("nan")
+                    rows.append({"checkout": label, "round": r, "command": what, **res, "ratio": ratio,
+                                 "register_wall_s": reg["wall_s"]})
+                    print(f"{label:7s} round {r} {what:8s} rc={res['rc']} wall {res['wall_s']:6.2f} s  flow "
+                          f"{res['flow_s'] or float('nan'):6.2f} s  wall/flow {ratio:5.2f}  (load {os.getloadavg()[0]:.1f})",
+                          flush=True)
+        if args.json:
+            args.json.write_text(json.dumps({"rows": rows, "setup": setup["times"]}, indent=2, default=str))
+        mine = [x for x in rows if x["checkout"] == "this" and x["command"] == "gate"]
+        best = min(mine, key=lambda x: x["wall_s"])
+        print(f"cli_wall_s={best['wall_s']:.2f} flow_s={best['flow_s'] or float('nan'):.2f} ratio={best['ratio']:.2f}")
+        return 0
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def _stop_prefect_server() -> None:

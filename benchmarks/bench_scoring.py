@@ -82,6 +82,7 @@ GOAL_RSS_MB = 2048
 CASES = (
     "swap-binary",
     "swap-3class",
+    "swap-continuous",
     "faux-binary",
     "faux-3class",
     "ng-binary",
@@ -126,7 +127,7 @@ def best_of(fn, repeats: int):
     return min(walls), min(cpus), out
 
 
-def build(n: int, c_kind: str, seed: int = 0):
+def build(n: int, c_kind: str, seed: int = 0, d: int = D):
     import torch
     from torch import nn
 
@@ -134,24 +135,28 @@ def build(n: int, c_kind: str, seed: int = 0):
 
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
-    X = torch.randn(n, D, generator=gen, dtype=torch.float32)
+    X = torch.randn(n, d, generator=gen, dtype=torch.float32)
     target = nn.Sequential(
-        nn.Linear(D, HIDDEN[0]), nn.ReLU(), nn.Linear(HIDDEN[0], HIDDEN[1]), nn.ReLU(), nn.Linear(HIDDEN[1], 1)
+        nn.Linear(d, HIDDEN[0]), nn.ReLU(), nn.Linear(HIDDEN[0], HIDDEN[1]), nn.ReLU(), nn.Linear(HIDDEN[1], 1)
     )
     target.eval()
-    m = 1 if c_kind == "binary" else 3
-    net = AuxNet(D, m, HIDDEN, torch.zeros(D), torch.ones(D))
+    m = 3 if c_kind == "3class" else 1
+    net = AuxNet(d, m, HIDDEN, torch.zeros(d), torch.ones(d))
     for p in net.parameters():
         p.requires_grad_(False)
-    aux = AuxiliaryModel.from_module(net, kind="binary" if c_kind == "binary" else "multiclass", n_features=D)
+    kind = {"binary": "binary", "3class": "multiclass", "continuous": "continuous"}[c_kind]
+    aux = AuxiliaryModel.from_module(net, kind=kind, n_features=d)
     return X, target, aux
 
 
 def protected_values(X, c_kind: str):
-    """A protected attribute for the swap reading's reference: binary [x₀ + noise > 0], or its tertiles."""
+    """A protected attribute for the swap reading's reference: binary [x₀ + noise > 0], its tertiles, or
+    continuous x₀ + noise itself."""
     import numpy as np
 
     z = X[:, 0].numpy() + np.random.default_rng(1).standard_normal(X.shape[0]).astype(np.float32)
+    if c_kind == "continuous":
+        return z.astype(np.float64)
     if c_kind == "binary":
         return (z > 0).astype(np.int64)
     return np.digitize(z, np.quantile(z, [1 / 3, 2 / 3])).astype(np.int64)
@@ -179,21 +184,25 @@ def swap_floor_pass(target, aux, X, chunk_size: int, n_groups: int, metric) -> N
     """What the swap reading cannot avoid, per chunk (float32, batch-sum trick, nothing kept): the target's
     forward at x; one aux forward and, per other group, one aux backward, the metric product M·a
     ((b, d_free) x (d_free, d_free)) and the target's forward at the moved x′. ``metric``: the reference's
-    metric on its free features, float32 Tensor."""
+    metric on its free features, float32 Tensor. Continuous c (``n_groups`` 0): one backward and one metric
+    product shared by the two moves (±1 sd), and the target's forward at each."""
     import torch
 
     n = X.shape[0]
+    grads = 1 if n_groups == 0 else n_groups - 1
+    moves = 2 if n_groups == 0 else 1
     for start in range(0, n, chunk_size):
         xs = X[start : start + chunk_size]
         with torch.no_grad():
             target(xs)
         xa = xs.detach().requires_grad_(True)
         out = aux.net_(xa)
-        for j in range(n_groups - 1):
-            (g,) = torch.autograd.grad(out[:, -1 - j].sum(), xa, retain_graph=j < n_groups - 2)
+        for j in range(grads):
+            (g,) = torch.autograd.grad(out[:, -1 - j].sum(), xa, retain_graph=j < grads - 1)
             g[:, : metric.shape[0]] @ metric
             with torch.no_grad():
-                target(xs + g)
+                for sign in (1.0, -1.0)[:moves]:
+                    target(xs + sign * g)
         del out
 
 
@@ -291,7 +300,7 @@ def run_case(case: str, args) -> dict:
     torch.set_num_threads(args.threads)
     variant, c_kind = case.split("-")[:2]
     evidence = case.endswith("-evidence")
-    X, target, aux = build(args.n, c_kind)
+    X, target, aux = build(args.n, c_kind, d=int(args.d))
     rows = X if variant != "ig" else X[: args.ig_n].clone()
     device = torch.device("cpu")
     if args.device != "cpu" and variant == "swap":
@@ -308,7 +317,8 @@ def run_case(case: str, args) -> dict:
     n_rows = rows.shape[0]
     res: dict = {"case": case, "variant": variant, "c": c_kind, "k": aux.n_jacobian_outputs,
                  "n": n_rows, "evidence": evidence, "chunk_size": args.chunk_size,
-                 "threads": args.threads, "rss_after_setup_mb": peak_rss_mb(), "device": device.type}
+                 "threads": args.threads, "rss_after_setup_mb": peak_rss_mb(), "device": device.type,
+                 "d": int(args.d)}
 
     if variant == "whatif":
         def run():
@@ -325,7 +335,7 @@ def run_case(case: str, args) -> dict:
         free = ~tester.reference.admissible
         res["free_features"] = int(free.sum())
         swap_metric = torch.as_tensor(tester.reference.metric[np.ix_(free, free)], dtype=torch.float32, device=device)
-        n_groups = 2 if c_kind == "binary" else 3
+        n_groups = {"binary": 2, "3class": 3, "continuous": 0}[c_kind]
 
         def run():
             r = tester.evaluate(rows, groups, evidence=evidence)
@@ -590,8 +600,8 @@ def run_profile(c_kind: str, args) -> dict:
 
 
 # ---------------------------------------------------------------------------- driver
-def spawn(worker: str, args, library: str | None = None) -> dict:
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", worker,
+def spawn(worker: str, args, library: str | None = None, d: int = D, sweep: bool = False) -> dict:
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", worker, "--d", str(d),
            *([f"--library={os.path.abspath(library)}"] if library else []),
            "--n", str(args.n), "--ig-n", str(args.ig_n), "--ig-steps", str(args.ig_steps),
            "--naive-n", str(args.naive_n), "--chunk-size", str(args.chunk_size),
@@ -606,13 +616,15 @@ def spawn(worker: str, args, library: str | None = None) -> dict:
     if library:
         res["case"] = f"{res['case']}@{os.path.basename(os.path.abspath(library))}"
         res["library"] = os.path.abspath(library)
+    if sweep:
+        res["case"] = f"{res['case']} d={d}"
     print(f"  [{worker}: {time.perf_counter() - t0:.1f} s, load average {res['load_avg_1min_after']:.1f}]",
           file=sys.stderr, flush=True)
     return res
 
 
 def print_table(results: list[dict], args) -> None:
-    print(f"\nfAux scoring benchmark: d={D}, target and aux 2x{HIDDEN[0]} ReLU MLPs (random init; aux = untrained "
+    print(f"\nfAux scoring benchmark: d={','.join(str(d) for d in sorted({r.get('d', D) for r in results}))}, target and aux 2x{HIDDEN[0]} ReLU MLPs (random init; aux = untrained "
           f"AuxNet via AuxiliaryModel.from_module), chunk_size={args.chunk_size:,}, torch threads={args.threads}, "
           f"{args.repeats} interleaved floor/case runs, best kept; {os.cpu_count()} CPUs, "
           f"load average during the run {min(r['load_avg_1min_after'] for r in results):.1f}"
@@ -694,6 +706,8 @@ def main(argv=None) -> None:
     ap.add_argument("--repeats", type=int, default=2, help="interleaved floor/case runs; the best is kept (default 2)")
     ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (default 2)")
     ap.add_argument("--cases", default=",".join(CASES), help=f"comma-separated subset of {','.join(CASES)}")
+    ap.add_argument("--d", default=str(D), help=f"encoded features (default {D}); a comma-separated list sweeps them "
+                    "(e.g. 20,100,400: the swap move's metric product grows as d squared)")
     ap.add_argument("--device", default="cpu", choices=["auto", "cpu", "cuda"],
                     help="where the swap cases score (default cpu; cuda: the floors run there too)")
     ap.add_argument("--profile", action="store_true", help="also profile the stages of binary and 3-class fAux")
@@ -723,14 +737,19 @@ def main(argv=None) -> None:
     if unknown:
         ap.error(f"unknown case(s) {sorted(unknown)}; choose from {CASES}")
     results = []
-    for c in cases:
-        if args.compare_with:
-            results.append(spawn(c, args, library=args.compare_with))
-        results.append(spawn(c, args))
+    dims = [int(x) for x in args.d.split(",") if x]
+    sweep = len(dims) > 1
+    for d in dims:
+        for c in cases:
+            if args.compare_with:
+                results.append(spawn(c, args, library=args.compare_with, d=d, sweep=sweep))
+            results.append(spawn(c, args, d=d, sweep=sweep))
     profiles = [spawn(f"profile-{c}", args) for c in ("binary", "3class")] if args.profile else []
-    main_res = next((r for r in results if r["case"] == "swap-binary"), None)
+    main_d = D if D in dims else dims[0]
+    main_res = next((r for r in results if r["variant"] == "swap" and r["c"] == "binary" and "library" not in r
+                     and r.get("d") == main_d), None)
     if main_res is None:
-        main_res = spawn("swap-binary", args)
+        main_res = spawn("swap-binary", args, d=main_d)
         results.append(main_res)
     print_table(results, args)
     for p in profiles:

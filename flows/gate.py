@@ -751,6 +751,7 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
     from faux_checks.settings import default_home
 
     logger = get_run_logger()
+    flow_started = time.perf_counter()            # the flow body's wall time is logged at its end (bench_gate.py)
     report_root = report_root or str(default_home() / "reports")
     signing_key = signing_key_path(signing_key)   # a wrong key or passphrase stops the run before any version
     operations = _operations(policy_path)
@@ -784,6 +785,7 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
                     signing_key=signing_key)
             outcomes.append(outcome)
     results = [asdict(o) for o in outcomes]
+    logger.info("%s: %d version(s) gated; flow body %.2f s", FLOW_TIME_LOG, len(outcomes), time.perf_counter() - flow_started)
     bad = [o for o in outcomes if o.decision != "passed"]
     if bad:
         summary = ", ".join(f"v{o.version} {o.decision}" for o in bad)
@@ -791,6 +793,8 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
     return Completed(message=f"all {len(outcomes)} version(s) of {model_name} passed", data=results)
 
 
+#: The flow's closing log line starts with this (``benchmarks/bench_gate.py --cli`` reads the flow time from it).
+FLOW_TIME_LOG = "fairness-gate timing"
 #: Seconds a lease outlives its gate's deadline, and that a waiting gate keeps for its own work.
 LEASE_MARGIN_S = 60.0
 
