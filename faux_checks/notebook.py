@@ -72,7 +72,7 @@ def check(model, data: pd.DataFrame, *, protected: str | Sequence[str] | None = 
     from .inputs.estimators import as_target
 
     target, spec = as_target(model, feature_spec)
-    if policy.attributes:
+    if policy.reports_per_attribute:
         from .gate.attributes import check_attributes
 
         return FairnessCheck(check_attributes(target, data, policy=policy, feature_spec=spec, progress=progress), policy)

@@ -63,8 +63,9 @@ def _policy(args):
 
     protected = getattr(args, "protected", None)
     if protected is not None and args.policy is not None:
-        declared = load_policy(args.policy).attributes
-        if declared:
+        given = load_policy(args.policy)
+        if given.reports_per_attribute:
+            declared = given.attributes
             raise FauxChecksError(
                 f"--protected {protected}: the policy {args.policy} declares several protected attributes "
                 f"({', '.join(a.column for a in declared)}); `check` and `gate` check every one of them without "
@@ -180,7 +181,7 @@ def _check(args, report_dir: Path | None) -> int:
     from faux_checks.inputs.limits import set_model_limits
 
     set_model_limits(policy.operations)   # size, tree and probe limits on the model files (issue 25)
-    if policy.attributes:
+    if policy.reports_per_attribute:
         return _check_attributes(args, policy, report_dir)
     _eprint(f"[1/4] loading model {args.model}")
     model = load_model(args.model, allow_pickle=args.allow_pickle, trusted_types=args.trust_type or ())

@@ -115,7 +115,7 @@ def audit_batch(model_path: str, spec_path: str | None, reference, current, poli
     source = policy_path or ("the policy recorded by the gate" if policy_json else "the shipped default policy")
     get_run_logger().info("audit policy: %s (sha256 %s…)", source, policy.sha256()[:12])
     Path(evidence_dir).mkdir(parents=True, exist_ok=True)
-    if policy.attributes:  # one auxiliary model per attribute: the gate's records/<attribute_key>/
+    if policy.reports_per_attribute:  # one auxiliary model per attribute: the gate's records/<attribute_key>/
         per = {name: _gate_aux(records, one, gate_record.get("run_id")) for name, one in policy.attribute_policies().items()}
         for name, (_, _, src) in per.items():
             get_run_logger().info("audit auxiliary model of %s: %s", name, src)

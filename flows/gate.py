@@ -102,7 +102,7 @@ def validate(frame, policy_path: str | None, model_path: str, spec_path: str | N
     from faux_checks.gate.policy import load_policy
 
     policy = load_policy(policy_path)
-    if policy.attributes:
+    if policy.reports_per_attribute:
         from faux_checks.gate.attributes import add_intersections, attribute_sections
         from faux_checks.inputs.tabular import FeatureSpec
 

@@ -113,7 +113,7 @@ def run_audit(
     (:func:`run_audit_attributes`); ``aux_model``, ``reference_scores`` and ``aux_source`` are then
     mappings from attribute name (``sex``, ``sex×race``) to that attribute's.
     """
-    if policy.attributes:
+    if policy.reports_per_attribute:
         return run_audit_attributes(target_model, reference, current, policy=policy, feature_spec=feature_spec,
                                     evidence_dir=evidence_dir, model_info=model_info, gate_record=gate_record,
                                     aux_models=aux_model, reference_scores=reference_scores, aux_sources=aux_source)

@@ -44,12 +44,11 @@ def policy_columns(policy) -> dict[str, str]:
             by = table.get("by") if isinstance(table, dict) else None
             add(by, "linked 'by' column")
 
-    for name in ([a.column for a in policy.attributes] if policy.attributes else [policy.protected]):
+    for name in [a.column for a in policy.attributes]:
         add(name, "protected attribute")
     add(policy.label, "label")
     for column in policy.faux.admissible:
         add(column, "admissible column")
-    add_links(policy.linked_columns)
     for a in policy.attributes:
         for column in a.admissible or ():
             add(column, "admissible column")
@@ -110,7 +109,7 @@ def check_version_fits(model_name: str, version: str, model_path: str | Path, sp
 
     try:
         spec = FeatureSpec.load(spec_path) if spec_path else None
-        if policy.attributes:
+        if policy.reports_per_attribute:
             if spec is not None:
                 from .._validation import require_columns
 
