@@ -15,6 +15,7 @@ import json
 
 import pytest
 
+from faux_checks.errors import InputError
 from faux_checks.gate.policy import Policy, load_policy, policy_path
 
 BASE = {"faux": {"delta": 0.1, "max_flagged_fraction": 0.05, "admissible": ["z0"]}}
@@ -55,3 +56,26 @@ def test_policy_hash_and_dump_are_the_recorded_ones(make, sha, dump_sha):
     assert _dump_sha(policy) == dump_sha
     again = Policy.model_validate(policy.model_dump(mode="json"))     # what a recorded policy reads back as
     assert again == policy and again.sha256() == sha
+
+
+def test_the_single_attribute_form_reads_as_a_list_of_one():
+    policy = Policy.model_validate(LINKED)
+    (one,) = policy.attributes
+    assert (one.column, one.kind, one.admissible) == ("sex", "binary", None)
+    assert one.linked_columns == {"rel": {"M": "H", "F": "W"}}
+    assert policy.attribute_names == ["sex"] and not policy.reports_per_attribute
+    assert policy.model_dump(mode="json")["attributes"] == []                  # dumped as written
+    assert policy.attribute_policies() == {"sex": policy}                       # its attribute's policy is itself
+    table = Policy.model_validate(ONE_TABLE)
+    assert [a.column for a in table.attributes] == ["sex"] and table.reports_per_attribute
+    assert table.attribute_policies()["sex"].attributes[0].column == "sex"
+
+
+def test_an_error_in_the_single_form_is_reported_once_under_the_key_written():
+    with pytest.raises(InputError) as info:
+        load_policy(policy_path("adult"), protected_kind="ordinal")
+    message = str(info.value)
+    assert message.count("ordinal") == 1 and "protected_kind: found 'ordinal' (string)" in message
+    assert "attributes" not in message
+    with pytest.raises(InputError, match="protected = 'sex' and \\[\\[attributes\\]\\] \\['race'\\] are both set"):
+        Policy.model_validate({**BASE, "protected": "sex", "attributes": [{"column": "race"}]})

@@ -369,12 +369,12 @@ def check_attributes(
 def shared_feature_spec(frame: pd.DataFrame, policy: Policy, feature_spec: FeatureSpec | None) -> FeatureSpec | None:
     """The feature spec every attribute's check feeds the target: the same inputs for all of them.
 
-    The given spec; else, with several declared attributes, a passthrough spec of the numeric
-    columns less **every** declared attribute and the label; else (one attribute) None, so that
-    :func:`~faux_checks.gate.rows.prepare_audit` builds its own passthrough (the same columns) with
-    its guard against a label-like input.
+    The given spec; else, for a policy written with ``[[attributes]]``, a passthrough spec of the
+    numeric columns less **every** declared attribute and the label; else (``protected = "..."``)
+    None, so that :func:`~faux_checks.gate.rows.prepare_audit` builds its own passthrough (the same
+    columns) with its guard against a label-like input, as it always did.
     """
-    declared = [a.column for a in policy.attributes]
-    if feature_spec is not None or len(declared) == 1:
+    if feature_spec is not None or not policy.reports_per_attribute:
         return feature_spec
+    declared = [a.column for a in policy.attributes]
     return FeatureSpec.passthrough(frame, exclude=declared + ([policy.label] if policy.label else []))
