@@ -5,8 +5,9 @@
 several protected attributes, and the shipped policy or one of theirs, and returns a result that displays itself
 in Jupyter (``_repr_html_``: the decision, the flagged fraction's interval, the rules, the by-group table and the
 score chart), reads as DataFrames (``.rules``, ``.by_group``, ``.scores``), plots (``.plot()``) and saves the full
-report page (``.save_html()``). The engine is :func:`~faux_checks.gate.check.run_check` (one attribute) or
-:func:`~faux_checks.gate.attributes.check_attributes` (several), unchanged; this module only reads their result.
+report page (``.save_html()``). The engine is :func:`~faux_checks.gate.attributes.check_attributes` for one or
+several attributes (one attribute's section is :func:`~faux_checks.gate.check.run_check`'s own), unchanged; this
+module only reads its result.
 """
 
 from __future__ import annotations

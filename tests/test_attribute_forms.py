@@ -78,4 +78,4 @@ def test_an_error_in_the_single_form_is_reported_once_under_the_key_written():
     assert message.count("ordinal") == 1 and "protected_kind: found 'ordinal' (string)" in message
     assert "attributes" not in message
     with pytest.raises(InputError, match="protected = 'sex' and \\[\\[attributes\\]\\] \\['race'\\] are both set"):
-        Policy.model_validate({**BASE, "protected": "sex", "attributes": [{"column": "race"}]})
+        load_policy(policy_path("adult"), attributes=[{"column": "race"}])
