@@ -375,8 +375,8 @@ class Policy(_Strict):
     protected: str | None = Field(None, description="Protected attribute column (one attribute); a policy that "
                                   "tests several declares [[attributes]] instead.")
     attributes: Annotated[tuple[AttributeSettings, ...], BeforeValidator(_list_as_tuple)] = Field(
-        (), description="Several protected attributes, each checked on its own ([[attributes]] tables); empty = the "
-        "one named by protected.")
+        (), description="Several protected attributes, each checked on its own ([[attributes]] tables). With protected = "
+        "\"COLUMN\" the loader reads that one as a list of one (dumped empty, as written).")
     intersections: Annotated[tuple[_Columns, ...], BeforeValidator(_list_as_tuple)] = Field(
         (), description="Intersections of declared binary/multi-class attributes, each checked as one multi-class "
         "attribute whose groups are the cells (e.g. [[\"sex\", \"race\"]] -> column 'sex×race').")
