@@ -12,7 +12,7 @@ from prefect.cache_policies import NO_CACHE
 
 from faux_checks.errors import FauxChecksError
 
-__all__ = ["IO_TASK", "TASK", "retry_io_only", "slug"]
+__all__ = ["IO_TASK", "TASK", "PrefectUnreachableError", "is_prefect_unreachable", "prefect_unreachable", "retry_io_only", "slug"]
 
 
 def retry_io_only(task, task_run, state) -> bool:
@@ -52,3 +52,44 @@ IO_TASK = {**TASK, "retries": 2, "retry_delay_seconds": 1, "retry_condition_fn":
 def slug(name: str) -> str:
     """A model name as a Prefect artifact key or deployment name (lower case, letters, digits, '-')."""
     return "".join(ch if ch.isalnum() else "-" for ch in name.lower()).strip("-") or "model"
+
+
+def prefect_unreachable() -> str | None:
+    """``None`` when the Prefect API answers its health check, else the cause in one line.
+
+    One ``GET /health`` through Prefect's client, so bounded by its timeout and retries
+    (``PREFECT_API_REQUEST_TIMEOUT`` / ``PREFECT_CLIENT_MAX_RETRIES``, set from the policy's
+    ``[operations] prefect_timeout_s`` / ``prefect_retries``). The gate calls it between versions: a
+    Prefect server killed mid-gate (issue 25, fault 2) stops the run there instead of gating on
+    without Prefect.
+    """
+    from prefect.client.orchestration import get_client
+
+    try:
+        with get_client(sync_client=True) as client:
+            error = client.api_healthcheck()
+    except Exception as exc:  # noqa: BLE001 - the cause is the answer
+        error = exc
+    if error is None:
+        return None
+    first = (str(error).strip().splitlines() or [""])[0][:240]
+    return f"{type(error).__name__}: {first}" if first else type(error).__name__
+
+
+def is_prefect_unreachable(exc: BaseException) -> bool:
+    """True when ``exc`` (or its cause/context chain) is Prefect's HTTP client failing to reach its API
+    (``httpx`` connect, timeout, protocol errors); MLflow's outages (``requests``) are not matched."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        module = type(current).__module__ or ""
+        if module.startswith(("httpx", "httpcore")) and any(
+                word in type(current).__name__ for word in ("Connect", "Timeout", "Protocol", "Network", "Read")):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+class PrefectUnreachableError(FauxChecksError):
+    """The Prefect API stopped answering mid-run; the message names what was decided before (issue 25, fault 2)."""
