@@ -1108,7 +1108,11 @@ def _trust_type(p) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit code (0 passed, 1 failed, 2 undecided/error)."""
+    """Entry point; returns the exit code (0 passed, 1 failed, 2 undecided/error).
+
+    Run as the command (``argv`` None), a SIGTERM / SIGINT / deadline ends the process at once once
+    what it started is stopped (:func:`faux_checks_app.lifecycle.exit_now`, within 10 s of the signal).
+    """
     global _QUIET
     args = build_parser().parse_args(argv)
     _QUIET = bool(getattr(args, "quiet", False))
@@ -1116,13 +1120,14 @@ def main(argv: list[str] | None = None) -> int:
     handlers = {}
     if threading.current_thread() is threading.main_thread():
         handlers = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-    before = _started_services()
+    before, stopped = _started_services(), False
     try:
         return args.func(args)
     except Stop as stop:
         _error(f"faux-checks: {stop.message}; stopping. Nothing unfinished was recorded: a version being gated "
                "stays new and is gated by the next run")
         lifecycle.stop_started_services(before, say=_error)
+        stopped = stop.code
         return stop.code
     except ConfigurationError as exc:  # found before anything was recorded: its own code, one line
         _error(f"faux-checks {args.command}: configuration error: {exc}")
@@ -1138,7 +1143,7 @@ def main(argv: list[str] | None = None) -> int:
                f"faux-checks {args.command}: internal error: {type(exc).__name__}: {exc}")
         return EXIT_UNDECIDED
     finally:
-        dropped = lifecycle.flush_prefect()   # bounded: never an exit-time flush retrying a dead Prefect API
+        dropped = lifecycle.flush_prefect(lifecycle.AFTER_STOP_FLUSH_S if stopped is not False else 5.0)   # never unbounded
         if dropped:
             _error(f"faux-checks: {dropped} Prefect event(s)/log line(s) not sent: the Prefect API did not answer")
         _QUIET = False
@@ -1146,6 +1151,8 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(sig, previous)
         if restore is not None:
             restore()
+        if stopped is not False and argv is None:   # the command itself (not a caller's main([...])): a bounded exit
+            lifecycle.exit_now(stopped)
 
 
 def _quiet_libraries():

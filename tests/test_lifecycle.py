@@ -41,7 +41,7 @@ def _env(tmp: Path, **extra: str) -> dict:
 
 
 def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-c", "import sys; from faux_checks_app.cli import main; sys.exit(main(sys.argv[1:]))", *args]
+    return [sys.executable, "-c", "import sys; from faux_checks_app.cli import main; sys.exit(main())", *args]   # as the command
 
 
 def _servers(root: psutil.Process) -> list[psutil.Process]:
