@@ -142,7 +142,7 @@ def failed_state(message: str, data):
 
 
 class _DecisionNotTraceback:
-    """Log filter on ``prefect.flow_runs``: a run that ended by :class:`FlowBlocked` is logged as its
+    """Log filter on ``prefect.flow_runs`` and ``prefect.engine``: a run that ended by :class:`FlowBlocked` is logged as its
     decision in one line ("flow run ended Failed: ..."), without a traceback; any other error keeps its traceback."""
 
     def filter(self, record) -> bool:
@@ -156,9 +156,10 @@ class _DecisionNotTraceback:
 def _install_log_filter() -> None:
     import logging
 
-    logger = logging.getLogger("prefect.flow_runs")
-    if not any(isinstance(f, _DecisionNotTraceback) for f in logger.filters):
-        logger.addFilter(_DecisionNotTraceback())
+    for name in ("prefect.flow_runs", "prefect.engine"):   # run_flow's error logger; handle_engine_signals' logger
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _DecisionNotTraceback) for f in logger.filters):
+            logger.addFilter(_DecisionNotTraceback())
 
 
 _install_log_filter()

@@ -26,11 +26,11 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
-from prefect.states import Completed, Failed
+from prefect.states import Completed
 
 from faux_checks.report.artifacts import markdown_text
 
-from .common import IO_TASK, TASK, PrefectUnreachableError, prefect_unreachable, slug
+from .common import IO_TASK, TASK, PrefectUnreachableError, failed_state, prefect_unreachable, slug
 
 __all__ = ["gate", "gate_version", "gate_version_leased", "VersionOutcome", "RunProgress", "PROGRESS"]
 
@@ -775,7 +775,7 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
     bad = [o for o in outcomes if o.decision != "passed"]
     if bad:
         summary = ", ".join(f"v{o.version} {o.decision}" for o in bad)
-        return Failed(message=f"fairness gate blocked {model_name}: {summary}", data=results)
+        return failed_state(f"fairness gate blocked {model_name}: {summary}", data=results)
     return Completed(message=f"all {len(outcomes)} version(s) of {model_name} passed", data=results)
 
 

@@ -39,7 +39,7 @@ def test_a_scheduled_audit_that_ends_failed_logs_no_traceback(tmp_path):
     (tmp_path / "batch.csv").write_text("x0,sex\n1.0,F\n2.0,M\n")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     server = SubprocessASGIServer(port=_free_port())
-    server.start()
+    server.start(timeout=180)   # a loaded machine: Prefect waits 20 s by default
     try:
         with temporary_settings({PREFECT_API_URL: server.api_url}):
             deployment_id = audit.to_deployment(
