@@ -367,7 +367,7 @@ def cmd_gate(args) -> int:
             return _nothing_to_gate(args, plan)
         configure_environment()
         lifecycle.guard_temporary_server(say=_error)
-        from flows.gate import gate
+        from flows.gate import PROGRESS, gate
 
         from .output import library_output_to_stderr
 
@@ -376,6 +376,7 @@ def cmd_gate(args) -> int:
                 f"deadline {deadline:g} s)")
         from .prefect_outage import is_outage, report_outage
 
+        PROGRESS.start(args.model_name, [str(v) for v in versions or plan.todo or []], [])   # nothing of an earlier run
         try:
             with library_output_to_stderr():
                 state = gate(model_name=args.model_name, data_path=args.data, policy_path=args.policy,
