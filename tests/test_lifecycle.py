@@ -102,7 +102,10 @@ def test_prefect_server_killed_mid_gate_exits_2_naming_the_decided_version(two_v
                             stderr=subprocess.PIPE, text=True)
     killed_at, server = None, None
     while proc.poll() is None and time.monotonic() - t0 < 400:
-        if registry._version("credit", v1).tags.get("fairness_gate") in DECISIONS:   # v1 decided: kill Prefect
+        # v1 being checked: kill Prefect. v1 still ends (its tasks need no API) and records its decision; the
+        # health check before v2 then fails. (Killed once v1's decision appeared, the gate could be past that
+        # check already on a fast machine, and then rightly decide v2 too: "v1, v2 were decided".)
+        if registry._version("credit", v1).tags.get("fairness_gate") == "running":
             servers = _servers(psutil.Process(proc.pid))
             assert servers, "the gate runs without its temporary Prefect server"
             server = servers[0]
@@ -113,7 +116,7 @@ def test_prefect_server_killed_mid_gate_exits_2_naming_the_decided_version(two_v
     out, err = proc.communicate(timeout=400)
     ended = time.monotonic()
     assert killed_at is not None, (proc.returncode, err[-3000:])
-    print(f"\nPrefect killed {killed_at - t0:.1f} s into the gate; exit {proc.returncode} "
+    print(f"\nPrefect killed {killed_at - t0:.1f} s into the gate (v1 being checked); exit {proc.returncode} "
           f"{ended - killed_at:.1f} s after the kill ({ended - t0:.1f} s in all)")
     assert proc.returncode == 2, err[-3000:]
     assert "internal error" not in err
