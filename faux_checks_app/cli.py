@@ -1144,7 +1144,10 @@ def main(argv: list[str] | None = None) -> int:
                f"faux-checks {args.command}: internal error: {type(exc).__name__}: {exc}")
         return EXIT_UNDECIDED
     finally:
-        dropped = lifecycle.flush_prefect(lifecycle.AFTER_STOP_FLUSH_S if stopped is not False else 5.0)   # never unbounded
+        try:   # never unbounded; a signal during this flush ends the command as any other does
+            dropped = lifecycle.flush_prefect(lifecycle.AFTER_STOP_FLUSH_S if stopped is not False else 5.0)
+        except Stop as stop:
+            dropped, stopped = 0, stop.code
         if dropped:
             _error(f"faux-checks: {dropped} Prefect event(s)/log line(s) not sent: the Prefect API did not answer")
         _QUIET = False
