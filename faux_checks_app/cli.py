@@ -27,6 +27,12 @@ from pathlib import Path
 from faux_checks.errors import EXIT_CONFIGURATION, ConfigurationError, FauxChecksError
 from faux_checks.gate.decision import EXIT_CODES
 
+from . import lifecycle
+from .lifecycle import Stop
+from .lifecycle import on_deadline as _on_deadline
+from .lifecycle import on_signal as _on_signal
+from .lifecycle import started_services as _started_services
+
 EXIT_PASSED, EXIT_FAILED, EXIT_UNDECIDED = EXIT_CODES["passed"], EXIT_CODES["failed"], EXIT_CODES["undecided"]
 
 
@@ -265,19 +271,6 @@ def _print_check(args, result, report_dir: Path | None, sha256: str, sections: l
     return result.exit_code
 
 
-class Stop(BaseException):
-    """Raised in the main thread by SIGTERM / SIGINT or by the gate's deadline.
-
-    A ``BaseException``: the flow's fail-closed wrappers (``except Exception``) do not turn it into a
-    recorded ``undecided``; it unwinds every ``finally`` (leases released) and :func:`main` stops the
-    temporary Prefect server and any Dask cluster this process started, then exits with ``code``.
-    """
-
-    def __init__(self, code: int, message: str):
-        super().__init__(message)
-        self.code, self.message = code, message
-
-
 def _prefect_api() -> str:
     """Which Prefect API a flow command talks to, for its first line (issue 25, item 8: "(Prefect ephemeral
     API)" was printed with ``PREFECT_API_URL`` set)."""
@@ -294,16 +287,6 @@ def _prefect_api() -> str:
 
         return f"Prefect API {printable(str(url))}"
     return "Prefect ephemeral API; first start takes ~10 s"
-
-
-def _on_signal(signum, frame):
-    raise Stop(128 + signum, f"{signal.Signals(signum).name} received")
-
-
-def _on_deadline(seconds: float, what: str = "gate"):
-    def handler(signum, frame):
-        raise Stop(EXIT_UNDECIDED, f"the {what}'s deadline of {seconds:g} s was reached")
-    return handler
 
 
 def cmd_register(args) -> int:
@@ -376,19 +359,33 @@ def cmd_gate(args) -> int:
         if versions is None and not plan.todo and not plan.regate:
             return _nothing_to_gate(args, plan)
         configure_environment()
-        from flows.gate import gate
+        lifecycle.guard_temporary_server(say=_error)
+        from flows.gate import PROGRESS, gate
 
         from .output import library_output_to_stderr
 
         what = f"version(s) {', '.join(versions)}" if versions else "new versions"
         _eprint(f"gating {what} of '{args.model_name}' ({_prefect_api()}; "
                 f"deadline {deadline:g} s)")
-        with library_output_to_stderr():
-            state = gate(model_name=args.model_name, data_path=args.data, policy_path=args.policy,
-                         tracking_uri=args.tracking_uri, alias=args.alias, report_root=args.report_dir,
-                         versions=versions, deadline_s=deadline, trusted_types=args.trust_type or None,
-                         regate=plan.regate or None, allow_rollback=args.allow_rollback,
-                         signing_key=args.signing_key, sep=args.sep, return_state=True)
+        from .prefect_outage import is_outage, report_outage
+
+        PROGRESS.start(args.model_name, [str(v) for v in versions or plan.todo or []], [])   # nothing of an earlier run
+        try:
+            with library_output_to_stderr():
+                state = gate(model_name=args.model_name, data_path=args.data, policy_path=args.policy,
+                             tracking_uri=args.tracking_uri, alias=args.alias, report_root=args.report_dir,
+                             versions=versions, deadline_s=deadline, trusted_types=args.trust_type or None,
+                             regate=plan.regate or None, allow_rollback=args.allow_rollback,
+                             signing_key=args.signing_key, sep=args.sep, return_state=True)
+            lost = None
+            with contextlib.suppress(Exception):
+                lost = None if state.is_completed() else state.result(raise_on_failure=False)
+        except Exception as exc:   # the flow could not end in Prefect: its API went away (issue 25, fault 2)
+            if not is_outage(exc):
+                raise
+            lost = exc
+        if isinstance(lost, BaseException) and is_outage(lost):
+            return report_outage(args.model_name, lost, as_json=_json(args), say=_say, error=_error)
         _raise_if_unreachable(state, uri, seconds=time.monotonic() - started)
         outcomes = _flow_outcomes(state)
         if outcomes == [] and state.is_completed():   # the flow found nothing to gate: say so (stdout stays empty in --json)
@@ -702,6 +699,7 @@ def cmd_audit(args) -> int:
 
     _check_outputs(report_dir=args.report_dir)
     configure_environment()
+    lifecycle.guard_temporary_server(say=_error)
     from flows.audit import audit
 
     _eprint(f"auditing the '{args.alias}' version of '{args.model_name}' on {args.data} "
@@ -770,6 +768,7 @@ def cmd_demo(args) -> int:
     from faux_checks.settings import configure_environment, default_home
 
     configure_environment()
+    lifecycle.guard_temporary_server(say=_error)
     from .demo import build_demo_versions, definitional_truth
     from faux_checks.gate.policy import load_policy, policy_path
     from faux_checks.registry import Registry
@@ -855,6 +854,7 @@ def cmd_score_large(args) -> int:
                                   f"{args.data} ({sniff_sep(args.data)!r}); score in this process (--workers 0) to "
                                   "force another, or convert the file to Parquet")
         configure_environment()
+        lifecycle.guard_temporary_server(say=_error)
         from flows.shard import run_score_sharded
 
         where = f"Dask scheduler {scheduler}" if scheduler else f"a local Dask cluster of {workers or 'one per core'} workers"
@@ -1137,7 +1137,11 @@ def _device_setting(args):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit code (0 passed, 1 failed, 2 undecided/error)."""
+    """Entry point; returns the exit code (0 passed, 1 failed, 2 undecided/error).
+
+    Run as the command (``argv`` None), a SIGTERM / SIGINT / deadline ends the process at once once
+    what it started is stopped (:func:`faux_checks_app.lifecycle.exit_now`, within 10 s of the signal).
+    """
     global _QUIET
     args = build_parser().parse_args(argv)
     _QUIET = bool(getattr(args, "quiet", False))
@@ -1145,14 +1149,15 @@ def main(argv: list[str] | None = None) -> int:
     handlers = {}
     if threading.current_thread() is threading.main_thread():
         handlers = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-    before = _started_services()
+    before, stopped = _started_services(), False
     try:
         with _device_setting(args):
             return args.func(args)
     except Stop as stop:
         _error(f"faux-checks: {stop.message}; stopping. Nothing unfinished was recorded: a version being gated "
                "stays new and is gated by the next run")
-        _stop_started_services(before)
+        lifecycle.stop_started_services(before, say=_error)
+        stopped = stop.code
         return stop.code
     except ConfigurationError as exc:  # found before anything was recorded: its own code, one line
         _error(f"faux-checks {args.command}: configuration error: {exc}")
@@ -1168,11 +1173,19 @@ def main(argv: list[str] | None = None) -> int:
                f"faux-checks {args.command}: internal error: {type(exc).__name__}: {exc}")
         return EXIT_UNDECIDED
     finally:
+        try:   # never unbounded; a signal during this flush ends the command as any other does
+            dropped = lifecycle.flush_prefect(lifecycle.AFTER_STOP_FLUSH_S if stopped is not False else 5.0)
+        except Stop as stop:
+            dropped, stopped = 0, stop.code
+        if dropped:
+            _error(f"faux-checks: {dropped} Prefect event(s)/log line(s) not sent: the Prefect API did not answer")
         _QUIET = False
         for sig, previous in handlers.items():
             signal.signal(sig, previous)
         if restore is not None:
             restore()
+        if stopped is not False and argv is None:   # the command itself (not a caller's main([...])): a bounded exit
+            lifecycle.exit_now(stopped)
 
 
 def _quiet_libraries():
@@ -1192,52 +1205,6 @@ def _quiet_libraries():
     return restore
 
 
-def _started_services() -> tuple[set, set]:
-    """Prefect temporary servers and child processes that exist now (ids), so that only later ones are stopped."""
-    server = sys.modules.get("prefect.server.api.server")
-    servers = {id(i) for i in getattr(getattr(server, "SubprocessASGIServer", None), "_instances", {}).values()}
-    try:
-        import psutil
-
-        children = {c.pid for c in psutil.Process().children(recursive=True)}
-    except Exception:  # pragma: no cover - psutil comes with distributed
-        children = set()
-    return servers, children
-
-
-def _stop_started_services(before: tuple[set, set]) -> None:
-    """Stop what this command started: Prefect's temporary API server, then any child process left (Dask).
-
-    Prefect stops its server at interpreter exit (``atexit``), which a signal's default action
-    skips; stopping it here makes the exit clean. Called only on :class:`Stop`; what existed
-    before the command (``before``, from :func:`_started_services`) is left alone.
-    """
-    old_servers, old_children = before
-    server = sys.modules.get("prefect.server.api.server")
-    if server is not None:
-        for instance in list(getattr(server.SubprocessASGIServer, "_instances", {}).values()):
-            if id(instance) in old_servers:
-                continue
-            try:
-                instance.stop()
-            except Exception as exc:  # pragma: no cover - best effort on the way out
-                _error(f"faux-checks: Prefect's temporary server did not stop cleanly: {exc}")
-    try:
-        import psutil
-    except ImportError:  # pragma: no cover - psutil comes with distributed
-        return
-    children = [c for c in psutil.Process().children(recursive=True) if c.pid not in old_children]
-    for child in children:
-        try:
-            child.terminate()
-        except psutil.NoSuchProcess:
-            pass
-    _, alive = psutil.wait_procs(children, timeout=5)
-    for child in alive:
-        try:
-            child.kill()
-        except psutil.NoSuchProcess:
-            pass
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -23,12 +23,12 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
-from prefect.states import Completed, Failed
+from prefect.states import Completed
 
 from faux_checks.errors import FauxChecksError, InputError
 from faux_checks.report.artifacts import markdown_text
 
-from .common import IO_TASK, TASK, slug
+from .common import IO_TASK, TASK, failed_state, slug
 
 __all__ = ["audit"]
 
@@ -287,8 +287,8 @@ def audit(model_name: str, data_path: str, reference_path: str | None = None, po
         target = find_deployed(model_name, alias, tracking_uri, reference_path)
     except FauxChecksError as exc:  # nothing to tag: no deployed version, or no reference
         logger.error("fairness audit of %s could not start: %s", model_name, exc)
-        return Failed(message=f"fairness audit of {model_name} undecided: {exc}",
-                      data={"model_name": model_name, "decision": "undecided", "reasons": [str(exc)]})
+        return failed_state(f"fairness audit of {model_name} undecided: {exc}",
+                            data={"model_name": model_name, "decision": "undecided", "reasons": [str(exc)]})
     version = target["version"]
     report_dir = str(Path(report_root) / f"{model_name}-v{version}-audit-{time.strftime('%Y%m%dT%H%M%S')}")
     model_info = {"name": model_name, "version": version}
@@ -329,6 +329,6 @@ def audit(model_name: str, data_path: str, reference_path: str | None = None, po
     summary = {"model_name": model_name, "version": version, "decision": result.decision, "reasons": result.reasons,
                "report_dir": report_dir, "run_id": run_id, "timings": result.timings}
     if result.decision != "passed":
-        return Failed(message=f"fairness audit of {model_name} v{version} {result.decision}: {result.rule}",
-                      data=summary)
+        return failed_state(f"fairness audit of {model_name} v{version} {result.decision}: {result.rule}",
+                            data=summary)
     return Completed(message=f"fairness audit of {model_name} v{version} passed", data=summary)

@@ -26,13 +26,13 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
-from prefect.states import Completed, Failed
+from prefect.states import Completed
 
 from faux_checks.report.artifacts import markdown_text
 
-from .common import IO_TASK, TASK, slug
+from .common import IO_TASK, TASK, PrefectUnreachableError, failed_state, prefect_unreachable, slug
 
-__all__ = ["gate", "gate_version", "gate_version_leased", "VersionOutcome"]
+__all__ = ["gate", "gate_version", "gate_version_leased", "VersionOutcome", "RunProgress", "PROGRESS"]
 
 
 @dataclass
@@ -765,8 +765,12 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
     except Exception as exc:
         frame, load_error = None, exc
     outcomes: list[VersionOutcome] = []
+    PROGRESS.start(model_name, todo, outcomes)
     with tempfile.TemporaryDirectory(prefix="faux-gate-") as workdir:
         for version in todo:
+            if outcomes and (cause := prefect_unreachable()) is not None:   # bounded by Prefect's client settings
+                PROGRESS.prefect_error = cause
+                raise PrefectUnreachableError(PROGRESS.describe())
             if load_error is not None:
                 outcome = _record_undecided(model_name, version, load_error, tracking_uri, report_root, data_path,
                                             policy_path)
@@ -785,7 +789,7 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
     bad = [o for o in outcomes if o.decision != "passed"]
     if bad:
         summary = ", ".join(f"v{o.version} {o.decision}" for o in bad)
-        return Failed(message=f"fairness gate blocked {model_name}: {summary}", data=results)
+        return failed_state(f"fairness gate blocked {model_name}: {summary}", data=results)
     return Completed(message=f"all {len(outcomes)} version(s) of {model_name} passed", data=results)
 
 
@@ -793,6 +797,50 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
 FLOW_TIME_LOG = "fairness-gate timing"
 #: Seconds a lease outlives its gate's deadline, and that a waiting gate keeps for its own work.
 LEASE_MARGIN_S = 60.0
+
+
+@dataclass
+class RunProgress:
+    """What the gate run in this process has decided so far, for a caller whose flow cannot end in Prefect.
+
+    :func:`gate` fills it as each version ends (``decided``: the :class:`VersionOutcome` list, shared);
+    with the Prefect API gone mid-run (issue 25, fault 2) the flow's final state cannot be recorded and
+    Prefect raises, so ``faux-checks gate`` reads this instead: the versions decided before stay valid
+    (their decisions are in MLflow), the rest are reported not decided. ``prefect_error``: the failed
+    health check's cause, when the gate stopped for it.
+    """
+
+    model_name: str = ""
+    todo: list[str] = field(default_factory=list)
+    decided: list[VersionOutcome] = field(default_factory=list)
+    prefect_error: str | None = None
+
+    def start(self, model_name: str, todo: list[str], decided: list[VersionOutcome]) -> None:
+        self.model_name, self.todo, self.decided, self.prefect_error = model_name, [str(v) for v in todo], decided, None
+
+    def not_decided(self) -> list[str]:
+        """Versions of ``todo`` with no outcome in this run."""
+        done = {str(o.version) for o in self.decided}
+        return [v for v in self.todo if v not in done]
+
+    def describe(self) -> str:
+        """``Prefect API unreachable after v1 was decided (failed, recorded: it stands); v2 not decided (...)``."""
+        def one(o: VersionOutcome) -> str:
+            kept = "recorded in MLflow: it stands" if o.run_id else "not recorded"
+            return f"v{o.version} ({o.decision}; {kept})"
+
+        done = (f"after {', '.join(one(o) for o in self.decided)} {'was' if len(self.decided) == 1 else 'were'} decided"
+                if self.decided else "before any version was decided")
+        left = self.not_decided()
+        stays = "it stays new and the next gate run gates it" if len(left) == 1 else \
+            "they stay new and the next gate run gates them"
+        rest = f"; {', '.join('v' + v for v in left)} not decided (not gated: {stays})" if left else ""
+        cause = f" ({self.prefect_error})" if self.prefect_error else ""
+        return f"Prefect API unreachable{cause} {done}{rest}"
+
+
+#: The current (last) gate run of this process (:class:`RunProgress`).
+PROGRESS = RunProgress()
 
 
 def _operations(policy_path: str | None):
