@@ -44,12 +44,11 @@ def policy_columns(policy) -> dict[str, str]:
             by = table.get("by") if isinstance(table, dict) else None
             add(by, "linked 'by' column")
 
-    for name in ([a.column for a in policy.attributes] if policy.attributes else [policy.protected]):
+    for name in [a.column for a in policy.attributes]:
         add(name, "protected attribute")
     add(policy.label, "label")
     for column in policy.faux.admissible:
         add(column, "admissible column")
-    add_links(policy.linked_columns)
     for a in policy.attributes:
         for column in a.admissible or ():
             add(column, "admissible column")
@@ -94,10 +93,11 @@ def check_version_fits(model_name: str, version: str, model_path: str | Path, sp
                        frame: pd.DataFrame, policy, *, trusted_types=()) -> None:
     """Raise :class:`ConfigurationError` unless the version's feature spec and model take the data.
 
-    Single-attribute policies: the rows are selected and encoded exactly as the check does
-    (:func:`~faux_checks.gate.rows.prepare_audit`) and two encoded rows are fed to the model
-    (:func:`~faux_checks.gate.rows.check_model_accepts`), so a spec width the model does not take
-    is found here. Several attributes: the spec's source columns are checked against the data.
+    The rows are selected and encoded exactly as the check of the first declared attribute does
+    (:func:`~faux_checks.gate.rows.prepare_audit`, with the feature spec every attribute's check
+    shares, :func:`~faux_checks.gate.attributes.shared_feature_spec`) and two encoded rows are fed to
+    the model (:func:`~faux_checks.gate.rows.check_model_accepts`), so a spec width the model does
+    not take is found here, for one attribute or several.
     A model that does not load (unsafe file, missing extra) is *not* a configuration error: it is
     left to the gate, which records that version ``undecided`` with the cause.
 
@@ -109,16 +109,12 @@ def check_version_fits(model_name: str, version: str, model_path: str | Path, sp
     from ..inputs.tabular import FeatureSpec
 
     try:
-        spec = FeatureSpec.load(spec_path) if spec_path else None
-        if policy.attributes:
-            if spec is not None:
-                from .._validation import require_columns
-
-                require_columns(frame, spec.source_columns, what=f"FeatureSpec '{spec.name}'")
-            return
+        from .attributes import shared_feature_spec
         from .rows import check_model_accepts, prepare_audit
 
-        rows = prepare_audit(frame, policy=policy, feature_spec=spec)
+        spec = shared_feature_spec(frame, policy, FeatureSpec.load(spec_path) if spec_path else None)
+        first = next(iter(policy.attribute_policies().values()))   # every attribute's check feeds the model this X
+        rows = prepare_audit(frame, policy=first, feature_spec=spec)
     except InputError as exc:
         raise ConfigurationError(f"v{version} of '{model_name}': {exc}; nothing was recorded") from None
     try:
