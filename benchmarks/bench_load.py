@@ -12,6 +12,10 @@ times (median / max), and peak RSS, and checks that every version got a recorded
 Peak RSS is ``resource.getrusage``: this process (the flow, its tasks, GX, torch, MLflow) and,
 separately, its largest waited-for child (Prefect's temporary API server). Torch runs on
 ``--threads`` intra-op threads (default 1, as the test suite).
+
+Memory over versions (issue 25, fault 7: ~5-6 MB more per version over 20 versions): the current RSS
+(``psutil``) is read after every version's gate, and the least-squares slope over versions 2..N (the
+first version pays the one-off imports and caches) is the last line printed, ``rss_slope_mb_per_version=``.
 """
 
 from __future__ import annotations
@@ -32,6 +36,16 @@ sys.path.insert(0, str(REPO))
 
 def _mib(kib: int) -> float:
     return kib / 1024.0  # ru_maxrss is in KiB on Linux
+
+
+def _slope(ys: list[float]) -> float | None:
+    """Least-squares slope of ``ys`` against 0..n-1 (MiB per version); None under 2 points."""
+    if len(ys) < 2:
+        return None
+    n = len(ys)
+    mean_x, mean_y = (n - 1) / 2, sum(ys) / n
+    num = sum((i - mean_x) * (y - mean_y) for i, y in enumerate(ys))
+    return round(num / sum((i - mean_x) ** 2 for i in range(n)), 3)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,8 +101,21 @@ def main(argv: list[str] | None = None) -> int:
         expected[v] = "failed" if unfair else "passed"
     t_register = time.perf_counter() - t0
 
+    import psutil
+
+    import flows.gate as gate_module
     from flows.gate import gate
 
+    rss_after: list[float] = []
+    one_version = gate_module.gate_version
+
+    def measured(*a, **kw):
+        try:
+            return one_version(*a, **kw)
+        finally:
+            rss_after.append(psutil.Process().memory_info().rss / 2**20)
+
+    gate_module.gate_version = measured   # looked up by name in gate_version_leased at each call
     t1 = time.perf_counter()
     state = gate(model_name=name, data_path=str(workdir / "audit.csv"), policy_path=str(workdir / "policy.toml"),
                  tracking_uri=uri, report_root=str(workdir / "reports"), return_state=True)
@@ -115,11 +142,14 @@ def main(argv: list[str] | None = None) -> int:
         "peak_rss_mib": round(self_rss, 1), "peak_rss_largest_child_mib": round(child_rss, 1),
         "alias": registry.alias_version(name, "deployable"), "workdir": str(workdir),
     }
+    result["rss_after_version_mib"] = [round(x, 1) for x in rss_after]
+    result["rss_slope_mib_per_version"] = _slope(rss_after[1:])
     print(json.dumps(result, indent=2))
     print(f"flow_wall_s={result['flow_wall_s']} per_version_s={result['per_version_s']} "
           f"peak_rss_mib={result['peak_rss_mib']} recorded={recorded}/{args.versions}")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
+    print(f"rss_slope_mb_per_version={result['rss_slope_mib_per_version']}")
     return 0 if recorded == args.versions and correct == args.versions else 1
 
 

@@ -234,3 +234,47 @@ def test_sigint_in_process_exits_130(tmp_path, capsys, monkeypatch):
     (tmp_path / "d.csv").write_text("a,sex\n1,F\n")
     assert main(["gate", "m", "--data", str(tmp_path / "d.csv")]) == 130
     assert "SIGINT received" in capsys.readouterr().err
+
+
+def test_a_unique_violation_on_the_lease_write_reads_as_taken(registered, monkeypatch):
+    """The database's unique-constraint error on the lease write (PostgreSQL via an MLflow server) means
+    another gate wrote the lease first: taken, waited for and named, never raised (issue 25, fault 4)."""
+    import json
+
+    from mlflow.exceptions import RestException
+
+    from faux_checks.registry.operations import LEASE_TAG, acquire_lease, is_unique_violation, read_lease
+
+    registry, v = registered["registry"], registered["version"]
+    real_set = registry.client.set_model_version_tag
+    theirs = {"owner": "other-gate", "host": "elsewhere", "pid": 1, "expires_at": time.time() + 3600}
+    message = ('(psycopg.errors.UniqueViolation) duplicate key value violates unique constraint '
+               '"model_version_tag_pk"\nDETAIL:  Key (workspace, key, name, version)=(default, '
+               f'fairness_gate_lease, credit, {v}) already exists.')
+    writes = []
+
+    def racing_write(name, version, key, value):
+        writes.append(key)
+        real_set(name, version, key, json.dumps(theirs))   # the other gate's INSERT lands first ...
+        raise RestException({"error_code": "BAD_REQUEST", "message": message})   # ... and ours breaks the key
+
+    monkeypatch.setattr(registry.client, "set_model_version_tag", racing_write)
+    mine, other = acquire_lease(registry, "credit", v, ttl_s=60, wait_s=0.3, settle_s=0.01, poll_s=0.1)
+    assert mine is None and other is not None and other.owner == "other-gate"
+    assert writes == [LEASE_TAG]                          # one write; after that the live lease is waited for
+    assert read_lease(registry, "credit", v).owner == "other-gate"
+    # what the check recognises, and what it does not (any other error still raises)
+    assert is_unique_violation(RestException({"error_code": "BAD_REQUEST", "message": message}))
+    assert is_unique_violation(RuntimeError("wrapped")) is False
+    chained = RuntimeError("MLflow failed")
+    chained.__cause__ = type("UniqueViolation", (Exception,), {})("key exists")
+    assert is_unique_violation(chained)
+    assert is_unique_violation(Exception("(sqlite3.IntegrityError) UNIQUE constraint failed: model_version_tags.key"))
+
+    def broken_write(*args):
+        raise RestException({"error_code": "INVALID_PARAMETER_VALUE", "message": "tag value too long"})
+
+    registry.client.delete_model_version_tag("credit", v, LEASE_TAG)
+    monkeypatch.setattr(registry.client, "set_model_version_tag", broken_write)
+    with pytest.raises(RestException, match="too long"):
+        acquire_lease(registry, "credit", v, ttl_s=60, settle_s=0.01)

@@ -142,6 +142,39 @@ def test_xgboost_json_trees_nodes_and_depth_are_bounded(tmp_path):
     assert load_model(path).n_features == 5
 
 
+def test_xgboost_ubj_trees_nodes_and_depth_are_bounded_like_json(tmp_path):
+    """UBJ (issue 25, bad input 5 leftover): decoded by the bounded reader, it is the same document as the
+    JSON file of the same booster, and the same limits refuse it with the same messages."""
+    xgb = pytest.importorskip("xgboost")
+    from faux_checks.inputs.limits import read_ubjson
+
+    data = make_data(300)
+    label = (np.sin(3 * data["f0"]) + data["f1"] * data["f2"] > 0).astype(int)
+    booster = xgb.train({"objective": "binary:logistic", "max_depth": 3}, xgb.DMatrix(data[FEATURES], label), 4)
+    ubj, js = tmp_path / "m.ubj", tmp_path / "m.json"
+    booster.save_model(str(ubj))
+    booster.save_model(str(js))
+    decoded = read_ubjson(ubj.read_bytes())
+    reference = json.loads(js.read_text())["learner"]["gradient_booster"]["model"]["trees"]
+    trees = decoded["learner"]["gradient_booster"]["model"]["trees"]
+    assert [t["left_children"] for t in trees] == [t["left_children"] for t in reference]
+    assert np.allclose(np.concatenate([t["split_conditions"] for t in trees]),
+                       np.concatenate([t["split_conditions"] for t in reference]), rtol=1e-6)
+    with pytest.raises(InputError, match=r"it has 4 trees, over the limit of 3 \(\[operations\] max_trees\)"):
+        check_tree_model(ubj, "xgboost", ModelLimits(max_trees=3))
+    with pytest.raises(InputError, match=r"tree 0 is 4 levels deep, over the limit of 3 "):
+        check_tree_model(ubj, "xgboost", ModelLimits(max_tree_depth=3))
+    with pytest.raises(InputError, match=r"tree 0 has 15 nodes, over the limit of 14 "):
+        check_tree_model(ubj, "xgboost", ModelLimits(max_leaves=7))
+    check_tree_model(ubj, "xgboost", ModelLimits(max_trees=4, max_tree_depth=4))
+    # a hostile count: an int64 array of 2**40 elements in a 20-byte file allocates nothing and is refused
+    bomb = b"{" + b"i\x05trees" + b"[$L#L" + (2**40).to_bytes(8, "big") + b"}"
+    with pytest.raises(ValueError, match="past the"):
+        read_ubjson(bomb)
+    with pytest.raises(ValueError, match="deeper than 64"):
+        read_ubjson(b"[" * 100)
+
+
 # ---------------------------------------------------------------------------- (d) wide categoricals
 def test_a_categorical_with_more_levels_than_the_limit_is_refused_with_the_column_and_count(tmp_path):
     from faux_checks.gate.policy import load_policy

@@ -35,7 +35,7 @@ from typing import Sequence
 
 from ..errors import InputError
 
-__all__ = ["ModelLimits", "PROBED_FORMATS", "check_archive", "check_tree_model", "model_limits", "probe_load",
+__all__ = ["ModelLimits", "PROBED_FORMATS", "check_archive", "check_tree_model", "model_limits", "probe_load", "read_ubjson",
            "set_model_limits"]
 
 #: Formats whose loader is a native library loaded first in the probe process.
@@ -127,7 +127,9 @@ def check_tree_model(path: str | Path, fmt: str, limits: ModelLimits | None = No
     LightGBM: every ``num_leaves=`` line (header and trees) and the count of ``Tree=`` lines, read line by
     line. XGBoost JSON: ``learner.gradient_booster`` trees (gbtree and dart), each tree's node count
     (``tree_param.num_nodes`` and its arrays) and depth from ``left_children`` / ``right_children``.
-    XGBoost UBJ is not read here (the probe process bounds its load). Other formats: nothing checked.
+    XGBoost UBJ: the same checks, on the file decoded by :func:`read_ubjson` (a bounded reader: no count
+    may claim more elements than the bytes left could hold, so a hostile count allocates nothing).
+    Other formats: nothing checked.
 
     Raises
     ------
@@ -138,9 +140,100 @@ def check_tree_model(path: str | Path, fmt: str, limits: ModelLimits | None = No
     if fmt == "lightgbm":
         _check_lightgbm(Path(path), limits)
     elif fmt == "xgboost":
-        with open(path, "rb") as fh:
-            if fh.read(1024).lstrip()[:1] == b"{":
-                _check_xgboost_json(Path(path), limits)
+        _check_xgboost_json(Path(path), limits)
+
+
+#: UBJSON fixed-size markers (draft 12, as XGBoost's ``save_model('*.ubj')`` writes) -> numpy big-endian dtype.
+_UBJ_NUM = {b"i": ">i1", b"U": ">u1", b"I": ">i2", b"l": ">i4", b"L": ">i8", b"d": ">f4", b"D": ">f8"}
+
+
+def read_ubjson(data: bytes):
+    """Decode UBJSON (draft 12: the subset XGBoost writes, optimised ``$``/``#`` containers included).
+
+    Bounded: every count is checked against the bytes left before anything is allocated, so a 4 KB file
+    cannot claim a billion elements; nesting deeper than 64 levels is refused. Typed numeric arrays come
+    back as lists (decoded with numpy).
+
+    Raises
+    ------
+    ValueError
+        Not UBJSON, truncated, or a count past the data.
+    """
+    import numpy as np
+
+    view = memoryview(data)
+    pos = 0
+
+    def take(n: int) -> memoryview:
+        nonlocal pos
+        if n < 0 or pos + n > len(view):
+            raise ValueError(f"UBJSON truncated or a count past the data at byte {pos}")
+        out = view[pos:pos + n]
+        pos += n
+        return out
+
+    def count() -> int:
+        marker = bytes(take(1))
+        if marker not in _UBJ_NUM or marker in (b"d", b"D"):
+            raise ValueError(f"UBJSON length with marker {marker!r} at byte {pos - 1}")
+        n = int(np.frombuffer(take(np.dtype(_UBJ_NUM[marker]).itemsize), _UBJ_NUM[marker])[0])
+        if n < 0 or n > len(view) - pos:
+            raise ValueError(f"UBJSON count {n:,} at byte {pos} is past the {len(view) - pos:,} bytes left")
+        return n
+
+    def value(marker: bytes, depth: int):
+        if depth > 64:
+            raise ValueError("UBJSON nested deeper than 64 levels")
+        if marker in _UBJ_NUM:
+            dtype = np.dtype(_UBJ_NUM[marker])
+            return np.frombuffer(take(dtype.itemsize), dtype)[0].item()
+        if marker == b"Z" or marker == b"N":
+            return None
+        if marker in (b"T", b"F"):
+            return marker == b"T"
+        if marker == b"C":
+            return bytes(take(1)).decode("latin-1")
+        if marker in (b"S", b"H"):
+            return bytes(take(count())).decode("utf-8", "replace")
+        if marker in (b"[", b"{"):
+            return container(marker, depth)
+        raise ValueError(f"UBJSON marker {marker!r} at byte {pos - 1}")
+
+    def container(kind: bytes, depth: int):
+        nonlocal pos
+        typed = n = None
+        if view[pos:pos + 1] == b"$":
+            take(1)
+            typed = bytes(take(1))
+            if view[pos:pos + 1] != b"#":
+                raise ValueError(f"UBJSON typed container without a count at byte {pos}")
+        if view[pos:pos + 1] == b"#":
+            take(1)
+            n = count()
+        if kind == b"[" and typed in _UBJ_NUM and n is not None:
+            dtype = np.dtype(_UBJ_NUM[typed])
+            if n * dtype.itemsize > len(view) - pos:
+                raise ValueError(f"UBJSON array of {n:,} {dtype} past the data at byte {pos}")
+            return np.frombuffer(take(n * dtype.itemsize), dtype).tolist()
+        items: list = []
+        out: dict = {}
+        i = 0
+        while True:
+            if n is not None:
+                if i == n:
+                    break
+            elif view[pos:pos + 1] == (b"]" if kind == b"[" else b"}"):
+                take(1)
+                break
+            if kind == b"{":
+                key = bytes(take(count())).decode("utf-8", "replace")
+                out[key] = value(typed or bytes(take(1)), depth + 1)
+            else:
+                items.append(value(typed or bytes(take(1)), depth + 1))
+            i += 1
+        return out if kind == b"{" else items
+
+    return value(bytes(take(1)), 0)
 
 
 def _too_many(path, what: str, found, limit: int, setting: str) -> InputError:
@@ -173,10 +266,22 @@ def _check_lightgbm(path: Path, limits: ModelLimits) -> None:
 
 
 def _check_xgboost_json(path: Path, limits: ModelLimits) -> None:
+    raw = path.read_bytes()
     try:
-        payload = json.loads(path.read_bytes())
+        payload = json.loads(raw)
+    except ValueError:                              # UBJ (it starts with "{" too)
+        try:
+            payload = read_ubjson(raw)
+        except ValueError:
+            return                                  # not a model this reads: XGBoost's loader says why
+    _check_xgboost_payload(path, payload, limits)
+
+
+def _check_xgboost_payload(path: Path, payload, limits: ModelLimits) -> None:
+    """Trees, nodes and depth of a decoded XGBoost model (JSON or UBJ) against the limits."""
+    try:
         booster = payload["learner"]["gradient_booster"]
-    except (ValueError, KeyError, TypeError):
+    except (KeyError, TypeError):
         return                                      # not a model this reads: XGBoost's loader says why
     model = booster.get("model") or (booster.get("gbtree") or {}).get("model") or {}
     trees = model.get("trees") or []
