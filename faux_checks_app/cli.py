@@ -393,7 +393,10 @@ def cmd_gate(args) -> int:
     from faux_checks.settings import configure_environment
 
     _check_outputs(report_dir=args.report_dir)
-    operations = load_policy(args.policy).operations
+    try:
+        operations = load_policy(args.policy).operations
+    except FauxChecksError as exc:   # a policy that does not load: configuration, before anything (exit 3)
+        raise ConfigurationError(f"{_policy_name(args)}: {exc}; nothing was recorded") from None
     deadline = float(args.deadline or operations.deadline_s)
     apply_client_settings(operations)
     uri = args.tracking_uri or default_tracking_uri()
