@@ -128,13 +128,14 @@ def test_c01_missing_protected_values_cli_and_library(files, capsys):
 
 def test_c03_missing_columns_are_configuration_exit_3_and_write_nothing(files, capsys):
     """Issue 22, item 3: a missing protected column or a width the model does not take is a configuration error of
-    `check` too: exit 3, one line, no report written (before: exit 2 and an undecided report)."""
+    `check` too: exit 3, one error line (``--quiet``: no progress lines), no report written (before: exit 2 and an undecided
+    report)."""
     data = make_data(300).drop(columns=["sex"])
     path = files["dir"] / "c03.csv"
     data.to_csv(path, index=False)
     report = files["dir"] / "c03-report"
     assert main(["check", "--model", str(files["fair"]), "--data", str(path), "--protected", "sex",
-                 "--policy", str(files["policy"]), "--report-dir", str(report)]) == 3
+                 "--policy", str(files["policy"]), "--report-dir", str(report), "--quiet"]) == 3
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith(f"faux-checks check: configuration error: the policy {files['policy']} names 1 column(s) "
                            f"missing from {path} (300 rows, 6 columns: f0, f1, f2, f3, proxy, y): "
@@ -144,14 +145,14 @@ def test_c03_missing_columns_are_configuration_exit_3_and_write_nothing(files, c
     data = make_data(300).drop(columns=["f3"])
     data.to_csv(path, index=False)
     assert main(["check", "--model", str(files["fair"]), "--data", str(path), "--protected", "sex",
-                 "--policy", str(files["policy"]), "--report-dir", str(report)]) == 3
+                 "--policy", str(files["policy"]), "--report-dir", str(report), "--quiet"]) == 3
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "the target model does not accept X with 4 encoded features" in line and line.endswith("nothing was written")
     assert not report.exists()
     # a policy that does not load: exit 3 too
     bad = files["dir"] / "bad.toml"
     bad.write_text("protected = 3\n")
-    assert main(["check", "--model", str(files["fair"]), "--data", str(files["data"]), "--policy", str(bad)]) == 3
+    assert main(["check", "--model", str(files["fair"]), "--data", str(files["data"]), "--policy", str(bad), "--quiet"]) == 3
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith(f"faux-checks check: configuration error: the policy {bad}: policy {bad} is invalid"), line
 
