@@ -2,7 +2,8 @@
 
 The same checks as the gate's (:mod:`faux_checks_app.gate_plan`): the policy loads, the model is
 registered, the current batch can be read and has every column the policy names, and the deployed
-version's feature spec and model take it. Each failure is one
+version's feature spec and model take its width (probed on its first 256 rows; errors of the encoding
+itself, such as too few rows or missing values, are left to the audit, which records them undecided). Each failure is one
 :class:`~faux_checks.errors.ConfigurationError` line (exit 3). A model with no version holding the
 alias is left to the flow, which reports it undecided (there is nothing deployed to audit).
 """
@@ -73,7 +74,10 @@ def prepare_audit_run(args, tracking_uri: str | None) -> None:
             model_path, spec_path = registry.download(args.model_name, version, Path(tmp) / f"v{version}")
         except Exception:   # the version's own download trouble: the flow retries it and records the cause
             return
-        check_version_fits(args.model_name, version, model_path, spec_path, frame, policy)
+        # probed on the batch's head; an error of the encoding itself (too few rows, missing values) is the
+        # audit's to record (undecided), not configuration
+        check_version_fits(args.model_name, version, model_path, spec_path, frame.head(256), policy,
+                           encoding_is_configuration=False)
 
 
 def _recorded_or_shipped(row: dict, positive_label: str | None):

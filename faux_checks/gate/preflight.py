@@ -91,7 +91,7 @@ def check_policy_columns(frame: pd.DataFrame, policy, *, data_name: str, policy_
 
 
 def check_version_fits(model_name: str, version: str, model_path: str | Path, spec_path: str | Path | None,
-                       frame: pd.DataFrame, policy, *, trusted_types=()) -> None:
+                       frame: pd.DataFrame, policy, *, trusted_types=(), encoding_is_configuration: bool = True) -> None:
     """Raise :class:`ConfigurationError` unless the version's feature spec and model take the data.
 
     The version's model is loaded (safely) and its spec read, then :func:`check_inputs_fit` runs on them:
@@ -100,6 +100,7 @@ def check_version_fits(model_name: str, version: str, model_path: str | Path, sp
     but X has 10", until this read the pipeline's spec). A model that does not load (unsafe file,
     missing extra) is *not* a configuration error: it is left to the gate, which records that version
     ``undecided`` with the cause; the spec's columns and encoding are still checked.
+    ``encoding_is_configuration``: as :func:`check_inputs_fit` (False for ``faux-checks audit``).
 
     Raises
     ------
@@ -119,7 +120,8 @@ def check_version_fits(model_name: str, version: str, model_path: str | Path, sp
         model = load_model(model_path, trusted_types=tuple(trusted_types or ()))
     except Exception:   # a version's own loading trouble: the gate records it undecided, with the cause
         model = None
-    check_inputs_fit(model, frame, policy, spec, prefix=where, suffix="; nothing was recorded")
+    check_inputs_fit(model, frame, policy, spec, prefix=where, suffix="; nothing was recorded",
+                     encoding_is_configuration=encoding_is_configuration)
 
 
 def check_inputs_fit(model, frame: pd.DataFrame, policy, feature_spec=None, *, prefix: str = "",
