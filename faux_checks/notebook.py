@@ -5,8 +5,9 @@
 several protected attributes, and the shipped policy or one of theirs, and returns a result that displays itself
 in Jupyter (``_repr_html_``: the decision, the flagged fraction's interval, the rules, the by-group table and the
 score chart), reads as DataFrames (``.rules``, ``.by_group``, ``.scores``), plots (``.plot()``) and saves the full
-report page (``.save_html()``). The engine is :func:`~faux_checks.gate.check.run_check` (one attribute) or
-:func:`~faux_checks.gate.attributes.check_attributes` (several), unchanged; this module only reads their result.
+report page (``.save_html()``). The engine is :func:`~faux_checks.gate.attributes.check_attributes` for one or
+several attributes (one attribute's section is :func:`~faux_checks.gate.check.run_check`'s own), unchanged; this
+module only reads its result.
 """
 
 from __future__ import annotations
@@ -72,13 +73,11 @@ def check(model, data: pd.DataFrame, *, protected: str | Sequence[str] | None = 
     from .inputs.estimators import as_target
 
     target, spec = as_target(model, feature_spec)
-    if policy.attributes:
-        from .gate.attributes import check_attributes
+    from .gate.attributes import check_attributes
 
-        return FairnessCheck(check_attributes(target, data, policy=policy, feature_spec=spec, progress=progress), policy)
-    from .gate.check import run_check
-
-    return FairnessCheck(run_check(target, data, policy=policy, feature_spec=spec, progress=progress), policy)
+    result = check_attributes(target, data, policy=policy, feature_spec=spec, progress=progress)
+    # a protected = "..." policy shows its one check, as it always did (Policy.reports_per_attribute)
+    return FairnessCheck(result if policy.reports_per_attribute else result.deciding.check, policy)
 
 
 def _policy(policy, protected, label, positive_label) -> Policy:

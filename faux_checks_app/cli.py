@@ -63,8 +63,9 @@ def _policy(args):
 
     protected = getattr(args, "protected", None)
     if protected is not None and args.policy is not None:
-        declared = load_policy(args.policy).attributes
-        if declared:
+        given = load_policy(args.policy)
+        if given.reports_per_attribute:
+            declared = given.attributes
             raise FauxChecksError(
                 f"--protected {protected}: the policy {args.policy} declares several protected attributes "
                 f"({', '.join(a.column for a in declared)}); `check` and `gate` check every one of them without "
@@ -171,7 +172,13 @@ def _write_undecided_report(report_dir: Path, args, exc: BaseException) -> None:
 
 
 def _check(args, report_dir: Path | None) -> int:
-    from faux_checks.gate.check import run_check
+    """``check``: every protected attribute of the policy (one for ``protected = "..."``), one decision.
+
+    One path for one or several attributes (:func:`faux_checks.gate.attributes.check_attributes`); a
+    ``protected = "..."`` policy prints, writes and reports its one check in the shape it always had
+    (:attr:`Policy.reports_per_attribute`).
+    """
+    from faux_checks.gate.attributes import check_attributes
     from faux_checks.inputs.io import read_table, write_scores
     from faux_checks.inputs.models import load_model, model_sha256
     from faux_checks.inputs.tabular import FeatureSpec
@@ -181,8 +188,11 @@ def _check(args, report_dir: Path | None) -> int:
     from faux_checks.inputs.limits import set_model_limits
 
     set_model_limits(policy.operations)   # size, tree and probe limits on the model files (issue 25)
-    if policy.attributes:
-        return _check_attributes(args, policy, report_dir)
+    names, sectioned = policy.attribute_names, policy.reports_per_attribute
+    if args.aux_model and len(names) > 1:
+        raise FauxChecksError(f"--aux-model gives one auxiliary model, but the policy checks {len(names)} protected "
+                              f"attributes ({', '.join(names)}), each with its own; drop --aux-model")
+    scores_out = _scores_paths(args.scores_out, names, per_attribute=sectioned)
     _eprint(f"[1/4] loading model {args.model}")
     model = load_model(args.model, allow_pickle=args.allow_pickle, trusted_types=args.trust_type or ())
     aux = load_model(args.aux_model, allow_pickle=args.allow_pickle) if args.aux_model else None
@@ -192,21 +202,31 @@ def _check(args, report_dir: Path | None) -> int:
     _check_configuration(args, policy, model, spec, frame)
     from .output import library_output_to_stderr
 
-    _eprint(f"[3/4] fAux check on {len(frame):,} rows (auxiliary model {'given' if aux is not None else 'trained'})")
+    if sectioned:
+        _eprint(f"[3/4] fAux check of {len(names)} protected attributes ({', '.join(names)}) on {len(frame):,} rows, "
+                "one auxiliary model each")
+    else:
+        _eprint(f"[3/4] fAux check on {len(frame):,} rows (auxiliary model {'given' if aux is not None else 'trained'})")
     t0 = time.perf_counter()
     with library_output_to_stderr():
-        result = run_check(model, frame, policy=policy, feature_spec=spec, aux_model=aux,
-                           progress=sys.stderr.isatty() and not _QUIET,
-                           model_info={"model_path": str(args.model), "model_sha256": model_sha256(args.model)})
+        result = check_attributes(model, frame, policy=policy, feature_spec=spec,
+                                  aux_models={names[0]: aux} if aux is not None else None,
+                                  progress=sys.stderr.isatty() and not _QUIET,
+                                  model_info={"model_path": str(args.model), "model_sha256": model_sha256(args.model)})
     _eprint(f"      done in {time.perf_counter() - t0:.1f} s")
-    if args.scores_out:
-        write_scores(args.scores_out, result)
-        _eprint(f"      scores written to {args.scores_out}")
+    for section in result.sections:
+        if section.attribute in scores_out:
+            write_scores(scores_out[section.attribute], section.check)
+            _eprint(f"      {section.attribute + ': ' if sectioned else ''}scores written to {scores_out[section.attribute]}")
+    sections = {"rules": result.rules, "attributes": [s.to_dict() for s in result.sections],
+                "policy": policy.model_dump(mode="json"), "policy_sha256": policy.sha256()} if sectioned else {}
     if report_dir is not None:
-        paths = write_report(report_dir, decision=result.decision, reasons=result.reasons, check=result.to_dict(),
+        paths = write_report(report_dir, decision=result.decision, reasons=result.reasons,
+                             check=result.deciding.check.to_dict(), **sections,
                              model={"path": str(args.model), "sha256": model_sha256(args.model)})
         _eprint(f"[4/4] report: {paths['html']}")
-    return _print_check(args, result, report_dir, model_sha256(args.model))
+    return _print_check(args, result if sectioned else result.deciding.check, report_dir, model_sha256(args.model),
+                        [f"{s.attribute}: {s.check!r}" for s in result.sections] if sectioned else [])
 
 
 def _policy_name(args) -> str:
@@ -235,54 +255,26 @@ def _check_configuration(args, policy, model, spec, frame) -> None:
                      encoding_is_configuration=False)
 
 
-def _check_attributes(args, policy, report_dir: Path | None) -> int:
-    """``check`` with a policy that declares several protected attributes: one check each, one decision."""
-    from faux_checks.gate.attributes import attribute_key, check_attributes
-    from faux_checks.inputs.io import read_table, write_scores
-    from faux_checks.inputs.models import load_model, model_sha256
-    from faux_checks.inputs.tabular import FeatureSpec
-    from faux_checks.report.build import write_report
+def _scores_paths(scores_out: str | None, names: list[str], *, per_attribute: bool) -> dict[str, Path]:
+    """Where ``--scores-out`` writes each attribute's scores: the path itself for a ``protected = "..."`` policy,
+    else one file per attribute beside it (``scores.sex.csv``, :func:`~faux_checks.gate.attributes.attribute_key`).
 
-    names = policy.attribute_names
-    if args.aux_model:
-        raise FauxChecksError(f"--aux-model gives one auxiliary model, but the policy checks {len(names)} protected "
-                              f"attributes ({', '.join(names)}), each with its own; drop --aux-model")
-    scores_out = {}
-    if args.scores_out:
-        base = Path(args.scores_out)
-        scores_out = {n: base.with_name(f"{base.stem}.{attribute_key(n)}{base.suffix}") for n in names}
-        taken = [str(p) for p in scores_out.values() if p.exists()]
-        if taken:
-            raise FauxChecksError(f"{', '.join(taken)} exist already; choose another --scores-out (nothing is overwritten)")
-    _eprint(f"[1/4] loading model {args.model}")
-    model = load_model(args.model, allow_pickle=args.allow_pickle, trusted_types=args.trust_type or ())
-    spec = FeatureSpec.load(args.feature_spec) if args.feature_spec else None
-    _eprint(f"[2/4] reading data {args.data}")
-    frame = read_table(args.data, sep=getattr(args, "sep", None))
-    _check_configuration(args, policy, model, spec, frame)
-    _eprint(f"[3/4] fAux check of {len(names)} protected attributes ({', '.join(names)}) on {len(frame):,} rows, "
-            "one auxiliary model each")
-    from .output import library_output_to_stderr
+    Raises
+    ------
+    FauxChecksError
+        A path exists already (nothing is overwritten).
+    """
+    from faux_checks.gate.attributes import attribute_key
 
-    t0 = time.perf_counter()
-    with library_output_to_stderr():
-        result = check_attributes(model, frame, policy=policy, feature_spec=spec,
-                                  progress=sys.stderr.isatty() and not _QUIET,
-                                  model_info={"model_path": str(args.model), "model_sha256": model_sha256(args.model)})
-    _eprint(f"      done in {time.perf_counter() - t0:.1f} s")
-    for section in result.sections:
-        if section.attribute in scores_out:
-            write_scores(scores_out[section.attribute], section.check)
-            _eprint(f"      {section.attribute}: scores written to {scores_out[section.attribute]}")
-    if report_dir is not None:
-        paths = write_report(report_dir, decision=result.decision, reasons=result.reasons,
-                             check=result.deciding.check.to_dict(), rules=result.rules,
-                             attributes=[s.to_dict() for s in result.sections],
-                             policy=policy.model_dump(mode="json"), policy_sha256=policy.sha256(),
-                             model={"path": str(args.model), "sha256": model_sha256(args.model)})
-        _eprint(f"[4/4] report: {paths['html']}")
-    return _print_check(args, result, report_dir, model_sha256(args.model),
-                        [f"{section.attribute}: {section.check!r}" for section in result.sections])
+    if not scores_out:
+        return {}
+    base = Path(scores_out)
+    paths = ({n: base.with_name(f"{base.stem}.{attribute_key(n)}{base.suffix}") for n in names} if per_attribute
+             else {names[0]: base})
+    taken = [str(p) for p in paths.values() if p.exists()]
+    if taken:
+        raise FauxChecksError(f"{', '.join(taken)} exist already; choose another --scores-out (nothing is overwritten)")
+    return paths
 
 
 def _print_check(args, result, report_dir: Path | None, sha256: str, sections: list[str] = ()) -> int:

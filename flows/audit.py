@@ -118,16 +118,15 @@ def audit_batch(model_path: str, spec_path: str | None, reference, current, poli
     source = policy_path or ("the policy recorded by the gate" if policy_json else "the shipped default policy")
     get_run_logger().info("audit policy: %s (sha256 %s…)", source, policy.sha256()[:12])
     Path(evidence_dir).mkdir(parents=True, exist_ok=True)
-    if policy.attributes:  # one auxiliary model per attribute: the gate's records/<attribute_key>/
-        per = {name: _gate_aux(records, one, gate_record.get("run_id")) for name, one in policy.attribute_policies().items()}
-        for name, (_, _, src) in per.items():
-            get_run_logger().info("audit auxiliary model of %s: %s", name, src)
-        aux = {name: a for name, (a, _, _) in per.items() if a is not None}
-        scores = {name: s for name, (_, s, _) in per.items() if s is not None}
-        aux_source = {name: src for name, (_, _, src) in per.items()}
-    else:
-        aux, scores, aux_source = _gate_aux(records, policy, gate_record.get("run_id"))
-        get_run_logger().info("audit auxiliary model: %s", aux_source)
+    # one auxiliary model per attribute: the gate's records/ (one attribute) or records/<attribute_key>/ (several)
+    per = {name: _gate_aux(records, one, gate_record.get("run_id")) for name, one in policy.attribute_policies().items()}
+    for name, (_, _, src) in per.items():
+        get_run_logger().info("audit auxiliary model of %s: %s", name, src)
+    aux = {name: a for name, (a, _, _) in per.items() if a is not None}
+    scores = {name: s for name, (_, s, _) in per.items() if s is not None}
+    aux_source = {name: src for name, (_, _, src) in per.items()}
+    if not policy.reports_per_attribute:  # run_audit takes a protected = "..." policy's one attribute's bare
+        aux, scores, aux_source = aux.get(policy.protected), scores.get(policy.protected), aux_source[policy.protected]
     return run_audit(load_model(model_path), reference, current, policy=policy,
                      feature_spec=FeatureSpec.load(spec_path) if spec_path else None, evidence_dir=evidence_dir,
                      model_info=model_info, gate_record=gate_record, aux_model=aux, reference_scores=scores,

@@ -101,27 +101,23 @@ def validate(frame, policy_path: str | None, model_path: str, spec_path: str | N
     from expectations import build_suite, trusting, validate_frame
     from faux_checks.gate.policy import load_policy
 
-    policy = load_policy(policy_path)
-    if policy.attributes:
-        from faux_checks.gate.attributes import add_intersections, attribute_sections
-        from faux_checks.inputs.tabular import FeatureSpec
+    from faux_checks.gate.attributes import add_intersections, attribute_sections, shared_feature_spec
 
-        if spec_path is None:
-            exclude = [a.column for a in policy.attributes] + ([policy.label] if policy.label else [])
-            spec_path = str(FeatureSpec.passthrough(frame, exclude=exclude).save(
-                Path(model_path).parent / f"passthrough-spec-{uuid.uuid4().hex[:8]}.json"))
-        derived = add_intersections(frame, policy)
-        suite = build_suite(policy, model_path=model_path, feature_spec_path=spec_path, aux_model_path=aux_model_path)
-        with _recording(records_dir, several=len(policy.attribute_names) > 1), trusting(trusted_types):
-            outcome = validate_frame(derived, suite)
-        checks = ({a["attribute"]: a["check"] for a in outcome.attributes} if outcome.attributes
-                  else {policy.attribute_names[0]: outcome.check})          # [[attributes]] declaring one
-        sections, notes = attribute_sections(policy, frame, checks)
-        return replace(outcome, attributes=sections, reasons=list(outcome.reasons) + notes,
-                       policy={**policy.model_dump(mode="json"), "sha256": policy.sha256()})
+    policy = load_policy(policy_path)           # protected = "..." reads as attributes = (that one,)
+    if spec_path is None:
+        shared = shared_feature_spec(frame, policy, None)    # several: leaves out every protected column
+        if shared is not None:
+            spec_path = str(shared.save(Path(model_path).parent / f"passthrough-spec-{uuid.uuid4().hex[:8]}.json"))
     suite = build_suite(policy, model_path=model_path, feature_spec_path=spec_path, aux_model_path=aux_model_path)
-    with _recording(records_dir, several=False), trusting(trusted_types):
-        return validate_frame(frame, suite)
+    with _recording(records_dir, several=len(policy.attribute_names) > 1), trusting(trusted_types):
+        outcome = validate_frame(add_intersections(frame, policy), suite)
+    if not policy.reports_per_attribute:        # the shape a one-attribute gate always recorded: no sections
+        return outcome
+    checks = ({a["attribute"]: a["check"] for a in outcome.attributes} if outcome.attributes
+              else {policy.attribute_names[0]: outcome.check})          # [[attributes]] declaring one
+    sections, notes = attribute_sections(policy, frame, checks)
+    return replace(outcome, attributes=sections, reasons=list(outcome.reasons) + notes,
+                   policy={**policy.model_dump(mode="json"), "sha256": policy.sha256()})
 
 
 def _recording(records_dir: str | None, *, several: bool):

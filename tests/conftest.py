@@ -20,6 +20,16 @@ import tempfile
 _TMP = tempfile.mkdtemp(prefix="faux-checks-tests-")
 atexit.register(shutil.rmtree, _TMP, ignore_errors=True)
 
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _WORKER:
+    # Under pytest-xdist each worker gets its own registry, Prefect home and report root (the
+    # caller's values are shared paths: two workers writing one sqlite registry would see each
+    # other's models). One process without xdist keeps the caller's values.
+    for _name, _sub in (("PREFECT_HOME", "prefect"), ("FAUX_CHECKS_HOME", "home")):
+        os.environ[_name] = os.path.join(_TMP, _WORKER, _sub)
+    os.environ["MLFLOW_TRACKING_URI"] = "sqlite:///" + os.path.join(_TMP, _WORKER, "mlflow.db")
+    os.makedirs(os.path.join(_TMP, _WORKER), exist_ok=True)
+
 os.environ.setdefault("DO_NOT_TRACK", "true")
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")

@@ -24,7 +24,8 @@ def test_readme_first_screen_keeps_the_two_commands_and_points_to_ci():
     readme = (ROOT / "README.md").read_text()
     first = readme[:readme.index("## What the demo prints")]
     assert "bash scripts/setup.sh && .venv/bin/faux-checks demo\n" in first
-    assert "bash scripts/setup.sh && .venv/bin/python -m pytest\n" in first
+    ci = (ROOT / ".ci" / "run").read_text().split("# README test command:\n", 1)[1].splitlines()[0]
+    assert ci.startswith("bash scripts/setup.sh && .venv/bin/python -m pytest") and ci + "\n" in first   # CI runs it
     assert "## Your own model in 10 lines" in first and "docs/ci.md" in first
     ten = first[first.index("## Your own model in 10 lines"):].split("```bash\n")[1].split("```")[0].splitlines()
     assert len(ten) == 10 and ten[0].startswith("printf 'protected")

@@ -207,8 +207,8 @@ SKIPPED_CLS = ClassificationQuality("skipped", "the policy names no label column
      "the fAux check on the current batch could not run"),
 ])
 def test_decide_audit(drift, fairness, expected, first):
-    decision, reasons, limits = decide_audit(AuditSettings(), drift, fairness, SKIPPED_CLS, protected="sex",
-                                             n_current=600)
+    decision, reasons, limits = decide_audit(AuditSettings(), drift, [("sex", (), fairness)], SKIPPED_CLS,
+                                             n_current=600)[:3]
     assert decision == expected, reasons
     assert reasons[0].startswith(first), reasons[0]
     assert all(set(l_) == {"rule", "observed", "limit", "status", "detail"} for l_ in limits)
@@ -217,11 +217,11 @@ def test_decide_audit(drift, fairness, expected, first):
 def test_decide_audit_small_batch_and_auc_limit():
     settings = AuditSettings(min_rows=1000, max_roc_auc_drop=0.05)
     cls = ClassificationQuality("computed", metrics={"roc_auc": {"reference": 0.90, "current": 0.80}})
-    decision, reasons, limits = decide_audit(settings, _drift(), _fairness(), cls, protected="sex", n_current=1000)
+    decision, reasons, limits = decide_audit(settings, _drift(), [("sex", (), _fairness())], cls, n_current=1000)[:3]
     assert decision == "failed" and reasons[0].startswith("ROC-AUC 0.900 -> 0.800")
     # below audit.min_rows: undecided through the one engine, whatever was measured (a drop, a drift)
     for drift in (_drift(), _drift(sex_drifted=True)):
-        decision, reasons, limits = decide_audit(settings, drift, _fairness(), cls, protected="sex", n_current=600)
+        decision, reasons, limits = decide_audit(settings, drift, [("sex", (), _fairness())], cls, n_current=600)[:3]
         assert decision == "undecided" and EXIT_CODES[decision] == 2
         assert reasons[0] == ("insufficient evidence: the current batch has 600 rows < audit.min_rows 1000; "
                               "too few to audit")
@@ -243,7 +243,27 @@ def test_policy_audit_section(tmp_path):
 
 def test_drift_share_details_show_two_decimals_like_every_other_share():
     """'0.00% <= max_drifted_share 50.00%', not '0%' / '50%' (reports show shares with two decimals)."""
-    _, _, limits = decide_audit(AuditSettings(), _drift(), _fairness(), SKIPPED_CLS, protected="sex", n_current=600)
+    _, _, limits = decide_audit(AuditSettings(), _drift(), [("sex", (), _fairness())], SKIPPED_CLS, n_current=600)[:3]
     (row,) = [r for r in limits if r["rule"] == "max_drifted_share"]
     assert row["detail"] == "0 of 5 feature/protected columns drifted (0.00% <= max_drifted_share 50.00%)"
     assert row["status"] == "ok" and row["observed"] == 0.0 and row["limit"] == 0.5
+
+
+def test_one_decide_audit_for_one_or_several_attributes():
+    """Issue 21: one attribute is a list of one (unprefixed rows); with two, each attribute's rows are prefixed and
+    the shared ones (drift share) appear once; the worst attribute decides."""
+    drift = _drift(sex_drifted=True)
+    drift = DriftResult(columns=drift.columns + [ColumnDrift("race", "protected", "compared", "categorical",
+                                                             "Jensen-Shannon distance", 0.01, 0.1, False)],
+                        n_reference=600, n_current=600)
+    one = decide_audit(AuditSettings(), drift, [("race", (), _fairness())], SKIPPED_CLS, n_current=600)
+    assert one[0] == "passed" and one[1][0] == "all 7 audit limits held"
+    assert [r["rule"] for r in one[2]][:2] == ["protected_drift", "max_drifted_share"]
+    decision, reasons, limits, per = decide_audit(AuditSettings(), drift, [("sex", (), _fairness()),
+                                                                          ("race", (), _fairness())], SKIPPED_CLS,
+                                                  n_current=600)
+    rules = [r["rule"] for r in limits]
+    assert rules[:3] == ["sex/protected_drift", "race/protected_drift", "max_drifted_share"]
+    assert len(rules) == 2 * 6 + 1 and rules.count("max_drifted_share") == 1
+    assert decision == "failed" and reasons[0].startswith("sex: the protected attribute 'sex' drifted")
+    assert [d for d, _ in per] == ["failed", "passed"]

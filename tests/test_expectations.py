@@ -37,11 +37,11 @@ TESTERS = {"fta": {"threshold": 0.5}, "demographic_parity": {"threshold": 0.2},
 
 
 def make_policy(testers=None, **changes) -> Policy:
-    """Small, fast policy: δ = 0.05, max flagged 10 %, a 16-unit aux MLP for 50 epochs."""
+    """Small, fast policy: δ = 0.05, max flagged 10 %, a 16-unit aux MLP for 50 epochs, one aux seed."""
     payload = {"protected": "sex", "label": "y", "target_output": "logit", "min_aux_quality": 0.6,
                "faux": {"delta": 0.05, "max_flagged_fraction": 0.10},
                "aux": {"hidden": [16], "epochs": 50}, "testers": TESTERS if testers is None else testers,
-               "decision": {"min_group_rows": 20}}
+               "decision": {"min_group_rows": 20, "aux_seeds": 1}}
     payload.update(changes)
     return Policy.model_validate(payload)
 

@@ -225,7 +225,8 @@ def test_several_protected_attributes_and_intersections(tmp_path):
     assert per["sex×race"].faux.admissible == ("age", "hours")                     # less every component
     assert per["sex"].linked_columns == {"relationship": {"Male": "Husband", "Female": "Wife"}}
     assert per["sex"].testers["linked_columns"].enabled and not per["race"].testers["linked_columns"].enabled
-    assert all(not p.attributes and not p.intersections for p in per.values())
+    assert all([a.column for a in p.attributes] == [p.protected] and not p.intersections     # a list of one (issue 21)
+               and p.model_dump()["attributes"] == () for p in per.values())                # dumped as written
     with pytest.raises(InputError, match="the in-memory check checks one protected attribute; this policy declares "
                        "4 \\(sex, race, age, sex×race\\)"):
         policy.single_protected("the in-memory check")

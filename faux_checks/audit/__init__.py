@@ -33,10 +33,11 @@ Decision (:mod:`.decision`, read by the gate's engine :func:`faux_checks.gate.de
   protected column not comparable, ...);
 - ``passed`` otherwise.
 
-A policy with several protected attributes (``[[attributes]]``, intersections) is audited over all of
-them (:func:`~.drift.run_audit_attributes`): steps 1 and 3 once, step 2 once per attribute with its
-own auxiliary model, each attribute's limits prefixed ``attribute/`` as the gate's rules
-(:func:`~.decision.decide_audit_attributes`) and decided once.
+Every protected attribute of the policy is audited by the same path (one attribute, ``protected =
+"..."``, is a list of one; ``[[attributes]]`` and intersections give several): steps 1 and 3 once,
+step 2 once per attribute with its own auxiliary model, and one decision
+(:func:`~.decision.decide_audit`; with several attributes each one's limits are prefixed
+``attribute/`` as the gate's rules).
 
 The results are :mod:`.results`. Only :mod:`.columns` and :mod:`.classification` import Evidently,
 lazily (its import takes 4-7 s).

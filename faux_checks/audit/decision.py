@@ -16,7 +16,7 @@ from ..gate.decision import decide, rule_row
 from ..gate.policy import AuditSettings
 from .results import ClassificationQuality, DriftResult, FairnessDrift
 
-__all__ = ["decide_audit", "decide_audit_attributes"]
+__all__ = ["decide_audit"]
 
 #: The gate's decision on the current batch as the status of the audit's ``current_check`` limit.
 CHECK_STATUS = {"passed": "ok", "failed": "exceeded", "undecided": "not computed"}
@@ -25,49 +25,23 @@ CHECK_STATUS = {"passed": "ok", "failed": "exceeded", "undecided": "not computed
 def decide_audit(
     settings: AuditSettings,
     drift: DriftResult,
-    fairness: FairnessDrift,
-    classification: ClassificationQuality,
-    *,
-    protected: str,
-    n_current: int,
-) -> tuple[str, list[str], list[dict]]:
-    """Apply the audit limits (module docstring) to the three steps' results.
-
-    A current batch below ``settings.min_rows`` rows is ``undecided`` (exit 2): the ``min_rows``
-    rule is ``not met`` and every limit measured on it is ``not judged`` (its detail is kept), so a
-    drift seen on 10 rows neither fails nor passes the audit.
-
-    Returns
-    -------
-    decision : {"passed", "failed", "undecided"}
-    reasons : list of str
-        The rule that decided first (a pass: "all N audit limits held", then each limit).
-    limits : list of dict
-        One row per limit (see :class:`AuditResult`).
-    """
-    limits = _min_rows(settings, n_current)
-    too_few = bool(limits)
-    measured = (_drift_limits(settings, drift, protected) + _fairness_limits(settings, fairness)
-                + _classification_limits(settings, classification))
-    if too_few:
-        measured = _not_judged(measured)
-    limits += measured
-    outcome = decide(limits)
-    reasons = outcome.reasons
-    if outcome.decision == "passed":
-        reasons = [f"all {len(limits)} audit limits held"] + [row["detail"] for row in limits]
-    return outcome.decision, reasons, limits
-
-
-def decide_audit_attributes(
-    settings: AuditSettings,
-    drift: DriftResult,
     sections: list[tuple[str, tuple[str, ...], FairnessDrift]],
     classification: ClassificationQuality,
     *,
     n_current: int,
 ) -> tuple[str, list[str], list[dict], list[tuple[str, list[str]]]]:
-    """:func:`decide_audit` over several protected attributes (a policy with ``[[attributes]]``): decided once.
+    """Apply the audit limits (module docstring) to the three steps' results, over every protected attribute.
+
+    One protected attribute is a list of one (a ``protected = "..."`` policy included): its rows are
+    unprefixed. With several, each attribute's rows are prefixed as the gate prefixes them
+    (:func:`faux_checks.gate.attributes.prefixed_rules`: rule ``race/score_ks``, detail ``race: ...``);
+    ``min_rows``, ``max_drifted_share`` and ``max_roc_auc_drop`` are shared and never prefixed. Row
+    order: ``min_rows``, each attribute's ``protected_drift``, ``max_drifted_share``, each attribute's
+    fairness limits, ``max_roc_auc_drop``. Every row feeds one :func:`~faux_checks.gate.decision.decide`.
+
+    A current batch below ``settings.min_rows`` rows is ``undecided`` (exit 2): the ``min_rows``
+    rule is ``not met`` and every limit measured on it is ``not judged`` (its detail is kept), so a
+    drift seen on 10 rows neither fails nor passes the audit.
 
     Parameters
     ----------
@@ -76,24 +50,28 @@ def decide_audit_attributes(
         columns otherwise (an intersection has no ``protected_drift`` row: its components' drift is
         each declared attribute's own row).
 
-    Each attribute contributes its ``protected_drift`` row and its fairness limits, prefixed as the
-    gate prefixes them (:func:`faux_checks.gate.attributes.prefixed_rules`: rule ``race/score_ks``,
-    detail ``race: ...``); ``min_rows``, ``max_drifted_share`` and ``max_roc_auc_drop`` are shared
-    and unprefixed. Every row feeds one :func:`~faux_checks.gate.decision.decide`.
-
     Returns
     -------
-    decision, reasons, limits
-        As :func:`decide_audit`.
+    decision : {"passed", "failed", "undecided"}
+    reasons : list of str
+        The rule that decided first (a pass: "all N audit limits held" [over K protected attributes],
+        then each limit).
+    limits : list of dict
+        One row per limit (see :class:`AuditResult`).
     per_attribute : list of (decision, reasons)
         Each attribute's own rows decided alone (its section's outcome), in ``sections``' order.
     """
     from ..gate.attributes import prefixed_rules
 
+    several = len(sections) > 1
+
+    def own(name: str, rows: list[dict]) -> list[dict]:
+        return prefixed_rules(name, rows) if several else rows
+
     limits = _min_rows(settings, n_current)
     too_few = bool(limits)
     shared_drift: list[dict] = []
-    own: list[list[dict]] = []
+    own_drift, own_fairness = [], []
     for name, components, fairness in sections:
         rows = []
         for row in _drift_limits(settings, drift, name):
@@ -101,20 +79,24 @@ def decide_audit_attributes(
                 shared_drift = [row]
             elif not components:
                 rows.append(row)
-        own.append(prefixed_rules(name, rows + _fairness_limits(settings, fairness)))
-    measured = [r for rows in own for r in rows] + shared_drift + _classification_limits(settings, classification)
+        own_drift.append(own(name, rows))
+        own_fairness.append(own(name, _fairness_limits(settings, fairness)))
+    per_rows = [d + f for d, f in zip(own_drift, own_fairness)]
+    measured = ([r for rows in own_drift for r in rows] + shared_drift + [r for rows in own_fairness for r in rows]
+                + _classification_limits(settings, classification))
     if too_few:
         measured = _not_judged(measured)
-        judged = {id(r): m for r, m in zip([r for rows in own for r in rows], measured)}
-        own = [[judged[id(r)] for r in rows] for rows in own]
+        judged = {id(r): m for r, m in zip([r for rows in own_drift for r in rows] + shared_drift
+                                           + [r for rows in own_fairness for r in rows], measured)}
+        per_rows = [[judged[id(r)] for r in rows] for rows in per_rows]
     limits += measured
     outcome = decide(limits)
     reasons = outcome.reasons
     if outcome.decision == "passed":
-        reasons = [f"all {len(limits)} audit limits held over {len(sections)} protected attributes"] + [
-            row["detail"] for row in limits]
+        over = f" over {len(sections)} protected attributes" if several else ""
+        reasons = [f"all {len(limits)} audit limits held{over}"] + [row["detail"] for row in limits]
     per_attribute = []
-    for rows in own:
+    for rows in per_rows:
         one = decide(rows)
         per_attribute.append((one.decision, list(one.reasons)))
     return outcome.decision, reasons, limits, per_attribute

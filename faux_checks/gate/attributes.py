@@ -18,7 +18,9 @@ the deployment even when another could not be decided), else ``undecided`` when 
 rule that is not ``ok``, else ``passed``. That is the worst outcome in the order
 failed > undecided > passed, the same order as within one attribute; exit codes as ever (0, 1, 2).
 
-A policy with ``protected = "sex"`` gives one section whose check is exactly ``run_check``'s.
+A policy with ``protected = "sex"`` is a list of one attribute (:class:`~faux_checks.gate.policy.Policy`
+reads it so) and takes the same path: one section whose check is exactly ``run_check``'s, whose
+decision, reasons and rules are the gate's.
 """
 
 from __future__ import annotations
@@ -339,16 +341,9 @@ def check_attributes(
     if unknown:
         raise InputError(f"auxiliary models given for {unknown}, which the policy does not check "
                          f"(attributes: {list(policies)})")
-    if not policy.attributes:
-        result = run_check(target_model, frame, policy=policy, feature_spec=feature_spec,
-                           aux_model=aux_models.get(policy.protected), progress=progress, model_info=model_info)
-        section = AttributeSection(policy.protected, (), result)
-        return AttributesResult(result.decision, list(result.reasons), list(result.rules), [section])
-
+    several = len(policies) > 1
     derived = add_intersections(frame, policy)
-    if feature_spec is None:
-        declared = [a.column for a in policy.attributes] + ([policy.label] if policy.label else [])
-        feature_spec = FeatureSpec.passthrough(frame, exclude=declared)
+    feature_spec = shared_feature_spec(frame, policy, feature_spec)
     components = {INTERSECTION_SEPARATOR.join(c): tuple(c) for c in policy.intersections}
     sections, rules, notes = [], [], []
     for name, one in policies.items():
@@ -356,12 +351,30 @@ def check_attributes(
             result = run_check(target_model, derived, policy=one, feature_spec=feature_spec,
                                aux_model=aux_models.get(name), progress=progress, model_info=model_info)
         except InputError as exc:
+            if not several:
+                raise
             raise InputError(f"protected attribute '{name}': {exc}") from exc
         cells = intersection_cells(frame, components[name], policy) if name in components else []
         sections.append(AttributeSection(name, components.get(name, ()), result, cells))
-        rules += prefixed_rules(name, result.rules) if len(policies) > 1 else list(result.rules)
+        rules += prefixed_rules(name, result.rules) if several else list(result.rules)
         note = _cells_note(name, cells, policy.decision.min_group_rows)
         if note:
             notes.append(note)
+    if not several:     # the one attribute's check is the gate's outcome: its reasons keep the check's notes
+        return AttributesResult(sections[0].check.decision, list(sections[0].check.reasons), rules, sections)
     outcome = decide(rules)
     return AttributesResult(outcome.decision, list(outcome.reasons) + notes, list(outcome.rules), sections)
+
+
+def shared_feature_spec(frame: pd.DataFrame, policy: Policy, feature_spec: FeatureSpec | None) -> FeatureSpec | None:
+    """The feature spec every attribute's check feeds the target: the same inputs for all of them.
+
+    The given spec; else, for a policy written with ``[[attributes]]``, a passthrough spec of the
+    numeric columns less **every** declared attribute and the label; else (``protected = "..."``)
+    None, so that :func:`~faux_checks.gate.rows.prepare_audit` builds its own passthrough (the same
+    columns) with its guard against a label-like input, as it always did.
+    """
+    if feature_spec is not None or not policy.reports_per_attribute:
+        return feature_spec
+    declared = [a.column for a in policy.attributes]
+    return FeatureSpec.passthrough(frame, exclude=declared + ([policy.label] if policy.label else []))

@@ -16,7 +16,8 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator,
+                      model_serializer, model_validator)
 
 from ..errors import InputError
 
@@ -374,8 +375,8 @@ class Policy(_Strict):
     protected: str | None = Field(None, description="Protected attribute column (one attribute); a policy that "
                                   "tests several declares [[attributes]] instead.")
     attributes: Annotated[tuple[AttributeSettings, ...], BeforeValidator(_list_as_tuple)] = Field(
-        (), description="Several protected attributes, each checked on its own ([[attributes]] tables); empty = the "
-        "one named by protected.")
+        (), description="Several protected attributes, each checked on its own ([[attributes]] tables). With protected = "
+        "\"COLUMN\" the loader reads that one as a list of one (dumped empty, as written).")
     intersections: Annotated[tuple[_Columns, ...], BeforeValidator(_list_as_tuple)] = Field(
         (), description="Intersections of declared binary/multi-class attributes, each checked as one multi-class "
         "attribute whose groups are the cells (e.g. [[\"sex\", \"race\"]] -> column 'sex×race').")
@@ -413,10 +414,6 @@ class Policy(_Strict):
         unknown = set(self.testers) - known
         if unknown:
             raise ValueError(f"unknown tester(s) {sorted(unknown)}; known: {sorted(known)}")
-        linked = self.testers.get("linked_columns")
-        if linked is not None and linked.enabled and not self.linked_columns and not self.attributes:
-            raise ValueError("tester linked_columns is enabled but the policy declares no [linked_columns] table, e.g. "
-                             "relationship = { Male = \"Husband\", Female = \"Wife\" }")
         if self.protected in self.faux.admissible:
             raise ValueError(f"the protected attribute '{self.protected}' cannot be admissible")
         if self.protected in self.linked_columns:
@@ -425,22 +422,35 @@ class Policy(_Strict):
 
     @model_validator(mode="after")
     def _one_or_several_attributes(self) -> "Policy":
+        """Read ``protected`` (with ``protected_kind``, ``linked_columns``) as ``attributes = (that one,)``.
+
+        Our reading of issue 21, item 1 (fairlearn normalises ``sensitive_features`` at its face): after
+        validation :attr:`attributes` always lists every declared attribute, so consumers loop over it.
+        The single-attribute form stays visible in :attr:`protected` (set only there) and is what the
+        policy dumps and hashes (:meth:`_as_written`, :meth:`sha256`): recorded hashes and reports keep
+        their values. The rewrite sets the field on the frozen model once, here, from values already
+        validated (so an error is reported once, under the key the user wrote).
+        """
         if self.protected is None and not self.attributes:
             raise ValueError("no protected attribute: set protected = \"COLUMN\" (one attribute) or declare "
                              "[[attributes]] tables with column = \"COLUMN\" (several)")
-        if not self.attributes:
+        if self.protected is not None:
+            if self.attributes:
+                raise ValueError(f"protected = {self.protected!r} and [[attributes]] {[a.column for a in self.attributes]} "
+                                 "are both set; keep one (a policy with [[attributes]] names every protected "
+                                 "attribute there)")
             if self.intersections:
                 raise ValueError("intersections need [[attributes]] tables that declare their columns")
-            return self
-        columns = [a.column for a in self.attributes]
-        if self.protected is not None:
-            raise ValueError(f"protected = {self.protected!r} and [[attributes]] {columns} are both set; keep one "
-                             "(a policy with [[attributes]] names every protected attribute there)")
-        if self.protected_kind is not None:
+            links = {"linked_columns": self.linked_columns} if self.linked_columns else {}   # none: no torch import
+            object.__setattr__(self, "attributes", (AttributeSettings(column=self.protected, kind=self.protected_kind,
+                                                                      **links),))
+        elif self.protected_kind is not None:
             raise ValueError("protected_kind applies to protected = ...; with [[attributes]] set each one's kind")
-        if self.linked_columns:
+        elif self.linked_columns:
+            columns = [a.column for a in self.attributes]
             raise ValueError("with [[attributes]], declare linked_columns in the attribute they belong to "
                              f"(e.g. [[attributes]] column = {columns[0]!r}, linked_columns = {{ ... }}), not at the top")
+        columns = [a.column for a in self.attributes]
         duplicates = sorted({c for c in columns if columns.count(c) > 1})
         if duplicates:
             raise ValueError(f"attributes {duplicates} are declared more than once")
@@ -468,14 +478,32 @@ class Policy(_Strict):
             names.add(name)
         linked = self.testers.get("linked_columns")
         if linked is not None and linked.enabled and not any(a.linked_columns for a in self.attributes):
-            raise ValueError("tester linked_columns is enabled but no attribute declares linked_columns")
+            raise ValueError("tester linked_columns is enabled but the policy declares no [linked_columns] table, e.g. "
+                             "relationship = { Male = \"Husband\", Female = \"Wife\" }" if self.protected is not None
+                             else "tester linked_columns is enabled but no attribute declares linked_columns")
         return self
+
+    @model_serializer(mode="wrap")
+    def _as_written(self, handler):
+        """The policy as the user wrote it: a ``protected = "..."`` policy dumps ``attributes`` empty, as it did
+        before the loader rewrote it (``report.json``'s ``policy``, recorded policies, :meth:`sha256`)."""
+        data = handler(self)
+        if self.protected is not None and "attributes" in data:
+            data["attributes"] = data["attributes"][:0]
+        return data
+
+    @property
+    def reports_per_attribute(self) -> bool:
+        """Whether outputs carry one section per attribute (a policy written with ``[[attributes]]``).
+
+        False for ``protected = "..."``: its report, ``--json`` object, tags and records keep the shape
+        they had before ``[[attributes]]`` existed (the one check, no ``attributes`` section).
+        """
+        return self.protected is None
 
     @property
     def attribute_names(self) -> list[str]:
         """The protected attributes checked, in order: declared columns, then intersections (``sex×race``)."""
-        if not self.attributes:
-            return [self.protected]
         return [a.column for a in self.attributes] + [INTERSECTION_SEPARATOR.join(c) for c in self.intersections]
 
     def single_protected(self, what: str) -> str:
@@ -495,7 +523,7 @@ class Policy(_Strict):
     def attribute_policies(self) -> dict[str, "Policy"]:
         """One single-attribute policy per protected attribute (:attr:`attribute_names` order).
 
-        A policy with ``protected`` gives itself. With ``[[attributes]]`` each attribute's policy
+        A policy with ``protected`` gives an equal copy of itself. With ``[[attributes]]`` each attribute's policy
         has ``protected`` = its column and ``protected_kind`` = its kind, its own admissible columns
         (default: ``[faux] admissible`` less itself) and its own ``linked_columns`` (the
         ``linked_columns`` tester is disabled for an attribute that declares none). An
@@ -503,8 +531,6 @@ class Policy(_Strict):
         the column, :func:`faux_checks.gate.attributes.add_intersections`), holds none of its
         components admissible, and declares no linked columns.
         """
-        if not self.attributes:
-            return {self.protected: self}
         base = self.model_dump()
         base.update(attributes=(), intersections=())
 

@@ -44,12 +44,11 @@ def policy_columns(policy) -> dict[str, str]:
             by = table.get("by") if isinstance(table, dict) else None
             add(by, "linked 'by' column")
 
-    for name in ([a.column for a in policy.attributes] if policy.attributes else [policy.protected]):
+    for name in [a.column for a in policy.attributes]:
         add(name, "protected attribute")
     add(policy.label, "label")
     for column in policy.faux.admissible:
         add(column, "admissible column")
-    add_links(policy.linked_columns)
     for a in policy.attributes:
         for column in a.admissible or ():
             add(column, "admissible column")
@@ -94,12 +93,12 @@ def check_version_fits(model_name: str, version: str, model_path: str | Path, sp
                        frame: pd.DataFrame, policy, *, trusted_types=(), encoding_is_configuration: bool = True) -> None:
     """Raise :class:`ConfigurationError` unless the version's feature spec and model take the data.
 
-    The version's model is loaded (safely) and its spec read, then :func:`check_inputs_fit` runs on them:
-    a fitted scikit-learn Pipeline with no spec attached is encoded by its own ColumnTransformer, as the
-    check does (issue 22: the first hour's skops Pipeline was refused here, "expects 28 encoded features
-    but X has 10", until this read the pipeline's spec). A model that does not load (unsafe file,
-    missing extra) is *not* a configuration error: it is left to the gate, which records that version
-    ``undecided`` with the cause; the spec's columns and encoding are still checked.
+    The version's model is loaded (safely) and its spec read, then :func:`check_inputs_fit` runs on them,
+    for one attribute or several: a fitted scikit-learn Pipeline with no spec attached is encoded by its own
+    ColumnTransformer, as the check does (issue 22: the first hour's skops Pipeline was refused here,
+    "expects 28 encoded features but X has 10", until this read the pipeline's spec). A model that does not
+    load (unsafe file, missing extra) is *not* a configuration error: it is left to the gate, which records
+    that version ``undecided`` with the cause; the spec's columns and encoding are still checked.
     ``encoding_is_configuration``: as :func:`check_inputs_fit` (False for ``faux-checks audit``).
 
     Raises
@@ -128,12 +127,12 @@ def check_inputs_fit(model, frame: pd.DataFrame, policy, feature_spec=None, *, p
                      suffix: str = "; nothing was recorded", encoding_is_configuration: bool = True) -> None:
     """Raise :class:`ConfigurationError` unless the feature spec and the target model take the data.
 
-    Single-attribute policies: the rows are selected and encoded exactly as the check does
+    The rows are selected and encoded exactly as the check of the first declared attribute does
     (:func:`~faux_checks.gate.rows.prepare_audit`, with the spec :func:`~faux_checks.inputs.estimators.as_target`
-    chooses: the given one, else the one the model carries, such as a Pipeline's transformer) and two
+    chooses: the given one, else the one the model carries, such as a Pipeline's transformer, else the one
+    every attribute's check shares, :func:`~faux_checks.gate.attributes.shared_feature_spec`) and two
     encoded rows are fed to the model (:func:`~faux_checks.gate.rows.check_model_accepts`), so a spec width
-    the model does not take is found here. Several attributes: the spec's source columns are checked
-    against the data. Used by the gate per version (:func:`check_version_fits`) and by ``faux-checks check``.
+    the model does not take is found here, for one attribute or several. Used by the gate per version (:func:`check_version_fits`) and by ``faux-checks check``.
 
     Parameters
     ----------
@@ -168,18 +167,16 @@ def check_inputs_fit(model, frame: pd.DataFrame, policy, feature_spec=None, *, p
             from ..inputs.estimators import as_target
 
             model, spec = as_target(model, feature_spec)
-        if policy.attributes:
-            if spec is not None:
-                from .._validation import require_columns
+        from .attributes import shared_feature_spec
 
-                require_columns(frame, spec.source_columns, what=f"FeatureSpec '{spec.name}'")
-            return
+        spec = shared_feature_spec(frame, policy, spec)
         if spec is not None:
             from .._validation import require_columns
 
             require_columns(frame, spec.source_columns, what=f"FeatureSpec '{spec.name}'")
+        first = next(iter(policy.attribute_policies().values()))   # every attribute's check feeds the model this X
         try:
-            rows = prepare_audit(frame, policy=policy, feature_spec=spec)
+            rows = prepare_audit(frame, policy=first, feature_spec=spec)
         except InputError:
             if encoding_is_configuration:
                 raise
