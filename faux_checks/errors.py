@@ -6,7 +6,7 @@ gate that cannot decide never passes (docs/architecture.md, "Contracts").
 
 A :class:`ConfigurationError` is the one exception: the gate's inputs (policy, data columns,
 feature spec width, model name) do not fit together, found before any version is claimed, so
-nothing is recorded; ``faux-checks gate`` exits :data:`EXIT_CONFIGURATION` (3), which a CI job
+nothing is recorded; ``faux-checks gate``, ``audit`` and ``check`` exit :data:`EXIT_CONFIGURATION` (3), which a CI job
 can tell apart from 2 = "ran, not enough evidence" (docs/ci.md).
 """
 

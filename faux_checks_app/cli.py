@@ -2,8 +2,8 @@
 
 Exit codes (docs/architecture.md, contracts): 0 passed, 1 failed the policy (deployment blocked),
 2 could not decide (bad input, auxiliary model too weak, any error), 3 configuration error of
-``gate`` (policy, data columns, spec width or model name do not fit; found before anything was
-recorded). A gate that cannot decide never exits 0. Commands that decide nothing (spec, register, history, report) exit 2 on an error,
+``gate``, ``audit`` or ``check`` (policy, data columns, spec columns or width, or model name do not
+fit; found before anything was recorded or written). A gate that cannot decide never exits 0. Commands that decide nothing (spec, register, history, report) exit 2 on an error,
 printed as ``faux-checks COMMAND: error: ...`` without "could not decide".
 
 Output: the result goes to stdout; progress, library logs (Prefect, Great Expectations, MLflow) and
@@ -115,7 +115,8 @@ def cmd_check(args) -> int:
                     _eprint(f"      evidence pack: {pack} (verify: faux-checks verify {pack})")
         return code
     except (Exception, Stop) as exc:  # fail closed, and say why in the report the user asked for
-        if report_dir is not None and not (report_dir / "report.json").exists():
+        if (report_dir is not None and not (report_dir / "report.json").exists()
+                and not isinstance(exc, ConfigurationError)):   # a configuration error writes nothing (exit 3)
             _write_undecided_report(report_dir, args, exc)
         raise
 
@@ -189,7 +190,7 @@ def _check(args, report_dir: Path | None) -> int:
     from faux_checks.inputs.tabular import FeatureSpec
     from faux_checks.report.build import write_report
 
-    policy = _policy(args)
+    policy = _check_policy(args)
     from faux_checks.inputs.limits import set_model_limits
 
     set_model_limits(policy.operations)   # size, tree and probe limits on the model files (issue 25)
@@ -204,6 +205,7 @@ def _check(args, report_dir: Path | None) -> int:
     spec = FeatureSpec.load(args.feature_spec) if args.feature_spec else None
     _eprint(f"[2/4] reading data {args.data}")
     frame = read_table(args.data, sep=getattr(args, "sep", None))
+    _check_configuration(args, policy, model, spec, frame)
     from .output import library_output_to_stderr
 
     if sectioned:
@@ -231,6 +233,32 @@ def _check(args, report_dir: Path | None) -> int:
         _eprint(f"[4/4] report: {paths['html']}")
     return _print_check(args, result if sectioned else result.deciding.check, report_dir, model_sha256(args.model),
                         [f"{s.attribute}: {s.check!r}" for s in result.sections] if sectioned else [])
+
+
+def _policy_name(args) -> str:
+    return f"the policy {args.policy}" if args.policy else "the shipped policy (no --policy given)"
+
+
+def _check_policy(args):
+    """``check``'s policy (:func:`_policy`); one that does not load is a configuration error (exit 3)."""
+    try:
+        return _policy(args)
+    except ConfigurationError:
+        raise
+    except FauxChecksError as exc:
+        raise ConfigurationError(f"{_policy_name(args)}: {exc}; nothing was written") from None
+
+
+def _check_configuration(args, policy, model, spec, frame) -> None:
+    """``check``'s inputs against each other before scoring (issue 22): the policy's columns, the spec's columns and
+    the model's input width (:func:`faux_checks.gate.preflight.check_inputs_fit`, probed on the first 256 rows);
+    a mismatch is a :class:`ConfigurationError` (exit 3, nothing written). Errors of the encoding itself (missing
+    protected values, an empty column) are left to the check (undecided, exit 2, with its report)."""
+    from faux_checks.gate.preflight import check_inputs_fit, check_policy_columns
+
+    check_policy_columns(frame, policy, data_name=str(args.data), policy_name=_policy_name(args))
+    check_inputs_fit(model, frame.head(256), policy, spec, suffix="; nothing was written",
+                     encoding_is_configuration=False)
 
 
 def _scores_paths(scores_out: str | None, names: list[str], *, per_attribute: bool) -> dict[str, Path]:
@@ -340,7 +368,10 @@ def cmd_gate(args) -> int:
     from faux_checks.settings import configure_environment
 
     _check_outputs(report_dir=args.report_dir)
-    operations = load_policy(args.policy).operations
+    try:
+        operations = load_policy(args.policy).operations
+    except FauxChecksError as exc:   # a policy that does not load: configuration, before anything (exit 3)
+        raise ConfigurationError(f"{_policy_name(args)}: {exc}; nothing was recorded") from None
     deadline = float(args.deadline or operations.deadline_s)
     apply_client_settings(operations)
     uri = args.tracking_uri or default_tracking_uri()
@@ -349,12 +380,14 @@ def cmd_gate(args) -> int:
     if armed:  # the whole command: server start, flow, history
         previous = signal.signal(signal.SIGALRM, _on_deadline(deadline))
         signal.setitimer(signal.ITIMER_REAL, deadline)
+    stack = contextlib.ExitStack()
     try:
         check_reachable(uri)  # an MLflow server that does not answer: no Prefect server started at all
         if args.force and not args.version:
             raise FauxChecksError("--force re-decides the versions named by --version N; name at least one")
         versions = _versions_to_regate(args) if args.version else None
         _signing_key_or_configuration_error(args.signing_key)
+        policy_path = _flow_policy(args, stack)   # --positive-label: a copy of the policy with it set
         plan = _plan_gate(args, uri, versions)   # configuration checked, nothing recorded, no Prefect yet (exit 3)
         if versions is None and not plan.todo and not plan.regate:
             return _nothing_to_gate(args, plan)
@@ -372,7 +405,7 @@ def cmd_gate(args) -> int:
         PROGRESS.start(args.model_name, [str(v) for v in versions or plan.todo or []], [])   # nothing of an earlier run
         try:
             with library_output_to_stderr():
-                state = gate(model_name=args.model_name, data_path=args.data, policy_path=args.policy,
+                state = gate(model_name=args.model_name, data_path=args.data, policy_path=policy_path,
                              tracking_uri=args.tracking_uri, alias=args.alias, report_root=args.report_dir,
                              versions=versions, deadline_s=deadline, trusted_types=args.trust_type or None,
                              regate=plan.regate or None, allow_rollback=args.allow_rollback,
@@ -404,9 +437,23 @@ def cmd_gate(args) -> int:
             return _gate_exit_code(state, [o.get("decision") for o in outcomes])
         return _print_history_and_code(args.model_name, args.tracking_uri, state, versions=versions)
     finally:
+        stack.close()
         if armed:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
+
+
+def _flow_policy(args, stack: contextlib.ExitStack) -> str | None:
+    """The policy path the gate flow reads: ``--policy``, or with ``--positive-label`` a copy of it with that key set
+    (in a temporary folder closed by ``stack``; :func:`faux_checks_app.policy_file.policy_with_positive_label`)."""
+    if getattr(args, "positive_label", None) is None:
+        return args.policy
+    import tempfile
+
+    from .policy_file import policy_with_positive_label
+
+    folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="faux-policy-")))
+    return str(policy_with_positive_label(args.policy, args.positive_label, folder))
 
 
 def _signing_key_or_configuration_error(path: str | None) -> None:
@@ -698,6 +745,7 @@ def cmd_audit(args) -> int:
     from faux_checks.settings import configure_environment
 
     _check_outputs(report_dir=args.report_dir)
+    _plan_audit(args)     # configuration checked, nothing recorded, no Prefect yet (exit 3)
     configure_environment()
     lifecycle.guard_temporary_server(say=_error)
     from flows.audit import audit
@@ -710,7 +758,7 @@ def cmd_audit(args) -> int:
         state = audit(model_name=args.model_name, data_path=args.data, reference_path=args.reference,
                       policy_path=args.policy, tracking_uri=args.tracking_uri, alias=args.alias,
                       report_root=args.report_dir, retrain_aux=args.retrain_aux, signing_key=args.signing_key,
-                      sep=args.sep, return_state=True)
+                      sep=args.sep, positive_label=args.positive_label, return_state=True)
     try:
         summary = state.result(raise_on_failure=False)
     except Exception:  # the state carries no readable data: report the state only
@@ -726,6 +774,22 @@ def cmd_audit(args) -> int:
     if state.is_completed() and decision == "passed":
         return EXIT_PASSED
     return EXIT_FAILED if decision == "failed" else EXIT_UNDECIDED
+
+
+def _plan_audit(args) -> None:
+    """:func:`faux_checks_app.audit_plan.prepare_audit_run`; with ``--json`` a configuration error is also one object."""
+    from .audit_plan import prepare_audit_run
+
+    try:
+        prepare_audit_run(args, args.tracking_uri)
+    except ConfigurationError as exc:
+        if _json(args):
+            from .output import audit_object, emit_json
+
+            obj = audit_object(args.model_name, {"reasons": [str(exc)]}, str(exc))
+            obj.update({"decision": None, "exit_code": EXIT_CONFIGURATION, "error": "configuration"})
+            emit_json([obj])
+        raise
 
 
 def _print_audit(summary: dict, decision: str, state) -> None:
@@ -880,7 +944,8 @@ def _data_format(p) -> None:
     """``--sep`` and ``--positive-label`` (issue 22, item 7)."""
     _sep(p)
     p.add_argument("--positive-label", help="the label value meaning the positive class, for text labels such as "
-                   "yes/no (policy key positive_label); text labels without it are refused")
+                   "yes/no; takes precedence over the policy key positive_label; text labels without either are "
+                   "refused")
 
 
 def _names(values: list[str] | None) -> list[str]:
@@ -981,7 +1046,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("gate", help="gate every new version of a registered model (Prefect flow)", **with_json)
     p.add_argument("model_name")
     p.add_argument("--data", required=True, help="CSV or Parquet audit data")
-    _sep(p)
+    _data_format(p)
     p.add_argument("--policy", help="policy TOML (default: the shipped policy)")
     p.add_argument("--tracking-uri", help="MLflow URI (default: $MLFLOW_TRACKING_URI or the embedded sqlite file)")
     p.add_argument("--alias", default="deployable", help="alias moved to versions that pass")
@@ -1031,7 +1096,7 @@ def build_parser() -> argparse.ArgumentParser:
                        **with_json)
     p.add_argument("model_name")
     p.add_argument("--data", required=True, help="CSV or Parquet current batch")
-    _sep(p)
+    _data_format(p)
     p.add_argument("--reference", help="reference batch (default: the data the version was gated on)")
     p.add_argument("--policy", help="policy TOML (default: the policy recorded by the gate, else the shipped one)")
     p.add_argument("--tracking-uri", help="MLflow URI (default: $MLFLOW_TRACKING_URI or the embedded sqlite file)")

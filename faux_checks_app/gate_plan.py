@@ -74,7 +74,7 @@ def prepare_gate(args, tracking_uri: str | None, versions: list[str] | None = No
 
     policy_name = f"the policy {args.policy}" if args.policy else "the shipped policy (no --policy given)"
     try:
-        policy = load_policy(args.policy)
+        policy = load_policy(args.policy, positive_label=getattr(args, "positive_label", None))
     except (InputError, ValueError, OSError) as exc:
         raise ConfigurationError(f"{policy_name}: {exc}; nothing was recorded") from None
     try:

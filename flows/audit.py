@@ -100,11 +100,12 @@ def load_table(path: str, sep: str | None = None):
 @task(**TASK)
 def audit_batch(model_path: str, spec_path: str | None, reference, current, policy_path: str | None,
                 policy_json: str | None, evidence_dir: str, model_info: dict, gate_record: dict,
-                records: tuple[str | None, str] | None = None):
+                records: tuple[str | None, str] | None = None, positive_label: str | None = None):
     """Column drift, fairness drift and classification quality of the current batch (one library call).
 
     ``records``: the gate run's downloaded records (:func:`fetch_gate_records`); their auxiliary
     model and scores are reused when they fit the policy, else the audit retrains (and says why).
+    ``positive_label`` (CLI ``--positive-label``) replaces the policy's key of that name.
     """
     from faux_checks.audit.drift import run_audit
     from faux_checks.inputs.models import load_model
@@ -112,6 +113,8 @@ def audit_batch(model_path: str, spec_path: str | None, reference, current, poli
     from faux_checks.inputs.tabular import FeatureSpec
 
     policy = load_policy(policy_path) if policy_path or not policy_json else recorded_policy(policy_json)
+    if positive_label is not None:
+        policy = policy.with_overrides(positive_label=positive_label)
     source = policy_path or ("the policy recorded by the gate" if policy_json else "the shipped default policy")
     get_run_logger().info("audit policy: %s (sha256 %s…)", source, policy.sha256()[:12])
     Path(evidence_dir).mkdir(parents=True, exist_ok=True)
@@ -244,7 +247,8 @@ def record_audit(model_name: str, version: str, tracking_uri: str | None, report
 @flow(name="fairness-audit", log_prints=True)
 def audit(model_name: str, data_path: str, reference_path: str | None = None, policy_path: str | None = None,
           tracking_uri: str | None = None, alias: str = "deployable", report_root: str | None = None,
-          retrain_aux: bool = False, signing_key: str | None = None, sep: str | None = None):
+          retrain_aux: bool = False, signing_key: str | None = None, sep: str | None = None,
+          positive_label: str | None = None):
     """Audit the deployed version of ``model_name`` on the current batch at ``data_path``.
 
     Parameters
@@ -268,6 +272,10 @@ def audit(model_name: str, data_path: str, reference_path: str | None = None, po
         run's ``records/``); the report says which was used, and why when the gate's could not be.
     signing_key : str, optional
         Ed25519 private key (PEM) signing the audit's ``evidence.json``; default ``$FAUX_CHECKS_SIGNING_KEY``.
+    sep : str, optional
+        The current batch's CSV delimiter (CLI ``--sep``); sniffed when None.
+    positive_label : str, optional
+        The label value of the positive class (CLI ``--positive-label``); replaces the policy's ``positive_label``.
 
     Returns
     -------
@@ -309,7 +317,7 @@ def audit(model_name: str, data_path: str, reference_path: str | None = None, po
             data = [summarise_data(reference, path=target["reference_path"], name="reference"),
                     summarise_data(current, path=data_path, name="current")]
             result = audit_batch(model_path, spec_path, reference, current, policy_path, target["policy_json"],
-                                 report_dir, model_info, target["gate_record"], records)
+                                 report_dir, model_info, target["gate_record"], records, positive_label)
         except Exception as exc:  # fail closed, but still record the undecided audit
             logger.error("audit of %s v%s could not run: %s", model_name, version, exc)
             result = AuditResult.undecided(f"the audit could not run: {type(exc).__name__}: {exc}",

@@ -186,7 +186,9 @@ def record(model_name: str, version: str, tracking_uri: str | None, outcome, rep
         model_name, version, report_dir=report_dir, metrics=metrics,
         params={"delta": check.get("delta"), "max_flagged_fraction": check.get("max_flagged_fraction"),
                 "variant": (check.get("provenance") or {}).get("variant")},
-        tags={"decision": outcome.decision, **_aux_key_tag(check, records, attributes)},
+        tags={"decision": outcome.decision, "delta": check.get("delta"),   # the report's history reads them back
+              "policy_sha256": _policy_tags(check, policy_path, outcome)["fairness_policy_sha256"],
+              **_aux_key_tag(check, records, attributes)},
     )
     registry.record_decision(
         model_name, version, decision=outcome.decision, flagged_fraction=check.get("flagged_fraction"),

@@ -126,20 +126,35 @@ def test_c01_missing_protected_values_cli_and_library(files, capsys):
     assert np.isnan(result.scores[:6]).all()
 
 
-def test_c03_missing_columns_exit_2(files, capsys):
+def test_c03_missing_columns_are_configuration_exit_3_and_write_nothing(files, capsys):
+    """Issue 22, item 3: a missing protected column or a width the model does not take is a configuration error of
+    `check` too: exit 3, one error line (``--quiet``: no progress lines), no report written (before: exit 2 and an undecided
+    report)."""
     data = make_data(300).drop(columns=["sex"])
     path = files["dir"] / "c03.csv"
     data.to_csv(path, index=False)
+    report = files["dir"] / "c03-report"
     assert main(["check", "--model", str(files["fair"]), "--data", str(path), "--protected", "sex",
-                 "--policy", str(files["policy"])]) == 2
-    err = capsys.readouterr().err
-    assert "['sex']" in err and "present columns" in err and "proxy" in err
+                 "--policy", str(files["policy"]), "--report-dir", str(report), "--quiet"]) == 3
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"faux-checks check: configuration error: the policy {files['policy']} names 1 column(s) "
+                           f"missing from {path} (300 rows, 6 columns: f0, f1, f2, f3, proxy, y): "
+                           "'sex' (protected attribute)"), line
+    assert not report.exists()
     # a feature the model needs is absent: the model gets 4 instead of 5 features
     data = make_data(300).drop(columns=["f3"])
     data.to_csv(path, index=False)
     assert main(["check", "--model", str(files["fair"]), "--data", str(path), "--protected", "sex",
-                 "--policy", str(files["policy"])]) == 2
-    assert "4 encoded features" in capsys.readouterr().err
+                 "--policy", str(files["policy"]), "--report-dir", str(report), "--quiet"]) == 3
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "the target model does not accept X with 4 encoded features" in line and line.endswith("nothing was written")
+    assert not report.exists()
+    # a policy that does not load: exit 3 too
+    bad = files["dir"] / "bad.toml"
+    bad.write_text("protected = 3\n")
+    assert main(["check", "--model", str(files["fair"]), "--data", str(files["data"]), "--policy", str(bad), "--quiet"]) == 3
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"faux-checks check: configuration error: the policy {bad}: policy {bad} is invalid"), line
 
 
 def test_c04_awkward_feature_columns(files, capsys):

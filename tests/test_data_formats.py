@@ -98,7 +98,8 @@ def test_cli_check_reads_a_semicolon_csv_with_yes_no_labels(tmp_path, capsys):
     assert main(args) == 2                                              # text labels, no positive class: refused
     assert "holds text" in capsys.readouterr().err
     assert main(args + ["--positive-label", "yes"]) == 0
-    assert main(args + ["--positive-label", "yes", "--sep", ","]) == 2    # forced wrong delimiter: columns missing
+    assert main(args + ["--positive-label", "yes", "--sep", ","]) == 3    # forced wrong delimiter: columns missing,
+    assert "configuration error" in capsys.readouterr().err               # a configuration error (issue 22, item 3)
 
 
 def test_the_streaming_scorer_sniffs_a_semicolon_csv_and_takes_a_forced_sep(tmp_path):

@@ -128,6 +128,7 @@ def test_unknown_model_is_one_line_without_prefect(files, tmp_path):
                     f"sqlite:///{tmp_path / 'mlflow.db'}; existing models (0): []. Check the name or register the "
                     "model first; nothing was recorded"]
     assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "mlflow.db").exists()          # the lookup created no registry file (issue 22, item 4)
 
 
 def _decide(reg, version, decision, **tags):

@@ -231,3 +231,21 @@ def test_artifacts_summarise_the_report(reports):
     assert ks["statistic"] == "KS p-value of the LIC scores, reference vs current"
     md = artifact_markdown(report, report_dir="/x")
     assert md.startswith("## audit · credit v2: **") and "/x/report.html" in md and "drifted columns" in md
+
+
+def test_history_has_every_gate_of_a_re_gated_version_with_its_delta_and_policy():
+    """Issue 22, item 8: a version gated twice is two points (from its gate runs), each with δ and the policy hash;
+    a decision recorded without a run still comes from the version's tags, and churn joins the run's point."""
+    runs = [{"run_id": "r1", "version": "1", "decision": "failed", "delta": "0.05", "policy_sha256": "a" * 64,
+             "started_at": "2026-01-01T00:00:00+00:00", "metrics": {"flagged_fraction": 0.2}},
+            {"run_id": "r2", "version": "1", "decision": "passed", "delta": "0.2", "policy_sha256": "b" * 64,
+             "started_at": "2026-01-02T00:00:00+00:00", "metrics": {"flagged_fraction": 0.0}}]
+    versions = [{"version": "1", "fairness_gate": "passed", "fairness_run_id": "r2", "fairness_churn_against": "0",
+                 "fairness_churn_newly_flagged": "3", "fairness_churn_resolved": "1", "fairness_churn_n": "10"},
+                {"version": "2", "fairness_gate": "failed", "fairness_run_id": "", "fairness_delta": "0.05",
+                 "fairness_flagged_fraction": "0.5", "fairness_checked_at": "2026-01-03T00:00:00+00:00"}]
+    points = history_points(versions, [], runs)
+    assert [(p["version"], p["decision"], p["delta"], p["policy_sha256"], p["flagged_fraction"]) for p in points] == [
+        ("1", "failed", 0.05, "a" * 64, 0.2), ("1", "passed", 0.2, "b" * 64, 0.0), ("2", "failed", 0.05, None, 0.5)]
+    assert "churn" not in points[0] and points[1]["churn"] == {"against": "0", "newly_flagged": 3.0, "resolved": 1.0,
+                                                                "n": 10.0}

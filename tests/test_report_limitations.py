@@ -76,7 +76,8 @@ def test_a_real_check_page_has_the_limitations_section_the_unit_and_the_model_ta
 def test_an_undecided_cli_page_shows_the_policy_it_was_given(tmp_path, capsys):
     from faux_checks_app.cli import main
 
-    df = make_data(100, seed=0).drop(columns="proxy")                   # the model expects 5 features: 4 given
+    df = make_data(100, seed=0)
+    df["f3"] = np.nan                       # an entirely empty column: the check cannot encode it (undecided, exit 2)
     df.to_csv(tmp_path / "d.csv", index=False)
     model = tmp_path / "m.pt"
     torch.jit.save(torch.jit.script(linear([1.0, 0, 0, 0, 2.0])), str(model))

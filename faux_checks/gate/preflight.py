@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..errors import ConfigurationError, InputError
 
-__all__ = ["check_policy_columns", "check_version_fits", "policy_columns"]
+__all__ = ["check_inputs_fit", "check_policy_columns", "check_version_fits", "policy_columns"]
 
 
 def policy_columns(policy) -> dict[str, str]:
@@ -90,16 +90,16 @@ def check_policy_columns(frame: pd.DataFrame, policy, *, data_name: str, policy_
 
 
 def check_version_fits(model_name: str, version: str, model_path: str | Path, spec_path: str | Path | None,
-                       frame: pd.DataFrame, policy, *, trusted_types=()) -> None:
+                       frame: pd.DataFrame, policy, *, trusted_types=(), encoding_is_configuration: bool = True) -> None:
     """Raise :class:`ConfigurationError` unless the version's feature spec and model take the data.
 
-    The rows are selected and encoded exactly as the check of the first declared attribute does
-    (:func:`~faux_checks.gate.rows.prepare_audit`, with the feature spec every attribute's check
-    shares, :func:`~faux_checks.gate.attributes.shared_feature_spec`) and two encoded rows are fed to
-    the model (:func:`~faux_checks.gate.rows.check_model_accepts`), so a spec width the model does
-    not take is found here, for one attribute or several.
-    A model that does not load (unsafe file, missing extra) is *not* a configuration error: it is
-    left to the gate, which records that version ``undecided`` with the cause.
+    The version's model is loaded (safely) and its spec read, then :func:`check_inputs_fit` runs on them,
+    for one attribute or several: a fitted scikit-learn Pipeline with no spec attached is encoded by its own
+    ColumnTransformer, as the check does (issue 22: the first hour's skops Pipeline was refused here,
+    "expects 28 encoded features but X has 10", until this read the pipeline's spec). A model that does not
+    load (unsafe file, missing extra) is *not* a configuration error: it is left to the gate, which records
+    that version ``undecided`` with the cause; the spec's columns and encoding are still checked.
+    ``encoding_is_configuration``: as :func:`check_inputs_fit` (False for ``faux-checks audit``).
 
     Raises
     ------
@@ -108,24 +108,82 @@ def check_version_fits(model_name: str, version: str, model_path: str | Path, sp
     """
     from ..inputs.tabular import FeatureSpec
 
+    where = f"v{version} of '{model_name}': "
     try:
-        from .attributes import shared_feature_spec
-        from .rows import check_model_accepts, prepare_audit
-
-        spec = shared_feature_spec(frame, policy, FeatureSpec.load(spec_path) if spec_path else None)
-        first = next(iter(policy.attribute_policies().values()))   # every attribute's check feeds the model this X
-        rows = prepare_audit(frame, policy=first, feature_spec=spec)
+        spec = FeatureSpec.load(spec_path) if spec_path else None
     except InputError as exc:
-        raise ConfigurationError(f"v{version} of '{model_name}': {exc}; nothing was recorded") from None
+        raise ConfigurationError(f"{where}{exc}; nothing was recorded") from None
     try:
         from ..inputs.models import load_model
 
         model = load_model(model_path, trusted_types=tuple(trusted_types or ()))
     except Exception:   # a version's own loading trouble: the gate records it undecided, with the cause
-        return
-    from ..method._batching import as_tensor
+        model = None
+    check_inputs_fit(model, frame, policy, spec, prefix=where, suffix="; nothing was recorded",
+                     encoding_is_configuration=encoding_is_configuration)
 
+
+def check_inputs_fit(model, frame: pd.DataFrame, policy, feature_spec=None, *, prefix: str = "",
+                     suffix: str = "; nothing was recorded", encoding_is_configuration: bool = True) -> None:
+    """Raise :class:`ConfigurationError` unless the feature spec and the target model take the data.
+
+    The rows are selected and encoded exactly as the check of the first declared attribute does
+    (:func:`~faux_checks.gate.rows.prepare_audit`, with the spec :func:`~faux_checks.inputs.estimators.as_target`
+    chooses: the given one, else the one the model carries, such as a Pipeline's transformer, else the one
+    every attribute's check shares, :func:`~faux_checks.gate.attributes.shared_feature_spec`) and two
+    encoded rows are fed to the model (:func:`~faux_checks.gate.rows.check_model_accepts`), so a spec width
+    the model does not take is found here, for one attribute or several. Used by the gate per version (:func:`check_version_fits`) and by ``faux-checks check``.
+
+    Parameters
+    ----------
+    model : target model or None
+        As loaded (torch module, forward-only target, scikit-learn/XGBoost/LightGBM object); None: only the
+        spec and the encoding are checked.
+    frame : DataFrame of shape (n, columns)
+        The data as loaded (never modified).
+    policy : Policy
+    feature_spec : FeatureSpec, optional
+        The spec given; None: the model's own, else the passthrough spec.
+    prefix, suffix : str
+        Put around the message (which version; what was not recorded or written).
+    encoding_is_configuration : bool
+        False (``faux-checks check``): an error of the encoding itself (missing protected values, an empty
+        column) is not raised here but left to the check, which reports it undecided (exit 2); only missing
+        columns, a spec that does not fit the pipeline and a width the model does not take are
+        configuration there (exit 3).
+
+    Raises
+    ------
+    ConfigurationError
+        The spec's columns are missing from the data, a given spec does not fit a pipeline's transformer,
+        the encoding fails, or the model does not take the encoded width; one line with the fix.
+    """
+    from ..method._batching import as_tensor
+    from .rows import check_model_accepts, prepare_audit
+
+    spec = feature_spec
     try:
-        check_model_accepts(model, as_tensor(rows.X[:256]), rows.feature_spec)
+        if model is not None:
+            from ..inputs.estimators import as_target
+
+            model, spec = as_target(model, feature_spec)
+        from .attributes import shared_feature_spec
+
+        spec = shared_feature_spec(frame, policy, spec)
+        if spec is not None:
+            from .._validation import require_columns
+
+            require_columns(frame, spec.source_columns, what=f"FeatureSpec '{spec.name}'")
+        first = next(iter(policy.attribute_policies().values()))   # every attribute's check feeds the model this X
+        try:
+            rows = prepare_audit(frame, policy=first, feature_spec=spec)
+        except InputError:
+            if encoding_is_configuration:
+                raise
+            return
+        if model is not None:
+            check_model_accepts(model, as_tensor(rows.X[:256]), rows.feature_spec)
+    except ConfigurationError:
+        raise
     except InputError as exc:
-        raise ConfigurationError(f"v{version} of '{model_name}': {exc}; nothing was recorded") from None
+        raise ConfigurationError(f"{prefix}{exc}{suffix}") from None

@@ -171,8 +171,6 @@ class RegistryClient:
     """
 
     def __init__(self, tracking_uri: str | None = None) -> None:
-        import mlflow
-
         self.tracking_uri = tracking_uri or default_tracking_uri()
         db_path = _sqlite_path(self.tracking_uri)
         if db_path is not None and not db_path.parent.is_dir():
@@ -181,8 +179,23 @@ class RegistryClient:
                 f"({db_path.parent}); create it first or pass another tracking_uri"
             )
         self._artifact_root = (db_path.parent / "mlartifacts").resolve().as_uri() if db_path is not None else None
-        self.client = mlflow.MlflowClient(tracking_uri=self.tracking_uri, registry_uri=self.tracking_uri)
+        self._client = None
         self._experiment_ids: dict[str, str] = {}
+
+    @property
+    def client(self):
+        """The ``mlflow.MlflowClient`` of this registry, created on first use: MLflow 3 opens (for a new sqlite
+        file: creates and migrates, ~10 s) its store when the client is made, which a lookup of a model in a
+        registry file that does not exist yet never needs (:meth:`_registered_model`)."""
+        if self._client is None:
+            import mlflow
+
+            self._client = mlflow.MlflowClient(tracking_uri=self.tracking_uri, registry_uri=self.tracking_uri)
+        return self._client
+
+    @client.setter
+    def client(self, value) -> None:
+        self._client = value
 
     def __repr__(self) -> str:
         return f"Registry({self.tracking_uri!r})"
@@ -225,6 +238,16 @@ class RegistryClient:
                 raise
 
     def _registered_model(self, name: str):
+        """The registered model ``name``; InputError naming the existing models when there is none.
+
+        An sqlite registry whose file does not exist holds no model: said at once, without letting MLflow
+        create and migrate a new database for a lookup (issue 22: ``gate no-such-model`` on a fresh
+        registry took 17-24 s under load, most of it MLflow creating the file; nothing is created now).
+        """
+        db_path = _sqlite_path(self.tracking_uri)
+        if db_path is not None and not db_path.exists():
+            raise InputError(f"no registered model named {name!r} in {self.tracking_uri}; existing models (0): []. "
+                             "Check the name or register the model first")
         try:
             return with_retry(self.client.get_registered_model, name)
         except Exception as exc:

@@ -42,8 +42,12 @@ def summarise_data(frame, *, path: str | Path | None = None, name: str = "audit 
     }
 
 
-def history_points(versions: list[dict], audits: list[dict]) -> list[dict]:
+def history_points(versions: list[dict], audits: list[dict], gates: list[dict] | None = None) -> list[dict]:
     """Flagged fraction over time: one point per gate decision and per audit.
+
+    With ``gates`` every gate decision is a point, a re-gated version's earlier ones included (issue 22,
+    item 8: "history lists a version once"); a version's tags add a point only for a decision no run
+    carries (recorded without a run), and its churn to the point of the run that holds it.
 
     Parameters
     ----------
@@ -52,12 +56,15 @@ def history_points(versions: list[dict], audits: list[dict]) -> list[dict]:
         ``fairness_checked_at``, ``fairness_run_id``).
     audits : list of dict
         :meth:`Registry.audit_runs` rows (``decision``, ``metrics``, ``started_at``).
+    gates : list of dict, optional
+        :meth:`Registry.gate_runs` rows (``decision``, ``delta``, ``policy_sha256``, ``metrics``, ``started_at``).
 
     Returns
     -------
     list of dict
         ``kind`` (gate/audit), ``version``, ``decision``, ``flagged_fraction`` (None when not
-        computed), ``at`` (UTC ISO 8601), ``run_id``; a gate compared with the version before it also
+        computed), ``at`` (UTC ISO 8601), ``run_id``; a gate also ``delta`` and ``policy_sha256`` (None when
+        not recorded: runs from before these tags); a gate compared with the version before it also
         ``churn`` (``against``, ``newly_flagged``, ``resolved``, ``n``: tags ``fairness_churn_*``); oldest first.
     """
     def number(v):
@@ -68,15 +75,27 @@ def history_points(versions: list[dict], audits: list[dict]) -> list[dict]:
         return f if f == f and abs(f) != float("inf") else None
 
     points = []
+    by_run = {}
+    for run in gates or []:
+        if run.get("decision") in EXIT_CODES:
+            points.append({"kind": "gate", "version": str(run.get("version")), "decision": run["decision"],
+                           "flagged_fraction": number((run.get("metrics") or {}).get("flagged_fraction")),
+                           "at": run.get("started_at") or "", "run_id": run.get("run_id"),
+                           "delta": number(run.get("delta")), "policy_sha256": run.get("policy_sha256") or None})
+            by_run[run.get("run_id")] = points[-1]
     for row in versions:
         decision = row.get("fairness_gate")
         if decision in EXIT_CODES:
-            points.append({"kind": "gate", "version": str(row.get("version")), "decision": decision,
-                           "flagged_fraction": number(row.get("fairness_flagged_fraction")),
-                           "at": row.get("fairness_checked_at") or row.get("created_at") or "",
-                           "run_id": row.get("fairness_run_id") or None})
+            point = by_run.get(row.get("fairness_run_id"))
+            if point is None:
+                point = {"kind": "gate", "version": str(row.get("version")), "decision": decision,
+                         "flagged_fraction": number(row.get("fairness_flagged_fraction")),
+                         "at": row.get("fairness_checked_at") or row.get("created_at") or "",
+                         "run_id": row.get("fairness_run_id") or None, "delta": number(row.get("fairness_delta")),
+                         "policy_sha256": row.get("fairness_policy_sha256") or None}
+                points.append(point)
             if row.get("fairness_churn_against"):   # newly flagged / resolved against the version before it
-                points[-1]["churn"] = {"against": str(row["fairness_churn_against"]),
+                point["churn"] = {"against": str(row["fairness_churn_against"]),
                                        "newly_flagged": number(row.get("fairness_churn_newly_flagged")),
                                        "resolved": number(row.get("fairness_churn_resolved")),
                                        "n": number(row.get("fairness_churn_n"))}
@@ -95,7 +114,8 @@ def report_history(registry, model_name: str) -> list[dict]:
     A registry that cannot be read gives an empty history (logged), never a lost report.
     """
     try:
-        return history_points(registry.history(model_name), registry.audit_runs(model_name))
+        return history_points(registry.history(model_name), registry.audit_runs(model_name),
+                              registry.gate_runs(model_name))
     except Exception as exc:  # the report is still written; the history section says it is empty
         logger.warning("history of '%s' not available for the report: %s", model_name, exc)
         return []
@@ -246,6 +266,9 @@ def build_report(
     points = list(history or [])
     points.append({"kind": kind, "version": str(model.get("version", "")), "decision": decision,
                    "flagged_fraction": this_ff, "at": now, "run_id": None, "this_run": True})
+    if kind == "gate":                                     # this decision's δ and policy, as the earlier ones'
+        points[-1].update({"delta": (check or {}).get("delta"),
+                           "policy_sha256": policy_sha256 or prov.get("policy_sha256")})
     previous = next((c for c in regression or [] if c.get("role") == "previous" and c.get("change")), None)
     if previous is not None:
         change = previous["change"]

@@ -267,7 +267,9 @@ def _power_lines(check: dict[str, Any]) -> list[str]:
 def _history_row(point: dict[str, Any]) -> dict[str, Any]:
     """A history point with its churn against the version before it (``churn``: newly flagged, resolved, against)."""
     churn = point.get("churn") or {}
-    return {**point, "churn against": f"v{churn['against']}" if churn.get("against") else None,
+    sha = point.get("policy_sha256")
+    return {**point, "δ": point.get("delta"), "policy": sha[:12] if sha else None,
+            "churn against": f"v{churn['against']}" if churn.get("against") else None,
             "newly flagged": churn.get("newly_flagged"), "resolved": churn.get("resolved")}
 
 
