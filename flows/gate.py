@@ -746,7 +746,7 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
     from dataclasses import asdict
 
     from faux_checks.report.evidence import signing_key_path
-    from faux_checks._memory import free_version_memory
+    from flows.memory import free_version_memory
     from faux_checks.settings import default_home
 
     logger = get_run_logger()
@@ -787,7 +787,7 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
                     trusted_types=list(trusted_types or []), allow_rollback=allow_rollback,
                     signing_key=signing_key)
             outcomes.append(outcome)
-            free_version_memory()   # flat RSS over versions (issue 25, fault 7; faux_checks/_memory.py)
+            free_version_memory()   # flat RSS over versions (issue 25, fault 7; flows/memory.py)
     results = [asdict(o) for o in outcomes]
     logger.info("%s: %d version(s) gated; flow body %.2f s", FLOW_TIME_LOG, len(outcomes), time.perf_counter() - flow_started)
     bad = [o for o in outcomes if o.decision != "passed"]

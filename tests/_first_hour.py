@@ -123,7 +123,6 @@ def build_journey(root: Path) -> dict:
     X, X_age = spec.encode(df), with_age.encode(df)
     booster = xgb.train({"max_depth": 3, "eta": 0.3, "objective": "binary:logistic", "seed": 0},
                         xgb.DMatrix(X, label=y.astype(float)), num_boost_round=20)
-    previous = mlflow.get_tracking_uri()
     mlflow.set_tracking_uri(uri)
     try:
         exp = mlflow.MlflowClient(uri).create_experiment("bank-team", artifact_location=(root / "team").as_uri())
@@ -142,7 +141,9 @@ def build_journey(root: Path) -> dict:
                                            registered_model_name="bank-age", pip_requirements=["torch"],
                                            extra_files=[str(root / "spec-age" / "feature_spec.json")]
                                            ).registered_model_version
-    finally:
-        mlflow.set_tracking_uri(previous)
+    finally:   # unset, so MLflow reads MLFLOW_TRACKING_URI again (not the value it had when this began)
+        import mlflow.tracking._tracking_service.utils as tracking_utils
+
+        tracking_utils._tracking_uri = None
     return {"root": root, "data": data, "policy": policy, "uri": uri, "frame": df,
             "versions": {"pipeline": str(v[0]), "booster": str(v[1]), "mlp": str(v[2])}, "age_version": str(age)}

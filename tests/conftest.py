@@ -58,6 +58,22 @@ def _seed_torch():
 
 
 @pytest.fixture(autouse=True)
+def _mlflow_reads_the_environment_again():
+    """After each test, MLflow's process-wide tracking URI is unset again (``mlflow.set_tracking_uri``).
+
+    A test that logs with MLflow's fluent API sets it; left set, a later test in the same process (under
+    pytest-xdist: whichever file the worker runs next) wrote to the earlier test's registry while its
+    own ``MLFLOW_TRACKING_URI`` named another ("No Experiment with id=1 exists").
+    """
+    yield
+    import sys
+
+    utils = sys.modules.get("mlflow.tracking._tracking_service.utils")
+    if utils is not None and hasattr(utils, "_tracking_uri"):
+        utils._tracking_uri = None
+
+
+@pytest.fixture(autouse=True)
 def _fresh_aux_cache():
     """Each test trains its own auxiliary models (tests patch the training to inject faults)."""
     from faux_checks.gate.aux_cache import clear_aux_cache

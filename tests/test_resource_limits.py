@@ -216,6 +216,7 @@ def test_check_deadline_ends_a_check_that_hangs_with_exit_2_and_an_undecided_rep
         time.sleep(120)
 
     monkeypatch.setattr(check_module, "run_check", hangs)
+    monkeypatch.setattr("faux_checks.gate.attributes.run_check", hangs)   # the one check path (issue 21)
     code = main(["check", "--model", str(model), "--data", str(tmp_path / "d.csv"), "--policy",
                  str(write_policy(tmp_path / "p.toml")), "--report-dir", str(tmp_path / "r"), "--deadline", "1"])
     assert calls == [1] and code == 2
