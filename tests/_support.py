@@ -246,3 +246,19 @@ def sensitive_model() -> torch.nn.Module:
         lin.weight[:] = torch.tensor([[20.0, 0.0, 0.0, 0.0, 4.0]])
         lin.bias.fill_(-4.0)
     return lin
+
+
+#: The fast gate policy of the operations tests (3 aux epochs, one seed, a loose 50% limit).
+FAST_GATE_POLICY = ('protected = "sex"\nmin_aux_quality = 0.6\n[faux]\ndelta = 0.1\nmax_flagged_fraction = 0.5\n'
+                    '[aux]\nepochs = 3\n[decision]\nmin_group_rows = 20\naux_seeds = 1\n')
+
+
+def write_proxy_audit(folder: Path, n: int = 600) -> None:
+    """``folder/audit.csv`` (f0, f1, a proxy of sex, sex; seed 0) and ``folder/policy.toml`` (FAST_GATE_POLICY)."""
+    rng = np.random.default_rng(0)
+    sex = rng.choice(["F", "M"], n)
+    df = pd.DataFrame({"f0": rng.normal(size=n), "f1": rng.normal(size=n)})
+    df["proxy"] = (sex == "M") * 2.0 + rng.normal(scale=0.5, size=n)
+    df["sex"] = sex
+    df.to_csv(folder / "audit.csv", index=False)
+    (folder / "policy.toml").write_text(FAST_GATE_POLICY)

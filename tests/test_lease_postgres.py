@@ -25,8 +25,6 @@ import time
 import urllib.request
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -200,8 +198,7 @@ def test_simultaneous_lease_writes_on_postgres_give_one_lease(pg_mlflow, tmp_pat
     assert all(other == winners[0] for mine, other in results if mine is None)   # the losers name the holder
 
 
-POLICY = ('protected = "sex"\nmin_aux_quality = 0.6\n[faux]\ndelta = 0.1\nmax_flagged_fraction = 0.5\n'
-          '[aux]\nepochs = 3\n[decision]\nmin_group_rows = 20\naux_seeds = 1\n')
+from _support import write_proxy_audit  # noqa: E402
 
 
 @pytest.mark.slow
@@ -210,14 +207,7 @@ def test_concurrent_gates_on_postgres_make_one_run_and_one_decision(pg_mlflow, t
     from faux_checks.registry import Registry
     from faux_checks.registry.client import GATE_EXPERIMENT, GATE_TAG
 
-    rng = np.random.default_rng(0)
-    n = 600
-    sex = rng.choice(["F", "M"], n)
-    df = pd.DataFrame({"f0": rng.normal(size=n), "f1": rng.normal(size=n)})
-    df["proxy"] = (sex == "M") * 2.0 + rng.normal(scale=0.5, size=n)
-    df["sex"] = sex
-    df.to_csv(tmp_path / "audit.csv", index=False)
-    (tmp_path / "policy.toml").write_text(POLICY)
+    write_proxy_audit(tmp_path)   # audit.csv and policy.toml
     registry = Registry(pg_mlflow["uri"])
     version = registry.register_version("pggate", _model_file(tmp_path / "m.pt"))
     cmd = [sys.executable, "-c", "import sys; from faux_checks_app.cli import main; sys.exit(main(sys.argv[1:]))",

@@ -15,15 +15,14 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 
-POLICY = ('protected = "sex"\nmin_aux_quality = 0.6\n[faux]\ndelta = 0.1\nmax_flagged_fraction = 0.5\n'
-          '[aux]\nepochs = 3\n[decision]\nmin_group_rows = 20\naux_seeds = 1\n')
+from _support import FAST_GATE_POLICY, write_proxy_audit  # noqa: E402
+
+POLICY = FAST_GATE_POLICY
 
 
 def _free_port() -> int:
@@ -131,16 +130,9 @@ def registered(tmp_path):
     from faux_checks.inputs.models import save_torchscript
     from faux_checks.registry import Registry
 
-    rng = np.random.default_rng(0)
-    n = 600
-    sex = rng.choice(["F", "M"], n)
-    df = pd.DataFrame({"f0": rng.normal(size=n), "f1": rng.normal(size=n)})
-    df["proxy"] = (sex == "M") * 2.0 + rng.normal(scale=0.5, size=n)
-    df["sex"] = sex
-    df.to_csv(tmp_path / "audit.csv", index=False)
+    write_proxy_audit(tmp_path)   # audit.csv and policy.toml
     torch.manual_seed(0)
     save_torchscript(torch.nn.Sequential(torch.nn.Linear(3, 1)), tmp_path / "m.pt")
-    (tmp_path / "policy.toml").write_text(POLICY)
     (tmp_path / "home").mkdir()
     uri = f"sqlite:///{tmp_path / 'home' / 'mlflow.db'}"
     registry = Registry(uri)

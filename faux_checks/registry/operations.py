@@ -92,22 +92,27 @@ def apply_client_settings(operations) -> dict[str, str]:
     return applied
 
 
-def is_unreachable(exc: BaseException) -> bool:
-    """True when ``exc`` (or its cause/context chain) says the registry server did not answer."""
+def _chain(exc: BaseException):
+    """``exc``, then its ``__cause__`` (or ``__context__``), and so on; each exception once."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def is_unreachable(exc: BaseException) -> bool:
+    """True when ``exc`` (or its cause/context chain) says the registry server did not answer."""
+    for current in _chain(exc):
         if isinstance(current, (RegistryUnreachableError, ConnectionError, TimeoutError)):
             return True
         name = type(current).__name__
         if name in ("MaxRetryError", "NewConnectionError", "ConnectTimeoutError", "ReadTimeoutError", "ConnectTimeout",
                     "ReadTimeout"):
             return True
-        message = str(current).lower()
-        if any(marker in message for marker in _UNREACHABLE_MARKERS):
+        if any(marker in str(current).lower() for marker in _UNREACHABLE_MARKERS):
             return True
-        current = current.__cause__ or current.__context__
     return False
 
 
@@ -121,17 +126,8 @@ def is_unique_violation(exc: BaseException) -> bool:
     ``IntegrityError``. Both are recognised by the exception's class name (``UniqueViolation``,
     ``IntegrityError`` with a unique marker) or by :data:`_UNIQUE_MARKERS` in its message.
     """
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if type(current).__name__ == "UniqueViolation":
-            return True
-        message = str(current).lower()
-        if any(marker in message for marker in _UNIQUE_MARKERS):
-            return True
-        current = current.__cause__ or current.__context__
-    return False
+    return any(type(current).__name__ == "UniqueViolation"
+               or any(marker in str(current).lower() for marker in _UNIQUE_MARKERS) for current in _chain(exc))
 
 
 def unreachable_error(uri: str, seconds: float, exc: BaseException | None = None) -> RegistryUnreachableError:
