@@ -860,7 +860,9 @@ def _operations(policy_path: str | None):
     apply_client_settings(operations)
     from faux_checks.inputs.limits import set_model_limits
 
-    set_model_limits(operations)    # size, tree and probe limits on every model file this run loads
+    # size, tree and probe limits on every model file this run loads; torch loads probed too (a crash ends
+    # the probe child, the version is recorded undecided and the next one is gated: inputs/limits.py)
+    set_model_limits(operations, probe_torch=True)
     return operations
 
 

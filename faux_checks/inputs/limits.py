@@ -14,6 +14,14 @@ zip named ``model.pt`` that unpacked to 2.6 GB and passed; a 4.5 KB LightGBM tex
    process whose address space is limited (``resource.setrlimit(RLIMIT_AS)``, ``probe_memory_mb``) and whose
    time is limited (``probe_timeout_s``). A loader that aborts, is killed, runs out of memory or out of time
    there is refused with that cause, and the gate (which then records the version ``undecided``) goes on.
+   TorchScript and ``torch.export`` files are probed too where ``probe_torch`` is set: in the gate's run
+   (:func:`flows.gate._operations`), where a crash would end the whole gate. Measured (issue 25 round 3): a
+   1,937-byte TorchScript archive whose ``code/`` nests 200,000 parentheses passes :func:`check_archive`
+   (400 KB unpacked) and kills ``torch.jit.load`` with ``SIGSEGV`` (the C++ parser recurses), so the
+   structural checks alone cannot promise a torch load never crashes. Torch files are probed by the probe
+   server of :mod:`faux_checks.inputs.torch_probe` (torch imported once, each load forked); ``check`` and
+   ``register`` load in-process (a crash there ends that one command with a signal and records nothing), and
+   a file that passed once is not probed again in the same process (:func:`probe_load` remembers its sha256).
 
 The limits are the policy's ``[operations]`` (outside the policy hash: they never change a decision, only
 whether one is reached): :func:`set_model_limits` applies them to this process, as
@@ -35,22 +43,28 @@ from typing import Sequence
 
 from ..errors import InputError
 
-__all__ = ["ModelLimits", "PROBED_FORMATS", "check_archive", "check_tree_model", "model_limits", "probe_load", "read_ubjson",
+__all__ = ["ModelLimits", "PROBED_FORMATS", "PROBED_TORCH_FORMATS", "check_archive", "check_tree_model", "model_limits", "probe_load", "read_ubjson",
            "set_model_limits"]
 
 #: Formats whose loader is a native library loaded first in the probe process.
 PROBED_FORMATS = ("lightgbm", "xgboost", "onnx", "skops")
+#: torch formats, probed only where ``ModelLimits.probe_torch`` is set (the gate).
+PROBED_TORCH_FORMATS = ("torchscript", "torch.export")
 #: An archive smaller than this unpacked is never refused for its compression ratio.
 RATIO_FLOOR_BYTES = 16 << 20
 _PROBE_SCRIPT = Path(__file__).with_name("_probe_child.py")
-_LABEL = {"lightgbm": "LightGBM", "xgboost": "XGBoost", "onnx": "ONNX", "skops": "skops"}
+_LABEL = {"lightgbm": "LightGBM", "xgboost": "XGBoost", "onnx": "ONNX", "skops": "skops", "torchscript": "TorchScript",
+          "torch.export": "torch.export"}
+#: (format, sha256, trusted types, memory MiB) of files whose probe load succeeded in this process.
+_PASSED: set[tuple] = set()
 
 
 @dataclass(frozen=True)
 class ModelLimits:
     """The limits of :mod:`faux_checks.inputs.limits` (defaults: :class:`~faux_checks.gate.policy.OperationsSettings`).
 
-    ``probe=False`` loads in this process only (for callers that isolate the load themselves).
+    ``probe=False`` loads in this process only (for callers that isolate the load themselves);
+    ``probe_torch=True`` probes TorchScript and ``torch.export`` files too (set by the gate's run).
     """
 
     max_model_bytes: int = 1 << 30
@@ -61,22 +75,26 @@ class ModelLimits:
     probe_memory_mb: int = 16_384
     probe_timeout_s: float = 120.0
     probe: bool = True
+    probe_torch: bool = False
 
     @classmethod
-    def from_operations(cls, operations) -> "ModelLimits":
-        """The limits of a policy's ``[operations]``."""
-        names = {f.name for f in dataclasses.fields(cls)} - {"probe"}
-        return cls(**{n: getattr(operations, n) for n in names})
+    def from_operations(cls, operations, *, probe_torch: bool = False) -> "ModelLimits":
+        """The limits of a policy's ``[operations]`` (``probe_torch``: as the class says)."""
+        names = {f.name for f in dataclasses.fields(cls)} - {"probe", "probe_torch"}
+        return cls(**{n: getattr(operations, n) for n in names}, probe_torch=probe_torch)
 
 
 _current = ModelLimits()
 
 
-def set_model_limits(operations_or_limits) -> ModelLimits:
-    """Apply ``[operations]`` (or a :class:`ModelLimits`) to every later model load of this process; returns them."""
+def set_model_limits(operations_or_limits, *, probe_torch: bool = False) -> ModelLimits:
+    """Apply ``[operations]`` (or a :class:`ModelLimits`) to every later model load of this process; returns them.
+
+    ``probe_torch`` (with ``[operations]`` only): probe TorchScript and ``torch.export`` loads too (the gate).
+    """
     global _current
     _current = (operations_or_limits if isinstance(operations_or_limits, ModelLimits)
-                else ModelLimits.from_operations(operations_or_limits))
+                else ModelLimits.from_operations(operations_or_limits, probe_torch=probe_torch))
     return _current
 
 
@@ -326,6 +344,11 @@ def probe_load(path: str | Path, fmt: str, *, trusted_types: Sequence[str] = (),
     The child (``_probe_child.py``, run by path: it imports the model's library only, not this package)
     sets ``RLIMIT_AS`` to ``probe_memory_mb`` before importing anything, loads the file, and exits 0; a
     Python error other than memory exits 3, and the caller's own load then says what is wrong in its words.
+    Probed: :data:`PROBED_FORMATS`, and :data:`PROBED_TORCH_FORMATS` where ``limits.probe_torch`` is set (a
+    ``torch.export`` file must have passed :func:`~faux_checks.inputs.export_archive.check_export_archive`
+    first: the child loads it with ``weights_only`` forced, never with torch's fallback). A file whose probe
+    exited 0 is remembered by its sha256 (with the format, trusted types and memory limit) and not probed
+    again in this process: the gate loads one version's file several times.
 
     Raises
     ------
@@ -334,18 +357,30 @@ def probe_load(path: str | Path, fmt: str, *, trusted_types: Sequence[str] = (),
         out of the memory limit, or did not finish within ``probe_timeout_s``; nothing of it reached this process.
     """
     limits = limits or _current
-    if not limits.probe or fmt not in PROBED_FORMATS:
+    if not limits.probe or not (fmt in PROBED_FORMATS or (limits.probe_torch and fmt in PROBED_TORCH_FORMATS)):
+        return
+    key = (fmt, _sha256(path), tuple(trusted_types), int(limits.probe_memory_mb))
+    if key in _PASSED:
         return
     command = [sys.executable, str(_PROBE_SCRIPT), fmt, str(path), str(int(limits.probe_memory_mb)),
                json.dumps(list(trusted_types))]
     bound = f"a probe process limited to {limits.probe_memory_mb:,} MiB and {limits.probe_timeout_s:g} s"
     label = _LABEL.get(fmt, fmt)
     try:
-        done = subprocess.run(command, capture_output=True, timeout=limits.probe_timeout_s, stdin=subprocess.DEVNULL)
+        if fmt in PROBED_TORCH_FORMATS:     # torch imported once per process, each load forked (torch_probe.py)
+            from .torch_probe import probe_torch_file
+
+            done = probe_torch_file(path, fmt, limits.probe_memory_mb, limits.probe_timeout_s)
+        else:
+            done = subprocess.run(command, capture_output=True, timeout=limits.probe_timeout_s,
+                                  stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         raise InputError(f"refused to load {path}: the {label} loader did not finish in {bound} ([operations] "
                          "probe_timeout_s); the file was not loaded by the gate") from None
-    if done.returncode == 0 or (done.returncode == 3 and not _out_of_memory(done.stderr)):
+    if done.returncode == 0:
+        _PASSED.add(key)
+        return
+    if done.returncode == 3 and not _out_of_memory(done.stderr):
         return
     tail = _last_line(done.stderr)
     if done.returncode < 0:
@@ -360,6 +395,16 @@ def probe_load(path: str | Path, fmt: str, *, trusted_types: Sequence[str] = (),
     raise InputError(f"refused to load {path}: the {label} loader {how} in {bound} ([operations] probe_memory_mb, "
                      f"probe_timeout_s){f': {tail}' if tail else ''}; a damaged or hostile model file, not loaded by "
                      "the gate")
+
+
+def _sha256(path: str | Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def _out_of_memory(stderr: bytes) -> bool:

@@ -145,7 +145,8 @@ def load_model(
     InputError
         The file does not exist or is not a model, or a state dict does not fit the module
         the factory builds, or a zip archive unpacks to more than ``max_bytes``, or the file is past a
-        limit of :mod:`faux_checks.inputs.limits` (its loader aborted in the probe process included).
+        limit of :mod:`faux_checks.inputs.limits` (its loader aborted in the probe process included; TorchScript
+        and torch.export files are probed where ``probe_torch`` is in force: the gate's run).
     UnsafeModelError
         The file is a pickle that needs arbitrary code to load, or a torch.export archive that
         holds code (:func:`~faux_checks.inputs.export_archive.check_export_archive`), and
@@ -177,6 +178,7 @@ def load_model(
         return load_forward_only(path, fmt, trusted_types=trusted_types)
     names = _zip_names(path, max_bytes)
     if _is_torchscript(names):
+        probe_load(path, "torchscript", limits=limits)     # the gate's run only (limits.probe_torch): a crash isolated
         try:
             model = torch.jit.load(str(path), map_location="cpu")
         except Exception as exc:
@@ -189,9 +191,13 @@ def load_model(
                 return torch.export.load(str(path)).module()
             except Exception as exc:
                 raise InputError(f"cannot load torch.export model {path}: {exc}") from exc
-        from .export_archive import load_export_archive
+        from .export_archive import check_export_archive, load_export_archive
 
-        return load_export_archive(path.read_bytes(), str(path))
+        data = path.read_bytes()
+        if limits.probe_torch:                 # the gate's run: checked here, then loaded once in the probe child
+            check_export_archive(data, str(path))
+            probe_load(path, "torch.export", limits=limits)
+        return load_export_archive(data, str(path))
     if allow_pickle:
         model = torch.load(str(path), map_location="cpu", weights_only=False)  # noqa: S614 - explicit opt-in
         if hasattr(model, "eval"):
