@@ -55,7 +55,7 @@ RATIO_FLOOR_BYTES = 16 << 20
 _PROBE_SCRIPT = Path(__file__).with_name("_probe_child.py")
 _LABEL = {"lightgbm": "LightGBM", "xgboost": "XGBoost", "onnx": "ONNX", "skops": "skops", "torchscript": "TorchScript",
           "torch.export": "torch.export"}
-#: (format, sha256, trusted types, memory MiB) of files whose probe load succeeded in this process.
+#: (format, sha256, trusted types, memory MiB, time limit) of files whose probe load succeeded in this process.
 _PASSED: set[tuple] = set()
 
 
@@ -347,7 +347,7 @@ def probe_load(path: str | Path, fmt: str, *, trusted_types: Sequence[str] = (),
     Probed: :data:`PROBED_FORMATS`, and :data:`PROBED_TORCH_FORMATS` where ``limits.probe_torch`` is set (a
     ``torch.export`` file must have passed :func:`~faux_checks.inputs.export_archive.check_export_archive`
     first: the child loads it with ``weights_only`` forced, never with torch's fallback). A file whose probe
-    exited 0 is remembered by its sha256 (with the format, trusted types and memory limit) and not probed
+    exited 0 is remembered by its sha256 (with the format, trusted types and both limits) and not probed
     again in this process: the gate loads one version's file several times.
 
     Raises
@@ -359,7 +359,7 @@ def probe_load(path: str | Path, fmt: str, *, trusted_types: Sequence[str] = (),
     limits = limits or _current
     if not limits.probe or not (fmt in PROBED_FORMATS or (limits.probe_torch and fmt in PROBED_TORCH_FORMATS)):
         return
-    key = (fmt, _sha256(path), tuple(trusted_types), int(limits.probe_memory_mb))
+    key = (fmt, _sha256(path), tuple(trusted_types), int(limits.probe_memory_mb), float(limits.probe_timeout_s))
     if key in _PASSED:
         return
     command = [sys.executable, str(_PROBE_SCRIPT), fmt, str(path), str(int(limits.probe_memory_mb)),
