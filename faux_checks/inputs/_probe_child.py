@@ -11,7 +11,7 @@ set before the import), prints ``ready``, then for each JSON request line ``{"fm
 (``torchscript``: ``torch.jit.load`` on the CPU; ``torch.export``: ``torch.export.load(...).module()``,
 after the caller's :func:`~faux_checks.inputs.export_archive.check_export_archive`; nothing is called),
 and answers one JSON line ``{"status": "exit" | "signal" | "timeout", "code", "stderr"}``. It ends at
-the end of its input (its parent gone).
+the end of its input (its parent gone); a load still running when the parent goes is killed at once.
 """
 
 import json
@@ -91,7 +91,7 @@ def _probe_forked(request: dict) -> dict:
         done, raw = os.waitpid(pid, os.WNOHANG)
         if done:
             status = raw
-        elif time.monotonic() > ends:
+        elif time.monotonic() > ends or os.getppid() != _PARENT:   # out of time, or the gate is gone
             os.kill(pid, 9)
             os.waitpid(pid, 0)
             os.close(read_end)
@@ -105,6 +105,9 @@ def _probe_forked(request: dict) -> dict:
     if os.WIFSIGNALED(status):
         return {"status": "signal", "code": os.WTERMSIG(status), "stderr": err.decode("utf-8", "replace")}
     return {"status": "exit", "code": os.WEXITSTATUS(status), "stderr": err.decode("utf-8", "replace")}
+
+
+_PARENT = os.getppid()
 
 
 def serve() -> int:
