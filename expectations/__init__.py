@@ -25,6 +25,7 @@ from .baselines import (
 from ._inputs import trusting
 from .faux import ExpectFauxFlaggedFractionToBeAtMost, FauxCheck
 from .suite import SuiteOutcome, build_suite, load_suite, save_suite, validate_frame
+from .testers import tester_expectation
 
 __all__ = [
     "DemographicParityDifference",
@@ -48,6 +49,7 @@ __all__ = [
     "build_suite",
     "load_suite",
     "save_suite",
+    "tester_expectation",
     "trusting",
     "validate_frame",
 ]

@@ -35,6 +35,7 @@ from great_expectations.validator.metric_configuration import MetricConfiguratio
 
 from faux_checks.baselines import FTATester, group_metrics
 from faux_checks.errors import InputError
+from faux_checks.gate.tester_table import TESTERS
 from faux_checks.method._batching import as_tensor
 from faux_checks.method.forward import is_forward_only
 from faux_checks.method.output import TargetOutput, predict_probability, resolve_output_form
@@ -381,13 +382,14 @@ FLIPTEST_METRIC = "faux.fliptest"
 FTU_FLIP_METRIC = "faux.ftu_flip"
 LINKED_COLUMNS_METRIC = "faux.linked_columns"
 
-TESTER_PARAMS: Dict[str, tuple] = {
-    "weighted_fta": ("p", "subspace"),
-    "unfair_map": ("steps", "step_size", "penalty"),
-    "fliptest": ("method", "max_n", "reg"),
-    "ftu_flip": (),
-    "linked_columns": (),
-}
+#: Shipped per-individual testers' settings fields (read from the table: faux_checks.gate.tester_table.TESTERS).
+TESTER_PARAMS: Dict[str, tuple] = {n: t.params for n, t in TESTERS.items() if t.per_individual and n != "fta"}
+
+
+def _params(tester: str) -> tuple:  # the settings fields the entry reads beyond threshold (the live table)
+    return TESTERS[tester].params
+
+
 _COMMON_VALUE_KEYS = ("model_path", "feature_spec_path", "aux_model_path", "policy_json", "threshold")
 MAX_FLAGGED_FRACTION_DESCRIPTION = "Largest allowed share of individuals over threshold; None = report only."
 
@@ -395,20 +397,19 @@ MAX_FLAGGED_FRACTION_DESCRIPTION = "Largest allowed share of individuals over th
 def _tester_flagged_fraction(tester: str, execution_engine, metric_domain_kwargs: dict, kw: dict) -> dict:
     """Scores of ``tester`` on the audited rows, summarised against ``threshold`` (run_check's numbers)."""
     from faux_checks.gate.testers import baseline_scores
-    from faux_checks.gate.policy import TesterSettings
 
     inputs = audit_inputs(table_records(execution_engine, metric_domain_kwargs), model_path=kw["model_path"],
                           feature_spec_path=kw.get("feature_spec_path"), policy_json=kw["policy_json"])
     policy = inputs.policy
-    params = {k: kw[k] for k in TESTER_PARAMS[tester] if kw.get(k) is not None}
-    settings = TesterSettings(threshold=float(kw["threshold"]), **params)
+    params = {k: kw[k] for k in _params(tester) if kw.get(k) is not None}
+    settings = TESTERS[tester].settings(threshold=float(kw["threshold"]), **params)
     rows = inputs.rows
     output = resolve_output_form(inputs.target_model, as_tensor(rows.X[:256]),
                                  TargetOutput(form=policy.target_output, target_class=policy.target_class))
     scores, description = baseline_scores(tester, settings, inputs.target_model, output, rows, seed=policy.seed,
                                           links=policy.linked_columns)
     summary = {"statistic": "flagged_fraction", "tester": tester, "threshold": settings.threshold,
-               **{k: getattr(settings, k) for k in TESTER_PARAMS[tester]}, "n_individuals": int(len(rows.X))}
+               **{k: getattr(settings, k) for k in _params(tester)}, "n_individuals": int(len(rows.X))}
     if scores is None:
         return {**summary, "value": None, "not_applicable": description}
     flagged = scores > settings.threshold
@@ -426,14 +427,14 @@ def _tester_metric_provider(class_name: str, tester: str, metric_name: str, doc:
     @metric_value(engine=PandasExecutionEngine)
     def _pandas(cls, execution_engine, metric_domain_kwargs: dict, metric_value_kwargs: dict,
                 metrics: dict[str, Any], runtime_configuration: dict) -> dict:
-        reused = _flagged_from_check(metrics, tester, metric_value_kwargs, TESTER_PARAMS[tester])
+        reused = _flagged_from_check(metrics, tester, metric_value_kwargs, _params(tester))
         if reused is not None:
             return reused
         return _tester_flagged_fraction(tester, execution_engine, metric_domain_kwargs, metric_value_kwargs)
 
     return type(class_name, (_ReadsTheCheck,), {
         "__doc__": doc, "__module__": __name__, "metric_name": metric_name,
-        "value_keys": _COMMON_VALUE_KEYS + TESTER_PARAMS[tester], "_pandas": _pandas})
+        "value_keys": _COMMON_VALUE_KEYS + _params(tester), "_pandas": _pandas})
 
 
 WeightedFtaFlaggedFraction = _tester_metric_provider(
@@ -454,9 +455,7 @@ LinkedColumnsFlaggedFraction = _tester_metric_provider(
 
 
 def _default(field: str):
-    from faux_checks.gate.policy import TesterSettings
-
-    return TesterSettings.model_fields[field].default
+    return TESTERS["fta"].settings.model_fields[field].default     # the shipped testers' settings model
 
 
 class TesterFlaggedFractionExpectation(_BaselineExpectation):
@@ -480,7 +479,7 @@ class TesterFlaggedFractionExpectation(_BaselineExpectation):
     def from_settings(cls, settings, **common) -> "TesterFlaggedFractionExpectation":
         """The expectation for a policy's ``TesterSettings`` (``common``: column, model_path, ...)."""
         return cls(**common, threshold=settings.threshold, max_flagged_fraction=settings.max_flagged_fraction,
-                   gating=settings.gating, **{k: getattr(settings, k) for k in TESTER_PARAMS[cls._tester]})
+                   gating=settings.gating, **{k: getattr(settings, k) for k in _params(cls._tester)})
 
     @override
     def _validate(self, metrics: Dict, runtime_configuration: Optional[dict] = None,

@@ -25,35 +25,31 @@ from faux_checks.errors import InputError
 from faux_checks.gate.decision import EXIT_CODES, decide, rule_row
 from faux_checks.gate.policy import Policy
 
-from .baselines import (
-    ExpectDemographicParityDifferenceToBeAtMost,
-    ExpectEqualizedOddsDifferenceToBeAtMost,
-    ExpectFlipTestFlaggedFractionToBeAtMost,
-    ExpectFtaFlaggedFractionToBeAtMost,
-    ExpectFtuFlipFlaggedFractionToBeAtMost,
-    ExpectLinkedColumnsFlaggedFractionToBeAtMost,
-    ExpectUnfairMapFlaggedFractionToBeAtMost,
-    ExpectWeightedFtaFlaggedFractionToBeAtMost,
-    TesterFlaggedFractionExpectation,
-)
 from .faux import ExpectFauxFlaggedFractionToBeAtMost
+from .testers import SHIPPED_EXPECTATIONS, expectation_for, tester_expectation
 
 __all__ = ["SuiteOutcome", "build_suite", "validate_frame", "save_suite", "load_suite", "TESTER_EXPECTATIONS"]
 
 logger = logging.getLogger(__name__)
 
 FAUX_TYPE = ExpectFauxFlaggedFractionToBeAtMost.expectation_type
-TESTER_EXPECTATIONS = {
-    "fta": ExpectFtaFlaggedFractionToBeAtMost,
-    "weighted_fta": ExpectWeightedFtaFlaggedFractionToBeAtMost,
-    "unfair_map": ExpectUnfairMapFlaggedFractionToBeAtMost,
-    "fliptest": ExpectFlipTestFlaggedFractionToBeAtMost,
-    "ftu_flip": ExpectFtuFlipFlaggedFractionToBeAtMost,
-    "linked_columns": ExpectLinkedColumnsFlaggedFractionToBeAtMost,
-    "demographic_parity": ExpectDemographicParityDifferenceToBeAtMost,
-    "equalized_odds": ExpectEqualizedOddsDifferenceToBeAtMost,
-}
-OUR_TYPES = {FAUX_TYPE} | {cls.expectation_type for cls in TESTER_EXPECTATIONS.values()}
+#: The shipped testers' expectation classes (a registered tester's is :func:`.testers.tester_expectation`).
+TESTER_EXPECTATIONS = SHIPPED_EXPECTATIONS
+
+
+def _is_ours(kind: str) -> bool:
+    """Whether ``kind`` is the fAux expectation or a tester's of the table (shipped or built from an entry)."""
+    from faux_checks.gate.tester_table import TESTERS
+
+    if kind == FAUX_TYPE:
+        return True
+    for name in TESTERS:
+        try:
+            if tester_expectation(name).expectation_type == kind:
+                return True
+        except InputError:
+            continue
+    return False
 
 
 @dataclass(frozen=True)
@@ -140,8 +136,8 @@ def build_suite(
     Raises
     ------
     InputError
-        ``equalized_odds`` is enabled but the policy names no label column, or an enabled
-        tester has no expectation here.
+        A tester that reads the label (``equalized_odds``) is enabled but the policy names no label column,
+        or an enabled tester is a group metric with no expectation (:func:`.testers.tester_expectation`).
     """
     expectations: list[Any] = []
     for one in policy.attribute_policies().values():
@@ -161,22 +157,8 @@ def _attribute_expectations(policy: Policy, model_path: str, feature_spec_path: 
     expectations: list[Any] = [ExpectFauxFlaggedFractionToBeAtMost(
         **common, max_flagged_fraction=policy.faux.max_flagged_fraction)]
     for tester, settings in policy.testers.items():
-        if not settings.enabled:
-            continue
-        cls = TESTER_EXPECTATIONS.get(tester)
-        if cls is None:
-            raise InputError(f"policy tester '{tester}' has no Great Expectations expectation yet (known: "
-                             f"{sorted(TESTER_EXPECTATIONS)}); disable it in the policy or add one in expectations/")
-        if cls is ExpectFtaFlaggedFractionToBeAtMost:
-            expectations.append(cls(**common, threshold=settings.threshold, p=settings.p,
-                                    max_flagged_fraction=settings.max_flagged_fraction, gating=settings.gating))
-        elif issubclass(cls, TesterFlaggedFractionExpectation):
-            expectations.append(cls.from_settings(settings, **common))
-        else:
-            if tester == "equalized_odds" and not policy.label:
-                raise InputError("testers.equalized_odds is enabled but the policy names no label column; "
-                                 "set label = \"...\" or disable the tester")
-            expectations.append(cls(**common, threshold=settings.threshold, gating=settings.gating))
+        if settings.enabled:          # the class from the tester table (shipped, or built from the entry)
+            expectations.append(expectation_for(tester, settings, label=policy.label, **common))
     return expectations
 
 
@@ -289,7 +271,7 @@ def _decide(result) -> SuiteOutcome:
         details = res.get("details") or {}
         is_faux = kind == FAUX_TYPE
         # fAux always gates; a foreign expectation someone added to the suite gates too (fail closed)
-        gating = True if is_faux else bool(r.expectation_config.kwargs.get("gating", kind not in OUR_TYPES))
+        gating = True if is_faux else bool(r.expectation_config.kwargs.get("gating", not _is_ours(kind)))
         error = _exception_message(r.exception_info)
         rows.append({"type": kind, "success": bool(r.success), "observed_value": res.get("observed_value"),
                      "gating": gating, "exception": error})

@@ -16,10 +16,11 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator,
-                      model_serializer, model_validator)
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, SerializeAsAny, ValidationError,
+                      field_validator, model_serializer, model_validator)
 
 from ..errors import InputError
+from .tester_settings import TesterSettings
 
 __all__ = ["Policy", "AttributeSettings", "AuxSettings", "FauxSettings", "TesterSettings", "ScaleSettings", "AuditSettings",
            "DecisionSettings", "OperationsSettings", "load_policy", "default_policy_path", "policy_path", "policy_errors", "recorded_policy",
@@ -153,25 +154,6 @@ class FauxSettings(_Strict):
         if self.admissible and self.variant != "swap":
             raise ValueError(f"admissible columns are a setting of variant 'swap', not of {self.variant!r}")
         return self
-
-
-class TesterSettings(_Strict):
-    """A baseline tester: whether it runs, and its threshold (reported; ``gating`` makes it decide too)."""
-
-    enabled: bool = True
-    threshold: float = Field(..., ge=0, description="Score above which an individual (or the model, for group metrics) is flagged.")
-    max_flagged_fraction: float | None = Field(None, ge=0, le=1, description="For per-individual testers.")
-    gating: bool = Field(False, description="If true, exceeding the limit fails the gate as fAux does.")
-    p: float = Field(2.0, ge=1, description="ℓp norm (FTA, weighted FTA).")
-    subspace: Literal["sensitive", "complement"] = Field(
-        "sensitive", description="Weighted FTA: score P_S ∇f (sensitive subspace) or (I − P_S) ∇f.")
-    steps: int = Field(20, ge=1, le=1000, description="Unfair Map: gradient-ascent steps.")
-    step_size: float = Field(0.1, gt=0, description="Unfair Map: step η (encoded-feature units per unit gradient).")
-    penalty: float = Field(1.0, ge=0, description="Unfair Map: λ of the fair-metric penalty.")
-    method: Literal["exact", "sinkhorn", "quantile"] = Field(
-        "exact", description="FlipTest: exact OT, entropic OT, or the per-feature quantile map.")
-    max_n: int = Field(2000, ge=2, description="FlipTest (exact/sinkhorn): rows per group in the OT problem.")
-    reg: float = Field(0.01, gt=0, description="FlipTest (sinkhorn): entropic regularisation.")
 
 
 class AuditSettings(_Strict):
@@ -401,7 +383,9 @@ class Policy(_Strict):
     seed: int = Field(0, ge=0, description="Seeds the auxiliary model, its hold-out split and every row sample.")
     faux: FauxSettings
     aux: AuxSettings = AuxSettings()
-    testers: dict[str, TesterSettings] = Field(default_factory=dict)
+    testers: dict[str, SerializeAsAny[TesterSettings]] = Field(
+        default_factory=dict, description="Each [testers.NAME] validated against the settings model of the entry NAME of "
+        "faux_checks.gate.tester_table.TESTERS.")
     linked_columns: _LinkTables = Field(
         default_factory=dict, description="Columns tied to the protected attribute by definition: column -> "
         "{group: value} (e.g. relationship = { Male = \"Husband\", Female = \"Wife\" }), {group: [values]} (many "
@@ -411,10 +395,19 @@ class Policy(_Strict):
     decision: DecisionSettings = DecisionSettings()
     operations: OperationsSettings = OperationsSettings()
 
+    @field_validator("testers", mode="before")
+    @classmethod
+    def _tester_settings(cls, value):
+        """Each ``[testers.NAME]`` validated against its table entry's settings model (unknown names: below)."""
+        from .tester_table import validate_settings
+
+        return validate_settings(value)
+
     @model_validator(mode="after")
     def _known_testers(self) -> "Policy":
-        known = {"fta", "weighted_fta", "unfair_map", "fliptest", "ftu_flip", "linked_columns", "demographic_parity",
-                 "equalized_odds"}
+        from .tester_table import TESTERS
+
+        known = set(TESTERS)
         unknown = set(self.testers) - known
         if unknown:
             raise ValueError(f"unknown tester(s) {sorted(unknown)}; known: {sorted(known)}")

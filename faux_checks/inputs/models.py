@@ -72,31 +72,22 @@ def model_format(path: str | Path) -> str:
     str
         ``"torchscript"`` (``torch.jit.save``), ``"torch.export"`` (``torch.export.save``, ``.pt2``),
         ``"torch.save"`` (a pickle: a state dict loads with ``weights_only``, a pickled module
-        would run code), a forward-only format (``"onnx"``, ``"xgboost"``, ``"lightgbm"``, ``"skops"``:
-        :func:`~faux_checks.inputs.targets.sniff_format`) or ``"unknown"``. All but ``"torch.save"`` load
-        without unpickling (:func:`load_model`).
+        would run code), a forward-only format (``"onnx"``, ``"xgboost"``, ``"lightgbm"``, ``"skops"``): the
+        name of the entry of :data:`faux_checks.inputs.formats.FORMATS` that detects it, or ``"unknown"``.
+        All but ``"torch.save"`` load without unpickling (:func:`load_model`).
 
     Raises
     ------
     InputError
         If ``path`` is not a file.
     """
+    from .formats import detect_format
+
     path = Path(path)
     if not path.is_file():
         raise InputError(f"model file {path} does not exist")
-    forward = sniff_format(path)          # ONNX, XGBoost, LightGBM, skops were all "unknown" before issue 22
-    if forward is not None:
-        return forward
-    names = _zip_names(path)
-    if _is_torchscript(names):
-        return "torchscript"
-    if _is_export(names):
-        return "torch.export"
-    if any(n.endswith("data.pkl") for n in names):
-        return "torch.save"
-    with open(path, "rb") as fh:
-        head = fh.read(2)
-    return "torch.save" if head[:1] == b"\x80" else "unknown"  # pickle protocol 2+ (legacy torch.save)
+    fmt = detect_format(path)              # the format table (faux_checks.inputs.formats.FORMATS)
+    return "unknown" if fmt is None else fmt.name
 
 
 def _is_torchscript(names: list[str]) -> bool:

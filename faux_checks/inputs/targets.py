@@ -27,7 +27,6 @@ probability does not saturate to exactly 0 or 1.
 from __future__ import annotations
 
 import json
-import zipfile
 from pathlib import Path
 from typing import Sequence
 
@@ -35,11 +34,13 @@ import numpy as np
 
 from ..errors import InputError, UnsafeModelError
 from ..method.forward import ForwardOnlyTarget
+from .formats import FORMATS as _TABLE
 
 __all__ = ["FORMATS", "lightgbm_target", "load_lightgbm", "load_onnx", "load_skops", "load_xgboost", "sklearn_target",
            "sniff_format", "xgboost_target"]
 
-FORMATS = ("onnx", "xgboost", "lightgbm", "skops")
+#: The forward-only formats' names (entries of :data:`faux_checks.inputs.formats.FORMATS` without gradients).
+FORMATS = tuple(name for name, fmt in _TABLE.items() if fmt.forward_only)
 _EXTRA_HINT = "install the optional extra: pip install 'faux-checks[blackbox]'"
 
 
@@ -53,49 +54,25 @@ def _require(module: str, fmt: str):
 
 
 def sniff_format(path: str | Path) -> str | None:
-    """The forward-only format of ``path`` from its first bytes, or None (a PyTorch file or something else).
+    """The forward-only format of ``path`` from its content, or None (a PyTorch file or something else).
 
-    skops: a zip holding ``schema.json``; LightGBM: text starting ``tree``; XGBoost: JSON or UBJSON whose
-    first kilobyte names ``learner``; ONNX: a protobuf starting with the ``ir_version`` field (byte 0x08)
-    that ``onnx`` parses as a model with a graph.
+    The forward-only entries of :data:`faux_checks.inputs.formats.FORMATS` decide: skops, a zip holding
+    ``schema.json``; LightGBM, text starting ``tree``; XGBoost, JSON or UBJSON whose first kilobyte names
+    ``learner``; ONNX, a protobuf starting with the ``ir_version`` field (byte 0x08) that ``onnx`` parses as a
+    model with a graph.
     """
-    path = Path(path)
-    with open(path, "rb") as fh:
-        head = fh.read(1024)
-    if head.startswith(b"PK"):
-        try:
-            with zipfile.ZipFile(path) as zf:
-                return "skops" if "schema.json" in zf.namelist() else None
-        except zipfile.BadZipFile:
-            return None
-    if head.startswith(b"tree\n") or head.startswith(b"tree\r\n"):
-        return "lightgbm"
-    if head.lstrip()[:1] == b"{" and b"learner" in head:
-        return "xgboost"
-    if head[:1] == b"\x08":
-        try:
-            import onnx
-        except ImportError:
-            return None
-        try:
-            model = onnx.load(str(path), load_external_data=False)
-        except Exception:
-            return None
-        return "onnx" if len(model.graph.node) else None
-    return None
+    from .formats import detect_format
+
+    fmt = detect_format(path)
+    return fmt.name if fmt is not None and fmt.forward_only else None
 
 
 def load_forward_only(path: str | Path, fmt: str, *, trusted_types: Sequence[str] = ()) -> ForwardOnlyTarget:
-    """Load ``path`` in format ``fmt`` (one of :data:`FORMATS`); see the loaders."""
-    if fmt == "onnx":
-        return load_onnx(path)
-    if fmt == "xgboost":
-        return load_xgboost(path)
-    if fmt == "lightgbm":
-        return load_lightgbm(path)
-    if fmt == "skops":
-        return load_skops(path, trusted_types=trusted_types)
-    raise InputError(f"unknown forward-only model format {fmt!r}; known: {list(FORMATS)}")
+    """Load ``path`` in format ``fmt`` (a forward-only entry of :data:`faux_checks.inputs.formats.FORMATS`)."""
+    entry = _TABLE.get(fmt)
+    if entry is None or entry.load is None:
+        raise InputError(f"unknown forward-only model format {fmt!r}; known: {list(FORMATS)}")
+    return entry.load(Path(path), trusted_types)
 
 
 def load_onnx(path: str | Path, *, output_name: str | None = None) -> ForwardOnlyTarget:

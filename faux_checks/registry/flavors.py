@@ -30,10 +30,18 @@ from ..errors import InputError, UnsafeModelError
 
 __all__ = ["FLAVORS", "flavor_model_file"]
 
-#: Flavours read, in order of preference, and the key of their configuration that names the model file.
-FLAVORS = {"onnx": "data", "xgboost": "data", "lightgbm": "data", "sklearn": "pickled_model"}
-_SAFE_SUFFIXES = {"onnx": (".onnx",), "xgboost": (".ubj", ".json"), "lightgbm": (".lgb", ".txt", ".skops"),
-                  "sklearn": (".skops",)}
+
+def _flavors() -> dict:
+    """Flavour name -> :class:`~faux_checks.inputs.formats.MlflowFlavor`, from the format table, in its order."""
+    from ..inputs.formats import FORMATS
+
+    return {fl.name: fl for fmt in FORMATS.values() for fl in fmt.flavors}
+
+
+#: Flavours read, in order of preference (the format table's), and the key of their configuration that names the
+#: model file. A new flavour is a ``flavors=`` item of its entry in :data:`faux_checks.inputs.formats.FORMATS`.
+FLAVORS = {name: fl.key for name, fl in _flavors().items()}
+_SAFE_SUFFIXES = {name: fl.safe_suffixes for name, fl in _flavors().items()}
 
 
 def flavor_model_file(folder: str | Path) -> tuple[Path, str] | None:

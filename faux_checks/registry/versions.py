@@ -17,6 +17,14 @@ from ..errors import InputError
 from .formats import feature_spec_file, mlflow_model_file
 
 
+def _model_format(path) -> str:
+    """The format table's name for the file (content sniffed; nothing loaded, torch not imported)."""
+    from ..inputs.formats import detect_format
+
+    fmt = detect_format(path)
+    return "unknown" if fmt is None else fmt.name
+
+
 def model_sha256(path) -> str:
     """:func:`faux_checks.inputs.models.model_sha256`, imported on use (it brings torch: ~2 s a registry lookup need not pay)."""
     from ..inputs.models import model_sha256 as sha
@@ -45,11 +53,13 @@ def _logged_model_id(uri: str) -> str | None:
     return head if re.fullmatch(r"m-[0-9a-f]{32}", head) else None
 
 
-__all__ = ["MODEL_FILE_TAG", "MODEL_SHA_TAG", "ModelVersions", "SPEC_FILE_TAG", "SPEC_SHA_TAG"]
+__all__ = ["MODEL_FILE_TAG", "MODEL_FORMAT_TAG", "MODEL_SHA_TAG", "ModelVersions", "SPEC_FILE_TAG", "SPEC_SHA_TAG"]
 
 #: Version tags written by :meth:`ModelVersions.register_version`.
 MODEL_SHA_TAG = "model_sha256"
 MODEL_FILE_TAG = "model_file"
+#: The format table's name of the model file (faux_checks.inputs.formats.FORMATS), "unknown" when no entry detects it.
+MODEL_FORMAT_TAG = "model_format"
 SPEC_FILE_TAG = "feature_spec_file"
 SPEC_SHA_TAG = "feature_spec_sha256"
 _ARTIFACT_DIR = "model"  # artifact sub-folder of the registration run that becomes the version's source
@@ -85,7 +95,9 @@ class ModelVersions(RegistryClient):
         description : str
             Version description.
         tags : mapping, optional
-            Extra version tags (values are converted to strings).
+            Extra version tags (values are converted to strings). ``model_format`` is set from the file's
+            content (:data:`faux_checks.inputs.formats.FORMATS`: ``onnx``, ``xgboost``, ``lightgbm``, ``skops``,
+            ``torchscript``, ``torch.export``, ``torch.save``, else ``unknown``) unless given here.
 
         Returns
         -------
@@ -114,6 +126,7 @@ class ModelVersions(RegistryClient):
         version_tags = {str(k): tag_value(v) for k, v in (tags or {}).items()}
         version_tags[MODEL_SHA_TAG] = model_sha256(model_path)
         version_tags[MODEL_FILE_TAG] = model_path.name
+        version_tags.setdefault(MODEL_FORMAT_TAG, _model_format(model_path))     # a format the caller gave is kept
         if spec_path is not None:
             version_tags[SPEC_FILE_TAG] = spec_path.name
             version_tags[SPEC_SHA_TAG] = model_sha256(spec_path)
