@@ -37,7 +37,7 @@ def seed_sample(n: int, policy: Policy) -> np.ndarray:
 
 def seed_spread(target_model, policy: Policy, output: TargetOutput, spec: FeatureSpec,
                 protected: ProtectedAttribute, X: np.ndarray, values: np.ndarray, *, train: np.ndarray,
-                sample: np.ndarray, used_flagged: np.ndarray) -> dict | None:
+                sample: np.ndarray, used_flagged: np.ndarray, models: list | None = None) -> dict | None:
     """The flagged fraction of every auxiliary-model seed on the same rows.
 
     Parameters
@@ -60,6 +60,9 @@ def seed_spread(target_model, policy: Policy, output: TargetOutput, spec: Featur
     used_flagged : ndarray of shape (len(sample),), bool or float in [0, 1]
         The check's own aux model's worst-case flags on ``sample``
         (:meth:`~faux_checks.method.faux.LICResult.decision_weights`).
+    models : list, optional
+        Receives ``(seed, fitted AuxiliaryModel)`` of every extra seed, in seed order (the check records them,
+        :func:`faux_checks.report.records.write_check_records`, so a re-gate restores them instead of training).
 
     Returns
     -------
@@ -79,18 +82,18 @@ def seed_spread(target_model, policy: Policy, output: TargetOutput, spec: Featur
         return None
     seeds = [policy.seed + k for k in range(count)]
     extra = [seed_fraction(target_model, policy, output, spec, protected, X, values, train=train, sample=sample,
-                           seed=seed) for seed in seeds[1:]]
+                           seed=seed, models=models) for seed in seeds[1:]]
     return spread_record(policy, float(np.mean(used_flagged)), extra, rows=len(sample))
 
 
 def seed_fraction(target_model, policy: Policy, output: TargetOutput, spec: FeatureSpec,
                   protected: ProtectedAttribute, X: np.ndarray, values: np.ndarray, *, train: np.ndarray,
-                  sample: np.ndarray, seed: int) -> tuple[float, float]:
+                  sample: np.ndarray, seed: int, models: list | None = None) -> tuple[float, float]:
     """One extra seed of :func:`seed_spread`: ``(flagged fraction on sample, held-out aux quality)``.
 
     Trains the auxiliary model with ``seed`` on ``X[train]`` (its own swap reference) and scores
     ``X[sample]``; arguments as :func:`seed_spread`. Independent of the other seeds, so the seeds can
-    run in parallel (the sharded flow runs each on a worker).
+    run in parallel (the sharded flow runs each on a worker). ``models`` receives ``(seed, aux model)``.
     """
     mask = spec.feature_mask(policy.protected)
     X_aux = X[:, ~mask]
@@ -99,6 +102,8 @@ def seed_fraction(target_model, policy: Policy, output: TargetOutput, spec: Feat
     tester = faux_tester(target_model, aux, policy, output, spec, protected, reference_rows=X[train],
                          reference_values=values[train], holdout_rows=X[hold], holdout_values=values[hold])
     lic = tester.evaluate(X[sample], values[sample], evidence=False)
+    if models is not None:
+        models.append((int(seed), aux))
     return float(np.mean(lic.decision_weights(policy.faux.delta))), float(aux.quality_)
 
 
