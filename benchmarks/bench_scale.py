@@ -282,16 +282,19 @@ def run_config(workers: int, args, paths: dict) -> dict:
 
 def compare_outputs(paths: list[str]) -> str:
     import numpy as np
-    import pyarrow.parquet as pq
 
     if len(paths) < 2:
         return "only one run"
-    files = [pq.ParquetFile(p) for p in paths]
-    rows = {f.metadata.num_rows for f in files}
+    import pyarrow.dataset as ds
+
+    from faux_checks.gate.stream.output import score_files
+
+    files = [ds.dataset([str(f) for f in score_files(p)], format="parquet") for p in paths]  # a file or a dataset folder
+    rows = {f.count_rows() for f in files}
     if len(rows) != 1:
         return f"DIFFERENT row counts {rows}"
     ref = files[0]
-    readers = [f.iter_batches(batch_size=1 << 20, columns=["row", "lic_score", "status"]) for f in files]
+    readers = [_rebatch(f.to_batches(columns=["row", "lic_score", "status"], batch_size=1 << 20)) for f in files]
     worst, n = 0.0, 0
     for batches in zip(*readers):
         a = batches[0]
@@ -306,6 +309,45 @@ def compare_outputs(paths: list[str]) -> str:
         n += len(a)
     del ref
     return "identical (bit for bit)" if worst == 0.0 else f"max |difference| {worst:.3g}"
+
+
+def _rebatch(batches, size: int = 1 << 20):
+    """Record batches of exactly ``size`` rows (the last shorter), whatever the files' row groups: runs compare batch by batch."""
+    import pyarrow as pa
+
+    buf, n = [], 0
+    for b in batches:
+        buf.append(b)
+        n += len(b)
+        while n >= size:
+            t = pa.Table.from_batches(buf).combine_chunks()
+            yield t.slice(0, size).to_batches()[0]
+            rest = t.slice(size)
+            buf, n = ([rest.combine_chunks().to_batches()[0]] if len(rest) else []), len(rest)
+    if n:
+        yield pa.Table.from_batches(buf).combine_chunks().to_batches()[0]
+
+
+def serial_seconds(timings: dict) -> float:
+    """Seconds of the run's critical path that more workers do not shorten: plan, the wait for the aux model, merge.
+
+    The sample and score passes run on the workers (the extra aux seeds too, after issue 23); everything else runs
+    in the driver, or on one worker while the first shard waits for it.
+    """
+    return sum(float(timings.get(k) or 0.0) for k in ("plan", "aux", "merge"))
+
+
+def amdahl(r: dict, rows: int, workers: int) -> float:
+    """Projected flow seconds for ``rows`` rows on ``workers`` workers from run ``r`` (Amdahl, linear per-row work).
+
+    plan and aux are fixed (the aux sample has ``max_train_rows`` rows whatever n), merge grows with the rows, the
+    sample and score passes grow with the rows and divide over the workers (perfect scaling of the measured run's
+    worker-seconds: an upper bound on the speed).
+    """
+    t, scale = r["timings"], rows / r["n"]
+    fixed = float(t.get("plan") or 0.0) + float(t.get("aux") or 0.0)
+    parallel = (float(t["sample"]) + float(t["score"])) * max(1, r["workers"])
+    return fixed + float(t.get("merge") or 0.0) * scale + parallel * scale / workers
 
 
 def print_table(results: list[dict], args, gen_s: float, file_mb: float, same: str, ctl: dict | None) -> None:
@@ -329,6 +371,13 @@ def print_table(results: list[dict], args, gen_s: float, file_mb: float, same: s
               f"{t['first_score']:>10.1f}{r['first_score_from_launch_s']:>9.1f}{peak('driver'):>10,.0f}"
               f"{peak('prefect server'):>10,.0f}{peak('dask worker'):>14,.0f}"
               f"{r['load_before']:>5.1f}>{r['load_after']:<4.1f}")
+    print("\nserial part (plan + aux wait + merge: not shortened by more workers) and the Amdahl projection to "
+          "1,000,000,000 rows (README):")
+    for r in results:
+        ser, total = serial_seconds(r["timings"]), float(r["timings"]["total"])
+        proj = ", ".join(f"{w} workers {amdahl(r, 10**9, w) / 60:,.1f} min" for w in (2, 8, 32, 128, 1024))
+        print(f"  workers={r['workers']}: serial {ser:.1f} s of {total:.1f} s = {ser / total:.1%}; 1B rows: {proj}; "
+              f"limit (any number of workers) {amdahl(r, 10**9, 10**12) / 60:,.1f} min")
     print("\nscore files of all runs: " + same)
     print("peak RSS of every process (MB):")
     for r in results:
@@ -374,6 +423,8 @@ def main(argv=None) -> None:
     ap.add_argument("--aux-epochs", type=int, default=5, help="epochs when --train-aux (default 5)")
     ap.add_argument("--tmp", default=None, help="folder for the data file (default: $TMPDIR)")
     ap.add_argument("--keep", action="store_true", help="keep the generated files")
+    ap.add_argument("--data-file", default=None,
+                    help="score this Parquet file (written by an earlier run's generate(), same --n/--d) instead of generating one")
     ap.add_argument("--json", default=None, help="also write the results to this JSON file")
     ap.add_argument("--control-rows", type=int, default=1_048_576,
                     help="rows of the plain-process control before and after the runs (0: skip; default 1,048,576)")
@@ -399,9 +450,12 @@ def main(argv=None) -> None:
         shutil.rmtree(folder, ignore_errors=True)
         raise SystemExit(f"not enough disk space in {folder}: {free / 2**30:.1f} GiB free, ~{need / 2**30:.1f} GiB needed")
     try:
-        data = folder / "data.parquet"
-        print(f"generating {args.n:,} x {args.d} into {data} ...", file=sys.stderr, flush=True)
-        gen_s = generate(data, args.n, args.d, args.row_group_rows)
+        if args.data_file:       # a file generate() wrote before, with the same --n, --d, --row-group-rows
+            data, gen_s = Path(args.data_file), 0.0
+        else:
+            data = folder / "data.parquet"
+            print(f"generating {args.n:,} x {args.d} into {data} ...", file=sys.stderr, flush=True)
+            gen_s = generate(data, args.n, args.d, args.row_group_rows)
         file_mb = data.stat().st_size / 2**20
         model, aux = save_models(folder, args.d)
         paths = {"dir": folder, "data": data, "model": model, "aux": aux}

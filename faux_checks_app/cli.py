@@ -1121,7 +1121,8 @@ def build_parser() -> argparse.ArgumentParser:
     _data_format(p)
     p.add_argument("--protected", required=True, help="protected attribute column")
     p.add_argument("--feature-spec", help="FeatureSpec JSON; without it the numeric columns are used as they are")
-    p.add_argument("--out", required=True, help="new scores file (.parquet or .csv): one row per input row, in order")
+    p.add_argument("--out", required=True, help="new scores output: one row per input row, in order; .parquet: one file (--workers 0) or, sharded, "
+                   "a dataset folder of one part file per shard (read it with pandas.read_parquet or pyarrow.dataset); else CSV")
     p.add_argument("--label", help="label column (excluded from features)")
     p.add_argument("--policy", help="policy TOML (default: the shipped policy); its [scale] section gives the defaults")
     p.add_argument("--aux-model", help="TorchScript auxiliary model (raw outputs) instead of training one")

@@ -598,9 +598,14 @@ def _aux_store(tracking_uri: str | None, workdir: str):
 
 
 def _aux_key_tag(check: dict, records: dict[str, str], attributes: list) -> dict[str, str]:
-    """``fairness_aux_key``: the key of the run's one recorded auxiliary model (none with several attributes)."""
-    key = (check.get("provenance") or {}).get("aux_key")
-    return {"fairness_aux_key": key} if key and "aux_model" in records and not attributes else {}
+    """``fairness_aux_key``: the key of the run's one recorded auxiliary model (none with several attributes);
+    ``fairness_aux_seed_keys``: ``"<seed>:<key> ..."`` of its recorded extra seeds (restored by a re-gate too)."""
+    provenance = check.get("provenance") or {}
+    key = provenance.get("aux_key")
+    if not (key and "aux_model" in records and not attributes):
+        return {}
+    seeds = " ".join(f"{k}:{v}" for k, v in (provenance.get("aux_seed_keys") or {}).items() if v)
+    return {"fairness_aux_key": key, **({"fairness_aux_seed_keys": seeds} if seeds else {})}
 
 
 def _record(model_name: str, version: str, tracking_uri: str | None, outcome, report_dir: str, model_info: dict,

@@ -10,12 +10,14 @@ Recipe (every step calls :mod:`faux_checks.gate.stream`):
    global k-th smallest key; then each shard encodes only its rows of the global sample
    (:func:`~faux_checks.gate.stream.sample.sample_pass` with ``max_key``), merged exactly in the flow
    (:func:`~faux_checks.gate.stream.sample.merge_samples`). k rows cross the network in all, not k per shard;
-3. train (or load) the auxiliary model once, in the flow's process, and save it as TorchScript
-   in the work folder: every worker loads the same file;
-4. score pass per shard on the workers, each writing a Parquet part file;
-5. concatenate the parts in shard order into the scores file and merge the counts
-   (:meth:`~faux_checks.gate.stream.score.StreamCounts.merge`); decide as
-   :func:`~faux_checks.gate.stream.run.summarize`.
+3. train (or load) the auxiliary model once, on a worker, and save it as TorchScript in the work
+   folder: every worker loads the same file; the extra aux seeds (``decision.aux_seeds``) train on
+   other workers at the same time and go on while the shards score (:mod:`flows.shard_stages`);
+4. score pass per shard on the workers, each writing its part file of the output dataset
+   (``<out>/part-NNNNN.parquet``, :mod:`faux_checks.gate.stream.output`; a CSV output is
+   concatenated from work-folder parts instead);
+5. merge the counts (:meth:`~faux_checks.gate.stream.score.StreamCounts.merge`) and the seed spread,
+   rename the dataset folder into place, and decide as :func:`~faux_checks.gate.stream.run.summarize`.
 
 The scores are those of :func:`faux_checks.gate.stream.run.score_stream` on the same file: the chunks
 are the same (a chunk never crosses a row group) and so are the models and the per-row maths.
@@ -51,7 +53,8 @@ from prefect.states import Completed, Failed
 
 from faux_checks.report.artifacts import markdown_text
 
-from .common import IO_TASK, TASK
+from .common import IO_TASK
+from .shard_stages import finish_seeds, open_output, start_aux
 
 __all__ = ["ShardResult", "dask_task_runner", "plan_shards", "run_score_sharded", "score_sharded"]
 
@@ -133,6 +136,7 @@ def score_shard(model_path: str, aux_path: str, data_path: str, plan, row_groups
     target = load_model(model_path, allow_pickle=allow_pickle, trusted_types=trusted_types)
     aux = plan.wrap_aux(load_model(aux_path, allow_pickle=allow_pickle))
     Path(part_path).unlink(missing_ok=True)  # a retried task starts its part again
+    Path(part_path + ".partial").unlink(missing_ok=True)
     writer = ScoresWriter(part_path)
     try:
         counts = score_pass(target, aux, DataSource.open(data_path), plan, writer, row_groups=row_groups)
@@ -141,34 +145,6 @@ def score_shard(model_path: str, aux_path: str, data_path: str, plan, row_groups
         writer.abort()
         raise
     return ShardResult(row_groups, part_path, counts, time.perf_counter() - t0, os.getpid(), peak_rss_mb(), started_at)
-
-
-@task(**TASK)
-def prepare(model_path: str, sample, policy, feature_spec, aux_model_path: str | None, chunk_rows: int,
-            work_dir: str, allow_pickle: bool = False, trusted_types: tuple[str, ...] = ()):
-    """Train (or load) the aux model once on the merged sample; save it as TorchScript for the workers."""
-    from faux_checks.inputs.models import load_model
-    from faux_checks.gate.stream.plan import prepare_scoring
-
-    target = load_model(model_path, allow_pickle=allow_pickle, trusted_types=trusted_types)
-    given = load_model(aux_model_path, allow_pickle=allow_pickle) if aux_model_path else None
-    plan, aux = prepare_scoring(target, sample, policy=policy, feature_spec=feature_spec,
-                                aux_model=given, chunk_rows=chunk_rows)
-    if aux_model_path:
-        return plan, aux_model_path
-    import torch
-
-    path = str(Path(work_dir) / "aux_model.pt")
-    torch.jit.save(aux.to_torchscript(), path)
-    return plan, path
-
-
-@task(**IO_TASK)
-def merge_parts(part_paths: list[str], out_path: str) -> str:
-    """Concatenate the shard part files, in shard order, into the scores file."""
-    from faux_checks.gate.stream.score import merge_score_parts
-
-    return str(merge_score_parts(part_paths, out_path))
 
 
 def _carried_spec(model_path: str, trusted_types: tuple[str, ...]):
@@ -196,7 +172,9 @@ def score_sharded(model_path: str, data_path: str, out_path: str, policy: dict |
     data_path : str
         Parquet (sharded by row groups) or CSV (copied to Parquet first).
     out_path : str
-        New scores file (``.parquet`` or CSV), one row per input row in input order; never overwritten.
+        New scores output, one row per input row, never overwritten: ``.parquet`` is a dataset folder of
+        one part file per shard (input order when the parts are read by name:
+        :func:`faux_checks.gate.stream.output.read_scores`); any other name one CSV file.
     policy : dict, optional
         A policy as ``Policy.model_dump(mode="json")``; the shipped default when omitted.
     feature_spec_path : str, optional
@@ -265,17 +243,22 @@ def score_sharded(model_path: str, data_path: str, out_path: str, policy: dict |
             del part
         t2 = time.perf_counter()
         trusted = tuple(trusted_types or ())
-        plan, aux_path = prepare(model_path, sample, policy, spec, aux_model_path, chunk_rows, str(work), allow_pickle,
-                                 trusted)
+        plan, aux_path, own_fraction, seed_futures = start_aux(model_path, sample, policy, spec, aux_model_path,
+                                                               chunk_rows, work, allow_pickle, trusted)
         del sample
         t3 = time.perf_counter()
-        parts = [str(work / f"part-{i:05d}.parquet") for i in range(len(shards))]
-        futures = [score_shard.submit(model_path, aux_path, source.path, plan, rg, part,
-                                      policy.scale.threads_per_worker, allow_pickle, trusted)
-                   for rg, part in zip(shards, parts)]
-        results: list[ShardResult] = [f.result() for f in futures]
-        t4 = time.perf_counter()
-        merge_parts(parts, str(out))
+        output = open_output(out, work, len(shards))
+        try:
+            futures = [score_shard.submit(model_path, aux_path, source.path, plan, rg, part,
+                                          policy.scale.threads_per_worker, allow_pickle, trusted)
+                       for rg, part in zip(shards, output.parts)]
+            results: list[ShardResult] = [f.result() for f in futures]
+            plan = finish_seeds(plan, own_fraction, seed_futures)
+            t4 = time.perf_counter()
+            output.finish()
+        except BaseException:
+            output.abort()
+            raise
         t5 = time.perf_counter()
     finally:
         if own_work_dir:

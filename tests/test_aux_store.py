@@ -74,8 +74,9 @@ def test_a_record_for_another_key_or_a_failing_lookup_trains_and_says_why(tmp_pa
     info.write_text(info.read_text().replace(first.provenance["aux_key"], "0" * 64))
     with caplog.at_level(logging.WARNING), aux_store(lambda k: (tmp_path / "records", "run abc123")):
         second = run_check(linear(UNFAIR), data, policy=policy)
-    assert aux_cache_stats()["restored"] == 0 and aux_cache_stats()["trainings"] == 2
+    assert aux_cache_stats()["restored"] == 1 and aux_cache_stats()["trainings"] == 1   # the seed's record is intact
     assert second.provenance["aux_reused_from"] is None
+    assert second.provenance["aux_seeds_reused_from"] == {"1": "run abc123"}
     assert "could not be reused" in caplog.text and "not " + repr(first.provenance["aux_key"]) in caplog.text
     np.testing.assert_array_equal(second.scores, first.scores)       # trained again: the same model anyway
 
@@ -86,6 +87,32 @@ def test_a_record_for_another_key_or_a_failing_lookup_trains_and_says_why(tmp_pa
     with aux_store(broken):
         third = run_check(linear(UNFAIR), data, policy=policy)
     assert aux_cache_stats()["trainings"] == 2 and third.provenance["aux_reused_from"] is None
+
+
+def test_every_aux_seed_is_recorded_and_a_second_check_trains_none(tmp_path, monkeypatch):
+    """Issue 23, item 2: the extra seeds' models are recorded by their keys; restored, no AuxiliaryModel.fit runs,
+    and the seed spread is the same figure for figure."""
+    from faux_checks.method.auxiliary import AuxiliaryModel
+
+    data, policy, first = _recorded(tmp_path)
+    keys = first.provenance["aux_seed_keys"]
+    assert list(keys) == [str(policy.seed + 1)] and len(keys[str(policy.seed + 1)]) == 64
+    info = json.loads((tmp_path / "records" / f"aux_model_seed{policy.seed + 1}.json").read_text())
+    assert info["aux_key"] == keys[str(policy.seed + 1)] != first.provenance["aux_key"]
+    known = {first.provenance["aux_key"], *keys.values()}
+    fits = []
+    real_fit = AuxiliaryModel.fit
+    monkeypatch.setattr(AuxiliaryModel, "fit", lambda self, *a, **k: fits.append(1) or real_fit(self, *a, **k))
+    with aux_store(lambda k: (tmp_path / "records", "run abc123") if k in known else None):
+        second = run_check(linear(UNFAIR), data, policy=policy)
+    assert fits == [] and aux_cache_stats()["trainings"] == 0 and aux_cache_stats()["restored"] == 2
+    assert second.provenance["aux_seeds_reused_from"] == {str(policy.seed + 1): "run abc123"}
+    assert second.interval.seeds == first.interval.seeds and second.interval == first.interval
+    assert second.provenance["aux_seed_keys"] == keys
+    clear_aux_cache()
+    with aux_store(lambda k: None):                              # nothing recorded: both trained (the count is real)
+        run_check(linear(UNFAIR), data, policy=policy)
+    assert len(fits) == 2
 
 
 @pytest.mark.slow
@@ -110,10 +137,12 @@ def test_a_second_gate_process_reuses_the_first_gates_model_from_the_registry(tm
     clear_aux_cache()                                                # what a new process would start with
     reg.register_version("m", tmp_path / "b.pt")
     assert main(["gate", "m", *common]) == 1
-    assert aux_cache_stats()["restored"] == 1
+    assert aux_cache_stats()["restored"] == 2 and aux_cache_stats()["trainings"] == 0   # the model and its extra seed
     second = reg.history("m")[0]
     report = json.loads(next((tmp_path / "reports").glob("m-v2*/report.json")).read_text())
     prov = report["check"]["provenance"]
     assert prov["aux_reused_from"] == f"run {first['fairness_run_id']}"
     assert second["fairness_flagged_fraction"] == first["fairness_flagged_fraction"]
     assert second["fairness_aux_quality"] == first["fairness_aux_quality"]
+    assert second["fairness_aux_seed_spread"] == first["fairness_aux_seed_spread"]
+    assert prov["aux_seeds_reused_from"] == {"1": f"run {first['fairness_run_id']}"}

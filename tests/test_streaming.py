@@ -301,11 +301,14 @@ def test_dask_flow_two_workers_equals_single_process(files, tmp_path, harness):
                           chunk_rows=256, out_path=tmp_path / "single.parquet")
     sharded = run_score_sharded(model, files["dir"] / "data.csv", tmp_path / "sharded.parquet", policy=policy,
                                 feature_spec_path=spec, workers=2, chunk_rows=256)
+    # a dataset folder, one part per shard written by the workers (no merge), read back in input order
+    assert sorted(p.name for p in (tmp_path / "sharded.parquet").iterdir()) == [f"part-{i:05d}.parquet" for i in range(4)]
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "sharded.parquet"),
                                   pd.read_parquet(tmp_path / "single.parquet"))
     pd.testing.assert_frame_equal(sharded.by_group, single.by_group)
     assert (sharded.decision, sharded.flagged_fraction, sharded.aux_quality) == (
         single.decision, single.flagged_fraction, single.aux_quality)
+    assert sharded.interval == single.interval      # the 3 aux seeds, trained on workers, give the same spread
     assert len(sharded.provenance["shards"]) == 4 and sharded.provenance["worker_threads"] == 2
     assert len(sharded.provenance["worker_peak_rss_mb"]) == 2        # both workers scored
-    assert not any(p.name.startswith(".sharded") for p in tmp_path.iterdir())   # work folder removed
+    assert not any(p.name.startswith(".sharded") or p.name.endswith(".partial") for p in tmp_path.iterdir())

@@ -7,7 +7,8 @@ by the sha256 of everything its training reads — the encoded rows and protecte
 the ``[aux]`` settings and the seed — is the model a new training would give. Issue 23, item 1.
 
 Across processes: a gate records its auxiliary model in its run's records (``aux_model.pt`` + ``aux_model.json``,
-which carries this key) and tags the run ``fairness_aux_key``. Inside :func:`aux_store` (the gate flow opens one on
+which carries this key) and tags the run ``fairness_aux_key``; its extra seeds likewise (``aux_model_seed<k>.*``,
+tag ``fairness_aux_seed_keys`` = ``"<k>:<key> ..."``), so a re-gate restores every seed, not only the first. Inside :func:`aux_store` (the gate flow opens one on
 its registry), a key this process has not trained is looked up there first; the recorded weights are restored
 (:meth:`AuxiliaryModel.restore`: the same model, scores bit for bit) and the check's provenance says
 ``aux_reused_from`` ("run <id>"). A lookup that fails for any reason trains instead (logged).
@@ -67,6 +68,9 @@ def restore_recorded(policy: Policy, kind: str, X: np.ndarray, values: np.ndarra
                      groups=None, seed: int | None = None) -> AuxiliaryModel:
     """The recorded model of ``folder`` (:func:`faux_checks.report.records.write_check_records`), restored on (X, values).
 
+    An extra aux seed's record (``aux_model_seed<seed>.pt/.json``) is read when ``folder`` has one for ``seed``,
+    else the check's own (``aux_model.pt/.json``); either way its ``aux_key`` must be ``key``.
+
     Raises
     ------
     InputError
@@ -76,10 +80,13 @@ def restore_recorded(policy: Policy, kind: str, X: np.ndarray, values: np.ndarra
     from ..inputs.models import load_model
 
     folder = Path(folder)
-    info = json.loads((folder / "aux_model.json").read_text())
+    pt, js = "aux_model.pt", "aux_model.json"
+    if seed is not None and (folder / f"aux_model_seed{int(seed)}.json").is_file():   # an extra seed's record
+        pt, js = f"aux_model_seed{int(seed)}.pt", f"aux_model_seed{int(seed)}.json"
+    info = json.loads((folder / js).read_text())
     if info.get("aux_key") != key:
         raise InputError(f"the record in {folder} is for auxiliary-model key {info.get('aux_key')!r}, not {key!r}")
-    module = load_model(folder / "aux_model.pt")          # TorchScript, never unpickled
+    module = load_model(folder / pt)                      # TorchScript, never unpickled
     state = {k: v.detach().clone() for k, v in module.state_dict().items()}
     epochs_run = (info.get("training") or {}).get("epochs_run")
     return new_aux(policy, kind, seed=seed).restore(X, values, state, groups=groups or (), epochs_run=epochs_run)

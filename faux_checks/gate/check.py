@@ -120,9 +120,10 @@ def run_check(
     group_labels = audit.protected.group_labels(audit.values)
     testers = run_baselines(policy, target_model, resolved, audit.X, lic, group_labels, audit.y_true, audit=audit)
     sample = seed_sample(n, policy)
+    seed_models: list = []                                                # (seed, aux model): recorded for re-gates
     seeds = None if aux_model is not None else seed_spread(
         target_model, policy, resolved, audit.feature_spec, audit.protected, audit.X, audit.values, train=aux.rows,
-        sample=sample, used_flagged=worst[sample])
+        sample=sample, used_flagged=worst[sample], models=seed_models)
     interval = flagged_interval(int(round(float(worst.sum()))), n, policy.decision.confidence, seeds)
     n_flagged = int(round(float(weights.sum())))
     names = list(audit.protected.groups) or sorted(set(group_labels))
@@ -163,6 +164,8 @@ def run_check(
     provenance["aux_reused"] = bool(aux.reused)      # a copy of the model this process trained on the same inputs
     provenance["aux_key"] = getattr(aux.model, "cache_key_", None)             # what its training read (aux_cache)
     provenance["aux_reused_from"] = getattr(aux.model, "reused_from_", None)   # "run <id>": restored from a record
+    provenance["aux_seed_keys"] = {str(k): getattr(m, "cache_key_", None) for k, m in seed_models}   # extra seeds
+    provenance["aux_seeds_reused_from"] = {str(k): getattr(m, "reused_from_", None) for k, m in seed_models}
     provenance["device"] = getattr(tester, "device_used_", "cpu")    # where the scores ran ([scale] device, issue 23)
     provenance["proxy_capacity"] = capacity
     if provenance["swap"] is not None:
@@ -184,7 +187,8 @@ def run_check(
         n_flagged=n_flagged, interval=interval, flag_probability=flags_all,
         rules=outcome.rules, aux_intervals=list(aux.intervals),
         group_rows=[{"group": g, "audited": evidence.group_rows[g], "holdout": evidence.holdout_rows[g]} for g in names],
-        aux_model=aux.model, swap_reference=getattr(tester, "reference", None), decomposition=decomposition,
+        aux_model=aux.model, aux_seed_models=seed_models, swap_reference=getattr(tester, "reference", None),
+        decomposition=decomposition,
         group_table=groups_table,
     )
 

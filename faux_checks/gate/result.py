@@ -105,6 +105,7 @@ class CheckResult(DecidedResult):
     group_rows: list[dict] = field(default_factory=list)
     flag_probability: np.ndarray | None = None
     aux_model: Any = field(default=None, repr=False, compare=False)
+    aux_seed_models: list = field(default_factory=list, repr=False, compare=False)   # (seed, AuxiliaryModel) extra seeds
     swap_reference: Any = field(default=None, repr=False, compare=False)
     decomposition: pd.DataFrame | None = field(default=None, repr=False, compare=False)
     group_table: list[dict] = field(default_factory=list)

@@ -24,7 +24,7 @@ from .aux_cache import trained_aux
 from .policy import Policy
 from .scorer import faux_tester
 
-__all__ = ["seed_sample", "seed_spread"]
+__all__ = ["seed_fraction", "seed_sample", "seed_spread", "spread_record"]
 
 
 def seed_sample(n: int, policy: Policy) -> np.ndarray:
@@ -37,7 +37,7 @@ def seed_sample(n: int, policy: Policy) -> np.ndarray:
 
 def seed_spread(target_model, policy: Policy, output: TargetOutput, spec: FeatureSpec,
                 protected: ProtectedAttribute, X: np.ndarray, values: np.ndarray, *, train: np.ndarray,
-                sample: np.ndarray, used_flagged: np.ndarray) -> dict | None:
+                sample: np.ndarray, used_flagged: np.ndarray, models: list | None = None) -> dict | None:
     """The flagged fraction of every auxiliary-model seed on the same rows.
 
     Parameters
@@ -60,6 +60,9 @@ def seed_spread(target_model, policy: Policy, output: TargetOutput, spec: Featur
     used_flagged : ndarray of shape (len(sample),), bool or float in [0, 1]
         The check's own aux model's worst-case flags on ``sample``
         (:meth:`~faux_checks.method.faux.LICResult.decision_weights`).
+    models : list, optional
+        Receives ``(seed, fitted AuxiliaryModel)`` of every extra seed, in seed order (the check records them,
+        :func:`faux_checks.report.records.write_check_records`, so a re-gate restores them instead of training).
 
     Returns
     -------
@@ -77,18 +80,38 @@ def seed_spread(target_model, policy: Policy, output: TargetOutput, spec: Featur
     count = policy.decision.aux_seeds
     if count <= 1:
         return None
+    seeds = [policy.seed + k for k in range(count)]
+    extra = [seed_fraction(target_model, policy, output, spec, protected, X, values, train=train, sample=sample,
+                           seed=seed, models=models) for seed in seeds[1:]]
+    return spread_record(policy, float(np.mean(used_flagged)), extra, rows=len(sample))
+
+
+def seed_fraction(target_model, policy: Policy, output: TargetOutput, spec: FeatureSpec,
+                  protected: ProtectedAttribute, X: np.ndarray, values: np.ndarray, *, train: np.ndarray,
+                  sample: np.ndarray, seed: int, models: list | None = None) -> tuple[float, float]:
+    """One extra seed of :func:`seed_spread`: ``(flagged fraction on sample, held-out aux quality)``.
+
+    Trains the auxiliary model with ``seed`` on ``X[train]`` (its own swap reference) and scores
+    ``X[sample]``; arguments as :func:`seed_spread`. Independent of the other seeds, so the seeds can
+    run in parallel (the sharded flow runs each on a worker). ``models`` receives ``(seed, aux model)``.
+    """
     mask = spec.feature_mask(policy.protected)
     X_aux = X[:, ~mask]
-    seeds = [policy.seed + k for k in range(count)]
-    fractions = [float(np.mean(used_flagged))]
-    qualities: list[float | None] = [None]
-    for seed in seeds[1:]:
-        aux, _ = trained_aux(policy, protected.kind, X_aux[train], values[train], groups=protected.groups, seed=seed)
-        hold = train[aux.holdout_rows_]
-        tester = faux_tester(target_model, aux, policy, output, spec, protected, reference_rows=X[train],
-                             reference_values=values[train], holdout_rows=X[hold], holdout_values=values[hold])
-        lic = tester.evaluate(X[sample], values[sample], evidence=False)
-        fractions.append(float(np.mean(lic.decision_weights(policy.faux.delta))))
-        qualities.append(float(aux.quality_))
-    return {"seeds": seeds, "fractions": fractions, "aux_quality": qualities, "rows": int(len(sample)),
+    aux, _ = trained_aux(policy, protected.kind, X_aux[train], values[train], groups=protected.groups, seed=seed)
+    hold = train[aux.holdout_rows_]
+    tester = faux_tester(target_model, aux, policy, output, spec, protected, reference_rows=X[train],
+                         reference_values=values[train], holdout_rows=X[hold], holdout_values=values[hold])
+    lic = tester.evaluate(X[sample], values[sample], evidence=False)
+    if models is not None:
+        models.append((int(seed), aux))
+    return float(np.mean(lic.decision_weights(policy.faux.delta))), float(aux.quality_)
+
+
+def spread_record(policy: Policy, first_fraction: float, extra, *, rows: int) -> dict:
+    """:func:`seed_spread`'s dict from the check's own fraction and the extra seeds' ``(fraction, quality)`` pairs,
+    in seed order (``policy.seed + 1, ...``)."""
+    seeds = [policy.seed + k for k in range(len(extra) + 1)]
+    fractions = [float(first_fraction), *(float(f) for f, _ in extra)]
+    qualities: list[float | None] = [None, *(float(q) for _, q in extra)]
+    return {"seeds": seeds, "fractions": fractions, "aux_quality": qualities, "rows": int(rows),
             "spread": float(max(fractions) - min(fractions))}

@@ -38,6 +38,8 @@ __all__ = ["DecisionTrail"]
 _MAX_REASON_CHARS = 1000
 #: Gate-run tag: the key (gate/aux_cache.py) of the one auxiliary model in the run's records, for :meth:`find_aux_record`.
 AUX_KEY_TAG = "fairness_aux_key"
+#: ``"<seed>:<key> <seed>:<key>"``: the keys of a gate run's recorded extra aux seeds (``aux_model_seed<seed>.*``).
+AUX_SEED_KEYS_TAG = "fairness_aux_seed_keys"
 #: The artifact folder of a gate run holding its records (flows/gate.py ``RECORDS``).
 RECORDS_FOLDER = "records"
 #: Per-attribute version tags of a several-attribute gate (``fairness_attr_<key>_*``); a re-gate empties those it does not set.
@@ -527,7 +529,9 @@ class DecisionTrail(RegistryClient):
         """The newest gate run whose recorded auxiliary model has ``key``, downloaded: ``(folder, "run <id>")`` or None.
 
         One ``search_runs`` on the gate experiment (tag ``fairness_aux_key``, set by the gate flow on a run whose
-        records hold exactly one auxiliary model), then the two record files of that run only.
+        records hold exactly one auxiliary model), then the two record files of that run only; for an extra aux
+        seed's key, a second search on ``fairness_aux_seed_keys`` and that seed's two files
+        (``aux_model_seed<k>.*``, which :func:`~faux_checks.gate.aux_cache.restore_recorded` reads for that seed).
 
         Raises
         ------
@@ -541,12 +545,22 @@ class DecisionTrail(RegistryClient):
             return None
         runs = with_retry(self.client.search_runs, [exp.experiment_id], filter_string=f"tags.{AUX_KEY_TAG} = '{key}'",
                           order_by=["attributes.start_time DESC"], max_results=1)
-        if not runs:
-            return None
+        names = ("aux_model.pt", "aux_model.json")
+        if not runs:     # an extra seed's model: the run lists it in its seed keys
+            runs = with_retry(self.client.search_runs, [exp.experiment_id],
+                              filter_string=f"tags.{AUX_SEED_KEYS_TAG} LIKE '%:{key}%'",
+                              order_by=["attributes.start_time DESC"], max_results=1)
+            if not runs:
+                return None
+            listed = (p.split(":", 1) for p in runs[0].data.tags.get(AUX_SEED_KEYS_TAG, "").split() if ":" in p)
+            pairs = {k: s for s, k in listed}                       # key -> seed
+            seed = pairs.get(key)
+            if seed is None or not seed.isdigit():
+                raise InputError(f"run {runs[0].info.run_id}'s tag {AUX_SEED_KEYS_TAG} does not list key {key[:12]}")
+            names = (f"aux_model_seed{seed}.pt", f"aux_model_seed{seed}.json")
         run_id = runs[0].info.run_id
         folder = Path(dst_dir) / f"aux-{run_id}"
-        local = [self.download_run_artifacts(run_id, f"{RECORDS_FOLDER}/{name}", folder)
-                 for name in ("aux_model.pt", "aux_model.json")]
+        local = [self.download_run_artifacts(run_id, f"{RECORDS_FOLDER}/{name}", folder) for name in names]
         if local[0].parent != local[1].parent:
             raise InputError(f"run {run_id}'s aux record files downloaded to two folders: {local}")
         return local[0].parent, f"run {run_id}"

@@ -12,7 +12,10 @@ Files (names fixed, :data:`RECORD_FILES`):
   ``flagged_fraction_defined``, ``undefined``, ``mean_score``, ``p90_score``;
 - ``aux_model.pt``: the auxiliary model's network (raw outputs) as TorchScript, and
   ``aux_model.json``: what it needs to be read back (kind, output space, groups, feature count,
-  the protected column, its quality when trained, the policy hash).
+  the protected column, its quality when trained, the policy hash);
+- ``aux_model_seed<k>.pt`` / ``aux_model_seed<k>.json``: each extra aux seed ``k`` (``decision.aux_seeds``),
+  the same two files with the seed's own ``aux_key``, so that a re-gate or audit restores every seed, not only
+  the first (:func:`faux_checks.gate.aux_cache.restore_recorded`; issue 23, item 2).
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ import pandas as pd
 from ..errors import InputError
 from ..provenance import jsonable
 
-__all__ = ["RECORD_FILES", "read_aux_record", "record_check", "recording", "reference_scores", "write_check_records"]
+__all__ = ["RECORD_FILES", "read_aux_record", "record_check", "recording", "reference_scores", "seed_record_files",
+           "write_check_records"]
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +83,11 @@ RECORD_FILES = {"scores": "scores.parquet", "by_group": "by_group.csv", "aux_mod
                 "aux_model_info": "aux_model.json"}
 
 
+def seed_record_files(seed: int) -> tuple[str, str]:
+    """The file names of extra aux seed ``seed``'s record: ``(network .pt, info .json)``."""
+    return f"aux_model_seed{int(seed)}.pt", f"aux_model_seed{int(seed)}.json"
+
+
 def write_check_records(result, folder: str | Path) -> dict[str, str]:
     """Write a check's per-row scores, per-group metrics and auxiliary model into ``folder``.
 
@@ -109,7 +118,8 @@ def write_check_records(result, folder: str | Path) -> dict[str, str]:
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    for name in RECORD_FILES.values():
+    seed_models = list(getattr(result, "aux_seed_models", None) or [])
+    for name in [*RECORD_FILES.values(), *(f for k, _ in seed_models for f in seed_record_files(k))]:
         if (folder / name).exists():
             raise InputError(f"{folder / name} exists already; records are never overwritten")
     written: dict[str, str] = {}
@@ -142,6 +152,19 @@ def write_check_records(result, folder: str | Path) -> dict[str, str]:
                 info["swap_settings"] = swap_settings_of((provenance.get("policy") or {}).get("faux") or {})
             info_path = folder / RECORD_FILES["aux_model_info"]
             written["aux_model_info"] = str(write_whole(info_path, json.dumps(jsonable(info), indent=2)))
+        for seed, model in seed_models:            # the extra seeds: restored by their own keys (gate/aux_cache.py)
+            import torch
+
+            pt, js = seed_record_files(seed)
+            with whole_file(folder / pt) as tmp:
+                torch.jit.save(model.to_torchscript(), str(tmp))
+            written[f"aux_seed_{seed}"] = str(folder / pt)
+            info = {"kind": model.kind, "output_space": model.output_space,
+                    "groups": list(getattr(model, "groups_", ()) or ()),
+                    "n_features": getattr(model, "n_features_in_", None), "quality": getattr(model, "quality_", None),
+                    "seed": int(seed), "training": {"epochs_run": getattr(model, "epochs_run_", None)},
+                    "aux_key": getattr(model, "cache_key_", None)}
+            written[f"aux_seed_{seed}_info"] = str(write_whole(folder / js, json.dumps(jsonable(info), indent=2)))
     except BaseException:
         for done in written.values():
             Path(done).unlink(missing_ok=True)

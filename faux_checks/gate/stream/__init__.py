@@ -30,9 +30,10 @@ number of rows n. Two passes over the file:
 Chunks never cross a Parquet row group (a row group larger than ``chunk_rows`` is read in
 several batches); CSV chunks are ``pd.read_csv(chunksize=chunk_rows)``. The sharded Prefect flow
 (``flows/shard.py``) runs the same two passes on contiguous row-group ranges and merges with
-:func:`~.sample.merge_samples`, :meth:`~.score.StreamCounts.merge` and
-:func:`~.score.merge_score_parts`; its scores are those of :func:`~.run.score_stream` (same
-chunks, same models, same per-row maths).
+:func:`~.sample.merge_samples` and :meth:`~.score.StreamCounts.merge`, training the aux model
+and its extra seeds on workers (:mod:`.aux_seeds`) and writing a partitioned dataset, one part
+per shard (:mod:`.output`); its scores are those of :func:`~.run.score_stream` (same chunks,
+same models, same per-row maths).
 
 Differences from :func:`~faux_checks.gate.check.run_check`, each recorded in
 ``StreamSummary.notes``: every row is scored (``policy.max_rows`` is not applied); baseline

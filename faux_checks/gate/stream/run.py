@@ -47,7 +47,8 @@ class StreamSummary(DecidedResult):
     aux_quality : float
     aux_quality_metric : str
     out_path : str
-        The scores file: one row per input row, in input order.
+        The scores output: one row per input row, in input order (a file; from the sharded flow a
+        ``.parquet`` output is a dataset folder, :mod:`~faux_checks.gate.stream.output`).
     timings : dict
         Seconds: ``sample``, ``aux``, ``score``, ``merge``, ``total``, ``first_score`` (start to the
         first written score).
