@@ -893,20 +893,26 @@ def cmd_score_large(args) -> int:
         raise FauxChecksError(f"{args.out} exists already; choose another --out (nothing is overwritten)")
     _check_outputs(out=args.out, work_dir=args.work_dir)
     policy = _policy(args)
+    several = policy.reports_per_attribute    # [[attributes]]: one scores file per attribute beside --out
+    if several and args.aux_model:
+        raise FauxChecksError(f"--aux-model gives one auxiliary model, but the policy checks "
+                              f"{', '.join(policy.attribute_names)}, each with its own; drop --aux-model")
     scale = policy.scale
     workers = args.workers if args.workers is not None else scale.workers
     scheduler = args.scheduler or scale.scheduler_address
     chunk_rows = args.chunk_rows or scale.chunk_rows
     t0 = time.perf_counter()
     if workers == 0 and not scheduler:
+        from faux_checks.gate.stream.attributes import score_stream_attributes
         from faux_checks.gate.stream.run import score_stream
 
         _eprint(f"scoring {args.data} in chunks of {chunk_rows:,} rows in this process")
-        summary = score_stream(
+        aux = load_model(args.aux_model, allow_pickle=args.allow_pickle) if args.aux_model else None
+        summary = (score_stream_attributes if several else score_stream)(
             load_model(args.model, allow_pickle=args.allow_pickle, trusted_types=args.trust_type or ()), args.data,
             policy=policy, out_path=args.out,
             feature_spec=FeatureSpec.load(args.feature_spec) if args.feature_spec else None,
-            aux_model=load_model(args.aux_model, allow_pickle=args.allow_pickle) if args.aux_model else None,
+            **({} if several else {"aux_model": aux}),
             chunk_rows=chunk_rows, progress=sys.stderr.isatty(), sep=args.sep,
             model_info={"model_path": str(args.model), "model_sha256": model_sha256(args.model)})
     else:
@@ -929,6 +935,8 @@ def cmd_score_large(args) -> int:
                                     trusted_types=args.trust_type or ())
     _eprint(f"      done in {time.perf_counter() - t0:.1f} s; scores written to {summary.out_path}")
     _say(repr(summary))
+    for section in getattr(summary, "sections", ()):
+        _say(f"  {section.attribute}: {section.summary!r}")
     for reason in summary.reasons:
         _say(f"  - {reason}")
     for note in summary.notes:
@@ -1119,7 +1127,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", required=True, help="TorchScript / torch.export model file")
     p.add_argument("--data", required=True, help="Parquet (sharded by row group) or CSV audit data")
     _data_format(p)
-    p.add_argument("--protected", required=True, help="protected attribute column")
+    p.add_argument("--protected", help="protected attribute column (required unless --policy names it, or declares "
+                   "[[attributes]]: then every one is scored, one file each beside --out, e.g. scores.sex.csv)")
     p.add_argument("--feature-spec", help="FeatureSpec JSON; without it the numeric columns are used as they are")
     p.add_argument("--out", required=True, help="new scores output: one row per input row, in order; .parquet: one file (--workers 0) or, sharded, "
                    "a dataset folder of one part file per shard (read it with pandas.read_parquet or pyarrow.dataset); else CSV")

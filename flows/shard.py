@@ -358,6 +358,16 @@ def dask_task_runner(*, workers: int | None = None, threads_per_worker: int = 1,
         "processes": True, "dashboard_address": None, "silence_logs": logging.ERROR})
 
 
+def _sharded_flow(policy):
+    """:func:`score_sharded` for ``protected = "..."``; a policy with ``[[attributes]]`` takes
+    :func:`flows.shard_attributes.score_sharded_attributes` (one pass for every attribute, issue 21)."""
+    if not policy.reports_per_attribute:
+        return score_sharded
+    from .shard_attributes import score_sharded_attributes
+
+    return score_sharded_attributes
+
+
 def run_score_sharded(model_path, data_path, out_path, *, policy=None, feature_spec_path=None, aux_model_path=None,
                       workers: int | None = None, scheduler_address: str | None = None, chunk_rows: int | None = None,
                       work_dir: str | None = None, allow_pickle: bool = False, trusted_types=()):
@@ -369,6 +379,8 @@ def run_score_sharded(model_path, data_path, out_path, *, policy=None, feature_s
     Returns
     -------
     faux_checks.gate.stream.run.StreamSummary
+        Or, for a policy with ``[[attributes]]``, a
+        :class:`~faux_checks.gate.stream.attributes.StreamAttributesResult` (one scores file per attribute).
 
     Raises
     ------
@@ -382,7 +394,7 @@ def run_score_sharded(model_path, data_path, out_path, *, policy=None, feature_s
     runner = dask_task_runner(workers=workers if workers is not None else scale.workers,
                               threads_per_worker=scale.threads_per_worker,
                               scheduler_address=scheduler_address or scale.scheduler_address)
-    state = score_sharded.with_options(task_runner=runner)(
+    state = _sharded_flow(policy).with_options(task_runner=runner)(
         model_path=str(model_path), data_path=str(data_path), out_path=str(out_path),
         policy=policy.model_dump(mode="json"), feature_spec_path=str(feature_spec_path) if feature_spec_path else None,
         aux_model_path=str(aux_model_path) if aux_model_path else None, chunk_rows=chunk_rows,

@@ -44,7 +44,7 @@ from .policy import INTERSECTION_SEPARATOR, Policy
 from .result import CheckResult
 
 __all__ = ["AttributeSection", "AttributesResult", "add_intersections", "attribute_key", "attribute_sections",
-           "check_attributes", "intersection_cells", "prefixed_rules", "section_dict"]
+           "cells_note", "check_attributes", "intersection_cells", "prefixed_rules", "section_dict"]
 
 
 @dataclass(frozen=True)
@@ -147,7 +147,7 @@ def attribute_sections(policy: Policy, frame: pd.DataFrame, checks: Mapping[str,
     for name in policy.attribute_names:
         cells = intersection_cells(frame, components[name], policy) if name in components else []
         sections.append(section_dict(name, components.get(name, ()), checks.get(name), cells))
-        note = _cells_note(name, cells, policy.decision.min_group_rows)
+        note = cells_note(name, cells, policy.decision.min_group_rows)
         if note:
             notes.append(note)
     return sections, notes
@@ -283,7 +283,8 @@ def intersection_cells(frame: pd.DataFrame, cross: Sequence[str], policy: Policy
     return out
 
 
-def _cells_note(attribute: str, cells: list[dict], minimum: int) -> str | None:
+def cells_note(attribute: str, cells: list[dict], minimum: int) -> str | None:
+    """The reason line naming an intersection's cells under ``min_group_rows`` (None when there is none)."""
     small = [c for c in cells if c["below_min_group_rows"]]
     if not small:
         return None
@@ -357,7 +358,7 @@ def check_attributes(
         cells = intersection_cells(frame, components[name], policy) if name in components else []
         sections.append(AttributeSection(name, components.get(name, ()), result, cells))
         rules += prefixed_rules(name, result.rules) if several else list(result.rules)
-        note = _cells_note(name, cells, policy.decision.min_group_rows)
+        note = cells_note(name, cells, policy.decision.min_group_rows)
         if note:
             notes.append(note)
     if not several:     # the one attribute's check is the gate's outcome: its reasons keep the check's notes

@@ -35,6 +35,13 @@ and its extra seeds on workers (:mod:`.aux_seeds`) and writing a partitioned dat
 per shard (:mod:`.output`); its scores are those of :func:`~.run.score_stream` (same chunks,
 same models, same per-row maths).
 
+Several protected attributes (``[[attributes]]``, intersections):
+:func:`~.attributes.score_stream_attributes` runs the same two passes once for all of them (one
+sample pass, one score pass scoring every attribute per chunk with its own auxiliary model) and
+:func:`~.outcome.summarize_attributes` decides once over the prefixed rules, as
+:func:`faux_checks.gate.attributes.check_attributes` does in memory; :func:`~.run.score_stream`
+takes ``protected = "..."`` only.
+
 Differences from :func:`~faux_checks.gate.check.run_check`, each recorded in
 ``StreamSummary.notes``: every row is scored (``policy.max_rows`` is not applied); baseline
 testers and per-feature evidence are not computed (a policy with a *gating* baseline tester gives

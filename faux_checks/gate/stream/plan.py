@@ -176,9 +176,16 @@ class ScoringPlan:
 
 def resolve_feature_spec(source: DataSource, policy: Policy, feature_spec: FeatureSpec | None,
                          *, chunk_rows: int) -> FeatureSpec:
-    """The given spec (checked against the label) or a passthrough spec from the first chunk's dtypes."""
-    required = [policy.single_protected("the streaming scorer")] + ([policy.label] if policy.label else [])
-    source.require([policy.protected], what="streaming scorer")
+    """The given spec (checked against the label) or a passthrough spec from the first chunk's dtypes.
+
+    The passthrough spec leaves out **every** declared protected column and the label, so a policy
+    with several attributes feeds the target the same inputs for each (as
+    :func:`faux_checks.gate.attributes.shared_feature_spec` does in memory); with ``protected = "..."``
+    that is the one column, as before.
+    """
+    declared = [a.column for a in policy.attributes]
+    required = declared + ([policy.label] if policy.label else [])
+    source.require(declared, what="streaming scorer")
     if feature_spec is None:
         rows = min(chunk_rows, 65_536)
         probe = source.probe_frame([c for c in source.columns], rows=rows)

@@ -211,7 +211,8 @@ def score_stream(
     Raises
     ------
     InputError
-        As :func:`faux_checks.gate.check.run_check`, plus an existing ``out_path``.
+        As :func:`faux_checks.gate.check.run_check`, plus an existing ``out_path``; a policy with
+        ``[[attributes]]`` (:func:`~.attributes.score_stream_attributes` scores those).
 
     Notes
     -----
@@ -220,6 +221,10 @@ def score_stream(
     """
     t0 = time.perf_counter()
     t_wall = time.time()
+    if policy.protected is None:
+        raise InputError(f"score_stream checks one protected attribute; this policy declares "
+                         f"{len(policy.attribute_names)} ({', '.join(policy.attribute_names)}): score them with "
+                         "faux_checks.gate.stream.attributes.score_stream_attributes (one pass for all of them)")
     chunk_rows = int(chunk_rows or policy.scale.chunk_rows)
     if Path(out_path).exists():
         raise InputError(f"{out_path} exists already; choose another output path (nothing is overwritten)")

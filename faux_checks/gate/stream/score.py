@@ -23,7 +23,8 @@ from ...method.auxiliary import AuxiliaryModel
 from .plan import ScoringPlan
 from .source import DataSource, encode_chunk, read_chunks
 
-__all__ = ["SCORE_COLUMNS", "ScoresWriter", "StreamCounts", "merge_score_parts", "peak_rss_mb", "score_pass"]
+__all__ = ["SCORE_COLUMNS", "ScoresWriter", "StreamCounts", "merge_score_parts", "peak_rss_mb", "score_chunk",
+           "score_pass"]
 
 SCORE_COLUMNS = ("row", "lic_score", "flagged", "status", "group")
 
@@ -226,9 +227,8 @@ def score_pass(target_model, aux_model: AuxiliaryModel, source: DataSource, plan
         with ``missing_protected = "error"``, and FAuxTester's own input errors.
     """
     tester = plan.tester(target_model, aux_model)
-    codec, delta = plan.codec, plan.policy.faux.delta
+    codec = plan.codec
     counts = StreamCounts.empty(codec.groups)
-    names = np.asarray(codec.groups, dtype=object)
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -236,32 +236,7 @@ def score_pass(target_model, aux_model: AuxiliaryModel, source: DataSource, plan
         bar = tqdm(total=source.n_rows, desc="fAux scores", unit="row", unit_scale=True, leave=False)
     for start, frame in read_chunks(source, plan.columns, chunk_rows=plan.chunk_rows, row_groups=row_groups):
         n = len(frame)
-        prot = frame[codec.name]
-        missing = prot.isna().to_numpy()
-        if missing.any() and plan.policy.missing_protected == "error":
-            raise InputError(f"protected attribute '{codec.name}' has {fmt_count(missing.sum())} missing values in rows "
-                             f"{fmt_count(start)}-{fmt_count(start + n - 1)}; drop or impute them, or set missing_protected = \"drop\"")
-        kept = np.flatnonzero(~missing)
-        scores = np.full(n, np.nan)
-        flagged = np.zeros(n, dtype=bool)
-        status = np.full(n, "not_audited", dtype=object)
-        group = np.full(n, None, dtype=object)
-        if len(kept):
-            sub = frame if len(kept) == n else frame.iloc[kept]
-            X = encode_chunk(plan.feature_spec, sub, source, start, n)
-            c = codec.encode(sub[codec.name])
-            idx = codec.group_index(c)
-            lic = tester.evaluate(X, c, evidence=False)
-            hit = lic.flagged(delta)
-            counts.add(idx, lic.scores, lic.undefined, lic.flag_probability(delta))
-            scores[kept] = lic.scores
-            flagged[kept] = hit
-            status[kept] = np.where(lic.undefined, "undefined", "scored")
-            group[kept] = names[idx]
-        counts.n_rows += n
-        counts.n_missing_protected += int(missing.sum())
-        counts.n_chunks += 1
-        writer.write(np.arange(start, start + n, dtype=np.int64), scores, flagged, status, group)
+        writer.write(*score_chunk(tester, plan, counts, frame, frame[codec.name], start, source))
         if counts.first_score_at is None:
             counts.first_score_at = time.time()
         if bar is not None:
@@ -269,6 +244,69 @@ def score_pass(target_model, aux_model: AuxiliaryModel, source: DataSource, plan
     if bar is not None:
         bar.close()
     return counts
+
+
+def score_chunk(tester, plan: ScoringPlan, counts: StreamCounts, frame: pd.DataFrame, prot: pd.Series, start: int,
+                source: DataSource, encoded=None) -> tuple[np.ndarray, ...]:
+    """Score one chunk for one protected attribute: add it to ``counts`` and return its score rows.
+
+    Parameters
+    ----------
+    tester : FAuxTester
+        :meth:`ScoringPlan.tester`.
+    plan : ScoringPlan
+    counts : StreamCounts
+        Updated in place: the chunk's audited rows, missing protected values and one chunk.
+    frame : DataFrame of shape (n, any)
+        The chunk (the spec's source columns at least).
+    prot : Series of shape (n,)
+        The attribute's raw values on the chunk (a declared column, or an intersection's cell labels).
+    start : int
+        Input-row number of the chunk's first row.
+    source : DataSource
+        For the error messages.
+    encoded : callable, optional
+        ``encoded(kept)`` -> the encoded features (m, d) of the chunk's rows ``kept`` (a caller that
+        scores several attributes encodes each chunk once); default :func:`~.source.encode_chunk`.
+
+    Returns
+    -------
+    rows, scores, flagged, status, group : ndarrays of shape (n,)
+        The arguments of :meth:`ScoresWriter.write`.
+
+    Raises
+    ------
+    InputError
+        A missing protected value with ``missing_protected = "error"`` (the chunk's rows named), an
+        unencodable feature value, and FAuxTester's own input errors.
+    """
+    codec, delta = plan.codec, plan.policy.faux.delta
+    n = len(frame)
+    missing = prot.isna().to_numpy()
+    if missing.any() and plan.policy.missing_protected == "error":
+        raise InputError(f"protected attribute '{codec.name}' has {fmt_count(missing.sum())} missing values in rows "
+                         f"{fmt_count(start)}-{fmt_count(start + n - 1)}; drop or impute them, or set missing_protected = \"drop\"")
+    kept = np.flatnonzero(~missing)
+    scores = np.full(n, np.nan)
+    flagged = np.zeros(n, dtype=bool)
+    status = np.full(n, "not_audited", dtype=object)
+    group = np.full(n, None, dtype=object)
+    if len(kept):
+        X = (encode_chunk(plan.feature_spec, frame if len(kept) == n else frame.iloc[kept], source, start, n)
+             if encoded is None else encoded(kept))
+        c = codec.encode(prot if len(kept) == n else prot.iloc[kept])
+        idx = codec.group_index(c)
+        lic = tester.evaluate(X, c, evidence=False)
+        hit = lic.flagged(delta)
+        counts.add(idx, lic.scores, lic.undefined, lic.flag_probability(delta))
+        scores[kept] = lic.scores
+        flagged[kept] = hit
+        status[kept] = np.where(lic.undefined, "undefined", "scored")
+        group[kept] = np.asarray(codec.groups, dtype=object)[idx]
+    counts.n_rows += n
+    counts.n_missing_protected += int(missing.sum())
+    counts.n_chunks += 1
+    return np.arange(start, start + n, dtype=np.int64), scores, flagged, status, group
 
 
 def merge_score_parts(part_paths: Sequence[str | Path], out_path: str | Path) -> Path:

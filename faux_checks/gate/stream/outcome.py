@@ -1,0 +1,163 @@
+"""The outcome of a streamed check over several protected attributes: one section each, one decision.
+
+:func:`summarize_attributes` is :func:`faux_checks.gate.attributes.check_attributes`'s combination
+applied to the stream's per-attribute summaries (:func:`~.run.summarize`): every attribute's rules
+prefixed ``attribute/rule`` (when more than one is checked) feed one
+:func:`~faux_checks.gate.decision.decide`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+import numpy as np
+
+from ...provenance import jsonable
+from ..attributes import attribute_key, cells_note, prefixed_rules, section_dict
+from ..decision import EXIT_CODES, decide
+from ..policy import INTERSECTION_SEPARATOR
+from .plan import ScoringPlan
+from .run import StreamSummary, summarize
+from .score import StreamCounts
+from .source import DataSource
+
+if TYPE_CHECKING:
+    from .attributes import StreamAttribute
+
+__all__ = ["StreamAttributesResult", "StreamSection", "summarize_attributes"]
+
+
+@dataclass(frozen=True)
+class StreamSection:
+    """One attribute's streamed check within a several-attribute run.
+
+    Attributes
+    ----------
+    attribute : str
+    components : tuple of str
+        An intersection's columns (empty otherwise).
+    summary : StreamSummary
+        Its own decision, counts, aux quality, rules and scores file.
+    cells : list of dict
+        Intersections only: ``cell``, ``rows`` (audited rows, every component known) and
+        ``below_min_group_rows``, every combination of the components' groups, absent ones at 0 (as
+        :func:`faux_checks.gate.attributes.intersection_cells`).
+    """
+
+    attribute: str
+    components: tuple[str, ...]
+    summary: StreamSummary
+    cells: list[dict] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        return attribute_key(self.attribute)
+
+    def to_dict(self) -> dict:
+        """JSON-ready: :func:`~faux_checks.gate.attributes.section_dict` with the summary as its check."""
+        return section_dict(self.attribute, self.components, self.summary.to_dict(), self.cells)
+
+
+@dataclass(frozen=True)
+class StreamAttributesResult:
+    """Outcome of a streamed (or sharded) check over every protected attribute of the policy.
+
+    Attributes
+    ----------
+    decision : {"passed", "failed", "undecided"}
+        :func:`~faux_checks.gate.decision.decide` over every attribute's prefixed rules (one
+        attribute: its own decision, rules unprefixed).
+    reasons : list of str
+        The deciding rules (prefixed ``attribute: ``), then notes on intersection cells.
+    rules : list of dict
+    sections : list of StreamSection
+        One per attribute, in the policy's order.
+    """
+
+    decision: str
+    reasons: list[str]
+    rules: list[dict]
+    sections: list[StreamSection]
+
+    @property
+    def exit_code(self) -> int:
+        """0 passed, 1 failed, 2 undecided."""
+        return EXIT_CODES[self.decision]
+
+    @property
+    def out_paths(self) -> dict[str, str]:
+        """Attribute name -> its scores file."""
+        return {s.attribute: s.summary.out_path for s in self.sections}
+
+    @property
+    def out_path(self) -> str:
+        """The scores files, comma-separated (what the CLI prints)."""
+        return ", ".join(self.out_paths.values())
+
+    @property
+    def notes(self) -> list[str]:
+        """Every section's notes, once each, in order."""
+        return list(dict.fromkeys(n for s in self.sections for n in s.summary.notes))
+
+    def __getitem__(self, attribute: str) -> StreamSummary:
+        for s in self.sections:
+            if s.attribute == attribute:
+                return s.summary
+        raise KeyError(f"no protected attribute {attribute!r}; checked: {[s.attribute for s in self.sections]}")
+
+    def __repr__(self) -> str:
+        def pct(v):
+            return "n/a" if v is None or not np.isfinite(v) else f"{v:.2%}"
+
+        parts = ", ".join(f"{s.attribute} {s.summary.decision} {pct(s.summary.flagged_fraction)}" for s in self.sections)
+        return f"{self.decision} over {len(self.sections)} protected attributes: {parts}"
+
+    def to_dict(self) -> dict:
+        """JSON-ready: ``decision``, ``exit_code``, ``reasons``, ``rules``, ``attributes`` (one dict per section)."""
+        return jsonable({"decision": self.decision, "exit_code": self.exit_code, "reasons": list(self.reasons),
+                         "rules": list(self.rules), "attributes": [s.to_dict() for s in self.sections]})
+
+
+def _cells(attribute: StreamAttribute, plans: Mapping[str, ScoringPlan], counts: StreamCounts,
+           minimum: int) -> list[dict]:
+    if not attribute.components:
+        return []
+    rows = dict(zip(counts.groups, counts.n.tolist()))
+    groups = [plans[c].codec.groups if c in plans else () for c in attribute.components]
+    out = []
+    for combo in itertools.product(*groups):
+        cell = INTERSECTION_SEPARATOR.join(combo)
+        k = int(rows.get(cell, 0))
+        out.append({"cell": cell, "rows": k, "below_min_group_rows": k < minimum})
+    return out
+
+
+def summarize_attributes(counts: Mapping[str, StreamCounts], plans: Mapping[str, ScoringPlan],
+                         attributes: Sequence[StreamAttribute], *, source: DataSource,
+                         out_paths: Mapping[str, str | Path], timings: dict | None = None,
+                         model_info: dict | None = None, extra_notes: Sequence[str] = ()) -> StreamAttributesResult:
+    """Each attribute's :func:`~.run.summarize`, then one decision over their prefixed rules.
+
+    The combination is :func:`faux_checks.gate.attributes.check_attributes`'s: with one attribute
+    its summary's decision, reasons and unprefixed rules; with several, :func:`decide` over the
+    rules prefixed ``attribute/rule`` and the intersections' cell notes appended to the reasons.
+    """
+    several = len(attributes) > 1
+    sections, rules, notes = [], [], []
+    for a in attributes:
+        summary = summarize(counts[a.name], plans[a.name], source=source, out_path=out_paths[a.name],
+                            timings=timings, model_info=model_info, extra_notes=extra_notes)
+        cells = _cells(a, plans, counts[a.name], a.policy.decision.min_group_rows)
+        sections.append(StreamSection(a.name, a.components, summary, cells))
+        rules += prefixed_rules(a.name, summary.rules) if several else list(summary.rules)
+        note = cells_note(a.name, cells, a.policy.decision.min_group_rows)
+        if note:
+            notes.append(note)
+    if not several:
+        only = sections[0].summary
+        return StreamAttributesResult(only.decision, list(only.reasons), rules, sections)
+    outcome = decide(rules)
+    return StreamAttributesResult(outcome.decision, list(outcome.reasons) + notes, list(outcome.rules), sections)
