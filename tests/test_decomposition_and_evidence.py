@@ -49,7 +49,9 @@ def test_nonlinear_target_parts_still_sum_exactly_and_a_dummy_group_gets_zero():
     parts = grouped_shapley(f, x, x1, groups, chunk_rows=24)      # several chunks
     total = f(x1).astype(np.float64) - f(x).astype(np.float64)
     np.testing.assert_allclose(sum(parts.values()), total, atol=1e-6)
-    assert np.all(parts["direct"] == 0.0)
+    # a group the target does not read gets 0 up to float32 rounding: the coalitions are scored in one batch and
+    # torch 2.13's vectorised sigmoid/tanh can differ by one ulp between batch positions (measured: 9.9e-9 on 3 of 40 rows)
+    np.testing.assert_allclose(parts["direct"], 0.0, atol=1e-7)
     # two groups: the Shapley value of a pure interaction splits it in halves
     g = lambda z: (z[:, 0] * z[:, 1]).numpy()                     # noqa: E731
     a = torch.zeros(1, 2)

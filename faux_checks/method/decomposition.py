@@ -8,8 +8,8 @@ columns; admissible: the declared ones) by the Shapley value of the cooperative 
     v(S) = f(x with the columns of the groups in S set to x′) − f(x),     S ⊆ {groups},
 
 evaluated exactly over all 2^k subsets (k ≤ :data:`MAX_GROUPS`). The parts add up to f(x′) − f(x) for
-any target (efficiency), a group whose columns do not move or that the target does not read gets exactly 0
-(dummy player), and for a target linear in its inputs each part is Σⱼ∈group wⱼ (x′ⱼ − xⱼ), the closed form
+any target (efficiency), a group whose columns do not move or that the target does not read gets 0
+(dummy player; up to float32 rounding when the target's kernels differ by an ulp between batch positions, ~1e-8), and for a target linear in its inputs each part is Σⱼ∈group wⱼ (x′ⱼ − xⱼ), the closed form
 (Shapley 1953; for groups of features, the "grouped Shapley value" of e.g. Jullum et al. 2021). Only
 predictions are needed, so trees and ONNX files decompose as torch networks do.
 
