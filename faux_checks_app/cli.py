@@ -925,7 +925,7 @@ def cmd_score_large(args) -> int:
                                   "force another, or convert the file to Parquet")
         configure_environment()
         lifecycle.guard_temporary_server(say=_error)
-        from flows.shard import run_score_sharded
+        from flows.score_large import run_score_sharded
 
         where = f"Dask scheduler {scheduler}" if scheduler else f"a local Dask cluster of {workers or 'one per core'} workers"
         _eprint(f"scoring {args.data} in chunks of {chunk_rows:,} rows on {where} (Prefect flow; first start ~10-20 s)")

@@ -24,7 +24,7 @@ are the same (a chunk never crosses a row group) and so are the models and the p
 
 Task runner: ``prefect_dask.DaskTaskRunner`` with a local ``distributed.LocalCluster``
 (``n_workers`` processes, ``threads_per_worker`` threads each) or a running scheduler at
-``scheduler_address``; see :func:`dask_task_runner` and :func:`run_score_sharded`. The local
+``scheduler_address``; see :func:`dask_task_runner` and :func:`flows.score_large.run_score_sharded`. The local
 cluster's workers get the flow's Prefect API URL, so they do not each start a temporary server
 (measured: +10 s and ~200 MB per worker otherwise). Workers of a remote scheduler need the data,
 model and work-folder paths on a shared file system and ``PREFECT_API_URL`` set, and should be
@@ -56,7 +56,7 @@ from faux_checks.report.artifacts import markdown_text
 from .common import IO_TASK
 from .shard_stages import finish_seeds, open_output, start_aux
 
-__all__ = ["ShardResult", "dask_task_runner", "plan_shards", "run_score_sharded", "score_sharded"]
+__all__ = ["ShardResult", "dask_task_runner", "plan_shards", "score_sharded"]
 
 
 @dataclass
@@ -149,7 +149,7 @@ def score_shard(model_path: str, aux_path: str, data_path: str, plan, row_groups
 
 def _carried_spec(model_path: str, trusted_types: tuple[str, ...]):
     """The feature spec a skops Pipeline brings (its ColumnTransformer; issue 22, item 1), else None."""
-    from faux_checks.inputs.targets import sniff_format
+    from faux_checks.inputs.formats import sniff_format
 
     if sniff_format(model_path) != "skops":
         return None
@@ -356,50 +356,3 @@ def dask_task_runner(*, workers: int | None = None, threads_per_worker: int = 1,
     return DaskTaskRunner(cluster_class=_local_cluster, cluster_kwargs={
         "n_workers": int(workers or os.cpu_count() or 1), "threads_per_worker": int(threads_per_worker),
         "processes": True, "dashboard_address": None, "silence_logs": logging.ERROR})
-
-
-def _sharded_flow(policy):
-    """:func:`score_sharded` for ``protected = "..."``; a policy with ``[[attributes]]`` takes
-    :func:`flows.shard_attributes.score_sharded_attributes` (one pass for every attribute, issue 21)."""
-    if not policy.reports_per_attribute:
-        return score_sharded
-    from .shard_attributes import score_sharded_attributes
-
-    return score_sharded_attributes
-
-
-def run_score_sharded(model_path, data_path, out_path, *, policy=None, feature_spec_path=None, aux_model_path=None,
-                      workers: int | None = None, scheduler_address: str | None = None, chunk_rows: int | None = None,
-                      work_dir: str | None = None, allow_pickle: bool = False, trusted_types=()):
-    """Run :func:`score_sharded` on a Dask task runner built from the settings; return the summary.
-
-    ``workers``, ``scheduler_address`` and ``chunk_rows`` default to the policy's ``[scale]``.
-    ``trusted_types``: skops types the user reviewed (CLI ``--trust-type``), trusted when the model loads.
-
-    Returns
-    -------
-    faux_checks.gate.stream.run.StreamSummary
-        Or, for a policy with ``[[attributes]]``, a
-        :class:`~faux_checks.gate.stream.attributes.StreamAttributesResult` (one scores file per attribute).
-
-    Raises
-    ------
-    InputError
-        Bad input, raised by a task (the flow's exception is re-raised here).
-    """
-    from faux_checks.gate.policy import Policy, load_policy
-
-    policy = policy if isinstance(policy, Policy) else (Policy.model_validate(policy) if policy else load_policy())
-    scale = policy.scale
-    runner = dask_task_runner(workers=workers if workers is not None else scale.workers,
-                              threads_per_worker=scale.threads_per_worker,
-                              scheduler_address=scheduler_address or scale.scheduler_address)
-    state = _sharded_flow(policy).with_options(task_runner=runner)(
-        model_path=str(model_path), data_path=str(data_path), out_path=str(out_path),
-        policy=policy.model_dump(mode="json"), feature_spec_path=str(feature_spec_path) if feature_spec_path else None,
-        aux_model_path=str(aux_model_path) if aux_model_path else None, chunk_rows=chunk_rows,
-        work_dir=work_dir, allow_pickle=allow_pickle, trusted_types=list(trusted_types or ()), return_state=True)
-    result = state.result(raise_on_failure=False)
-    if isinstance(result, BaseException):
-        raise result
-    return result

@@ -36,7 +36,8 @@ from prefect.states import Completed, Failed
 from faux_checks.report.artifacts import markdown_text
 
 from .common import IO_TASK, TASK
-from .shard import ShardResult, _carried_spec, _cluster_threads, _markdown, merge_parts, plan_shards
+from .shard import ShardResult, _carried_spec, _cluster_threads, _markdown, plan_shards
+from .shard_stages import merge_parts
 
 __all__ = ["score_sharded_attributes"]
 

@@ -13,7 +13,7 @@ import torch
 
 from faux_checks.inputs.formats import FORMATS, detect_format
 from faux_checks.inputs.models import model_format, save_torchscript
-from faux_checks.inputs.targets import FORMATS as FORWARD_ONLY
+from faux_checks.inputs.formats import FORWARD_ONLY
 from faux_checks.registry.flavors import FLAVORS
 
 

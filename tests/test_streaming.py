@@ -292,7 +292,7 @@ def test_cli_score_large_in_process(files, tmp_path, capsys):
 def test_dask_flow_two_workers_equals_single_process(files, tmp_path, harness):
     """CSV in (copied to Parquet, one row group per chunk), 2 Dask workers, same file as score_stream."""
     from faux_checks.inputs.models import load_model, save_torchscript
-    from flows.shard import run_score_sharded
+    from flows.score_large import run_score_sharded
 
     model = save_torchscript(files["target"], tmp_path / "m.pt")
     spec = files["spec"].save(tmp_path / "spec.json")

@@ -238,7 +238,7 @@ def test_cli_score_large_with_two_attributes(case, tmp_path, capsys):
 def test_dask_flow_two_attributes_equals_single_process(case, both, tmp_path, harness):
     """flows/shard.py with two attributes and their intersection: the same files and decision as in one process."""
     from faux_checks.inputs.models import save_torchscript
-    from flows.shard import run_score_sharded
+    from flows.score_large import run_score_sharded
 
     policy, streamed, _ = both
     model = save_torchscript(case["model"], tmp_path / "m.pt")

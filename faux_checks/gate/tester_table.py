@@ -196,7 +196,7 @@ def _fliptest(call: TesterCall):
 
 def _ftu_flip(call: TesterCall):
     from ..baselines.ftu import FTUFlipTester
-    from .rows import direct_derivative, encoded_level
+    from .direct import direct_derivative, encoded_level
 
     audit, protected = call.audit, call.audit.protected
     spec = audit.feature_spec
@@ -212,10 +212,31 @@ def _ftu_flip(call: TesterCall):
 
 
 def _linked_columns(call: TesterCall):
-    from .testers import linked_columns_scores
+    """The linked-columns tester on the audited rows (the policy's links checked against the data and the spec).
 
-    return linked_columns_scores(call.target_model, call.output, call.audit, call.links or {},
-                                 f"{call.settings.threshold:g}")
+    Returns ``(scores of shape (n,), description)``: |Δŷ| in probability points, the mean over each group's tied values.
+    """
+    from ..baselines.linked_columns import LinkedColumnsTester, check_links, parse_links
+    from ..method.output import predict_probability
+
+    target_model, output, audit, links = call.target_model, call.output, call.audit, call.links or {}
+    thr = f"{call.settings.threshold:g}"
+    protected, spec = audit.protected, audit.feature_spec
+    frame = audit.frame
+    levels = {enc.name: tuple(enc.levels) + tuple(raw for raw, _ in enc.aliases)      # aliased values are known
+              for enc in spec.columns if enc.kind == "categorical"}
+    check_links(links, columns=list(frame.columns), groups=protected.groups, levels=levels)
+    predict = lambda f: predict_probability(target_model, spec.encode(f), output)   # noqa: E731
+    tester = LinkedColumnsTester(predict, protected=protected.name, links=links, groups=protected.groups)
+    declared = ", ".join(f"{link.column}: " + " ↔ ".join(
+        f"{g}=" + "/".join(dict.fromkeys(v for vals in table.values() for v in vals)) for g, table in link.values.items())
+        + (f" (by {link.by})" if link.by else "") for link in parse_links(links))
+    both = tester.scores(frame, audit.values)
+    many = any(len(vals) > 1 for link in parse_links(links) for table in link.values.values() for vals in table.values())
+    note = (f"; mean over each group's tied values, the largest of them flags {np.mean(both['max'] > float(thr)):.2%}"
+            if many else "")
+    return (both["mean"],
+            f"|f(x) − f(x in the other group, linked values mapped)| > {thr} (linked columns {declared}{note})")
 
 
 #: name -> entry; the policy's ``[testers.*]`` keys, in report order. Extend with :func:`register_tester`.

@@ -13,15 +13,14 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..baselines.linked_columns import LinkedColumnsTester, check_links, parse_links
 from ..errors import InputError
 from ..method.faux import LICResult
-from ..method.output import TargetOutput, predict_probability
+from ..method.output import TargetOutput
 from .policy import Policy, TesterSettings
 from .rows import AuditRows
 from .tester_table import TESTERS, TesterCall, not_applicable
 
-__all__ = ["baseline_scores", "flagged_summary", "linked_columns_scores", "run_baselines"]
+__all__ = ["baseline_scores", "flagged_summary", "run_baselines"]
 
 
 def baseline_scores(name: str, settings: TesterSettings, target_model, output: TargetOutput, audit: AuditRows, *,
@@ -53,29 +52,6 @@ def baseline_scores(name: str, settings: TesterSettings, target_model, output: T
         return None, reason
     return tester.scores(TesterCall(settings=settings, target_model=target_model, output=output, audit=audit,
                                     seed=seed, links=links or {}))
-
-
-def linked_columns_scores(target_model, output: TargetOutput, audit: AuditRows, links, thr: str):
-    """The linked-columns tester on the audited rows (the policy's links checked against the data and the spec).
-
-    Returns ``(scores of shape (n,), description)``: |Δŷ| in probability points, the mean over each group's tied values.
-    """
-    protected, spec = audit.protected, audit.feature_spec
-    frame = audit.frame
-    levels = {enc.name: tuple(enc.levels) + tuple(raw for raw, _ in enc.aliases)      # aliased values are known
-              for enc in spec.columns if enc.kind == "categorical"}
-    check_links(links, columns=list(frame.columns), groups=protected.groups, levels=levels)
-    predict = lambda f: predict_probability(target_model, spec.encode(f), output)   # noqa: E731
-    tester = LinkedColumnsTester(predict, protected=protected.name, links=links, groups=protected.groups)
-    declared = ", ".join(f"{link.column}: " + " ↔ ".join(
-        f"{g}=" + "/".join(dict.fromkeys(v for vals in table.values() for v in vals)) for g, table in link.values.items())
-        + (f" (by {link.by})" if link.by else "") for link in parse_links(links))
-    both = tester.scores(frame, audit.values)
-    many = any(len(vals) > 1 for link in parse_links(links) for table in link.values.values() for vals in table.values())
-    note = (f"; mean over each group's tied values, the largest of them flags {np.mean(both['max'] > float(thr)):.2%}"
-            if many else "")
-    return (both["mean"],
-            f"|f(x) − f(x in the other group, linked values mapped)| > {thr} (linked columns {declared}{note})")
 
 
 def flagged_summary(settings: TesterSettings, scores: np.ndarray | None, description: str) -> dict[str, Any]:

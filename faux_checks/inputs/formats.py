@@ -3,7 +3,7 @@
 :data:`FORMATS` is the one place a format is declared. :func:`detect_format` reads a file's first bytes
 (and a zip's member names) against each entry in table order, so :func:`faux_checks.inputs.models.model_format`
 (the ``model_format`` version tag, the report's model table) names every format here;
-:func:`faux_checks.inputs.targets.sniff_format` and ``load_forward_only`` read the forward-only entries;
+:func:`sniff_format` and :func:`load_forward_only` read the forward-only entries;
 :mod:`faux_checks.registry.flavors` reads the MLflow flavour each entry is stored under. Nothing here
 imports torch or a model library until a loader runs.
 
@@ -35,7 +35,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-__all__ = ["FORMATS", "MlflowFlavor", "ModelFormat", "Sniff", "detect_format", "format_named"]
+__all__ = ["FORMATS", "FORWARD_ONLY", "MlflowFlavor", "ModelFormat", "Sniff", "detect_format", "format_named",
+           "load_forward_only", "sniff_format"]
 
 
 class Sniff:
@@ -189,3 +190,36 @@ def format_named(name: str) -> ModelFormat:
     if fmt is None:
         raise InputError(f"unknown model format {name!r}; known: {list(FORMATS)}")
     return fmt
+
+
+#: The forward-only formats' names (entries of :data:`FORMATS` without gradients), in detection order.
+FORWARD_ONLY = tuple(name for name, fmt in FORMATS.items() if fmt.forward_only)
+
+
+def sniff_format(path: str | Path) -> str | None:
+    """The forward-only format of ``path`` from its content, or None (a PyTorch file or something else).
+
+    The forward-only entries of :data:`FORMATS` decide: skops, a zip holding ``schema.json``; LightGBM, text
+    starting ``tree``; XGBoost, JSON or UBJSON whose first kilobyte names ``learner``; ONNX, a protobuf starting
+    with the ``ir_version`` field (byte 0x08) that ``onnx`` parses as a model with a graph.
+    """
+    fmt = detect_format(path)
+    return fmt.name if fmt is not None and fmt.forward_only else None
+
+
+def load_forward_only(path: str | Path, fmt: str, *, trusted_types: Sequence[str] = ()) -> Any:
+    """Load ``path`` in the forward-only format ``fmt`` (an entry of :data:`FORWARD_ONLY`).
+
+    Returns a :class:`faux_checks.method.forward.ForwardOnlyTarget` (the loaders in :mod:`faux_checks.inputs.targets`).
+
+    Raises
+    ------
+    InputError
+        ``fmt`` is not a forward-only format (the message lists them).
+    """
+    from ..errors import InputError
+
+    entry = FORMATS.get(fmt)
+    if entry is None or entry.load is None:
+        raise InputError(f"unknown forward-only model format {fmt!r}; known: {list(FORWARD_ONLY)}")
+    return entry.load(Path(path), trusted_types)

@@ -33,7 +33,7 @@ import torch
 
 from ..errors import InputError, UnsafeModelError
 from ..method._batching import eval_mode
-from .targets import load_forward_only, sniff_format
+from .formats import load_forward_only, sniff_format
 
 __all__ = ["DEFAULT_MAX_MODEL_BYTES", "load_model", "model_format", "save_torchscript", "model_sha256"]
 

@@ -34,13 +34,10 @@ import numpy as np
 
 from ..errors import InputError, UnsafeModelError
 from ..method.forward import ForwardOnlyTarget
-from .formats import FORMATS as _TABLE
 
-__all__ = ["FORMATS", "lightgbm_target", "load_lightgbm", "load_onnx", "load_skops", "load_xgboost", "sklearn_target",
-           "sniff_format", "xgboost_target"]
+__all__ = ["lightgbm_target", "load_lightgbm", "load_onnx", "load_skops", "load_xgboost", "sklearn_target",
+           "xgboost_target"]
 
-#: The forward-only formats' names (entries of :data:`faux_checks.inputs.formats.FORMATS` without gradients).
-FORMATS = tuple(name for name, fmt in _TABLE.items() if fmt.forward_only)
 _EXTRA_HINT = "install the optional extra: pip install 'faux-checks[blackbox]'"
 
 
@@ -51,28 +48,6 @@ def _require(module: str, fmt: str):
         return importlib.import_module(module)
     except ImportError:
         raise InputError(f"reading a {fmt} model needs the package '{module}': {_EXTRA_HINT}") from None
-
-
-def sniff_format(path: str | Path) -> str | None:
-    """The forward-only format of ``path`` from its content, or None (a PyTorch file or something else).
-
-    The forward-only entries of :data:`faux_checks.inputs.formats.FORMATS` decide: skops, a zip holding
-    ``schema.json``; LightGBM, text starting ``tree``; XGBoost, JSON or UBJSON whose first kilobyte names
-    ``learner``; ONNX, a protobuf starting with the ``ir_version`` field (byte 0x08) that ``onnx`` parses as a
-    model with a graph.
-    """
-    from .formats import detect_format
-
-    fmt = detect_format(path)
-    return fmt.name if fmt is not None and fmt.forward_only else None
-
-
-def load_forward_only(path: str | Path, fmt: str, *, trusted_types: Sequence[str] = ()) -> ForwardOnlyTarget:
-    """Load ``path`` in format ``fmt`` (a forward-only entry of :data:`faux_checks.inputs.formats.FORMATS`)."""
-    entry = _TABLE.get(fmt)
-    if entry is None or entry.load is None:
-        raise InputError(f"unknown forward-only model format {fmt!r}; known: {list(FORMATS)}")
-    return entry.load(Path(path), trusted_types)
 
 
 def load_onnx(path: str | Path, *, output_name: str | None = None) -> ForwardOnlyTarget:

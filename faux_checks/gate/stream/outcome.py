@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -19,13 +19,12 @@ from ...provenance import jsonable
 from ..attributes import attribute_key, cells_note, prefixed_rules, section_dict
 from ..decision import EXIT_CODES, decide
 from ..policy import INTERSECTION_SEPARATOR
+from .columns import StreamAttribute
 from .plan import ScoringPlan
 from .run import StreamSummary, summarize
 from .score import StreamCounts
 from .source import DataSource
 
-if TYPE_CHECKING:
-    from .attributes import StreamAttribute
 
 __all__ = ["StreamAttributesResult", "StreamSection", "summarize_attributes"]
 

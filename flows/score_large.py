@@ -1,0 +1,56 @@
+"""``score-large`` on a Dask cluster: the sharded flow for the policy's attributes, run on a task runner from ``[scale]``.
+
+One attribute (``protected = "..."``) takes :func:`flows.shard.score_sharded`; a policy with ``[[attributes]]``
+takes :func:`flows.shard_attributes.score_sharded_attributes` (one pass for every attribute). Both import from
+here downward only.
+"""
+
+from __future__ import annotations
+
+from .shard import dask_task_runner, score_sharded
+from .shard_attributes import score_sharded_attributes
+
+__all__ = ["run_score_sharded"]
+
+
+def _sharded_flow(policy):
+    """:func:`score_sharded` for ``protected = "..."``; a policy with ``[[attributes]]`` takes
+    :func:`flows.shard_attributes.score_sharded_attributes` (one pass for every attribute, issue 21)."""
+    return score_sharded_attributes if policy.reports_per_attribute else score_sharded
+
+
+def run_score_sharded(model_path, data_path, out_path, *, policy=None, feature_spec_path=None, aux_model_path=None,
+                      workers: int | None = None, scheduler_address: str | None = None, chunk_rows: int | None = None,
+                      work_dir: str | None = None, allow_pickle: bool = False, trusted_types=()):
+    """Run :func:`score_sharded` on a Dask task runner built from the settings; return the summary.
+
+    ``workers``, ``scheduler_address`` and ``chunk_rows`` default to the policy's ``[scale]``.
+    ``trusted_types``: skops types the user reviewed (CLI ``--trust-type``), trusted when the model loads.
+
+    Returns
+    -------
+    faux_checks.gate.stream.run.StreamSummary
+        Or, for a policy with ``[[attributes]]``, a
+        :class:`~faux_checks.gate.stream.attributes.StreamAttributesResult` (one scores file per attribute).
+
+    Raises
+    ------
+    InputError
+        Bad input, raised by a task (the flow's exception is re-raised here).
+    """
+    from faux_checks.gate.policy import Policy, load_policy
+
+    policy = policy if isinstance(policy, Policy) else (Policy.model_validate(policy) if policy else load_policy())
+    scale = policy.scale
+    runner = dask_task_runner(workers=workers if workers is not None else scale.workers,
+                              threads_per_worker=scale.threads_per_worker,
+                              scheduler_address=scheduler_address or scale.scheduler_address)
+    state = _sharded_flow(policy).with_options(task_runner=runner)(
+        model_path=str(model_path), data_path=str(data_path), out_path=str(out_path),
+        policy=policy.model_dump(mode="json"), feature_spec_path=str(feature_spec_path) if feature_spec_path else None,
+        aux_model_path=str(aux_model_path) if aux_model_path else None, chunk_rows=chunk_rows,
+        work_dir=work_dir, allow_pickle=allow_pickle, trusted_types=list(trusted_types or ()), return_state=True)
+    result = state.result(raise_on_failure=False)
+    if isinstance(result, BaseException):
+        raise result
+    return result
