@@ -77,7 +77,8 @@ def test_unreachable_registry_exits_2_within_the_deadline(tmp_path, capsys):
     assert code == 2, err
     assert f"registry unreachable at {uri} for " in err and "nothing was recorded" in err
     assert "MLFLOW_HTTP_REQUEST_MAX_RETRIES=2" in err
-    assert elapsed < 20, elapsed                  # 2 retries, backoff factor 1: about 2-3 s of trying
+    # 2 retries, backoff factor 1: about 2-3 s of trying; the bound only says the retries, not the 30-s deadline, ended it
+    assert elapsed < 20, elapsed
 
 
 def test_silent_registry_times_out_per_call(tmp_path, capsys):
@@ -99,7 +100,8 @@ def test_silent_registry_times_out_per_call(tmp_path, capsys):
         listener.close()
     err = capsys.readouterr().err
     assert code == 2 and f"registry unreachable at {uri} for " in err, err
-    assert 0.9 < elapsed < 10, (elapsed, err)                   # one 1-s timeout, no retry
+    # one 1-s timeout, no retry: it ends well before the 20-s deadline would (a generous bound: loaded machines)
+    assert 0.9 < elapsed < 18, (elapsed, err)
 
 
 def test_deadline_stops_the_command_with_exit_2(tmp_path, capsys, monkeypatch):

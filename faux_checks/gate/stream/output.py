@@ -19,6 +19,7 @@ import shutil
 from pathlib import Path
 
 from ...errors import InputError
+from .score import partial_path
 
 __all__ = ["ScoresDataset", "is_dataset_output", "read_scores", "score_files"]
 
@@ -44,11 +45,7 @@ class ScoresDataset:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        if self.path.exists():
-            raise InputError(f"{self.path} exists already; choose another output path (nothing is overwritten)")
-        self.partial = self.path.with_name(self.path.name + ".partial")
-        if self.partial.exists():
-            raise InputError(f"{self.partial} exists (another run writing it?); remove it or choose another path")
+        self.partial = partial_path(self.path)
         self.partial.mkdir(parents=False)
 
     def part_path(self, i: int) -> str:

@@ -23,7 +23,7 @@ from ...method.auxiliary import AuxiliaryModel
 from .plan import ScoringPlan
 from .source import DataSource, encode_chunk, read_chunks
 
-__all__ = ["SCORE_COLUMNS", "ScoresWriter", "StreamCounts", "merge_score_parts", "peak_rss_mb", "score_chunk",
+__all__ = ["SCORE_COLUMNS", "ScoresWriter", "StreamCounts", "merge_score_parts", "partial_path", "peak_rss_mb", "score_chunk",
            "score_pass"]
 
 SCORE_COLUMNS = ("row", "lic_score", "flagged", "status", "group")
@@ -132,6 +132,22 @@ class StreamCounts:
         return out[out["n"] > 0]
 
 
+def partial_path(path: Path) -> Path:
+    """``<path>.partial``, the name an output is written under until it is whole; checked free, with ``path``.
+
+    Raises
+    ------
+    InputError
+        ``path`` exists (nothing is overwritten), or ``<path>.partial`` does (another run writing it, or a crashed one).
+    """
+    if path.exists():
+        raise InputError(f"{path} exists already; choose another output path (nothing is overwritten)")
+    partial = path.with_name(path.name + ".partial")
+    if partial.exists():
+        raise InputError(f"{partial} exists (another run writing it?); remove it or choose another path")
+    return partial
+
+
 class ScoresWriter:
     """Appends score rows to ``path`` (Parquet by suffix ``.parquet``, else CSV) via a ``.partial`` file.
 
@@ -141,11 +157,7 @@ class ScoresWriter:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        if self.path.exists():
-            raise InputError(f"{self.path} exists already; choose another output path (nothing is overwritten)")
-        self.partial = self.path.with_name(self.path.name + ".partial")
-        if self.partial.exists():
-            raise InputError(f"{self.partial} exists (another run writing it?); remove it or choose another path")
+        self.partial = partial_path(self.path)
         self.format = "parquet" if self.path.suffix == ".parquet" else "csv"
         self._writer = None
         self._header = True
