@@ -63,6 +63,7 @@ def cli_runs(cases, tmp_path_factory):
     return {cid: run_cli(cases[cid], out, cid) for cid in CLI_CASES}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case_id", CLI_CASES)
 def test_case_through_the_cli(case_id, cases, cli_runs):
     case = cases[case_id]

@@ -58,6 +58,7 @@ def _onnx(net, d, path):
     return path
 
 
+@pytest.mark.slow
 def test_skops_logistic_regression_matches_the_closed_form_of_the_swap_score_and_eq9(small, tmp_path):
     import skops.io as sio
     from sklearn.linear_model import LogisticRegression
@@ -165,6 +166,7 @@ def test_eq9_on_trees_reports_rows_where_no_split_was_crossed(small):
     assert 0 < crosses.sum() < len(X)
 
 
+@pytest.mark.slow
 def test_skops_refuses_untrusted_types_with_their_list(tmp_path):
     import skops.io as sio
     from sklearn.linear_model import LogisticRegression
@@ -217,6 +219,7 @@ def test_run_check_gates_an_onnx_model_as_its_pytorch_twin(tmp_path):
     assert a.testers["fta"]["value"] is not None
 
 
+@pytest.mark.slow
 def test_registry_reads_mlflow_flavours_that_store_safe_formats_and_refuses_pickled_ones(small, tmp_path):
     import mlflow
     import xgboost as xgb
@@ -253,6 +256,7 @@ def test_registry_reads_mlflow_flavours_that_store_safe_formats_and_refuses_pick
     np.testing.assert_allclose(load_model(path).predict_raw(X), lr.predict_proba(X.astype(np.float64)))
 
 
+@pytest.mark.slow
 def test_tree_targets_snap_one_hot_moves_by_default_and_an_explicit_soft_gets_a_note(small, tmp_path):
     import pandas as pd
     import skops.io as sio
@@ -286,6 +290,7 @@ def test_tree_targets_snap_one_hot_moves_by_default_and_an_explicit_soft_gets_a_
     assert _tree_note(tree, snap, spec) == [] and _tree_note(linear, soft, spec) == [] and _tree_note(tree, soft, numeric) == []
 
 
+@pytest.mark.slow
 def test_score_large_loads_a_skops_model_with_a_reviewed_type_only_with_trust_type(tmp_path, capsys):
     """``score-large --trust-type``: refused (exit 2, the type named, no scores file) without it; scored with it."""
     import pandas as pd

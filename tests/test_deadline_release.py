@@ -49,6 +49,7 @@ def frozen(tmp_path, harness, monkeypatch):
     thaw.set()
 
 
+@pytest.mark.slow
 def test_a_frozen_registry_after_the_deadline_does_not_hold_the_command(frozen, capsys):
     from faux_checks_app.cli import main
 

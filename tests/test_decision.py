@@ -232,6 +232,7 @@ def test_all_undefined_never_passes_run_check_and_the_stream(tmp_path):
     assert summary.reasons[0] == result.reasons[0] and summary.flagged_fraction == 1.0
 
 
+@pytest.mark.slow
 def test_all_undefined_never_passes_the_gx_suite_and_the_audit(tmp_path, monkeypatch):
     import expectations as E
     from faux_checks.audit.drift import run_audit

@@ -151,6 +151,7 @@ def _model_file(path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_simultaneous_lease_writes_on_postgres_give_one_lease(pg_mlflow, tmp_path):
     """8 acquisitions that all read "no lease", then all INSERT at once: one holds it, 7 read it as taken."""
     from faux_checks.registry import Registry

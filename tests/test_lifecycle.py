@@ -174,6 +174,7 @@ if sys.argv[1] == "serve":
 """
 
 
+@pytest.mark.slow
 def test_a_killed_commands_temporary_server_is_stopped_by_the_next_run(tmp_path):
     env = _env(tmp_path)
     owner = subprocess.Popen([sys.executable, "-c", STARTS_SERVER, "serve"], env=env, stdout=subprocess.PIPE,

@@ -69,6 +69,8 @@ def test_a_deeply_nested_torchscript_file_crashes_torch_and_is_refused_by_the_pr
     check_archive(deep, ModelLimits())                       # the structural check lets it through
     control = subprocess.run([sys.executable, "-c", f"import torch; torch.jit.load({str(deep)!r})"],
                              capture_output=True, timeout=300)
+    if control.returncode == 0:                              # the crash depends on the C stack this process got
+        pytest.skip("torch.jit.load did not crash on this machine's stack: nothing for the probe to isolate here")
     assert control.returncode == -signal.SIGSEGV             # torch's own load dies: the crash is real
     set_model_limits(ModelLimits(probe_torch=True))          # as the gate's run sets it
     with pytest.raises(InputError) as info:

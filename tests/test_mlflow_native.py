@@ -105,6 +105,7 @@ def test_native_versions_load_without_unpickling_and_write_nothing_to_cwd(native
     assert snapshot(cwd) == {}
 
 
+@pytest.mark.slow
 def test_gate_decides_native_version_refuses_pickle_and_leaves_cwd_alone(native, tmp_path, monkeypatch, harness):
     from flows.gate import gate
 

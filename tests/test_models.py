@@ -114,6 +114,7 @@ def test_model_sha256(tmp_path):
     assert model_sha256(path) == hashlib.sha256(b"faux" * 1000).hexdigest()
 
 
+@pytest.mark.slow
 def test_torch_export_round_trip_is_differentiable(tmp_path):
     from faux_checks import TargetOutput
     from faux_checks.method.gradients import target_probability_and_gradient

@@ -40,6 +40,7 @@ def _all_runs(registry, name, version):
     return registry._search_runs("gate", name, version=version)
 
 
+@pytest.mark.slow
 def test_a_gate_killed_while_recording_leaves_no_second_decision(env, monkeypatch):
     from faux_checks.registry.trail import DecisionTrail
 

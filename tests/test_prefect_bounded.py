@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from _support import write_policy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,6 +33,7 @@ def _prefect_settings(policy: Path, **env: str) -> list:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_prefect_client_timeout_and_retries_come_from_the_policy(tmp_path):
     policy = write_policy(tmp_path / "p.toml", "[operations]\nprefect_timeout_s = 7\nprefect_retries = 1\n")
     assert _prefect_settings(policy) == [7.0, 1]

@@ -133,6 +133,7 @@ def _assert_records_whole(env, name, version):
     assert store["report.html"] == (folder / "report.html").stat().st_size
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("record,how", [("gx_validation", _no_space), ("report", _leave_zero_bytes_then_fail),
                                         ("report", _truncated)],
                          ids=["gx-no-space", "report-zero-bytes-left", "report-truncated"])
@@ -150,6 +151,7 @@ def test_a_full_disk_on_the_first_attempt_is_rewritten_by_the_retry(env, monkeyp
     _assert_records_whole(env, name, version)
 
 
+@pytest.mark.slow
 def test_a_disk_that_stays_full_records_nothing_and_moves_no_alias(env, monkeypatch):
     from flows.gate import RECORDS
 
@@ -207,6 +209,7 @@ def _half_then_no_space(path, raw):
     raise OSError(errno.ENOSPC, "No space left on device", str(path))
 
 
+@pytest.mark.slow
 def test_a_full_disk_through_the_cli_exits_2_leaves_no_partial_file_and_the_next_gate_decides(env, monkeypatch):
     """The issue's case end to end: ``faux-checks gate`` with every record write dying on ENOSPC mid-write.
 

@@ -99,6 +99,7 @@ def _page(path: Path) -> _Page:
     return page
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["gate", "audit"])
 def test_report_json_matches_the_schema(reports, kind):
     report = load_report(reports[kind]["json"].parent)          # validates

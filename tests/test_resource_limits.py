@@ -108,6 +108,7 @@ def test_a_loader_that_aborts_is_isolated_in_the_probe_process(lightgbm_files):
         probe_load(good, "lightgbm", limits=ModelLimits(probe_timeout_s=0.001))
 
 
+@pytest.mark.slow
 def test_a_load_past_the_memory_limit_dies_in_the_probe_not_in_the_gate(lightgbm_files, tmp_path):
     """50,000,000 leaves (past the text check when max_leaves allows it): LightGBM sizes its tree arrays from
     num_leaves (gigabytes), and under a 1 GiB address space the probe's load dies, not this process."""
@@ -226,6 +227,7 @@ def test_check_deadline_ends_a_check_that_hangs_with_exit_2_and_an_undecided_rep
 
 
 # ---------------------------------------------------------------------------- (a) through the gate
+@pytest.mark.slow
 def test_an_aborting_loader_makes_its_version_undecided_and_the_next_version_is_gated(tmp_path, harness,
                                                                                       lightgbm_files):
     from faux_checks.registry import Registry

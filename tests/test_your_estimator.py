@@ -88,6 +88,7 @@ def test_the_pipeline_gives_the_same_scores_as_its_transformer_as_spec_and_the_r
     assert by_hand.decision == in_memory.decision
 
 
+@pytest.mark.slow
 def test_a_pipeline_logged_with_mlflow_sklearn_skops_gates_on_raw_rows(bank, pipe, in_memory, tmp_path, monkeypatch):
     mlflow = pytest.importorskip("mlflow")
     pytest.importorskip("skops")
@@ -109,6 +110,7 @@ def test_a_pipeline_logged_with_mlflow_sklearn_skops_gates_on_raw_rows(bank, pip
     assert res.provenance["target_access"].startswith("forward (scikit-learn via skops); features: the pipeline's")
 
 
+@pytest.mark.slow
 def test_a_registered_pipeline_gates_through_the_registry_download_and_the_gate_suite(bank, pipe, in_memory, tmp_path,
                                                                                       monkeypatch):
     """The gate flow's own steps without Prefect: Registry.download of version 1, then the GX suite (flows.gate.validate)."""
@@ -161,6 +163,7 @@ def _ct(bank):
                              ).fit(bank[NUMERIC + CATEGORICAL])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["sklearn", "xgboost", "lightgbm", "torch"])
 def test_in_memory_estimators_on_the_encoded_matrix_read_their_own_probability(bank, kind):
     spec = from_column_transformer(_ct(bank))
@@ -193,6 +196,7 @@ def test_in_memory_estimators_on_the_encoded_matrix_read_their_own_probability(b
     np.testing.assert_allclose([t["probability"] for t in res.top_flagged], own(X[rows]), rtol=0, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_the_streaming_scorer_takes_a_skops_pipeline_on_raw_rows(bank, pipe, tmp_path):
     pytest.importorskip("skops")
     import skops.io as sio
