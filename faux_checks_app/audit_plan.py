@@ -25,7 +25,7 @@ def prepare_audit_run(args, tracking_uri: str | None) -> None:
     Parameters
     ----------
     args : argparse.Namespace
-        The audit command's options (``model_name``, ``data``, ``policy``, ``alias``, ``sep``, ``positive_label``).
+        The audit command's options (``model_name``, ``data``, ``policy``, ``alias``, ``sep``, ``thousands``, ``positive_label``).
     tracking_uri : str or None
         The registry.
 
@@ -63,7 +63,7 @@ def prepare_audit_run(args, tracking_uri: str | None) -> None:
     if policy is None:
         policy, policy_name = _recorded_or_shipped(rows[version], positive_label)
     try:
-        frame = read_table(args.data, sep=getattr(args, "sep", None))
+        frame = read_table(args.data, sep=getattr(args, "sep", None), thousands=getattr(args, "thousands", None))
     except (InputError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
         raise ConfigurationError(f"--data {args.data}: {exc}; nothing was recorded") from None
     except Exception:   # I/O trouble, not configuration: the flow reads it again and records the cause

@@ -204,7 +204,7 @@ def _check(args, report_dir: Path | None) -> int:
     aux = load_model(args.aux_model, allow_pickle=args.allow_pickle) if args.aux_model else None
     spec = FeatureSpec.load(args.feature_spec) if args.feature_spec else None
     _eprint(f"[2/4] reading data {args.data}")
-    frame = read_table(args.data, sep=getattr(args, "sep", None))
+    frame = read_table(args.data, sep=getattr(args, "sep", None), thousands=getattr(args, "thousands", None))
     _check_configuration(args, policy, model, spec, frame)
     from .output import library_output_to_stderr
 
@@ -409,7 +409,8 @@ def cmd_gate(args) -> int:
                              tracking_uri=args.tracking_uri, alias=args.alias, report_root=args.report_dir,
                              versions=versions, deadline_s=deadline, trusted_types=args.trust_type or None,
                              regate=plan.regate or None, allow_rollback=args.allow_rollback,
-                             signing_key=args.signing_key, sep=args.sep, return_state=True)
+                             signing_key=args.signing_key, sep=args.sep, thousands=args.thousands,
+                             return_state=True)
             lost = None
             with contextlib.suppress(Exception):
                 lost = None if state.is_completed() else state.result(raise_on_failure=False)
@@ -758,7 +759,8 @@ def cmd_audit(args) -> int:
         state = audit(model_name=args.model_name, data_path=args.data, reference_path=args.reference,
                       policy_path=args.policy, tracking_uri=args.tracking_uri, alias=args.alias,
                       report_root=args.report_dir, retrain_aux=args.retrain_aux, signing_key=args.signing_key,
-                      sep=args.sep, positive_label=args.positive_label, return_state=True)
+                      sep=args.sep, thousands=args.thousands, positive_label=args.positive_label,
+                      return_state=True)
     try:
         summary = state.result(raise_on_failure=False)
     except Exception:  # the state carries no readable data: report the state only
@@ -913,7 +915,7 @@ def cmd_score_large(args) -> int:
             policy=policy, out_path=args.out,
             feature_spec=FeatureSpec.load(args.feature_spec) if args.feature_spec else None,
             **({} if several else {"aux_model": aux}),
-            chunk_rows=chunk_rows, progress=sys.stderr.isatty(), sep=args.sep,
+            chunk_rows=chunk_rows, progress=sys.stderr.isatty(), sep=args.sep, thousands=args.thousands,
             model_info={"model_path": str(args.model), "model_sha256": model_sha256(args.model)})
     else:
         from faux_checks.inputs.io import sniff_sep
@@ -923,6 +925,10 @@ def cmd_score_large(args) -> int:
             raise FauxChecksError(f"--sep {args.sep!r}: the sharded scorer reads the delimiter it sniffs from "
                                   f"{args.data} ({sniff_sep(args.data)!r}); score in this process (--workers 0) to "
                                   "force another, or convert the file to Parquet")
+        if args.thousands is not None:
+            raise FauxChecksError(f"--thousands {args.thousands!r}: the sharded scorer reads numbers without a thousands "
+                                  "mark; score in this process (--workers 0) to read them with it, or write the "
+                                  "numbers plainly (1234.5)")
         configure_environment()
         lifecycle.guard_temporary_server(say=_error)
         from flows.score_large import run_score_sharded
@@ -946,6 +952,8 @@ def cmd_score_large(args) -> int:
 
 def _sep(p) -> None:
     p.add_argument("--sep", help="CSV delimiter, e.g. ';' or tab (default: sniffed from the file's head among , ; tab |)")
+    p.add_argument("--thousands", help="the thousands mark of the CSV's numbers, e.g. ',' to read 1,234.5 as 1234.5 "
+                   "(or 'space'); must differ from the delimiter (default: none, such a column is refused)")
 
 
 def _data_format(p) -> None:
@@ -980,7 +988,7 @@ def cmd_spec(args) -> int:
     out = Path(args.out)
     if out.exists():
         raise FauxChecksError(f"{out} exists already; choose another --out (nothing is overwritten)")
-    frame = read_table(args.data, sep=getattr(args, "sep", None))
+    frame = read_table(args.data, sep=getattr(args, "sep", None), thousands=getattr(args, "thousands", None))
     exclude, categorical = _names(args.exclude), _names(args.categorical)
     present = [str(c) for c in frame.columns]
     unknown = [c for c in exclude + categorical + _names(args.columns) if c not in present]

@@ -75,11 +75,12 @@ def fetch_version(model_name: str, version: str, tracking_uri: str | None, workd
 
 
 @task(**IO_TASK)
-def load_audit_data(data_path: str, sep: str | None = None):
-    """Read the audit data (CSV/Parquet; the CSV delimiter ``sep`` or sniffed); the file is never modified."""
+def load_audit_data(data_path: str, sep: str | None = None, thousands: str | None = None):
+    """Read the audit data (CSV/Parquet; the CSV delimiter ``sep`` or sniffed; the numbers' thousands mark
+    ``thousands``, CLI ``--thousands``); the file is never modified."""
     from faux_checks.inputs.io import read_table
 
-    return read_table(data_path, sep=sep)
+    return read_table(data_path, sep=sep, thousands=thousands)
 
 
 @task(**TASK)
@@ -706,7 +707,7 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
          alias: str = "deployable", report_root: str | None = None, versions: list[str] | None = None,
          aux_model_path: str | None = None, deadline_s: float | None = None, trusted_types: list[str] | None = None,
          regate: list[str] | None = None, allow_rollback: bool = False, signing_key: str | None = None,
-         sep: str | None = None):
+         sep: str | None = None, thousands: str | None = None):
     """Gate every new version of ``model_name`` on the audit data at ``data_path``.
 
     Parameters
@@ -768,7 +769,7 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
         logger.info("no new versions of %s to gate", model_name)
         return []
     try:
-        frame = load_audit_data(data_path, sep)   # sep: CLI --sep; None = sniffed (issue 22, item 7)
+        frame = load_audit_data(data_path, sep, thousands)   # CLI --sep (None = sniffed) and --thousands
         load_error = None
     except Exception as exc:
         frame, load_error = None, exc

@@ -7,6 +7,8 @@ column holding one ``"1,234.5"`` was read as text and left out, so every later i
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -47,8 +49,15 @@ def files(tmp_path_factory):
     thousands = data.astype({"f2": object})
     thousands.loc[17, "f2"] = "1,234.5"
     thousands.to_csv(d / "thousands.csv", index=False)
+    scaled = data.copy()                                               # the thousands file's numbers, written plainly
+    scaled.loc[17, "f2"], scaled.loc[90, "f0"] = 1234.5, -2000000.25
+    marked = scaled.astype({"f2": object, "f0": object})
+    marked.loc[17, "f2"], marked.loc[90, "f0"] = "1,234.5", "-2,000,000.25"
+    scaled.to_csv(d / "scaled.csv", index=False, sep=";")
+    marked.to_csv(d / "marked.csv", index=False, sep=";")              # ';'-separated: ',' is free to mark thousands
     return {"dir": d, "data": data, "lines": lines, "header": header,
             "clean": d / "clean.csv", "thousands": d / "thousands.csv",
+            "scaled": d / "scaled.csv", "marked": d / "marked.csv",
             "unfair": save_torchscript(FirstInputs(UNFAIR), d / "unfair.pt"),
             "policy": _support.write_policy(d / "policy.toml")}
 
@@ -114,10 +123,11 @@ def test_a_number_with_a_thousands_separator_is_refused_not_dropped(files, capsy
     err = capsys.readouterr().err
     assert err.startswith(
         "faux-checks: could not decide: column 'f2' is read as text: 1 of its 400 values is not a number (e.g. "
-        "'1,234.5' in row 17, written with a thousands separator; 399 are numbers). Without a feature spec the model "
-        "receives the numeric columns only, in file order, so such a column would be left out and every input after "
-        "it would shift by one. Write the numbers plainly (1234.5: no thousands separator), fix or remove the other "
-        "values, or pass the feature spec the model was trained with (--feature-spec); nothing was scored"), err
+        "'1,234.5' in row 17, written with a thousands separator: read it with --thousands ','; 399 are numbers). "
+        "Without a feature spec the model receives the numeric columns only, in file order, so such a column would be left out and every input after "
+        "it would shift by one. Name the numbers' thousands mark (--thousands ',') or write them plainly (1234.5), "
+        "fix or remove the other values, or pass the feature spec the model was trained with (--feature-spec); "
+        "nothing was scored"), err
 
 
 def test_unparsable_markers_and_numbers_as_text_are_named():
@@ -131,7 +141,8 @@ def test_unparsable_markers_and_numbers_as_text_are_named():
         "numeric dtype. Without a feature spec")
     # every value written with separators: still numbers, still refused
     with pytest.raises(InputError, match=r"^column 'b' is read as text: 4 of its 4 values are not numbers \(e.g. "
-                                         r"'1,000' in row 0, written with a thousands separator; 0 are numbers\)"):
+                                         r"'1,000' in row 0, written with a thousands separator: read it with --thousands ','; "
+                                         r"0 are numbers\)"):
         FeatureSpec.passthrough(frame.assign(b=["1,000", "2,500", "1 234", "9_999"], c=1), exclude=["sex"])
 
 
@@ -175,3 +186,54 @@ def test_parquet_text_column_holding_numbers_is_refused_by_the_streaming_scorer(
     with pytest.raises(InputError, match=r"^column 'f2' is read as text: 1 of its 400 values is not a number"):
         score_stream(torch.jit.load(str(files["unfair"])), tmp_path / "t.parquet", policy=load_policy(files["policy"]),
                      out_path=tmp_path / "s.parquet", chunk_rows=1000)
+
+
+def test_thousands_option_reads_the_marked_numbers_as_the_plain_ones(files, capsys):
+    """``--thousands ,``: '1,234.5' and '-2,000,000.25' read as 1234.5 and -2000000.25: the plain file's report."""
+    plain = read_table(files["scaled"])
+    marked = read_table(files["marked"], thousands=",")
+    assert marked["f2"].dtype == marked["f0"].dtype == np.float64
+    pd.testing.assert_frame_equal(marked, plain)
+    assert read_table(files["marked"])["f0"].dtype == object                          # without it: text
+    assert main(_check(files, files["scaled"])) == 1
+    expected = capsys.readouterr().out
+    assert "failed:" in expected
+    assert main(_check(files, files["marked"]) + ["--thousands", ","]) == 1
+    assert capsys.readouterr().out == expected                           # same flagged fraction, same lines
+    assert main(_check(files, files["marked"])) == 2                     # without it: still refused, naming it
+    err = capsys.readouterr().err
+    assert "column 'f0' is read as text: 1 of its 400 values is not a number (e.g. '-2,000,000.25' in row 90" in err
+    assert "read it with --thousands ','" in err and "Name the numbers' thousands mark (--thousands ',')" in err
+
+
+def test_thousands_mark_equal_to_the_delimiter_or_not_a_mark_is_refused(files, capsys):
+    assert main(_check(files, files["thousands"]) + ["--thousands", ","]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "faux-checks: could not decide: --thousands ',' is also the file's CSV delimiter (',', given with --sep or "
+        "sniffed); one mark cannot be both: give the real delimiter with --sep, or write the numbers plainly "
+        "(1234.5) and drop --thousands")
+    for bad in ("1", ".", ",,"):
+        with pytest.raises(InputError, match=rf"^--thousands {re.escape(repr(bad))} is not a thousands mark"):
+            read_table(files["marked"], thousands=bad)
+    with pytest.raises(InputError, match=r"^--thousands ';' is also the file's CSV delimiter \(';'"):
+        DataSource.open(files["marked"], thousands=";")
+
+
+def test_streaming_scorer_reads_the_thousands_mark_too(files, tmp_path, capsys):
+    """score-large, in this process: the marked file scores as the plain one, row for row; without it, refused."""
+    base = ["score-large", "--model", str(files["unfair"]), "--policy", str(files["policy"]), "--workers", "0"]
+    assert main(base + ["--data", str(files["scaled"]), "--out", str(tmp_path / "plain.csv")]) == 1
+    plain_out = capsys.readouterr().out
+    assert main(base + ["--data", str(files["marked"]), "--out", str(tmp_path / "marked.csv"), "--thousands", ","]) == 1
+    marked_out = capsys.readouterr().out
+    plain, marked = pd.read_csv(tmp_path / "plain.csv"), pd.read_csv(tmp_path / "marked.csv")
+    assert len(plain) == 400 and plain["flagged"].sum() > 0
+    pd.testing.assert_frame_equal(marked, plain)
+    assert marked_out.splitlines()[0] == plain_out.splitlines()[0]         # the summary: same flagged fraction
+    assert main(base + ["--data", str(files["marked"]), "--out", str(tmp_path / "refused.csv")]) == 2
+    assert "read it with --thousands ','" in capsys.readouterr().err
+    assert not (tmp_path / "refused.csv").exists()
+    assert main(base[:-2] + ["--workers", "2", "--data", str(files["marked"]), "--out", str(tmp_path / "s.csv"),
+                             "--thousands", ","]) == 2                  # the sharded scorer: refused, naming the fix
+    assert "--thousands ',': the sharded scorer reads numbers without a thousands mark; score in this process " \
+           "(--workers 0)" in capsys.readouterr().err

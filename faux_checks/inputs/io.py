@@ -132,6 +132,32 @@ def sniff_sep(path: str | Path, sep: str | None = None) -> str:
         return ","
 
 
+def thousands_mark(thousands: str | None, sep: str) -> str | None:
+    """The thousands mark of a CSV file's numbers (CLI ``--thousands``), checked against its delimiter ``sep``.
+
+    Passed to pandas as ``read_csv(thousands=...)``, so ``1,234.5`` is read as the number 1234.5 (a quoted
+    field too). None leaves the numbers as pandas reads them (a column holding ``1,234.5`` is text, and
+    refused without a feature spec: :meth:`faux_checks.inputs.tabular.FeatureSpec.passthrough`).
+
+    Raises
+    ------
+    InputError
+        ``thousands`` is not one character, is a digit or the decimal point ``.``, or equals the delimiter
+        (a ``,``-separated file's ``1,234`` would be two fields unless quoted: the message names both marks).
+    """
+    if thousands is None:
+        return None
+    thousands = {"space": " ", "nbsp": "\u00a0"}.get(thousands, thousands)
+    if len(thousands) != 1 or thousands.isdigit() or thousands == ".":
+        raise InputError(f"--thousands {thousands!r} is not a thousands mark; give one character other than a digit "
+                         "or the decimal point, e.g. --thousands ',' or --thousands space")
+    if thousands == sep:
+        raise InputError(f"--thousands {thousands!r} is also the file's CSV delimiter ({sep!r}, given with --sep or "
+                         "sniffed); one mark cannot be both: give the real delimiter with --sep, or write the numbers "
+                         "plainly (1234.5) and drop --thousands")
+    return thousands
+
+
 def csv_field_count_errors(path: str | Path, sep: str = ",") -> MalformedRows:
     """Every CSV record whose field count differs from the header's, with its row and line numbers.
 
@@ -215,11 +241,12 @@ def check_header(path: str | Path, sep: str = ",") -> None:
         check_column_names(names, what=f"data file {path}")
 
 
-def read_table(path: str | Path, *, sep: str | None = None) -> pd.DataFrame:
+def read_table(path: str | Path, *, sep: str | None = None, thousands: str | None = None) -> pd.DataFrame:
     """Read a CSV (any of ``.csv``, ``.csv.gz``, ``.txt``) or Parquet file into a DataFrame.
 
     The CSV delimiter is ``sep`` (CLI ``--sep``) or sniffed from the file's head (:func:`sniff_sep`: ``,`` ``;``
-    tab ``|``).
+    tab ``|``). ``thousands`` (CLI ``--thousands``) is the thousands mark of the CSV's numbers, read by pandas
+    (``read_csv(thousands=...)``: ``1,234.5`` -> 1234.5; :func:`thousands_mark`); Parquet ignores it.
 
     Raises
     ------
@@ -227,12 +254,14 @@ def read_table(path: str | Path, *, sep: str | None = None) -> pd.DataFrame:
         Missing file, unknown format, a parse error (message keeps the parser's words), a header
         with a repeated, empty or whitespace-ambiguous column name (:func:`check_header`: the
         names and their positions), or CSV records whose field count differs from the header's
-        (:func:`csv_field_count_errors`: the first rows named and counted; never read as missing values).
+        (:func:`csv_field_count_errors`: the first rows named and counted; never read as missing values);
+        a ``thousands`` mark that is not one character or equals the delimiter (:func:`thousands_mark`).
     """
     path = Path(path)
     if not path.is_file():
         raise InputError(f"data file {path} does not exist")
     delimiter = sniff_sep(path, sep) if path.suffix != ".parquet" else ","
+    mark = thousands_mark(thousands, delimiter) if path.suffix != ".parquet" else None
     check_header(path, delimiter)
     if path.suffix != ".parquet":
         bad = csv_field_count_errors(path, delimiter)
@@ -241,7 +270,7 @@ def read_table(path: str | Path, *, sep: str | None = None) -> pd.DataFrame:
     try:
         if path.suffix == ".parquet":
             return pd.read_parquet(path)
-        return pd.read_csv(path, skipinitialspace=True, sep=delimiter)
+        return pd.read_csv(path, skipinitialspace=True, sep=delimiter, thousands=mark)
     except Exception as exc:
         raise InputError(f"cannot read data file {path}: {type(exc).__name__}: {exc}") from exc
 

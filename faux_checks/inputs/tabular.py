@@ -124,7 +124,11 @@ def _numbers_as_text(series: pd.Series, column) -> str | None:
                 "values parse as numbers): convert it to a numeric dtype")
     first = int(np.flatnonzero(series.isin(set(values[~parsed])).to_numpy())[0])
     example = series.iloc[first]
-    hint = (", written with a thousands separator" if isinstance(example, str) and _THOUSANDS.match(example) else "")
+    hint = ""
+    if isinstance(example, str) and _THOUSANDS.match(example):
+        mark = re.search(r"\d([^\d])\d{3}", example).group(1)
+        option = "space" if mark == " " else repr(mark)
+        hint = f", written with a thousands separator: read it with --thousands {option}"
     verb = "is not a number" if n_bad == 1 else "are not numbers"
     return (f"column {column!r} is read as text: {fmt_count(n_bad)} of its {fmt_count(n_values)} values {verb} "
             f"(e.g. {example!r} in row {fmt_count(first)}{hint}; {fmt_count(n_values - n_bad)} "
@@ -442,7 +446,8 @@ class FeatureSpec:
             raise InputError(
                 f"{'; '.join(problems)}. Without a feature spec the model receives the numeric columns only, in "
                 "file order, so such a column would be left out and every input after it would shift by one. "
-                "Write the numbers plainly (1234.5: no thousands separator), fix or remove the other values, or "
+                "Name the numbers' thousands mark (--thousands ',') or write them plainly (1234.5), fix or "
+                "remove the other values, or "
                 "pass the feature spec the model was trained with (--feature-spec); nothing was scored"
             )
         cols = [c for c in frame.columns if c not in exclude and _is_numeric(frame[c])]

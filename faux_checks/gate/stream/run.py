@@ -175,6 +175,7 @@ def score_stream(
     progress: bool = False,
     model_info: dict | None = None,
     sep: str | None = None,
+    thousands: str | None = None,
 ) -> StreamSummary:
     """Score every row of a large Parquet/CSV file with fAux in bounded memory, in this process.
 
@@ -203,6 +204,9 @@ def score_stream(
         Added to the provenance.
     sep : str, optional
         CSV delimiter; default sniffed from the file's head (:func:`faux_checks.inputs.io.sniff_sep`).
+    thousands : str, optional
+        The CSV numbers' thousands mark (``","`` reads ``1,234.5`` as 1234.5; pandas ``read_csv(thousands=...)``);
+        refused when it equals the delimiter (:func:`faux_checks.inputs.io.thousands_mark`).
 
     Returns
     -------
@@ -231,7 +235,7 @@ def score_stream(
     from ...inputs.estimators import as_target
 
     target_model, feature_spec = as_target(target_model, feature_spec)   # a skops Pipeline brings its own spec
-    source = DataSource.open(source_path, sep=sep)
+    source = DataSource.open(source_path, sep=sep, thousands=thousands)
     spec = resolve_feature_spec(source, policy, feature_spec, chunk_rows=chunk_rows)
     check_rows(source, spec, chunk_rows=max(chunk_rows, 65_536))
     sample = sample_pass(source, policy=policy, feature_spec=spec, chunk_rows=chunk_rows)

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..._validation import fmt_count
 from ...errors import InputError
-from ...inputs.io import MalformedRows, check_header, csv_field_count_errors, sniff_sep
+from ...inputs.io import MalformedRows, check_header, csv_field_count_errors, sniff_sep, thousands_mark
 from ...inputs.tabular import FeatureSpec
 
 __all__ = ["DataSource", "check_rows", "columns_to_read", "csv_to_parquet", "encode_chunk", "read_chunks"]
@@ -37,6 +37,8 @@ class DataSource:
         Rows per Parquet row group (empty for CSV).
     sep : str
         The CSV delimiter (given, or sniffed from the head: :func:`faux_checks.inputs.io.sniff_sep`).
+    thousands : str or None
+        The CSV numbers' thousands mark (CLI ``--thousands``; pandas ``read_csv(thousands=...)``), None for none.
     """
 
     path: str
@@ -44,21 +46,24 @@ class DataSource:
     columns: tuple[str, ...]
     row_group_rows: tuple[int, ...] = ()
     sep: str = ","
+    thousands: str | None = None
 
     @classmethod
-    def open(cls, path: str | Path, *, sep: str | None = None) -> "DataSource":
+    def open(cls, path: str | Path, *, sep: str | None = None, thousands: str | None = None) -> "DataSource":
         """Read the file's schema (Parquet metadata or the CSV header), not its rows.
 
         Raises
         ------
         InputError
-            Missing or unreadable file, or a repeated, empty or whitespace-ambiguous column name
-            (:func:`faux_checks.inputs.io.check_header`).
+            Missing or unreadable file, a repeated, empty or whitespace-ambiguous column name
+            (:func:`faux_checks.inputs.io.check_header`), or a ``thousands`` mark that is not one character
+            or equals the delimiter (:func:`faux_checks.inputs.io.thousands_mark`; Parquet ignores it).
         """
         path = Path(path)
         if not path.is_file():
             raise InputError(f"data file {path} does not exist")
         delimiter = sniff_sep(path, sep) if path.suffix != ".parquet" else ","
+        mark = thousands_mark(thousands, delimiter) if path.suffix != ".parquet" else None
         check_header(path, delimiter)
         try:
             if path.suffix == ".parquet":
@@ -67,7 +72,7 @@ class DataSource:
                 rows = tuple(meta.row_group(i).num_rows for i in range(meta.num_row_groups))
                 return cls(str(path), "parquet", tuple(pf.schema_arrow.names), rows)
             header = pd.read_csv(path, nrows=0, skipinitialspace=True, sep=delimiter)
-            return cls(str(path), "csv", tuple(map(str, header.columns)), sep=delimiter)
+            return cls(str(path), "csv", tuple(map(str, header.columns)), sep=delimiter, thousands=mark)
         except InputError:
             raise
         except Exception as exc:
@@ -114,7 +119,7 @@ class DataSource:
                 raise InputError("a CSV file has no row groups to shard by; convert it with csv_to_parquet first")
             try:
                 with pd.read_csv(self.path, chunksize=chunk_rows, skipinitialspace=True, usecols=columns,
-                                 sep=self.sep) as reader:
+                                 sep=self.sep, thousands=self.thousands) as reader:
                     start = 0
                     for frame in reader:
                         yield start, frame[columns]
@@ -274,7 +279,7 @@ def _raw_chunks(source: DataSource, columns: list[str], chunk_rows: int):
         return
     try:
         with pd.read_csv(source.path, chunksize=chunk_rows, skipinitialspace=True, usecols=columns,
-                         sep=source.sep) as reader:
+                         sep=source.sep, thousands=source.thousands) as reader:
             start = 0
             for frame in reader:
                 yield start, frame
