@@ -156,3 +156,52 @@ def test_aux_quality_reason_names_its_metric_once(files):
     assert "roc_auc roc_auc" not in reason
     assert reason.startswith("auxiliary model roc_auc 0.") and reason.endswith("; F vs M): lower bound >= "
                                                                                 "min_aux_quality 0.7")
+
+
+class SoftmaxBadPast(torch.nn.Module):
+    """A softmax over two classes, except on rows whose f3 exceeds 50: there [0.9, 0.4] (sum 1.3)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(5, 2)
+        with torch.no_grad():
+            self.lin.weight[:] = torch.tensor([[0.5, 0.0, 0.0, 0.0, 0.8], [-0.5, 0.0, 0.0, 0.0, -0.8]])
+            self.lin.bias.zero_()
+
+    def forward(self, x):
+        p = torch.softmax(self.lin(x), dim=1)
+        return torch.where(x[:, 3:4] > 50.0, torch.tensor([[0.9, 0.4]]), p)
+
+
+def test_score_large_checks_the_outputs_of_every_chunk_not_only_the_sample(tmp_path, capsys):
+    """Issue 25 item 6f: a softmax that is wrong on one row past the sample and the first chunk refuses the run."""
+    from faux_checks.gate.stream.plan import resolve_feature_spec
+    from faux_checks.gate.stream.sample import sample_pass
+    from faux_checks.gate.stream.source import DataSource
+    from faux_checks.inputs.models import save_torchscript
+
+    data = _support.make_data(3000, seed=4)
+    policy_path = _support.write_policy(tmp_path / "policy.toml")
+    policy_path.write_text(policy_path.read_text().replace("[aux]\n", "[aux]\nmax_train_rows = 300\n"))
+    policy = load_policy(policy_path)
+    data.to_csv(tmp_path / "clean.csv", index=False)
+    source = DataSource.open(tmp_path / "clean.csv")
+    spec = resolve_feature_spec(source, policy, None, chunk_rows=500)
+    sampled = set(sample_pass(source, policy=policy, feature_spec=spec, chunk_rows=500).rows.tolist())
+    bad = max(set(range(2000, 3000)) - sampled)                  # a row of the fifth chunk or later, not sampled
+    first = bad // 500 * 500
+    data.loc[bad, "f3"] = 100.0
+    data.to_csv(tmp_path / "data.csv", index=False)
+    model = save_torchscript(SoftmaxBadPast(), tmp_path / "bad_past.pt")
+    base = ["score-large", "--model", str(model), "--policy", str(policy_path), "--workers", "0",
+            "--output-form", "softmax", "--chunk-rows", "500"]
+    assert main(base + ["--data", str(tmp_path / "clean.csv"), "--out", str(tmp_path / "clean.parquet")]) in (0, 1)
+    capsys.readouterr()                                          # the same model on the clean file: scored
+    assert main(base + ["--data", str(tmp_path / "data.csv"), "--out", str(tmp_path / "s.parquet")]) == 2
+    err = capsys.readouterr().err
+    assert (f"faux-checks: could not decide: output form 'softmax' (policy target_output, CLI --output-form): the "
+            f"target model's outputs on 1 of 500 audited rows of the chunk of input rows {first:,}-{first + 499:,} are "
+            f"not probabilities that sum to 1 (within 0.001): e.g. input row {bad:,}: [0.9, 0.4], sum 1.3; declare "
+            "output form 'logits' for unnormalised class scores, or make the model end with a softmax. No scores "
+            "file was written") in err, err
+    assert not (tmp_path / "s.parquet").exists()

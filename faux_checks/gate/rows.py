@@ -234,7 +234,8 @@ def check_model_accepts(model, X: torch.Tensor, spec: FeatureSpec) -> None:
         ) from None
 
 
-def check_model_outputs(model, X: torch.Tensor, output, *, rows: np.ndarray | None = None) -> None:
+def check_model_outputs(model, X: torch.Tensor, output, *, rows: np.ndarray | None = None,
+                        scope: str = "audited rows", outcome: str = "Nothing was scored") -> None:
     """Refuse, before scoring, probability outputs that are not probabilities on some audited row.
 
     ``resolve_output_form`` checks the declared form on a probe of 256 rows; this reads every row
@@ -252,6 +253,9 @@ def check_model_outputs(model, X: torch.Tensor, output, *, rows: np.ndarray | No
         The resolved form (:func:`faux_checks.method.output.resolve_output_form`).
     rows : ndarray of shape (n,), optional
         Input-row numbers of ``X``'s rows, for the message (default 0..n−1).
+    scope, outcome : str
+        The message's words for the rows read (``"of 1,500 audited rows"``) and what became of the run
+        (the streaming scorer names the chunk and that no scores file was written).
 
     Raises
     ------
@@ -292,5 +296,5 @@ def check_model_outputs(model, X: torch.Tensor, output, *, rows: np.ndarray | No
         fix = "declare output form 'logit' for log-odds, or make the model end with a sigmoid"
     raise InputError(
         f"output form '{output.form}' (policy target_output, CLI --output-form): the target model's outputs on "
-        f"{fmt_count(n_bad)} of {fmt_count(n)} audited rows {problem}; {fix}. Nothing was scored"
+        f"{fmt_count(n_bad)} of {fmt_count(n)} {scope} {problem}; {fix}. {outcome}"
     )

@@ -24,6 +24,7 @@ from .plan import ScoringPlan
 from .source import DataSource, encode_chunk, read_chunks
 
 __all__ = ["SCORE_COLUMNS", "ScoresWriter", "StreamCounts", "merge_score_parts", "partial_path", "peak_rss_mb", "score_chunk",
+           "check_chunk_outputs",
            "score_pass"]
 
 SCORE_COLUMNS = ("row", "lic_score", "flagged", "status", "group")
@@ -290,7 +291,8 @@ def score_chunk(tester, plan: ScoringPlan, counts: StreamCounts, frame: pd.DataF
     ------
     InputError
         A missing protected value with ``missing_protected = "error"`` (the chunk's rows named), an
-        unencodable feature value, and FAuxTester's own input errors.
+        unencodable feature value, probability outputs that are not probabilities on a row of the chunk
+        (:func:`check_chunk_outputs`: the first such row's input-row number), and FAuxTester's own input errors.
     """
     codec, delta = plan.codec, plan.policy.faux.delta
     n = len(frame)
@@ -308,6 +310,7 @@ def score_chunk(tester, plan: ScoringPlan, counts: StreamCounts, frame: pd.DataF
              if encoded is None else encoded(kept))
         c = codec.encode(prot if len(kept) == n else prot.iloc[kept])
         idx = codec.group_index(c)
+        check_chunk_outputs(tester.target_model, X, plan, start + kept)
         lic = tester.evaluate(X, c, evidence=False)
         hit = lic.flagged(delta)
         counts.add(idx, lic.scores, lic.undefined, lic.flag_probability(delta))
@@ -319,6 +322,42 @@ def score_chunk(tester, plan: ScoringPlan, counts: StreamCounts, frame: pd.DataF
     counts.n_missing_protected += int(missing.sum())
     counts.n_chunks += 1
     return np.arange(start, start + n, dtype=np.int64), scores, flagged, status, group
+
+
+def check_chunk_outputs(target_model, X, plan: ScoringPlan, rows: np.ndarray) -> None:
+    """Refuse a chunk whose probability outputs are not probabilities (as ``check`` does on every audited row).
+
+    :func:`~.plan.prepare_scoring` checks the sample only; this reads each chunk's audited rows too (one
+    forward pass without gradients, :func:`faux_checks.gate.rows.check_model_outputs`), so a softmax that
+    does not sum to 1 or a probability outside [0, 1] on any row refuses the run. Other forms are not read.
+
+    Parameters
+    ----------
+    target_model : torch module or forward-only target
+    X : ndarray or Tensor of shape (m, d)
+        The chunk's encoded audited rows.
+    plan : ScoringPlan
+        Its ``output`` is the form resolved on the sample.
+    rows : ndarray of shape (m,)
+        Input-row numbers (0-based, of the whole file) of ``X``'s rows, for the message.
+
+    Raises
+    ------
+    InputError
+        From :func:`~faux_checks.gate.rows.check_model_outputs`: the count of bad rows in the chunk and
+        the first one's input-row number and outputs, with the fix.
+    """
+    if plan.output.form not in ("softmax", "probability"):
+        return
+    import torch
+
+    from ..rows import check_model_outputs
+
+    Xt = X if isinstance(X, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(X))
+    rows = np.asarray(rows)
+    check_model_outputs(target_model, Xt, plan.output, rows=rows,
+                        scope=f"audited rows of the chunk of input rows {fmt_count(rows.min())}-{fmt_count(rows.max())}",
+                        outcome="No scores file was written")
 
 
 def merge_score_parts(part_paths: Sequence[str | Path], out_path: str | Path) -> Path:
