@@ -21,14 +21,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from prefect import flow, get_run_logger, task
+from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.states import Completed
 
 from faux_checks.errors import FauxChecksError, InputError
 from faux_checks.report.artifacts import markdown_text
 
-from .common import IO_TASK, TASK, failed_state, slug
+from .common import IO_TASK, TASK, failed_state, run_logger, slug
 
 __all__ = ["audit"]
 
@@ -117,12 +117,12 @@ def audit_batch(model_path: str, spec_path: str | None, reference, current, poli
     if positive_label is not None:
         policy = policy.with_overrides(positive_label=positive_label)
     source = policy_path or ("the policy recorded by the gate" if policy_json else "the shipped default policy")
-    get_run_logger().info("audit policy: %s (sha256 %s…)", source, policy.sha256()[:12])
+    run_logger().info("audit policy: %s (sha256 %s…)", source, policy.sha256()[:12])
     Path(evidence_dir).mkdir(parents=True, exist_ok=True)
     # one auxiliary model per attribute: the gate's records/ (one attribute) or records/<attribute_key>/ (several)
     per = {name: _gate_aux(records, one, gate_record.get("run_id")) for name, one in policy.attribute_policies().items()}
     for name, (_, _, src) in per.items():
-        get_run_logger().info("audit auxiliary model of %s: %s", name, src)
+        run_logger().info("audit auxiliary model of %s: %s", name, src)
     aux = {name: a for name, (a, _, _) in per.items() if a is not None}
     scores = {name: s for name, (_, s, _) in per.items() if s is not None}
     aux_source = {name: src for name, (_, _, src) in per.items()}
@@ -291,7 +291,7 @@ def audit(model_name: str, data_path: str, reference_path: str | None = None, po
 
     from faux_checks.report.evidence import signing_key_path
 
-    logger = get_run_logger()
+    logger = run_logger()
     report_root = report_root or str(default_home() / "reports")
     signing_key = signing_key_path(signing_key)   # a wrong key stops the audit before it runs
     try:

@@ -12,7 +12,31 @@ from prefect.cache_policies import NO_CACHE
 
 from faux_checks.errors import FauxChecksError
 
-__all__ = ["IO_TASK", "TASK", "FlowBlocked", "PrefectUnreachableError", "failed_state", "is_prefect_unreachable", "prefect_unreachable", "retry_io_only", "slug"]
+__all__ = ["IO_TASK", "TASK", "FlowBlocked", "PrefectUnreachableError", "failed_state", "is_prefect_unreachable", "prefect_unreachable", "retry_io_only", "run_logger", "slug"]
+
+
+def run_logger():
+    """Prefect's run logger (``get_run_logger()``) with its text escaped (:class:`flows.log_text.EscapingFilter`).
+
+    Every flow and task of this package logs through it, so a model, column or group name holding
+    terminal control codes or bidi characters reaches the terminal and the Prefect UI as visible
+    escapes (``\\x1b[32m``), never as a redrawn line (issue 25, item 3). The filter is attached
+    once to the flow- and task-run loggers (prints of ``log_prints=True`` flows go through them too).
+
+    Raises
+    ------
+    prefect.exceptions.MissingContextError
+        Outside a flow or task run (as ``get_run_logger``).
+    """
+    import logging
+
+    from prefect import get_run_logger
+
+    from .log_text import RUN_LOGGERS, install
+
+    for name in RUN_LOGGERS:
+        install(logging.getLogger(name))
+    return install(get_run_logger())
 
 
 def retry_io_only(task, task_run, state) -> bool:

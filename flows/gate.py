@@ -24,13 +24,13 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from prefect import flow, get_run_logger, task
+from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.states import Completed
 
 from faux_checks.report.artifacts import markdown_text
 
-from .common import IO_TASK, TASK, PrefectUnreachableError, failed_state, prefect_unreachable, slug
+from .common import IO_TASK, TASK, PrefectUnreachableError, failed_state, prefect_unreachable, run_logger, slug
 
 __all__ = ["gate", "gate_version", "gate_version_leased", "VersionOutcome", "RunProgress", "PROGRESS"]
 
@@ -435,7 +435,7 @@ def gate_version_leased(model_name: str, version: str, frame, *, lease_ttl_s: fl
     from faux_checks.registry import operations
     from faux_checks.registry.operations import acquire_lease, release_lease_within
 
-    logger = get_run_logger()
+    logger = run_logger()
     tracking_uri = kwargs.get("tracking_uri")
     registry = Registry(tracking_uri)
     lease, other = acquire_lease(registry, model_name, version, ttl_s=lease_ttl_s, wait_s=lease_wait_s)
@@ -542,7 +542,7 @@ def gate_version(model_name: str, version: str, frame, *, policy_path: str | Non
     result = _version_outcome(model_name, version, outcome, outcome.decision, outcome.reasons, report_dir, timings,
                               run_id=run_id, promoted=promoted)
     _publish(result, report_dir)
-    get_run_logger().info("%s v%s: %s (%s)", model_name, version, outcome.decision, "; ".join(outcome.reasons[:2]))
+    run_logger().info("%s v%s: %s (%s)", model_name, version, outcome.decision, "; ".join(outcome.reasons[:2]))
     return result
 
 
@@ -563,7 +563,7 @@ def _fail_closed(what: str, step):
     try:
         return step(), None
     except Exception as exc:
-        get_run_logger().error("%s: %s", what, exc)
+        run_logger().error("%s: %s", what, exc)
         return None, exc
 
 
@@ -633,7 +633,7 @@ def _publish(result: VersionOutcome, report_dir: str) -> None:
                               table=artifact_table(load_report(report_dir)),
                               description=f"fairness gate rules for {markdown_text(name)} v{markdown_text(version)}")
     except Exception as exc:
-        get_run_logger().warning("model %s v%s: Prefect artifact not written: %s", name, version, exc)
+        run_logger().warning("model %s v%s: Prefect artifact not written: %s", name, version, exc)
 
 
 def _version_outcome(model_name: str, version: str, outcome, decision: str, reasons: list[str],
@@ -662,7 +662,7 @@ def _not_completed(model_name: str, version: str, outcome, report_dir: str, mode
     The cause goes first in the reasons, then the check's own; the report (``<report_dir>-<suffix>``,
     best effort: the file system may be what failed) keeps the check's numbers.
     """
-    logger = get_run_logger()
+    logger = run_logger()
     reasons = [cause] + list(outcome.reasons)
     incident_dir = f"{report_dir}-{suffix}"
     try:
@@ -755,7 +755,7 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
     from flows.memory import free_version_memory
     from faux_checks.settings import default_home
 
-    logger = get_run_logger()
+    logger = run_logger()
     flow_started = time.perf_counter()            # the flow body's wall time is logged at its end (bench_gate.py)
     report_root = report_root or str(default_home() / "reports")
     signing_key = signing_key_path(signing_key)   # a wrong key or passphrase stops the run before any version

@@ -47,13 +47,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from prefect import flow, get_run_logger, task
+from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.states import Completed, Failed
 
 from faux_checks.report.artifacts import markdown_text
 
-from .common import IO_TASK
+from .common import IO_TASK, run_logger
 from .shard_stages import finish_seeds, open_output, start_aux
 
 __all__ = ["ShardResult", "dask_task_runner", "plan_shards", "score_sharded"]
@@ -203,7 +203,7 @@ def score_sharded(model_path: str, data_path: str, out_path: str, policy: dict |
     from faux_checks.gate.stream.source import DataSource, check_rows, csv_to_parquet
     from faux_checks.inputs.tabular import FeatureSpec
 
-    logger = get_run_logger()
+    logger = run_logger()
     t0, t_wall = time.perf_counter(), time.time()
     policy = Policy.model_validate(policy) if policy is not None else load_policy()
     chunk_rows = int(chunk_rows or policy.scale.chunk_rows)

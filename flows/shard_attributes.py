@@ -29,13 +29,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from prefect import flow, get_run_logger, task
+from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.states import Completed, Failed
 
 from faux_checks.report.artifacts import markdown_text
 
-from .common import IO_TASK, TASK
+from .common import IO_TASK, TASK, run_logger
 from .shard import ShardResult, _carried_spec, _cluster_threads, _markdown, plan_shards
 from .shard_stages import merge_parts
 
@@ -159,7 +159,7 @@ def score_sharded_attributes(model_path: str, data_path: str, out_path: str, pol
     from faux_checks.gate.stream.source import DataSource, check_rows, csv_to_parquet
     from faux_checks.inputs.tabular import FeatureSpec
 
-    logger = get_run_logger()
+    logger = run_logger()
     t0, t_wall = time.perf_counter(), time.time()
     policy = Policy.model_validate(policy)
     if aux_model_path:

@@ -122,3 +122,61 @@ def test_check_prints_escape_sequences_from_a_column_name_as_text(tmp_path, caps
     assert "\x1b" not in out
     assert "f1\\x1b[1A\\x1b[2K\\x1b[Gpassed: 0.00% flagged" in out
     assert [line for line in out.splitlines() if line.startswith("passed")] == []
+
+
+def test_log_filter_escapes_the_args_and_the_formatted_message():
+    import logging
+
+    from flows.log_text import EscapingFilter
+
+    record = logging.LogRecord("prefect.flow_runs", logging.INFO, __file__, 1, "%s v%s: %s (%s)",
+                               ("m\x1b[32mpassed\x1b[0m", 3, "failed", ValueError("col\u202eumn\nx")), None)
+    assert EscapingFilter().filter(record) is True
+    assert record.getMessage() == "m\\x1b[32mpassed\\x1b[0m v3: failed (col\\u202eumn\nx)"
+    assert record.args is None
+    named = logging.LogRecord("x", logging.INFO, __file__, 1, "group %(g)s line\nnext", ({"g": "a\rb"},), None)
+    EscapingFilter().filter(named)
+    assert named.getMessage() == "group a\\rb line\nnext"           # a name's \r escaped, our own \n kept
+    plain = logging.LogRecord("x", logging.INFO, __file__, 1, "%d of %s rows, δ = %.2f", (3, "ŷ", 0.05), None)
+    EscapingFilter().filter(plain)
+    assert plain.getMessage() == "3 of ŷ rows, δ = 0.05"
+
+
+def test_flow_and_task_run_logs_show_escapes_as_text(harness):
+    """Through Prefect: a flow and a task log a model name that would redraw the line as "passed"."""
+    import logging
+
+    from prefect import flow, task
+
+    from flows.common import run_logger
+
+    name = "m\x1b[32mpassed\x1b[0m"
+
+    @task
+    def in_task(value: str) -> None:
+        run_logger().info("task saw column %s", value)
+
+    @flow
+    def tiny(value: str) -> None:
+        run_logger().info("%s v%s: %s", value, 1, "failed")
+        in_task(value)
+
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record)
+
+    keep = Keep()
+    loggers = [logging.getLogger("prefect.flow_runs"), logging.getLogger("prefect.task_runs")]
+    for lg in loggers:
+        lg.addHandler(keep)
+    try:
+        tiny(name)
+    finally:
+        for lg in loggers:
+            lg.removeHandler(keep)
+    messages = [r.getMessage() for r in records]
+    assert "m\\x1b[32mpassed\\x1b[0m v1: failed" in messages, messages
+    assert "task saw column m\\x1b[32mpassed\\x1b[0m" in messages, messages
+    assert not any("\x1b" in m for m in messages)
