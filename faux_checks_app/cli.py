@@ -953,7 +953,7 @@ def cmd_score_large(args) -> int:
 def _sep(p) -> None:
     p.add_argument("--sep", help="CSV delimiter, e.g. ';' or tab (default: sniffed from the file's head among , ; tab |)")
     p.add_argument("--thousands", help="the thousands mark of the CSV's numbers, e.g. ',' to read 1,234.5 as 1234.5 "
-                   "(or 'space'); must differ from the delimiter (default: none, such a column is refused)")
+                   "(or 'space'); quoted where it is also the delimiter (default: none, such a column is refused)")
 
 
 def _data_format(p) -> None:

@@ -206,17 +206,32 @@ def test_thousands_option_reads_the_marked_numbers_as_the_plain_ones(files, caps
     assert "read it with --thousands ','" in err and "Name the numbers' thousands mark (--thousands ',')" in err
 
 
-def test_thousands_mark_equal_to_the_delimiter_or_not_a_mark_is_refused(files, capsys):
-    assert main(_check(files, files["thousands"]) + ["--thousands", ","]) == 2
-    assert capsys.readouterr().err.strip() == (
-        "faux-checks: could not decide: --thousands ',' is also the file's CSV delimiter (',', given with --sep or "
-        "sniffed); one mark cannot be both: give the real delimiter with --sep, or write the numbers plainly "
-        "(1234.5) and drop --thousands")
+def test_thousands_mark_equal_to_the_delimiter_reads_quoted_numbers(files, tmp_path, capsys):
+    """The issue's own file: ','-separated, '1,234.5' quoted (as pandas writes it). ``--thousands ','`` (the
+    refusal's hint) reads it as 1234.5, in the whole-table reader and the streaming source alike; an unquoted
+    '1,234' there is two fields, and that row is refused by the field-count check, not misread."""
+    frame = read_table(files["thousands"], thousands=",")
+    assert frame["f2"].dtype == np.float64 and frame.loc[17, "f2"] == 1234.5
+    expected = files["data"].copy()
+    expected.loc[17, "f2"] = 1234.5
+    pd.testing.assert_frame_equal(frame, expected, check_exact=False, rtol=1e-12)
+    source = DataSource.open(files["thousands"], thousands=",")
+    assert source.sep == source.thousands == ","
+    assert main(_check(files, files["thousands"]) + ["--thousands", ","]) == 1     # decided, not refused
+    assert "failed:" in capsys.readouterr().out
+    lines = files["lines"][:]
+    lines[18] = lines[18].replace(lines[18].split(",")[3], "1,234", 1)             # unquoted: one field too many
+    (tmp_path / "unquoted.csv").write_text("\n".join(lines) + "\n")
+    assert main(_check(files, tmp_path / "unquoted.csv") + ["--thousands", ","]) == 2
+    assert "row 17" in capsys.readouterr().err
+
+
+def test_a_thousands_mark_that_is_not_a_mark_is_refused(files):
     for bad in ("1", ".", ",,"):
         with pytest.raises(InputError, match=rf"^--thousands {re.escape(repr(bad))} is not a thousands mark"):
             read_table(files["marked"], thousands=bad)
-    with pytest.raises(InputError, match=r"^--thousands ';' is also the file's CSV delimiter \(';'"):
-        DataSource.open(files["marked"], thousands=";")
+        with pytest.raises(InputError, match=rf"^--thousands {re.escape(repr(bad))} is not a thousands mark"):
+            DataSource.open(files["marked"], thousands=bad)
 
 
 def test_streaming_scorer_reads_the_thousands_mark_too(files, tmp_path, capsys):

@@ -135,15 +135,18 @@ def sniff_sep(path: str | Path, sep: str | None = None) -> str:
 def thousands_mark(thousands: str | None, sep: str) -> str | None:
     """The thousands mark of a CSV file's numbers (CLI ``--thousands``), checked against its delimiter ``sep``.
 
-    Passed to pandas as ``read_csv(thousands=...)``, so ``1,234.5`` is read as the number 1234.5 (a quoted
-    field too). None leaves the numbers as pandas reads them (a column holding ``1,234.5`` is text, and
-    refused without a feature spec: :meth:`faux_checks.inputs.tabular.FeatureSpec.passthrough`).
+    Passed to pandas as ``read_csv(thousands=...)``, so ``1,234.5`` is read as the number 1234.5. The mark may
+    equal the delimiter ``sep`` when the marked numbers are quoted (``"1,234.5"`` in a ``,``-separated file, as
+    pandas and spreadsheets write them: pandas reads the quoted field as one number, checked in
+    ``tests/test_misread_columns.py``); an unquoted ``1,234`` there is two fields, and the row is refused by
+    the field-count check (:func:`csv_field_count_errors`). None leaves the numbers as pandas reads them (a
+    column holding ``1,234.5`` is text, and refused without a feature spec:
+    :meth:`faux_checks.inputs.tabular.FeatureSpec.passthrough`).
 
     Raises
     ------
     InputError
-        ``thousands`` is not one character, is a digit or the decimal point ``.``, or equals the delimiter
-        (a ``,``-separated file's ``1,234`` would be two fields unless quoted: the message names both marks).
+        ``thousands`` is not one character, or is a digit or the decimal point ``.``.
     """
     if thousands is None:
         return None
@@ -151,10 +154,6 @@ def thousands_mark(thousands: str | None, sep: str) -> str | None:
     if len(thousands) != 1 or thousands.isdigit() or thousands == ".":
         raise InputError(f"--thousands {thousands!r} is not a thousands mark; give one character other than a digit "
                          "or the decimal point, e.g. --thousands ',' or --thousands space")
-    if thousands == sep:
-        raise InputError(f"--thousands {thousands!r} is also the file's CSV delimiter ({sep!r}, given with --sep or "
-                         "sniffed); one mark cannot be both: give the real delimiter with --sep, or write the numbers "
-                         "plainly (1234.5) and drop --thousands")
     return thousands
 
 
@@ -255,7 +254,7 @@ def read_table(path: str | Path, *, sep: str | None = None, thousands: str | Non
         with a repeated, empty or whitespace-ambiguous column name (:func:`check_header`: the
         names and their positions), or CSV records whose field count differs from the header's
         (:func:`csv_field_count_errors`: the first rows named and counted; never read as missing values);
-        a ``thousands`` mark that is not one character or equals the delimiter (:func:`thousands_mark`).
+        a ``thousands`` mark that is not one character, a digit or ``.`` (:func:`thousands_mark`).
     """
     path = Path(path)
     if not path.is_file():

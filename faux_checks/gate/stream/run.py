@@ -206,7 +206,7 @@ def score_stream(
         CSV delimiter; default sniffed from the file's head (:func:`faux_checks.inputs.io.sniff_sep`).
     thousands : str, optional
         The CSV numbers' thousands mark (``","`` reads ``1,234.5`` as 1234.5; pandas ``read_csv(thousands=...)``);
-        refused when it equals the delimiter (:func:`faux_checks.inputs.io.thousands_mark`).
+        it may equal the delimiter for quoted numbers (:func:`faux_checks.inputs.io.thousands_mark`).
 
     Returns
     -------

@@ -56,8 +56,8 @@ class DataSource:
         ------
         InputError
             Missing or unreadable file, a repeated, empty or whitespace-ambiguous column name
-            (:func:`faux_checks.inputs.io.check_header`), or a ``thousands`` mark that is not one character
-            or equals the delimiter (:func:`faux_checks.inputs.io.thousands_mark`; Parquet ignores it).
+            (:func:`faux_checks.inputs.io.check_header`), or a ``thousands`` mark that is not one character,
+            a digit or ``.`` (:func:`faux_checks.inputs.io.thousands_mark`; Parquet ignores it).
         """
         path = Path(path)
         if not path.is_file():
