@@ -22,7 +22,7 @@ import great_expectations as gx
 import pandas as pd
 
 from faux_checks.errors import InputError
-from faux_checks.gate.decision import EXIT_CODES, decide, rule_row
+from faux_checks.gate.decision import Outcome, decide, rule_row
 from faux_checks.gate.policy import Policy
 
 from .faux import ExpectFauxFlaggedFractionToBeAtMost
@@ -53,7 +53,7 @@ def _is_ours(kind: str) -> bool:
 
 
 @dataclass(frozen=True)
-class SuiteOutcome:
+class SuiteOutcome(Outcome):
     """The gate's reading of one GX validation.
 
     Attributes
@@ -97,10 +97,6 @@ class SuiteOutcome:
     gx_result: dict | None = None
     regression: list[dict] = field(default_factory=list)
 
-    @property
-    def exit_code(self) -> int:
-        """0 passed, 1 failed, 2 undecided (docs/architecture.md, contracts)."""
-        return EXIT_CODES[self.decision]
 
 
 # ---------------------------------------------------------------------------------- build

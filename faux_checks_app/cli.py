@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from faux_checks.errors import EXIT_CONFIGURATION, ConfigurationError, FauxChecksError
-from faux_checks.gate.decision import EXIT_CODES
+from faux_checks.gate.decision import exit_code_for
 
 from . import lifecycle
 from .lifecycle import Stop
@@ -33,7 +33,7 @@ from .lifecycle import on_deadline as _on_deadline
 from .lifecycle import on_signal as _on_signal
 from .lifecycle import started_services as _started_services
 
-EXIT_PASSED, EXIT_FAILED, EXIT_UNDECIDED = EXIT_CODES["passed"], EXIT_CODES["failed"], EXIT_CODES["undecided"]
+EXIT_PASSED, EXIT_FAILED, EXIT_UNDECIDED = (exit_code_for(d) for d in ("passed", "failed", "undecided"))
 
 
 _QUIET = False

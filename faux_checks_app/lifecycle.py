@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from faux_checks.gate.decision import EXIT_CODES
+from faux_checks.gate.decision import exit_code_for
 
 __all__ = ["Stop", "on_signal", "on_deadline", "started_services", "stop_started_services", "flush_prefect", "exit_now",
            "guard_temporary_server", "reap_orphaned_servers", "SERVER_MARK", "PID_FOLDER"]
@@ -65,7 +65,7 @@ def on_signal(signum, frame):
 def on_deadline(seconds: float, what: str = "gate"):
     """A SIGALRM handler raising :class:`Stop` (exit 2) that names the deadline of ``what`` in seconds."""
     def handler(signum, frame):
-        raise Stop(EXIT_CODES["undecided"], f"the {what}'s deadline of {seconds:g} s was reached")
+        raise Stop(exit_code_for("undecided"), f"the {what}'s deadline of {seconds:g} s was reached")
     return handler
 
 

@@ -30,11 +30,12 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from faux_checks.gate.decision import EXIT_CODES
+
 __all__ = ["RESULT_SCHEMA_VERSION", "attribute_section", "attribute_sections", "audit_object", "check_object", "emit_json",
            "gate_objects", "history_objects", "library_output_to_stderr", "terminal_text"]
 
 RESULT_SCHEMA_VERSION = 1
-EXIT_CODES = {"passed": 0, "failed": 1, "undecided": 2}
 
 
 def terminal_text(value, *, keep_newlines: bool = False) -> str:

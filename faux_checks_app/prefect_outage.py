@@ -45,7 +45,7 @@ def report_outage(model_name: str, exc: BaseException, *, as_json: bool, say: Ca
     decision ``undecided`` and no run); stderr: the error with the versions already decided (those
     decisions stand: recorded in MLflow, with their records) and Prefect's client settings.
     """
-    from faux_checks.gate.decision import EXIT_CODES
+    from faux_checks.gate.decision import exit_code_for
     from flows.gate import PROGRESS
 
     from faux_checks.report._format import printable
@@ -75,4 +75,4 @@ def report_outage(model_name: str, exc: BaseException, *, as_json: bool, say: Ca
         for version in left:
             say(f"{model_name} v{version}: not decided (the Prefect API was unreachable; it stays new)")
     error(f"faux-checks: could not decide: {message}. Prefect client: {settings} (policy [operations])")
-    return EXIT_CODES["undecided"]
+    return exit_code_for("undecided")

@@ -269,3 +269,36 @@ def test_an_empty_run_never_passes_any_path(tmp_path):
     model = str(save_torchscript(linear(FAIR), tmp_path / "fair.pt"))
     assert E.validate_frame(empty, E.build_suite(p, model_path=model)).decision == "undecided"
     assert run_audit(linear(FAIR), make_data(400), empty, policy=p).decision == "undecided"
+
+
+def test_one_decision_to_exit_code_mapping_for_every_result():
+    """Issue 21: every result carrying a decision derives from Outcome, whose exit_code reads one table;
+    no other module maps a decision to a code (the notebook's FairnessCheck delegates to its result)."""
+    import pathlib
+    import re
+
+    from expectations.suite import SuiteOutcome
+    from faux_checks.audit.results import AuditResult
+    from faux_checks.gate.attributes import AttributesResult
+    from faux_checks.gate.decision import EXIT_CODES, Decision, Outcome, exit_code_for
+    from faux_checks.gate.result import CheckResult
+    from faux_checks.gate.stream.outcome import StreamAttributesResult
+    from faux_checks.gate.stream.run import StreamSummary
+
+    for cls in (Decision, CheckResult, StreamSummary, AttributesResult, StreamAttributesResult, AuditResult,
+                SuiteOutcome):
+        assert issubclass(cls, Outcome) and "exit_code" not in vars(cls), cls
+    assert EXIT_CODES == {"passed": 0, "failed": 1, "undecided": 2}
+    assert [decide([rule_row("r", s, "d")]).exit_code for s in ("ok", "exceeded", "not met")] == [0, 1, 2]
+    assert CheckResult.undecided("no data").exit_code == 2 and AuditResult.undecided("unreadable").exit_code == 2
+    for bad in ("maybe", None):
+        with pytest.raises(ValueError, match=rf"^decision {re.escape(repr(bad))} is not one of "
+                                             r"\['passed', 'failed', 'undecided'\]"):
+            exit_code_for(bad)
+    root = pathlib.Path(__file__).resolve().parents[1]
+    spelled = {str(p.relative_to(root)): p.read_text().count("EXIT_CODES[")
+               for d in ("faux_checks", "faux_checks_app", "flows", "expectations") for p in (root / d).rglob("*.py")}
+    assert {p: n for p, n in spelled.items() if n} == {"faux_checks/gate/decision.py": 1}
+    defined = {str(p.relative_to(root)) for d in ("faux_checks", "faux_checks_app", "flows", "expectations")
+               for p in (root / d).rglob("*.py") if "def exit_code(self)" in p.read_text()}
+    assert defined == {"faux_checks/gate/decision.py", "faux_checks/notebook.py"}

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..gate.decision import EXIT_CODES, rule_row
+from ..gate.decision import Outcome, rule_row
 from ..gate.result import SCHEMA_VERSION, CheckResult
 from ..provenance import jsonable
 
@@ -212,13 +212,13 @@ class AuditAttribute:
 
         current = None if self.fairness.current is None else self.fairness.current.to_dict()
         section = section_dict(self.attribute, self.components, current, self.cells)
-        section.update({"decision": self.decision, "exit_code": EXIT_CODES[self.decision], "reasons": list(self.reasons),
+        section.update({"decision": self.decision, "exit_code": self.exit_code, "reasons": list(self.reasons),
                         "audit": self.fairness.to_dict()})
         return jsonable(section)
 
 
 @dataclass(frozen=True)
-class AuditResult:
+class AuditResult(Outcome):
     """Outcome of one drift audit, computed eagerly and then read-only.
 
     Attributes
@@ -260,10 +260,6 @@ class AuditResult:
                    fairness=FairnessDrift(reference=None, current=None, error=reason),
                    classification=ClassificationQuality("skipped", reason), provenance=jsonable(provenance or {}))
 
-    @property
-    def exit_code(self) -> int:
-        """0 passed, 1 failed, 2 undecided (as the gate)."""
-        return EXIT_CODES[self.decision]
 
     @property
     def rule(self) -> str:

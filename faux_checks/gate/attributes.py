@@ -39,7 +39,7 @@ from ..inputs.protected import encode_protected
 from ..inputs.tabular import FeatureSpec
 from ..provenance import jsonable
 from .check import run_check
-from .decision import EXIT_CODES, decide
+from .decision import EXIT_CODES, Outcome, decide, exit_code_for
 from .policy import INTERSECTION_SEPARATOR, Policy
 from .result import CheckResult
 
@@ -105,7 +105,7 @@ def section_dict(attribute: str, components: Sequence[str], check: dict | None, 
     return jsonable({
         "attribute": attribute, "key": attribute_key(attribute),
         "kind": (c.get("provenance") or {}).get("protected_kind"), "components": list(components),
-        "decision": decision, "exit_code": EXIT_CODES[decision],
+        "decision": decision, "exit_code": exit_code_for(decision),
         "reasons": list(c.get("reasons") or ["the check of this attribute could not run"]),
         "flagged_fraction": c.get("flagged_fraction"), "interval": c.get("interval"),
         "n_individuals": c.get("n_individuals"), "aux_quality": c.get("aux_quality"),
@@ -154,7 +154,7 @@ def attribute_sections(policy: Policy, frame: pd.DataFrame, checks: Mapping[str,
 
 
 @dataclass(frozen=True)
-class AttributesResult:
+class AttributesResult(Outcome):
     """The gate's outcome over every protected attribute (:func:`check_attributes`).
 
     Attributes
@@ -174,10 +174,6 @@ class AttributesResult:
     rules: list[dict]
     sections: list[AttributeSection]
 
-    @property
-    def exit_code(self) -> int:
-        """0 passed, 1 failed, 2 undecided."""
-        return EXIT_CODES[self.decision]
 
     @property
     def deciding(self) -> AttributeSection:

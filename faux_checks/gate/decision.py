@@ -31,7 +31,8 @@ from typing import Any, Mapping, Sequence
 from .._validation import fmt_count
 from .bounds import FlaggedInterval, clopper_pearson, rows_needed
 
-__all__ = ["DECISIONS", "EXIT_CODES", "STATUSES", "CheckEvidence", "DecidedResult", "Decision", "add_rule", "check_rules", "decide",
+__all__ = ["DECISIONS", "EXIT_CODES", "STATUSES", "CheckEvidence", "DecidedResult", "Decision", "Outcome", "add_rule",
+           "check_rules", "decide", "exit_code_for",
            "group_flagged_rules", "group_intervals",
            "missing_protected_note", "rule_row", "summary_line", "undefined_note"]
 
@@ -44,7 +45,47 @@ STATUSES = ("ok", "exceeded", "not met", "inconclusive", "not judged", "not comp
 HEADLINE_RULES = ("max_flagged_fraction", "current_check")
 
 
-class DecidedResult:
+def exit_code_for(decision: str) -> int:
+    """The process exit code of a decision: 0 ``passed``, 1 ``failed`` (deployment blocked), 2 ``undecided``.
+
+    The one place the mapping is read (:data:`EXIT_CODES`); every result's ``exit_code`` comes from here
+    (:class:`Outcome`).
+
+    Raises
+    ------
+    ValueError
+        ``decision`` is not one of :data:`DECISIONS` (a result was built with a decision the engine never
+        makes; the message names it).
+    """
+    try:
+        return EXIT_CODES[decision]
+    except (KeyError, TypeError):
+        raise ValueError(f"decision {decision!r} is not one of {list(DECISIONS)}; a result's decision comes from "
+                         "faux_checks.gate.decision.decide") from None
+
+
+class Outcome:
+    """The base of every decided result: ``decision``, ``reasons``, ``rules`` and the :attr:`exit_code` they give.
+
+    The in-memory check (``CheckResult``), the several-attribute check (``AttributesResult``), the streaming
+    summaries (``StreamSummary``, ``StreamAttributesResult``), the drift audit (``AuditResult``), the GX suite's
+    outcome (``SuiteOutcome``) and the engine's own :class:`Decision` derive from it, so the decision -> exit
+    code mapping is written once (:func:`exit_code_for`). Subclasses are dataclasses that define the three
+    fields; this base adds no state.
+    """
+
+    __slots__ = ()
+    decision: str
+    reasons: list[str]
+    rules: list[dict]
+
+    @property
+    def exit_code(self) -> int:
+        """0 passed, 1 failed, 2 undecided (:func:`exit_code_for`; docs/architecture.md, contracts)."""
+        return exit_code_for(self.decision)
+
+
+class DecidedResult(Outcome):
     """What the check's result and the stream's summary both derive from their decision and counts.
 
     Needs ``decision``, ``n_individuals``, ``n_undefined`` and ``n_flagged`` on the class using it.
@@ -55,11 +96,6 @@ class DecidedResult:
         """Flagged share over the defined scores only (undefined rows left out): the report's second reading."""
         defined = self.n_individuals - self.n_undefined
         return self.n_flagged / defined if defined > 0 else float("nan")
-
-    @property
-    def exit_code(self) -> int:
-        """0 passed, 1 failed, 2 undecided (docs/architecture.md, contracts)."""
-        return EXIT_CODES[self.decision]
 
 
 def rule_row(rule: str, status: str, detail: str, observed: Any = None, limit: Any = None) -> dict:
@@ -82,17 +118,12 @@ def rule_row(rule: str, status: str, detail: str, observed: Any = None, limit: A
 
 
 @dataclass(frozen=True)
-class Decision:
+class Decision(Outcome):
     """The engine's outcome: ``decision``, ``reasons`` (the deciding rules first) and the ``rules`` it read."""
 
     decision: str
     reasons: list[str]
     rules: list[dict] = field(default_factory=list)
-
-    @property
-    def exit_code(self) -> int:
-        """0 passed, 1 failed, 2 undecided."""
-        return EXIT_CODES[self.decision]
 
 
 def decide(rules: Sequence[Mapping]) -> Decision:

@@ -14,7 +14,7 @@ import platform
 from pathlib import Path
 
 from ..errors import InputError
-from ..gate.decision import EXIT_CODES, rule_row
+from ..gate.decision import EXIT_CODES, exit_code_for, rule_row
 from ..provenance import data_sha256, installed_versions, jsonable, utc_now
 from .html import render_html
 from .schema import REPORT_SCHEMA_VERSION, validate_report
@@ -280,7 +280,7 @@ def build_report(
         "kind": kind,
         "created_at": now,
         "decision": decision,
-        "exit_code": EXIT_CODES[decision],
+        "exit_code": exit_code_for(decision),
         "rule": reasons[0] if reasons else "no reason recorded",
         "reasons": list(reasons),
         "rules": rules or [],

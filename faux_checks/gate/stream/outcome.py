@@ -17,7 +17,7 @@ import numpy as np
 
 from ...provenance import jsonable
 from ..attributes import attribute_key, cells_note, prefixed_rules, section_dict
-from ..decision import EXIT_CODES, decide
+from ..decision import Outcome, decide
 from ..policy import INTERSECTION_SEPARATOR
 from .columns import StreamAttribute
 from .plan import ScoringPlan
@@ -61,7 +61,7 @@ class StreamSection:
 
 
 @dataclass(frozen=True)
-class StreamAttributesResult:
+class StreamAttributesResult(Outcome):
     """Outcome of a streamed (or sharded) check over every protected attribute of the policy.
 
     Attributes
@@ -81,10 +81,6 @@ class StreamAttributesResult:
     rules: list[dict]
     sections: list[StreamSection]
 
-    @property
-    def exit_code(self) -> int:
-        """0 passed, 1 failed, 2 undecided."""
-        return EXIT_CODES[self.decision]
 
     @property
     def out_paths(self) -> dict[str, str]:
