@@ -318,7 +318,7 @@ def run_case(case: str, args) -> dict:
     res: dict = {"case": case, "variant": variant, "c": c_kind, "k": aux.n_jacobian_outputs,
                  "n": n_rows, "evidence": evidence, "chunk_size": args.chunk_size,
                  "threads": args.threads, "rss_after_setup_mb": peak_rss_mb(), "device": device.type,
-                 "d": int(args.d)}
+                 "d": int(args.d), "all_free": bool(getattr(args, "all_free", False))}
 
     if variant == "whatif":
         def run():
@@ -330,7 +330,9 @@ def run_case(case: str, args) -> dict:
                             chunk_size=args.chunk_size, **tester_device)
         ref = slice(0, min(20_000, n_rows))
         hold = slice(min(20_000, n_rows), min(30_000, n_rows))
-        tester.fit_reference(X[ref], groups[ref], holdout=(X[hold], groups[hold]) if n_rows > 20_000 else None)
+        free_all = {"metric": "covariance", "hold_independent": False} if args.all_free else {}
+        tester.fit_reference(X[ref], groups[ref], holdout=(X[hold], groups[hold]) if n_rows > 20_000 else None,
+                             **free_all)
         res["reference_s"] = time.perf_counter() - t0
         free = ~tester.reference.admissible
         res["free_features"] = int(free.sum())
@@ -605,7 +607,8 @@ def spawn(worker: str, args, library: str | None = None, d: int = D, sweep: bool
            *([f"--library={os.path.abspath(library)}"] if library else []),
            "--n", str(args.n), "--ig-n", str(args.ig_n), "--ig-steps", str(args.ig_steps),
            "--naive-n", str(args.naive_n), "--chunk-size", str(args.chunk_size),
-           "--repeats", str(args.repeats), "--threads", str(args.threads), "--device", args.device]
+           "--repeats", str(args.repeats), "--threads", str(args.threads), "--device", args.device,
+           *(["--all-free"] if args.all_free else [])]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -710,6 +713,9 @@ def main(argv=None) -> None:
                     "(e.g. 20,100,400: the swap move's metric product grows as d squared)")
     ap.add_argument("--device", default="cpu", choices=["auto", "cpu", "cuda"],
                     help="where the swap cases score (default cpu; cuda: the floors run there too)")
+    ap.add_argument("--all-free", action="store_true",
+                    help="swap cases: every feature free (metric 'covariance', hold_independent=False), so the "
+                         "d-squared metric product is exercised in full")
     ap.add_argument("--profile", action="store_true", help="also profile the stages of binary and 3-class fAux")
     ap.add_argument("--json", default=None, help="also write all results to this JSON file")
     ap.add_argument("--compare-with", default=None, metavar="CHECKOUT",

@@ -310,5 +310,9 @@ def test_dask_flow_two_workers_equals_single_process(files, tmp_path, harness):
         single.decision, single.flagged_fraction, single.aux_quality)
     assert sharded.interval == single.interval      # the 3 aux seeds, trained on workers, give the same spread
     assert len(sharded.provenance["shards"]) == 4 and sharded.provenance["worker_threads"] == 2
-    assert len(sharded.provenance["worker_peak_rss_mb"]) == 2        # both workers scored
+    # every worker that scored a shard reports its peak RSS (under load one worker can take all 4 shards,
+    # so 1 or 2 of them; the count of workers is not asserted)
+    peaks, timeline = sharded.provenance["worker_peak_rss_mb"], sharded.provenance["shard_timeline"]
+    assert len(timeline) == 4 and set(peaks) == {r["pid"] for r in timeline} and 1 <= len(peaks) <= 2
+    assert all(v > 0 for v in peaks.values())
     assert not any(p.name.startswith(".sharded") or p.name.endswith(".partial") for p in tmp_path.iterdir())

@@ -1,4 +1,4 @@
-"""Issue 15 end to end: versions logged through MLflow's own API, gated, re-gated after a policy change,
+"""End to end (issue 15): versions logged through MLflow's own API, gated, re-gated after a policy change,
 audited with the gate's own auxiliary model; the run records and tags hold what they claim, and the
 working directory is untouched.
 
