@@ -37,7 +37,7 @@ from faux_checks.report.artifacts import markdown_text
 
 from .common import IO_TASK, TASK, run_logger
 from .shard import ShardResult, _carried_spec, _cluster_threads, _markdown, plan_shards
-from .shard_stages import merge_parts
+from .shard_stages import open_output
 
 __all__ = ["score_sharded_attributes"]
 
@@ -208,15 +208,25 @@ def score_sharded_attributes(model_path: str, data_path: str, out_path: str, pol
                                                      str(work), allow_pickle, trusted)
         del samples
         t3 = time.perf_counter()
-        part_paths = [{a.name: str(work / f"part-{i:05d}.{attribute_key(a.name)}.parquet") for a in attributes}
-                      for i in range(len(shards))]
-        futures = [score_shard_attributes.submit(model_path, aux_paths, source.path, policy, plans, rg, pp,
-                                                 policy.scale.threads_per_worker, allow_pickle, trusted)
-                   for rg, pp in zip(shards, part_paths)]
-        results: list[ShardResult] = [f.result() for f in futures]
-        t4 = time.perf_counter()
-        for a in attributes:
-            merge_parts([pp[a.name] for pp in part_paths], str(paths[a.name]))
+        # one output per attribute, as the one-attribute flow's: a Parquet output is a dataset whose parts the
+        # workers write in place (committed by a rename, no serial merge); a CSV output merges its parts
+        outputs = {}
+        try:
+            for a in attributes:
+                (work / attribute_key(a.name)).mkdir(exist_ok=True)
+                outputs[a.name] = open_output(paths[a.name], work / attribute_key(a.name), len(shards))
+            part_paths = [{a.name: outputs[a.name].parts[i] for a in attributes} for i in range(len(shards))]
+            futures = [score_shard_attributes.submit(model_path, aux_paths, source.path, policy, plans, rg, pp,
+                                                     policy.scale.threads_per_worker, allow_pickle, trusted)
+                       for rg, pp in zip(shards, part_paths)]
+            results: list[ShardResult] = [f.result() for f in futures]
+            t4 = time.perf_counter()
+            for a in attributes:
+                outputs[a.name].finish()
+        except BaseException:
+            for output in outputs.values():
+                output.abort()
+            raise
         t5 = time.perf_counter()
     finally:
         if own_work_dir:

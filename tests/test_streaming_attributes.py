@@ -250,5 +250,17 @@ def test_dask_flow_two_attributes_equals_single_process(case, both, tmp_path, ha
         pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / f"sharded.{key}.parquet"),
                                       pd.read_parquet(s.summary.out_path))
         pd.testing.assert_frame_equal(sharded[s.attribute].by_group, s.summary.by_group)
+        # each attribute's Parquet output is a dataset the workers wrote in place (no serial merge), as with one
+        assert sorted(p.name for p in (tmp_path / f"sharded.{key}.parquet").iterdir()) == [
+            f"part-{i:05d}.parquet" for i in range(4)]
     assert len(sharded.sections[0].summary.provenance["shards"]) == 4      # 2 worker threads x 2 shards each
-    assert not any(p.name.startswith(".sharded") for p in tmp_path.iterdir())   # work folder removed
+    assert not any(p.name.startswith(".sharded") or p.name.endswith(".partial")
+                   for p in tmp_path.iterdir())                             # work folder and partials removed
+    csv = run_score_sharded(model, case["dir"] / "data.parquet", tmp_path / "sharded.csv", policy=policy,
+                            workers=2, chunk_rows=400)                      # a CSV output: its parts merged
+    assert (csv.decision, csv.rules) == (streamed.decision, streamed.rules)
+    for s in streamed.sections:
+        merged = pd.read_csv(tmp_path / f"sharded.{s.key}.csv")
+        pd.testing.assert_frame_equal(merged, pd.read_parquet(tmp_path / f"sharded.{s.key}.parquet"),
+                                      check_dtype=False)
+    assert not any(p.name.startswith(".sharded") or p.name.endswith(".partial") for p in tmp_path.iterdir())
