@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..gate.decision import Outcome, rule_row
+from ..gate.decision import Outcome, exit_code_for, rule_row
 from ..gate.result import SCHEMA_VERSION, CheckResult
 from ..provenance import jsonable
 
@@ -212,7 +212,7 @@ class AuditAttribute:
 
         current = None if self.fairness.current is None else self.fairness.current.to_dict()
         section = section_dict(self.attribute, self.components, current, self.cells)
-        section.update({"decision": self.decision, "exit_code": self.exit_code, "reasons": list(self.reasons),
+        section.update({"decision": self.decision, "exit_code": exit_code_for(self.decision), "reasons": list(self.reasons),
                         "audit": self.fairness.to_dict()})
         return jsonable(section)
 
