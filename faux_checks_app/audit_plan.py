@@ -84,7 +84,9 @@ def _recorded_or_shipped(row: dict, positive_label: str | None):
     """The policy the gate recorded in the deployed version's report (as the flow reads it), else the shipped one."""
     from faux_checks.gate.policy import load_policy, recorded_policy
 
-    report = row.get("fairness_report")
+    from faux_checks.registry.records import REPORT_TAG, parse_text
+
+    report = parse_text(row.get(REPORT_TAG))
     try:
         payload = json.loads(Path(report).with_name("report.json").read_text()) if report else {}
         recorded = payload.get("policy") or ((payload.get("check") or {}).get("provenance") or {}).get("policy")

@@ -529,6 +529,7 @@ def _raise_if_unreachable(state, uri: str, seconds: float = 0.0) -> None:
 def _versions_to_regate(args) -> list[str]:
     """The ``--version`` numbers, checked to exist; one already decided needs ``--force`` (re-decided under the current policy)."""
     from faux_checks.registry import GATE_TAG, RUNNING, Registry
+    from faux_checks.registry.records import CHECKED_AT_TAG, DELTA_TAG, POLICY_SHA_TAG
 
     from faux_checks.errors import InputError
 
@@ -544,15 +545,15 @@ def _versions_to_regate(args) -> list[str]:
         decided = rows[v].get(GATE_TAG)
         if decided not in (None, RUNNING) and not args.force:
             raise FauxChecksError(
-                f"v{v} of '{args.model_name}' was already decided: {decided} at {rows[v].get('fairness_checked_at', '?')} "
-                f"(δ={rows[v].get('fairness_delta') or '?'}, policy {(rows[v].get('fairness_policy_sha256') or '?')[:12]}); "
+                f"v{v} of '{args.model_name}' was already decided: {decided} at {rows[v].get(CHECKED_AT_TAG, '?')} "
+                f"(δ={rows[v].get(DELTA_TAG) or '?'}, policy {(rows[v].get(POLICY_SHA_TAG) or '?')[:12]}); "
                 "pass --force to re-decide it under the current policy (its tags and alias follow the new decision)")
     return versions
 
 
 def _nothing_new(model_name: str, tracking_uri: str | None) -> str:
     """What a gate run that found no new version prints (instead of an empty table)."""
-    from faux_checks.registry import Registry
+    from faux_checks.registry import GATE_TAG, Registry
 
     from .output import library_output_to_stderr
 
@@ -562,7 +563,7 @@ def _nothing_new(model_name: str, tracking_uri: str | None) -> str:
         return f"nothing to gate: '{model_name}' has no registered versions"
     last = rows[-1]
     return (f"nothing to gate: no new versions of '{model_name}'; all {len(rows)} registered version(s) already have "
-            f"a decision (latest v{last.get('version')}: {last.get('fairness_gate')}). "
+            f"a decision (latest v{last.get('version')}: {last.get(GATE_TAG)}). "
             f"`faux-checks history {model_name}` lists them")
 
 
@@ -590,13 +591,13 @@ def _gate_exit_code(state, decisions: list) -> int:
 
 def _print_history_and_code(model_name: str, tracking_uri: str | None, state, versions: list[str] | None = None,
                             extra: dict[str, dict[str, str]] | None = None) -> int:
-    from faux_checks.registry import Registry
+    from faux_checks.registry import GATE_TAG, Registry
 
     rows = Registry(tracking_uri).history(model_name)
     if versions is not None:
         rows = [r for r in rows if str(r.get("version")) in set(versions)]
     _print_table(rows, extra)
-    decisions = [r.get("fairness_gate") for r in rows]
+    decisions = [r.get(GATE_TAG) for r in rows]
     _say(f"flow state: {state.type.value if hasattr(state.type, 'value') else state.type} ({state.message})")
     if not state.is_completed():
         decided = _flow_decisions(state)
@@ -619,27 +620,30 @@ def _print_table(rows: list[dict], extra: dict[str, dict[str, str]] | None = Non
 
     ``extra`` adds columns after "by group": column name -> {version number: cell text}.
     """
+    from faux_checks.registry.records import GateRecord, VersionRecord
+
     from .output import terminal_text
 
+    records = [VersionRecord.from_tags(r) for r in rows]
+    gates = [rec.gate or GateRecord.from_tags(r) for r, rec in zip(rows, records)]
     extra = dict(extra or {})
-    if any(r.get("fairness_attributes") for r in rows):  # a several-attribute gate: one cell per version
-        extra = {"by attribute": {str(r.get("version")): _attributes_cell(r) for r in rows}, **extra}
+    if any(g.attributes for g in gates):  # a several-attribute gate: one cell per version
+        extra = {"by attribute": {str(r.get("version")): _attributes_cell(g) for r, g in zip(rows, gates)}, **extra}
     header = ["version", "decision", "flagged", "95% CI", "by group", *extra, "aux AUC", "baselines", "last audit", "alias"]
     table = []
-    for r in rows:
-        report = _read_report(r.get("fairness_report"))
+    for r, rec, gate in zip(rows, records, gates):
+        report = _read_report(gate.report)
         check = (report or {}).get("check") or {}
         groups = ", ".join(f"{g['group']} {g['flagged_fraction']:.1%}" for g in check.get("by_group") or []
                            if g.get("flagged_fraction") is not None)
         testers = ", ".join(_tester_cell(name, t) for name, t in (check.get("testers") or {}).items()
                             if t.get("value") is not None)
-        ff = r.get("fairness_flagged_fraction")
-        aq = r.get("fairness_aux_quality")
-        table.append([terminal_text(cell) for cell in [str(r.get("version")), str(r.get("fairness_gate")),
-                      f"{float(ff):.1%}" if ff not in (None, "", "None") else "n/a", _interval_cell(r), groups or "n/a",
+        ff, aq = gate.flagged_fraction, gate.aux_quality
+        table.append([terminal_text(cell) for cell in [str(r.get("version")), str(rec.state),
+                      f"{ff:.1%}" if ff is not None else "n/a", _interval_cell(gate), groups or "n/a",
                       *(cells.get(str(r.get("version")), "-") for cells in extra.values()),
-                      f"{float(aq):.3f}" if aq not in (None, "", "None") else "n/a", testers or "n/a",
-                      _audit_cell(r), ",".join(r.get("aliases") or []) or "-"]])
+                      f"{aq:.3f}" if aq is not None else "n/a", testers or "n/a",
+                      _audit_cell(rec), ",".join(r.get("aliases") or []) or "-"]])
     widths = [max(len(h), *(len(row[i]) for row in table)) if table else len(h) for i, h in enumerate(header)]
     print(" | ".join(h.ljust(w) for h, w in zip(header, widths)))
     print("-+-".join("-" * w for w in widths))
@@ -647,41 +651,36 @@ def _print_table(rows: list[dict], extra: dict[str, dict[str, str]] | None = Non
         print(" | ".join(c.ljust(w) for c, w in zip(row, widths)))
 
 
-def _attributes_cell(row: dict) -> str:
-    """'sex failed 13.3%, race passed 0.4%' from a several-attribute gate's tags; '-' for one attribute.
+def _attributes_cell(gate) -> str:
+    """'sex failed 13.3%, race passed 0.4%' from a several-attribute gate's record (a
+    :class:`~faux_checks.registry.records.GateRecord`); '-' for one attribute.
 
     The other columns (flagged, CI, by group, aux AUC) show the attribute that decided
     (tag ``fairness_deciding_attribute``).
     """
     from faux_checks.gate.attributes import attribute_key
 
-    names = [n for n in str(row.get("fairness_attributes") or "").split(",") if n]
     cells = []
-    for name in names:
-        prefix = f"fairness_attr_{attribute_key(name)}"
-        ff = row.get(f"{prefix}_flagged_fraction")
-        try:
-            shown = f"{float(ff):.1%}"
-        except (TypeError, ValueError):
-            shown = "n/a"
-        cells.append(f"{name} {row.get(f'{prefix}_decision') or '?'} {shown}")
+    for name in gate.attributes:
+        a = gate.attribute(attribute_key(name))
+        shown = "n/a" if a.flagged_fraction is None else f"{a.flagged_fraction:.1%}"
+        cells.append(f"{name} {a.decision or '?'} {shown}")
     return ", ".join(cells) or "-"
 
 
-def _interval_cell(row: dict) -> str:
-    """'12.8–13.9%' from the version's interval tags (confidence in the header when 95%), 'n/a' when absent."""
-    lo, hi, conf = (row.get(f"fairness_{k}") for k in ("flagged_fraction_lower", "flagged_fraction_upper", "confidence"))
-    try:
-        text = f"{float(lo):.1%}–{float(hi):.1%}"
-    except (TypeError, ValueError):
+def _interval_cell(gate) -> str:
+    """'12.8–13.9%' from the gate record's interval (confidence in the header when 95%), 'n/a' when absent."""
+    lo, hi, conf = gate.flagged_fraction_lower, gate.flagged_fraction_upper, gate.confidence
+    if lo is None or hi is None:
         return "n/a"
-    return text if conf in (None, "", "0.95") else f"{text} ({float(conf):.0%})"
+    text = f"{lo:.1%}–{hi:.1%}"
+    return text if conf in (None, 0.95) else f"{text} ({conf:.0%})"
 
 
-def _audit_cell(row: dict) -> str:
-    """'failed 2026-11-30' from the version's latest-audit tags, '-' if never audited."""
-    decision = row.get("fairness_audit")
-    return f"{decision} {str(row.get('fairness_audit_at') or '')[:10]}".strip() if decision else "-"
+def _audit_cell(record) -> str:
+    """'failed 2026-11-30' from the version's latest audit (a VersionRecord), '-' if never audited."""
+    audit = record.audit
+    return f"{audit.decision} {str(audit.at or '')[:10]}".strip() if audit and audit.decision else "-"
 
 
 def _tester_cell(name: str, t: dict) -> str:
@@ -732,13 +731,15 @@ def cmd_history(args) -> int:
 
 def _decision_columns(rows: list[dict]) -> dict[str, dict[str, str]]:
     """History's per-version δ, policy hash (12 hex) and decision time; '-' where a version was never decided."""
-    def cell(row, key, width=None):
-        value = row.get(key)
-        return "-" if value in (None, "", "None") else str(value)[:width]
+    from faux_checks.registry.records import CHECKED_AT_TAG, DELTA_TAG, POLICY_SHA_TAG, parse_text
 
-    return {"δ": {r["version"]: cell(r, "fairness_delta") for r in rows},
-            "policy": {r["version"]: cell(r, "fairness_policy_sha256", 12) for r in rows},
-            "decided at": {r["version"]: cell(r, "fairness_checked_at") for r in rows}}
+    def cell(row, key, width=None):   # the tag's text as written (an int δ stays "5")
+        value = parse_text(row.get(key))
+        return "-" if value is None else value[:width]
+
+    return {"δ": {r["version"]: cell(r, DELTA_TAG) for r in rows},
+            "policy": {r["version"]: cell(r, POLICY_SHA_TAG, 12) for r in rows},
+            "decided at": {r["version"]: cell(r, CHECKED_AT_TAG) for r in rows}}
 
 
 def cmd_audit(args) -> int:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from faux_checks.gate.decision import EXIT_CODES
+from faux_checks.registry.records import GateProvenance, GateRecord, VersionRecord, parse_number
 
 __all__ = ["RESULT_SCHEMA_VERSION", "attribute_section", "attribute_sections", "audit_object", "check_object", "emit_json",
            "gate_objects", "history_objects", "library_output_to_stderr", "terminal_text"]
@@ -53,12 +54,7 @@ def terminal_text(value, *, keep_newlines: bool = False) -> str:
     return printable(value, keep_newlines=keep_newlines)
 
 
-def _number(v) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if f == f and abs(f) != float("inf") else None
+_number = parse_number   # a number, None when missing, not a number or not finite
 
 
 def attribute_section(check: dict | None, *, protected: str | None = None, components: Iterable[str] = (),
@@ -207,28 +203,26 @@ def history_objects(model_name: str, rows: list[dict], audits: list[dict]) -> li
     out = []
     for r in rows:
         version = str(r.get("version"))
-        decision = r.get("fairness_gate")
+        record = VersionRecord.from_tags(r)
+        decision, gate = record.state, record.gate or GateRecord(decision=record.state)
         decided = decision if decision in EXIT_CODES else None
-        report, path = _report_json(r.get("fairness_report"))
+        report, path = _report_json(gate.report)
         check = (report or {}).get("check")
         if check:
             sections = attribute_sections({"check": check, "attributes": report.get("attributes")})
         else:   # the tags alone: what every recorded decision carries
             sections = [{"protected": None, "kind": None, "components": [], "cells": [], "decision": decided,
-                       "flagged_fraction": _number(r.get("fairness_flagged_fraction")),
-                       "flagged_fraction_lower": _number(r.get("fairness_flagged_fraction_lower")),
-                       "flagged_fraction_upper": _number(r.get("fairness_flagged_fraction_upper")),
-                       "confidence": _number(r.get("fairness_confidence")),
-                       "delta": _number(r.get("fairness_delta")),
-                       "aux_quality": _number(r.get("fairness_aux_quality")), "by_group": [], "testers": {}}]
+                       "flagged_fraction": gate.flagged_fraction, "flagged_fraction_lower": gate.flagged_fraction_lower,
+                       "flagged_fraction_upper": gate.flagged_fraction_upper, "confidence": gate.confidence,
+                       "delta": gate.delta, "aux_quality": gate.aux_quality, "by_group": [], "testers": {}}]
         mine = [a for a in audits if str(a.get("version")) == version]
         last = mine[-1] if mine else None
         obj = _base("history", {"name": model_name, "version": version}, decided,
                     (report or {}).get("reasons") or [], sections if decided or check else [], path)
         obj.update({"status": decision, "aliases": list(r.get("aliases") or []),
-                    "checked_at": r.get("fairness_checked_at"),
-                    "policy_sha256": r.get("fairness_policy_sha256") or None,
-                    "previous_gate": r.get("fairness_previous_gate") or None,
+                    "checked_at": gate.checked_at,
+                    "policy_sha256": (gate.provenance or GateProvenance()).policy_sha256,
+                    "previous_gate": record.previous_gate,
                     "last_audit": None if last is None else {"decision": last.get("decision"),
                                                             "at": last.get("started_at"),
                                                             "run_id": last.get("run_id")}})

@@ -37,6 +37,7 @@ __all__ = ["audit"]
 def find_deployed(model_name: str, alias: str, tracking_uri: str | None, reference_path: str | None) -> dict:
     """The version holding ``alias``, its reference data and what the gate recorded on it."""
     from faux_checks.registry import Registry
+    from faux_checks.registry.records import DATA_PATH_TAG, GateProvenance, GateRecord, VersionRecord
 
     registry = Registry(tracking_uri)
     version = registry.alias_version(model_name, alias)
@@ -44,12 +45,14 @@ def find_deployed(model_name: str, alias: str, tracking_uri: str | None, referen
         raise InputError(f"no version of '{model_name}' holds the alias '{alias}' in {registry.tracking_uri}; "
                          "nothing is deployed, so there is nothing to audit (run the gate first)")
     row = next(r for r in registry.history(model_name) if r["version"] == version)
-    reference = reference_path or row.get("fairness_data_path")
+    gate = VersionRecord.from_tags(row).gate or GateRecord(decision=None)
+    provenance = gate.provenance or GateProvenance()
+    reference = reference_path or provenance.data_path
     if not reference:
         raise InputError(f"version {version} of '{model_name}' has no recorded reference data (tag "
-                         "'fairness_data_path': it was gated before audits existed); pass --reference")
+                         f"'{DATA_PATH_TAG}': it was gated before audits existed); pass --reference")
     policy_json = None
-    report = row.get("fairness_report")
+    report = gate.report
     if report:
         try:
             gate_report = json.loads(Path(report).with_name("report.json").read_text())
@@ -58,11 +61,10 @@ def find_deployed(model_name: str, alias: str, tracking_uri: str | None, referen
         except (OSError, json.JSONDecodeError):
             policy_json = None
     return {"version": version, "reference_path": reference, "policy_json": policy_json if policy_json != "null" else None,
-            "gate_record": {"decision": row.get("fairness_gate"), "flagged_fraction": row.get("fairness_flagged_fraction"),
-                            "data_path": row.get("fairness_data_path"), "data_sha256": row.get("fairness_data_sha256"),
-                            "run_id": row.get("fairness_run_id"), "checked_at": row.get("fairness_checked_at"),
-                            **({"deciding_attribute": row["fairness_deciding_attribute"]}
-                               if row.get("fairness_deciding_attribute") else {})},
+            "gate_record": {"decision": gate.decision, "flagged_fraction": gate.flagged_fraction,
+                            "data_path": provenance.data_path, "data_sha256": provenance.data_sha256,
+                            "run_id": gate.run_id, "checked_at": gate.checked_at,
+                            **({"deciding_attribute": gate.deciding_attribute} if gate.deciding_attribute else {})},
             "sha256": row.get("model_sha256")}
 
 
@@ -190,6 +192,7 @@ def record_audit(model_name: str, version: str, tracking_uri: str | None, report
     reference and current batches; signed with ``signing_key``) is written first and uploaded with it."""
     from faux_checks._files import check_records, remove_temporaries
     from faux_checks.registry import Registry
+    from faux_checks.registry.records import AuditAttributeRecord, AuditRecord
     from faux_checks.report.evidence import build_evidence, write_evidence_pack
 
     remove_temporaries(report_dir)
@@ -217,19 +220,17 @@ def record_audit(model_name: str, version: str, tracking_uri: str | None, report
         **{f"seconds_{k}": v for k, v in (audit.get("timings") or {}).items()},
     }
     sections = report.get("attributes") or []
-    attribute_tags: dict = {}
-    if sections:  # several attributes: per attribute metrics and tags, in the gate's style (fairness_attr_<key>_...)
-        attribute_tags["fairness_audit_attributes"] = ",".join(a["attribute"] for a in sections)
-        for a in sections:
-            drift_of = a.get("audit") or {}
-            values = {"flagged_fraction_reference": drift_of.get("flagged_fraction_reference"),
-                      "flagged_fraction_current": drift_of.get("flagged_fraction_current"),
-                      "flagged_fraction_increase": drift_of.get("increase"), "ks_pvalue": drift_of.get("ks_pvalue")}
-            metrics.update({f"attributes/{a['key']}/{k}": v for k, v in values.items()})
-            attribute_tags[f"fairness_audit_attr_{a['key']}_decision"] = a["decision"]
-            attribute_tags[f"fairness_audit_attr_{a['key']}_flagged_fraction"] = values["flagged_fraction_current"]
-            attribute_tags[f"fairness_audit_attr_{a['key']}_increase"] = values["flagged_fraction_increase"]
-            attribute_tags[f"fairness_audit_attr_{a['key']}_aux_model"] = (drift_of.get("aux_model") or {}).get("source")
+    by_attribute = []
+    for a in sections:  # several attributes: per attribute metrics and tags, in the gate's style (fairness_audit_attr_<key>_...)
+        drift_of = a.get("audit") or {}
+        values = {"flagged_fraction_reference": drift_of.get("flagged_fraction_reference"),
+                  "flagged_fraction_current": drift_of.get("flagged_fraction_current"),
+                  "flagged_fraction_increase": drift_of.get("increase"), "ks_pvalue": drift_of.get("ks_pvalue")}
+        metrics.update({f"attributes/{a['key']}/{k}": v for k, v in values.items()})
+        by_attribute.append(AuditAttributeRecord(key=a["key"], decision=a["decision"],
+                                                 flagged_fraction=values["flagged_fraction_current"],
+                                                 increase=values["flagged_fraction_increase"],
+                                                 aux_model=(drift_of.get("aux_model") or {}).get("source")))
     registry = Registry(tracking_uri)
     run_id = registry.log_audit_run(
         model_name, version, report_dir=report_dir, metrics=metrics,
@@ -237,11 +238,14 @@ def record_audit(model_name: str, version: str, tracking_uri: str | None, report
         tags={"decision": report["decision"], "reason": report["rule"][:1000]})
     registry.record_audit(model_name, version, decision=report["decision"], reason=report["rule"],
                           report_uri=str(Path(report_dir) / "report.html"), run_id=run_id,
-                          extra={"fairness_audit_flagged_fraction": fairness.get("flagged_fraction_current"),
-                                 "fairness_audit_drifted_share": drift.get("drifted_share"),
-                                 "fairness_audit_data_path": str(Path(data_path).resolve()),
-                                 "fairness_audit_data_uri": Path(data_path).resolve().as_uri(),
-                                 "fairness_audit_report_uri": f"runs:/{run_id}/report.html", **attribute_tags})
+                          extra=AuditRecord(decision=report["decision"],
+                                            flagged_fraction=fairness.get("flagged_fraction_current"),
+                                            drifted_share=drift.get("drifted_share"),
+                                            data_path=str(Path(data_path).resolve()),
+                                            data_uri=Path(data_path).resolve().as_uri(),
+                                            report_uri=f"runs:/{run_id}/report.html",
+                                            attributes=tuple(a["attribute"] for a in sections),
+                                            by_attribute=tuple(by_attribute)).measurement_tags())
     return run_id
 
 

@@ -160,7 +160,8 @@ def record(model_name: str, version: str, tracking_uri: str | None, outcome, rep
     with ``signing_key`` (an Ed25519 PEM) when one is given.
     """
     from faux_checks._files import check_records, remove_temporaries
-    from faux_checks.registry import PENDING, PROMOTION_TAG, Registry
+    from faux_checks.registry import PENDING, Registry
+    from faux_checks.registry.records import GateProvenance
     from faux_checks.report.build import report_history, write_report
 
     check = outcome.check or {}
@@ -188,35 +189,34 @@ def record(model_name: str, version: str, tracking_uri: str | None, outcome, rep
         params={"delta": check.get("delta"), "max_flagged_fraction": check.get("max_flagged_fraction"),
                 "variant": (check.get("provenance") or {}).get("variant")},
         tags={"decision": outcome.decision, "delta": check.get("delta"),   # the report's history reads them back
-              "policy_sha256": _policy_tags(check, policy_path, outcome)["fairness_policy_sha256"],
+              "policy_sha256": _policy_tags(check, policy_path, outcome)[0],
               **_aux_key_tag(check, records, attributes)},
     )
+    sha256, policy_name = _policy_tags(check, policy_path, outcome)
+    provenance = GateProvenance(
+        promotion=PENDING if outcome.decision == "passed" else "none",  # promote() sets 'done'
+        policy_sha256=sha256, policy_name=policy_name, report_uri=f"runs:/{run_id}/report.html",
+        record_uris=_record_uris(run_id, records), **_regression_fields(getattr(outcome, "regression", None) or []),
+        evidence_uri=f"runs:/{run_id}/{evidence.name}", evidence_signed=bool(signing_key),
+        data_uri=Path(data_path).resolve().as_uri() if data_path else None,
+        data_path=str(Path(data_path).resolve()) if data_path else None,
+        data_sha256=(data or {}).get("sha256") or (check.get("provenance") or {}).get("data_sha256"),
+        undecided_cause=_undecided_cause(outcome))
     registry.record_decision(
         model_name, version, decision=outcome.decision, flagged_fraction=check.get("flagged_fraction"),
         delta=check.get("delta"), aux_quality=check.get("aux_quality"),
         report_uri=str(Path(report_dir) / "report.html"), run_id=run_id, interval=check.get("interval"),
-        extra={PROMOTION_TAG: PENDING if outcome.decision == "passed" else "none",  # promote() sets 'done'
-               **_policy_tags(check, policy_path, outcome),
-               "fairness_report_uri": f"runs:/{run_id}/report.html",
-               **_record_uri_tags(run_id, records),
-               **_regression_tags(getattr(outcome, "regression", None) or []),
-               "fairness_evidence_uri": f"runs:/{run_id}/{evidence.name}",
-               "fairness_evidence_signed": "true" if signing_key else "false",
-               "fairness_data_uri": Path(data_path).resolve().as_uri() if data_path else None,
-               "fairness_data_path": str(Path(data_path).resolve()) if data_path else None,
-               "fairness_data_sha256": (data or {}).get("sha256") or (check.get("provenance") or {}).get("data_sha256"),
-               **_cause_tag(outcome),
-               **_attribute_tags(attributes, check)},
+        extra={**provenance.to_tags(), **_attribute_tags(attributes, check)},
     )
     return run_id
 
 
-def _cause_tag(outcome) -> dict[str, str]:
+def _undecided_cause(outcome) -> str:
     """``fairness_undecided_cause``: ``no_check`` for an undecided whose check never ran (configuration or loading;
     re-gated by the next run with another policy or data, :meth:`~faux_checks.registry.Registry.gate_plan`), else ""."""
-    from faux_checks.registry.versions import NO_CHECK, UNDECIDED_CAUSE_TAG
+    from faux_checks.registry.records import NO_CHECK
 
-    return {UNDECIDED_CAUSE_TAG: NO_CHECK if outcome.decision == "undecided" and not outcome.check else ""}
+    return NO_CHECK if outcome.decision == "undecided" and not outcome.check else ""
 
 
 def _write_evidence(report_dir: str, sources: dict, signing_key: str | None, model_name: str, version: str,
@@ -246,28 +246,27 @@ def _redacted_uri(uri: str | None) -> str | None:
     return None if uri is None else re.sub(r"//[^/@]*@", "//", uri)
 
 
-def _regression_tags(comparisons: list[dict]) -> dict:
-    """``fairness_churn_*``: newly flagged / resolved rows against the previous version (the history's churn);
-    ``fairness_compared_with``: the deployed version the no-new-harm rule read. Empty values when not compared,
-    so a re-gate never keeps an earlier comparison's tags."""
+def _regression_fields(comparisons: list[dict]) -> dict:
+    """The churn fields of :class:`~faux_checks.registry.records.GateProvenance` (tags ``fairness_churn_*``: newly
+    flagged / resolved rows against the previous version, the history's churn) and ``compared_with`` (the deployed
+    version the no-new-harm rule read). None when not compared, so a re-gate never keeps an earlier comparison's tags."""
     by_role = {c.get("role"): c for c in comparisons}
     previous, deployed = by_role.get("previous") or {}, by_role.get("deployed") or {}
     change = previous.get("change") or {}
-    return {"fairness_compared_with": deployed.get("compared_with") if deployed.get("change") else None,
-            "fairness_churn_against": previous.get("compared_with") if change else None,
-            "fairness_churn_newly_flagged": change.get("newly_flagged"),
-            "fairness_churn_resolved": change.get("resolved"),
-            "fairness_churn_n": change.get("n")}
+    return {"compared_with": deployed.get("compared_with") if deployed.get("change") else None,
+            "churn_against": previous.get("compared_with") if change else None,
+            "churn_newly_flagged": change.get("newly_flagged"), "churn_resolved": change.get("resolved"),
+            "churn_n": change.get("n")}
 
 
-def _record_uri_tags(run_id: str, records: dict[str, str]) -> dict[str, str | None]:
-    """``fairness_<record>_uri`` = ``runs:/<run_id>/records/<file>``; a record this run lacks is written empty,
-    so that a re-gate never leaves a tag pointing at an earlier run's artifact."""
+def _record_uris(run_id: str, records: dict[str, str]) -> dict[str, str | None]:
+    """Record name -> ``runs:/<run_id>/records/<file>`` (tags ``fairness_<record>_uri``); a record this run lacks is
+    None (written empty), so that a re-gate never leaves a tag pointing at an earlier run's artifact."""
     from faux_checks.report.records import RECORD_FILES
 
-    tags: dict[str, str | None] = {f"fairness_{name}_uri": None for name in (*RECORD_FILES, "policy", "gx_result")}
-    tags.update({f"fairness_{name}_uri": f"runs:/{run_id}/{RECORDS}/{file}" for name, file in records.items()})
-    return tags
+    uris: dict[str, str | None] = {name: None for name in (*RECORD_FILES, "policy", "gx_result")}
+    uris.update({name: f"runs:/{run_id}/{RECORDS}/{file}" for name, file in records.items()})
+    return uris
 
 
 def _whole_policy(outcome) -> dict:
@@ -313,19 +312,16 @@ def _attribute_tags(attributes: list[dict], check: dict) -> dict:
     :func:`~faux_checks.gate.attributes.attribute_key`) ``fairness_attr_<key>_decision``,
     ``_flagged_fraction``, ``_flagged_fraction_lower``, ``_flagged_fraction_upper``, ``_aux_quality``.
     """
+    from faux_checks.registry.records import AttributeRecord, attribute_set_tags
+
     if not attributes:
         return {}
     deciding = ((check or {}).get("provenance") or {}).get("policy", {}).get("protected")
-    tags: dict = {"fairness_attributes": ",".join(a["attribute"] for a in attributes),
-                                   "fairness_deciding_attribute": deciding}
-    for a in attributes:
-        interval = a.get("interval") or {}
-        prefix = f"fairness_attr_{a['key']}"
-        tags[f"{prefix}_decision"] = a.get("decision")
-        for name, value in (("flagged_fraction", a.get("flagged_fraction")), ("flagged_fraction_lower", interval.get("lower")),
-                            ("flagged_fraction_upper", interval.get("upper")), ("aux_quality", a.get("aux_quality"))):
-            tags[f"{prefix}_{name}"] = value
-    return tags
+    records = [AttributeRecord(key=a["key"], decision=a.get("decision"), flagged_fraction=a.get("flagged_fraction"),
+                               flagged_fraction_lower=(a.get("interval") or {}).get("lower"),
+                               flagged_fraction_upper=(a.get("interval") or {}).get("upper"),
+                               aux_quality=a.get("aux_quality")) for a in attributes]
+    return attribute_set_tags([a["attribute"] for a in attributes], deciding, records)
 
 
 def _write_records(folder: Path, outcome, policy_path: str | None) -> dict[str, str]:
@@ -376,8 +372,9 @@ def _group_metrics(check: dict, attributes: list[dict] | None = None) -> dict[st
     return out
 
 
-def _policy_tags(check: dict, policy_path: str | None, outcome=None) -> dict:
-    """``fairness_policy_sha256`` / ``fairness_policy_name`` of the policy that decided (also when the check did not run).
+def _policy_tags(check: dict, policy_path: str | None, outcome=None) -> tuple[str | None, str | None]:
+    """The sha256 and name of the policy that decided, also when the check did not run (version tags
+    ``fairness_policy_sha256`` / ``fairness_policy_name``, :class:`~faux_checks.registry.records.GateProvenance`).
 
     Several attributes: the whole policy's hash (each attribute's check records its own single-attribute one).
     """
@@ -393,7 +390,7 @@ def _policy_tags(check: dict, policy_path: str | None, outcome=None) -> dict:
             sha, name = policy.sha256(), policy.name
         except Exception:  # an unreadable policy is already the recorded reason
             sha = name = None
-    return {"fairness_policy_sha256": sha, "fairness_policy_name": name}
+    return sha, name
 
 
 @task(**IO_TASK)
@@ -433,6 +430,7 @@ def gate_version_leased(model_name: str, version: str, frame, *, lease_ttl_s: fl
     """
     from faux_checks.registry import GATE_TAG, Registry
     from faux_checks.registry import operations
+    from faux_checks.registry.records import REPORT_TAG, RUN_ID_TAG, parse_text
     from faux_checks.registry.operations import acquire_lease, release_lease_within
 
     logger = run_logger()
@@ -451,8 +449,8 @@ def gate_version_leased(model_name: str, version: str, frame, *, lease_ttl_s: fl
             reason = f"v{version} was decided by another gate run while this one waited: {decision}"
             logger.info("%s %s", model_name, reason)
             return VersionOutcome(model_name=model_name, version=version, decision=decision or "undecided",
-                                  reasons=[reason], run_id=tags.get("fairness_run_id") or None,
-                                  report_dir=tags.get("fairness_report") or None)
+                                  reasons=[reason], run_id=parse_text(tags.get(RUN_ID_TAG)),
+                                  report_dir=parse_text(tags.get(REPORT_TAG)))
         return gate_version(model_name, version, frame, **kwargs)
     finally:  # bounded: a frozen registry never holds the gate past its deadline (issue 25, fault 5)
         try:
@@ -601,12 +599,14 @@ def _aux_store(tracking_uri: str | None, workdir: str):
 def _aux_key_tag(check: dict, records: dict[str, str], attributes: list) -> dict[str, str]:
     """``fairness_aux_key``: the key of the run's one recorded auxiliary model (none with several attributes);
     ``fairness_aux_seed_keys``: ``"<seed>:<key> ..."`` of its recorded extra seeds (restored by a re-gate too)."""
+    from faux_checks.registry.records import AUX_KEY_TAG, AUX_SEED_KEYS_TAG
+
     provenance = check.get("provenance") or {}
     key = provenance.get("aux_key")
     if not (key and "aux_model" in records and not attributes):
         return {}
     seeds = " ".join(f"{k}:{v}" for k, v in (provenance.get("aux_seed_keys") or {}).items() if v)
-    return {"fairness_aux_key": key, **({"fairness_aux_seed_keys": seeds} if seeds else {})}
+    return {AUX_KEY_TAG: key, **({AUX_SEED_KEYS_TAG: seeds} if seeds else {})}
 
 
 def _record(model_name: str, version: str, tracking_uri: str | None, outcome, report_dir: str, model_info: dict,

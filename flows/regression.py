@@ -103,17 +103,21 @@ def _scores_of(registry, tags: dict, version: str, data_sha256: str | None, poli
     """``(scores frame, None)`` of an earlier version, or ``(None, why not)`` with the fix."""
     import pandas as pd
 
+    from faux_checks.registry.records import GateProvenance, GateRecord
+
     fix = (f"re-gate v{version} on this data under this policy first (`faux-checks gate <model> --data ... "
            f"--version {version} --force`) to compare them per individual")
-    recorded = tags.get("fairness_data_sha256")
+    gate = GateRecord.from_tags(tags)
+    provenance = gate.provenance or GateProvenance()
+    recorded = provenance.data_sha256
     if not recorded or recorded != data_sha256:
         return None, (f"v{version} was gated on other audit data (sha256 {str(recorded)[:12]}…, this run "
                       f"{str(data_sha256)[:12]}…), so its individuals are not these; {fix}")
-    if tags.get("fairness_policy_sha256") != policy_sha256:
-        return None, (f"v{version} was gated under another policy (sha256 {str(tags.get('fairness_policy_sha256'))[:12]}…"
+    if provenance.policy_sha256 != policy_sha256:
+        return None, (f"v{version} was gated under another policy (sha256 {str(provenance.policy_sha256)[:12]}…"
                       f", this run {str(policy_sha256)[:12]}…): δ or the reading may differ, so a changed flag need not "
                       f"be the model's; {fix}")
-    run_id = tags.get("fairness_run_id")
+    run_id = gate.run_id
     if not run_id:
         return None, f"v{version} has no gate run recorded; {fix}"
     try:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, TypeVar
 
 from ..errors import FauxChecksError, InputError
+from .records import AUDIT_TAG, GATE_TAG, PROMOTION_TAG, tag_value  # noqa: F401  (re-exported)
 
 __all__ = [
     "AUDIT_EXPERIMENT",
@@ -40,12 +41,8 @@ GATE_EXPERIMENT = "faux-checks-gate"
 AUDIT_EXPERIMENT = "faux-checks-audit"
 DEFAULT_ALIAS = "deployable"
 
-GATE_TAG = "fairness_gate"
-AUDIT_TAG = "fairness_audit"  # latest drift audit of a version: passed / failed / undecided
 RUNNING = "running"
-#: Set to ``pending`` (with a ``passed`` decision) by a gate that will move the alias, and to
-#: ``done`` by :meth:`Registry.promote`: a gate killed in between leaves the version new.
-PROMOTION_TAG = "fairness_promotion"
+#: The ``fairness_promotion`` value of a gate that will move the alias (records.PROMOTION_TAG).
 PENDING = "pending"
 
 # sqlite lock contention surfaces as sqlite3.OperationalError, wrapped by SQLAlchemy and then by
@@ -127,17 +124,6 @@ def with_retry(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 def error_code(exc: BaseException) -> str | None:
     """MLflow's error code of an exception (``RESOURCE_DOES_NOT_EXIST``, ...), None for others."""
     return getattr(exc, "error_code", None)
-
-
-def tag_value(value: Any) -> str:
-    """Tag/param string of a value: floats round-trip exactly (repr), None is ``""``."""
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
 
 
 def _version_key(version: Any) -> int:

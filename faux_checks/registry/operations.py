@@ -38,12 +38,12 @@ import uuid
 from dataclasses import asdict, dataclass
 
 from ..errors import RegistryUnreachableError
+from .records import LEASE_TAG  # noqa: F401  (re-exported)
 
 __all__ = ["LEASE_TAG", "Lease", "acquire_lease", "apply_client_settings", "check_reachable", "is_unique_violation",
            "is_unreachable",
            "read_lease", "release_lease", "release_lease_within", "unreachable_error"]
 
-LEASE_TAG = "fairness_gate_lease"
 #: Seconds between writing a lease and reading it back.
 SETTLE_S = 1.0
 #: MLflow environment variables set from ``[operations]`` (policy field -> variable).

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 __all__ = ["AttributeRecord", "AuditAttributeRecord", "AuditRecord", "GateProvenance", "GateRecord",
-           "VersionRecord", "parse_number", "parse_text", "tag_value"]
+           "VersionRecord", "attribute_set_tags", "parse_number", "parse_text", "tag_value"]
 
 PREFIX = "fairness_"
 
@@ -184,6 +184,18 @@ class AttributeRecord:
                    **{name: parse_number(tags.get(attribute_tag(key, name))) for name in _ATTRIBUTE_FIELDS[1:]})
 
 
+def attribute_set_tags(names, deciding: str | None, records) -> dict[str, str]:
+    """The tags of a several-attribute gate: ``fairness_attributes`` (the names, comma-separated),
+    ``fairness_deciding_attribute`` (the one the headline tags carry) and each :class:`AttributeRecord`'s
+    five tags; empty when ``names`` is empty (one attribute writes none)."""
+    if not names:
+        return {}
+    tags = {ATTRIBUTES_TAG: ",".join(names), DECIDING_ATTRIBUTE_TAG: tag_value(deciding)}
+    for a in records:
+        tags.update(a.to_tags())
+    return tags
+
+
 _PROVENANCE_TAGS = (PROMOTION_TAG, POLICY_SHA_TAG, POLICY_NAME_TAG, REPORT_URI_TAG, COMPARED_WITH_TAG, CHURN_AGAINST_TAG,
                     CHURN_NEWLY_FLAGGED_TAG, CHURN_RESOLVED_TAG, CHURN_N_TAG, EVIDENCE_URI_TAG, EVIDENCE_SIGNED_TAG,
                     DATA_URI_TAG, DATA_PATH_TAG, DATA_SHA_TAG, UNDECIDED_CAUSE_TAG)
@@ -278,12 +290,7 @@ class GateRecord:
 
     def attribute_tags(self) -> dict[str, str]:
         """``fairness_attributes``, ``fairness_deciding_attribute`` and each attribute's tags; empty for one attribute."""
-        if not self.attributes:
-            return {}
-        tags = {ATTRIBUTES_TAG: ",".join(self.attributes), DECIDING_ATTRIBUTE_TAG: tag_value(self.deciding_attribute)}
-        for a in self.by_attribute:
-            tags.update(a.to_tags())
-        return tags
+        return attribute_set_tags(self.attributes, self.deciding_attribute, self.by_attribute)
 
     def headline_tags(self) -> dict[str, str]:
         """The numbers, report, run and time: what every recorded decision carries (not ``fairness_gate``)."""
@@ -375,8 +382,9 @@ class AuditRecord:
     #: True when the audit flow's own tags (flagged fraction ... report URI) are written (False: a direct call).
     flow_tags: bool = True
 
-    def to_tags(self) -> dict[str, str]:
-        """Every tag, in the write order: the flow's, attributes, extra, reason/report/run/time, ``fairness_audit`` last."""
+    def measurement_tags(self) -> dict[str, str]:
+        """The audit flow's tags (flagged fraction, drifted share, data and report URIs; none when not
+        ``flow_tags``) and the attributes' (``fairness_audit_attributes``, each attribute's four)."""
         tags: dict[str, str] = {}
         if self.flow_tags:
             tags.update({AUDIT_FLAGGED_FRACTION_TAG: tag_value(self.flagged_fraction),
@@ -387,6 +395,11 @@ class AuditRecord:
             tags[AUDIT_ATTRIBUTES_TAG] = ",".join(self.attributes)
             for a in self.by_attribute:
                 tags.update(a.to_tags())
+        return tags
+
+    def to_tags(self) -> dict[str, str]:
+        """Every tag, in the write order: the flow's, attributes, extra, reason/report/run/time, ``fairness_audit`` last."""
+        tags = self.measurement_tags()
         tags.update({str(k): tag_value(v) for k, v in self.extra.items()})
         text = str(self.reason)
         tags.update({AUDIT_REASON_TAG: text if len(text) <= _MAX_REASON_CHARS else text[: _MAX_REASON_CHARS - 1] + "…",

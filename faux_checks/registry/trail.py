@@ -32,25 +32,37 @@ from .client import (
     tag_value,
     with_retry,
 )
+from .records import (  # noqa: F401  (AUX_KEY_TAG, AUX_SEED_KEYS_TAG, ATTRIBUTE_TAG_PREFIX, RUN_STATE_TAG re-exported)
+    ATTRIBUTE_TAG_PREFIX,
+    ATTRIBUTES_TAG,
+    AUX_KEY_TAG,
+    AUDIT_RUN_ID_TAG,
+    AUX_SEED_KEYS_TAG,
+    CHECKED_AT_TAG,
+    DELTA_TAG,
+    DECIDING_ATTRIBUTE_TAG,
+    DEMOTED_ALIAS_TAG,
+    DEMOTED_AT_TAG,
+    POLICY_SHA_TAG,
+    PREVIOUS_GATE_TAG,
+    PROMOTED_AT_TAG,
+    PROMOTION_KEPT_ON_TAG,
+    RUN_ID_TAG,
+    RUN_STATE_TAG,
+    STARTED_AT_TAG,
+    SUPERSEDED_BY_TAG,
+    AuditRecord,
+    GateRecord,
+)
 
 __all__ = ["DecisionTrail"]
 
-_MAX_REASON_CHARS = 1000
-#: Gate-run tag: the key (gate/aux_cache.py) of the one auxiliary model in the run's records, for :meth:`find_aux_record`.
-AUX_KEY_TAG = "fairness_aux_key"
-#: ``"<seed>:<key> <seed>:<key>"``: the keys of a gate run's recorded extra aux seeds (``aux_model_seed<seed>.*``).
-AUX_SEED_KEYS_TAG = "fairness_aux_seed_keys"
 #: The artifact folder of a gate run holding its records (flows/gate.py ``RECORDS``).
 RECORDS_FOLDER = "records"
-#: Per-attribute version tags of a several-attribute gate (``fairness_attr_<key>_*``); a re-gate empties those it does not set.
-ATTRIBUTE_TAG_PREFIX = "fairness_attr_"
 # MLflow REST limits per log_batch call
 _BATCH_METRICS, _BATCH_PARAMS = 1000, 100
 _MAX_PARAM_CHARS, _MAX_RUN_TAG_CHARS = 6000, 8000  # longer values are truncated by MLflow
-#: Run tag of a gate or audit run (issue 25, fault 6): ``recording`` from its creation until the version's
-#: decision tags name it, then ``decided``; a run left ``recording`` by a killed gate becomes ``abandoned``
-#: (with ``fairness_superseded_by``) when a later run of the same version and kind records its decision.
-RUN_STATE_TAG = "fairness_run_state"
+#: The values of RUN_STATE_TAG (records.py): a run being recorded, named by its version, or left by a killed gate.
 RUN_RECORDING, RUN_DECIDED, RUN_ABANDONED = "recording", "decided", "abandoned"
 
 
@@ -69,12 +81,12 @@ class DecisionTrail(RegistryClient):
             If the model or version does not exist.
         """
         mv = self._version(name, version)
-        tags = {"fairness_started_at": utc_now()}
+        tags = {STARTED_AT_TAG: utc_now()}
         previous = mv.tags.get(GATE_TAG)
         if previous in DECISIONS:  # a re-gate: keep what was decided before, in one line
-            tags["fairness_previous_gate"] = (
-                f"{previous} at {mv.tags.get('fairness_checked_at') or '?'} (δ={mv.tags.get('fairness_delta') or '?'}, "
-                f"policy {(mv.tags.get('fairness_policy_sha256') or '?')[:12]})")
+            tags[PREVIOUS_GATE_TAG] = (
+                f"{previous} at {mv.tags.get(CHECKED_AT_TAG) or '?'} (δ={mv.tags.get(DELTA_TAG) or '?'}, "
+                f"policy {(mv.tags.get(POLICY_SHA_TAG) or '?')[:12]})")
         tags[GATE_TAG] = RUNNING
         self._set_version_tags(name, mv.version, tags)
 
@@ -145,24 +157,15 @@ class DecisionTrail(RegistryClient):
         """
         mv, tags = self._decision_tags(name, version, decision, extra, GATE_TAG)
         stale = {k: "" for k in (mv.tags or {}) if k not in tags and (k.startswith(ATTRIBUTE_TAG_PREFIX) or k in
-                                                                      ("fairness_attributes", "fairness_deciding_attribute"))}
-        tags = {**stale, **tags}
-        tags.update(
-            {
-                "fairness_flagged_fraction": tag_value(flagged_fraction),
-                "fairness_flagged_fraction_lower": tag_value((interval or {}).get("lower")),
-                "fairness_flagged_fraction_upper": tag_value((interval or {}).get("upper")),
-                "fairness_confidence": tag_value((interval or {}).get("confidence")),
-                "fairness_aux_seed_spread": tag_value(((interval or {}).get("seeds") or {}).get("spread")),
-                "fairness_delta": tag_value(delta),
-                "fairness_aux_quality": tag_value(aux_quality),
-                "fairness_report": tag_value(report_uri),
-                "fairness_run_id": tag_value(run_id),
-                "fairness_checked_at": utc_now(),
-            }
-        )
-        tags[GATE_TAG] = decision  # last: dict order is the write order
-        self._set_version_tags(name, mv.version, tags)
+                                                                      (ATTRIBUTES_TAG, DECIDING_ATTRIBUTE_TAG))}
+        seeds = (interval or {}).get("seeds") or {}
+        record = GateRecord(decision=decision, flagged_fraction=flagged_fraction,
+                            flagged_fraction_lower=(interval or {}).get("lower"),
+                            flagged_fraction_upper=(interval or {}).get("upper"),
+                            confidence=(interval or {}).get("confidence"), aux_seed_spread=seeds.get("spread"),
+                            delta=delta, aux_quality=aux_quality, report=report_uri, run_id=run_id,
+                            checked_at=utc_now(), extra={**stale, **tags})
+        self._set_version_tags(name, mv.version, record.to_tags())   # fairness_gate last: dict order is the write order
         self._settle_runs(name, mv.version, run_id, kind="gate")
 
     def promote(self, name: str, version: str | int, alias: str = DEFAULT_ALIAS, *, allow_rollback: bool = False) -> str:
@@ -214,11 +217,11 @@ class DecisionTrail(RegistryClient):
                 and (self._version(name, holder).tags or {}).get(GATE_TAG) == "passed"):
             if mv.tags.get(PROMOTION_TAG) == PENDING:
                 self._set_version_tags(name, mv.version, {PROMOTION_TAG: "superseded",
-                                                          "fairness_promotion_kept_on": str(holder)})
+                                                          PROMOTION_KEPT_ON_TAG: str(holder)})
             return str(holder)
         with_retry(self.client.set_registered_model_alias, name, alias, str(mv.version))
         if mv.tags.get(PROMOTION_TAG) == PENDING:
-            self._set_version_tags(name, mv.version, {"fairness_promoted_at": utc_now(), PROMOTION_TAG: "done"})
+            self._set_version_tags(name, mv.version, {PROMOTED_AT_TAG: utc_now(), PROMOTION_TAG: "done"})
         return str(mv.version)
 
     def demote(self, name: str, version: str | int, alias: str = DEFAULT_ALIAS) -> bool:
@@ -240,7 +243,7 @@ class DecisionTrail(RegistryClient):
         if str(aliases.get(alias)) != str(mv.version):
             return False
         with_retry(self.client.delete_registered_model_alias, name, alias)
-        self._set_version_tags(name, mv.version, {"fairness_demoted_at": utc_now(), "fairness_demoted_alias": alias})
+        self._set_version_tags(name, mv.version, {DEMOTED_AT_TAG: utc_now(), DEMOTED_ALIAS_TAG: alias})
         return True
 
     def log_gate_run(
@@ -405,17 +408,9 @@ class DecisionTrail(RegistryClient):
             If ``decision`` is not one of the three outcomes, or the model or version does not exist.
         """
         mv, tags = self._decision_tags(name, version, decision, extra, AUDIT_TAG)
-        text = str(reason)
-        tags.update(
-            {
-                "fairness_audit_reason": text if len(text) <= _MAX_REASON_CHARS else text[: _MAX_REASON_CHARS - 1] + "…",
-                "fairness_audit_report": tag_value(report_uri),
-                "fairness_audit_run_id": tag_value(run_id),
-                "fairness_audit_at": utc_now(),
-            }
-        )
-        tags[AUDIT_TAG] = decision  # last, as record_decision does
-        self._set_version_tags(name, mv.version, tags)
+        record = AuditRecord(decision=decision, reason=reason, report=report_uri, run_id=run_id, at=utc_now(),
+                             extra=tags, flow_tags=False)
+        self._set_version_tags(name, mv.version, record.to_tags())   # fairness_audit last, as record_decision does
         self._settle_runs(name, mv.version, run_id, kind="audit")
 
     def _settle_runs(self, name: str, version, run_id: str, *, kind: str) -> list[str]:
@@ -432,7 +427,7 @@ class DecisionTrail(RegistryClient):
             abandoned = [r.info.run_id for r in self._search_runs(kind, name, version=str(version))
                          if r.info.run_id != run_id and r.data.tags.get(RUN_STATE_TAG) == RUN_RECORDING]
             for other in abandoned:
-                with_retry(self.client.set_tag, other, "fairness_superseded_by", run_id)
+                with_retry(self.client.set_tag, other, SUPERSEDED_BY_TAG, run_id)
                 with_retry(self.client.set_tag, other, RUN_STATE_TAG, RUN_ABANDONED)
             return abandoned
         except Exception as exc:  # noqa: BLE001 - the decision is recorded; readers skip unsettled runs
@@ -458,7 +453,7 @@ class DecisionTrail(RegistryClient):
 
     def _decision_runs(self, kind: str, name: str) -> list[dict[str, Any]]:
         """:meth:`gate_runs` / :meth:`audit_runs`: the runs that are decisions (module constant RUN_STATE_TAG)."""
-        key, own = ("fairness_run_id", GATE_TAG) if kind == "gate" else ("fairness_audit_run_id", AUDIT_TAG)
+        key, own = (RUN_ID_TAG, GATE_TAG) if kind == "gate" else (AUDIT_RUN_ID_TAG, AUDIT_TAG)
         named = {(mv.tags or {}).get(key) for mv in self._versions(name)   # a half-written version names nothing
                  if (mv.tags or {}).get(own) in DECISIONS} - {None, ""}
         rows: list[dict[str, Any]] = []

@@ -31,10 +31,6 @@ def model_sha256(path) -> str:
 
     return sha(path)
 
-#: Version tag of a recorded ``undecided``: :data:`NO_CHECK` when the check never ran (configuration or
-#: loading: the next gate with a changed policy or data re-gates it, :meth:`ModelVersions.gate_plan`), else "".
-UNDECIDED_CAUSE_TAG = "fairness_undecided_cause"
-NO_CHECK = "no_check"
 from .client import (
     DEFAULT_ALIAS,
     GATE_TAG,
@@ -45,6 +41,14 @@ from .client import (
     RegistryClient,
     tag_value,
     with_retry,
+)
+from .records import (  # noqa: F401  (UNDECIDED_CAUSE_TAG, NO_CHECK re-exported)
+    CHECKED_AT_TAG,
+    DATA_SHA_TAG,
+    FLAGGED_FRACTION_TAG,
+    NO_CHECK,
+    POLICY_SHA_TAG,
+    UNDECIDED_CAUSE_TAG,
 )
 
 def _logged_model_id(uri: str) -> str | None:
@@ -235,11 +239,11 @@ class ModelVersions(RegistryClient):
                 plan.append({**row, "action": "decided", "reason": f"already {decision}"})
                 continue
             no_check = (tags.get(UNDECIDED_CAUSE_TAG) == NO_CHECK if UNDECIDED_CAUSE_TAG in tags
-                        else tags.get("fairness_flagged_fraction") in (None, "", "None"))
-            changed = [what for what, now, key in (("policy", policy_sha256, "fairness_policy_sha256"),
-                                                   ("audit data", data_sha256, "fairness_data_sha256"))
+                        else tags.get(FLAGGED_FRACTION_TAG) in (None, "", "None"))
+            changed = [what for what, now, key in (("policy", policy_sha256, POLICY_SHA_TAG),
+                                                   ("audit data", data_sha256, DATA_SHA_TAG))
                        if now and tags.get(key) != now]
-            when = tags.get("fairness_checked_at") or "?"
+            when = tags.get(CHECKED_AT_TAG) or "?"
             if no_check and changed:
                 plan.append({**row, "action": "regate",
                              "reason": f"recorded undecided at {when} before its check ran (configuration or loading); "

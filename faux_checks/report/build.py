@@ -16,6 +16,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..gate.decision import EXIT_CODES, exit_code_for, rule_row
 from ..provenance import data_sha256, installed_versions, jsonable, utc_now
+from ..registry.records import GateProvenance, GateRecord, VersionRecord, parse_number
 from .html import render_html
 from .schema import REPORT_SCHEMA_VERSION, validate_report
 
@@ -67,13 +68,7 @@ def history_points(versions: list[dict], audits: list[dict], gates: list[dict] |
         not recorded: runs from before these tags); a gate compared with the version before it also
         ``churn`` (``against``, ``newly_flagged``, ``resolved``, ``n``: tags ``fairness_churn_*``); oldest first.
     """
-    def number(v):
-        try:
-            f = float(v)
-        except (TypeError, ValueError):
-            return None
-        return f if f == f and abs(f) != float("inf") else None
-
+    number = parse_number
     points = []
     by_run = {}
     for run in gates or []:
@@ -84,21 +79,19 @@ def history_points(versions: list[dict], audits: list[dict], gates: list[dict] |
                            "delta": number(run.get("delta")), "policy_sha256": run.get("policy_sha256") or None})
             by_run[run.get("run_id")] = points[-1]
     for row in versions:
-        decision = row.get("fairness_gate")
+        record = VersionRecord.from_tags(row)
+        decision, gate = record.state, record.gate or GateRecord(decision=record.state)
+        provenance = gate.provenance or GateProvenance()
         if decision in EXIT_CODES:
-            point = by_run.get(row.get("fairness_run_id"))
+            point = by_run.get(gate.run_id or "")
             if point is None:
                 point = {"kind": "gate", "version": str(row.get("version")), "decision": decision,
-                         "flagged_fraction": number(row.get("fairness_flagged_fraction")),
-                         "at": row.get("fairness_checked_at") or row.get("created_at") or "",
-                         "run_id": row.get("fairness_run_id") or None, "delta": number(row.get("fairness_delta")),
-                         "policy_sha256": row.get("fairness_policy_sha256") or None}
+                         "flagged_fraction": gate.flagged_fraction, "at": gate.checked_at or row.get("created_at") or "",
+                         "run_id": gate.run_id, "delta": gate.delta, "policy_sha256": provenance.policy_sha256}
                 points.append(point)
-            if row.get("fairness_churn_against"):   # newly flagged / resolved against the version before it
-                point["churn"] = {"against": str(row["fairness_churn_against"]),
-                                       "newly_flagged": number(row.get("fairness_churn_newly_flagged")),
-                                       "resolved": number(row.get("fairness_churn_resolved")),
-                                       "n": number(row.get("fairness_churn_n"))}
+            if provenance.churn_against:   # newly flagged / resolved against the version before it
+                point["churn"] = {"against": provenance.churn_against, "newly_flagged": provenance.churn_newly_flagged,
+                                  "resolved": provenance.churn_resolved, "n": provenance.churn_n}
     for run in audits:
         decision = run.get("decision")
         if decision in EXIT_CODES:
