@@ -287,7 +287,8 @@ def test_cuda_reads_the_cpu_scores_within_tolerance(name):
 # ---------------------------------------------------------------------------- (d) no transfer inside a chunk
 class _Transfers:
     """Counts what brings a tensor to the host while a chunk runs (host(), .numpy(), .cpu(), .item(), .tolist(),
-    np.asarray(tensor)), until the chunk's end (_finish_chunk_t) starts."""
+    np.asarray(tensor), and the scalar reads bool(t), int(t), float(t), an index), until the chunk's end
+    (_finish_chunk_t) starts."""
 
     def __init__(self, monkeypatch):
         self.inside, self.chunks, self.counting = [], 0, False
@@ -295,7 +296,7 @@ class _Transfers:
         for module in (cf, swap_mod, output_mod, levels_mod):
             if hasattr(module, "host"):
                 monkeypatch.setattr(module, "host", self._wrap("host()", real_host))
-        for name in ("numpy", "cpu", "item", "tolist", "__array__"):
+        for name in ("numpy", "cpu", "item", "tolist", "__array__", "__bool__", "__int__", "__float__", "__index__"):
             monkeypatch.setattr(torch.Tensor, name, self._wrap(f".{name}()", getattr(torch.Tensor, name)))
         real_chunk, real_finish = cf.swap_chunk, cf._finish_chunk_t
 

@@ -1039,8 +1039,8 @@ def swap_displacement(grad: torch.Tensor, metric: torch.Tensor, delta: torch.Ten
     floor = torch.as_tensor(floor, dtype=torch.float64, device=delta.device)
     undefined = ~(torch.isfinite(norm2) & torch.isfinite(delta)) | (norm2 <= ZERO_NORM2)
     scale = delta / (norm2 + floor)                                                    # (n,): inf/NaN only where undefined
-    if bool(undefined.any()):
-        scale = torch.where(undefined, torch.zeros((), dtype=torch.float64), scale)
-        Mg = torch.where(undefined[:, None], torch.zeros((), dtype=g.dtype), Mg)
+    if _torch_path(g) or bool(undefined.any()):                             # on a device: no sync, where() always
+        scale = torch.where(undefined, torch.zeros((), dtype=torch.float64, device=g.device), scale)
+        Mg = torch.where(undefined[:, None], torch.zeros((), dtype=g.dtype, device=g.device), Mg)
     dx = Mg.mul_(scale.to(g.dtype)[:, None])                                 # Mg is the matmul's own output
     return dx, undefined
