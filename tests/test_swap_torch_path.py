@@ -10,7 +10,8 @@ The CPU keeps the numpy path (the pinned scores of tests/test_swap_pinned.py, bi
     ``READING_ATOL`` on binary, 3-class and continuous c, with matched features, the aux model's move, admissible
     features, c's own column as a target input, one-hot groups with level models, and several chunks;
 (c) the same on CUDA (skipped without one) within test_device.py's ``CUDA_ATOL``;
-(d) no tensor comes to the host inside a chunk on the torch path (only at its end, ``_finish_chunk_t``), counted.
+(d) no tensor comes to the host inside a chunk on the torch path (only at its end, ``_finish_chunk_t``), counted;
+    with level configurations of one-hot groups, one scalar per group and target (their number, a shape).
 """
 
 import contextlib
@@ -35,7 +36,9 @@ from faux_checks.method.swap import (ContinuousShift, GroupShift, _interp_t, _in
 
 #: Torch helper against numpy helper, float64 (measured: 0, the same operations in the same order).
 HELPER_ATOL = 1e-12
-#: The whole reading, forced torch path against the numpy path on the CPU, in probability points (measured: 0).
+#: The whole reading, forced torch path against the numpy path on the CPU, in probability points (float64 quantities;
+#: measured: 0, and 2.2e-16 where level models of one-hot groups are read: einsum's order). float32 is not tested:
+#: x′ is float32 on both paths and the quantile matching float64 on both.
 READING_ATOL = 1e-10
 #: CUDA against the CPU's numpy path (as tests/test_device.py: float32 kernels sum in another order).
 CUDA_ATOL = 1e-4
@@ -236,6 +239,61 @@ def test_aux_goals_on_the_torch_path_equal_the_numpy_goals(case):
         np.testing.assert_allclose(got.numpy(), want, rtol=0, atol=HELPER_ATOL)
 
 
+def _level_probabilities(rng, b, K, zero_level=True):
+    p = rng.dirichlet(np.ones(K), size=b)
+    if zero_level:
+        p[: b // 3, 1] = 0.0                                                 # a level absent in the from-group
+        p /= p.sum(axis=1, keepdims=True)
+    return p
+
+
+@pytest.mark.parametrize("K", [2, 4])
+def test_comonotone_transition_on_tensors_equals_numpy_zero_probability_levels_and_ties_included(K):
+    rng = np.random.default_rng(K)
+    b = 300
+    p_from, p_to = _level_probabilities(rng, b, K), _level_probabilities(rng, b, K, zero_level=False)
+    p_to[150:200] = p_from[150:200]                                          # every ratio tied: the stable order
+    current = rng.integers(0, K, b)
+    current[: b // 3] = 1                                                    # rows at the zero-probability level
+    want = levels_mod.comonotone_transition(p_from, p_to, current)
+    got = levels_mod.comonotone_transition_t(_t(p_from), _t(p_to), torch.as_tensor(current))
+    np.testing.assert_allclose(got.numpy(), want, rtol=0, atol=HELPER_ATOL)
+    np.testing.assert_allclose(got.numpy().sum(axis=1), 1.0, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("K", [2, 5])
+def test_gumbel_transition_on_tensors_equals_numpy(K):
+    rng = np.random.default_rng(10 + K)
+    b = 300
+    eta, eta2 = rng.normal(size=(b, K)) * 2, rng.normal(size=(b, K)) * 2
+    eta2[:20] = eta[:20]                                                     # no change: everyone stays
+    current = rng.integers(0, K, b)
+    want = levels_mod.gumbel_transition(eta, eta2, current)
+    got = levels_mod.gumbel_transition_t(_t(eta), _t(eta2), torch.as_tensor(current))
+    np.testing.assert_allclose(got.numpy(), want, rtol=0, atol=HELPER_ATOL)
+    assert (got.numpy()[np.arange(20), current[:20]] == 1.0).all()
+
+
+@pytest.mark.parametrize("case", ["binary", "three", "continuous"])
+def test_level_model_and_configurations_on_tensors_equal_numpy(case):
+    tester, X, c = _tester(case, onehot=True, n=1500, n_ref=1200)
+    ref = tester.reference
+    (lm,) = ref.levels
+    xa = X[:, ref.admissible].astype(np.float64)
+    cv = c.astype(np.float64) if case == "continuous" else c.astype(np.int64)
+    ct = torch.as_tensor(cv)
+    np.testing.assert_allclose(lm.logits_t(_t(xa), ct).numpy(), lm.logits(xa, cv), rtol=0, atol=HELPER_ATOL)
+    p = lm.probabilities(xa, cv)
+    np.testing.assert_allclose(lm.probabilities_t(_t(xa), ct).numpy(), p, rtol=0, atol=HELPER_ATOL)
+    x1 = torch.as_tensor(X)
+    groups = [np.asarray(lm.positions)]
+    cfg, w = levels_mod.configurations(x1, groups, [p])
+    cfg_t, w_t = levels_mod.configurations(x1, groups, [_t(p)])
+    assert isinstance(w, np.ndarray) and isinstance(w_t, torch.Tensor) and cfg.shape[1] > 1
+    np.testing.assert_array_equal(cfg_t.numpy(), cfg.numpy())
+    np.testing.assert_allclose(w_t.numpy(), w, rtol=0, atol=HELPER_ATOL)
+
+
 # ---------------------------------------------------------------------------- (b) the whole reading
 EXTRA = {
     "three-between": dict(case="three", metric="between"),
@@ -243,6 +301,8 @@ EXTRA = {
     "continuous-bins-between": dict(case="continuous", metric="between", n=1500, n_ref=1200),
     "binary-onehot-coupled": dict(case="binary", onehot=True, n=800, n_ref=600),
     "three-onehot-snap": dict(case="three", onehot=True, n=800, n_ref=600, categorical="snap"),
+    "three-onehot-coupled": dict(case="three", onehot=True, n=800, n_ref=600),
+    "continuous-onehot-coupled": dict(case="continuous", onehot=True, n=1500, n_ref=1200),
 }
 KEYS = ("scores", "probability", "counterfactual_probability", "direct", "evidence", "outcomes", "outcome_weights")
 
@@ -325,7 +385,8 @@ class _Transfers:
 
 
 @pytest.mark.parametrize("name", ["binary", "three", "continuous", "binary-path", "binary-direct", "binary-first",
-                                  "continuous-bins-matched", "continuous-bins-between", "three-between"])
+                                  "continuous-bins-matched", "continuous-bins-between", "three-between",
+                                  "three-onehot-snap"])
 @pytest.mark.parametrize("device", ["cpu-forced", "cuda"])
 def test_nothing_comes_to_the_host_inside_a_chunk_on_the_torch_path(name, device, monkeypatch):
     if device == "cuda" and not HAS_CUDA:
@@ -349,10 +410,14 @@ def test_the_counter_sees_the_numpy_paths_transfers(monkeypatch):
     assert counter.chunks == 5 and counter.inside.count("host()") >= 5 * 3   # p0, p1 and the matched quantiles
 
 
-def test_level_models_still_cross_to_the_host_and_the_count_says_so(monkeypatch):
-    # what is left of the round trip (issue 23, item 4): the level models of one-hot groups are numpy
-    tester, X, c = _build("binary-onehot-coupled")
+@pytest.mark.parametrize("name, targets", [("binary-onehot-coupled", 1), ("three-onehot-coupled", 2)])
+def test_with_level_configurations_only_their_number_crosses(name, targets, monkeypatch):
+    # what is left of the round trip: configurations() reads how many level configurations to keep (a shape),
+    # one scalar per one-hot group and counterfactual target
+    tester, X, c = _build(name)
+    assert len(tester.reference.levels) == 1
     counter = _Transfers(monkeypatch)
     with forced_torch_path():
         tester.evaluate(X, c, evidence=False)
-    assert counter.chunks == 5 and 0 < counter.inside.count("host()")
+    assert counter.chunks == 5
+    assert counter.inside == [".__int__()"] * (5 * targets)

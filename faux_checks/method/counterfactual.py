@@ -21,7 +21,8 @@ from ..errors import InputError
 from .forward import forward_attribution, is_forward_only
 from .gradients import target_probability_and_gradient
 from .output import TargetOutput, predict_probability, predict_probability_tensor
-from .levels import comonotone_transition, configurations, gumbel_transition
+from .levels import (comonotone_transition, comonotone_transition_t, configurations, gumbel_transition,
+                     gumbel_transition_t)
 from .swap import SwapReference, _torch_path, pair_values, swap_displacement
 
 __all__ = ["EVIDENCE_STEPS", "MAX_STRETCH", "coupled_inputs", "SwapSettings", "SwapChunk", "counterfactual_inputs", "fit_floors",
@@ -362,7 +363,12 @@ def _matched_inputs(x: torch.Tensor, c, *, reference: SwapReference, settings: S
         if reference.levels and settings.categorical in ("soft", "snap"):
             probabilities = _level_probabilities(reference, x_aux, a_np, other, c_values, t, settings.coupling)
             for lm, p in zip(reference.levels, probabilities):
-                block = np.eye(p.shape[1])[p.argmax(axis=1)] if settings.categorical == "snap" else p
+                if settings.categorical != "snap":
+                    block = p
+                elif isinstance(p, torch.Tensor):
+                    block = torch.eye(p.shape[1], dtype=torch.float64, device=p.device)[p.argmax(dim=1)]
+                else:
+                    block = np.eye(p.shape[1])[p.argmax(axis=1)]
                 moved[:, torch.as_tensor(lm.positions, device=x.device)] = torch.as_tensor(block, dtype=torch.float32,
                                                                                           device=x.device)
         undefined = (~torch.isfinite(values).all(dim=1)) if isinstance(values, torch.Tensor) \
@@ -468,7 +474,14 @@ def counterfactual_inputs(aux_raw, x: torch.Tensor, c: np.ndarray | None, *, ref
 
 def _level_probabilities(reference: SwapReference, x_aux: torch.Tensor, a_np, other, c_values, t,
                          coupling: str = "auto") -> list[np.ndarray]:
-    """Per level model, each row's probabilities (b, K) of its counterfactual level (comonotone coupling)."""
+    """Per level model, each row's probabilities (b, K) of its counterfactual level (comonotone coupling).
+
+    On the torch path (:func:`~faux_checks.method.swap._torch_path` of x_aux): the same in torch on x_aux's device,
+    (b, K) float64 Tensors there (:meth:`~faux_checks.method.levels.LevelModel.logits_t`,
+    :func:`~faux_checks.method.levels.gumbel_transition_t`, :func:`~faux_checks.method.levels.comonotone_transition_t`).
+    """
+    if _torch_path(x_aux):
+        return _level_probabilities_t(reference, x_aux, a_np, other, c_values, t, coupling)
     xa = host(x_aux[:, torch.as_tensor(reference.admissible, device=x_aux.device)].double())
     out = []
     for lm in reference.levels:
@@ -478,6 +491,26 @@ def _level_probabilities(reference: SwapReference, x_aux: torch.Tensor, a_np, ot
             out.append(gumbel_transition(lm.logits(xa, c_from), lm.logits(xa, c_to), current))
         else:
             out.append(comonotone_transition(lm.probabilities(xa, c_from), lm.probabilities(xa, c_to), current))
+    return out
+
+
+def _level_probabilities_t(reference: SwapReference, x_aux: torch.Tensor, a_np, other, c_values, t,
+                           coupling: str = "auto") -> list[torch.Tensor]:
+    """:func:`_level_probabilities` on x_aux's device (no transfer to the host): a (b, K) float64 Tensor per level model."""
+    dev = x_aux.device
+    xa = x_aux[:, torch.as_tensor(reference.admissible, device=dev)].double()
+    out = []
+    for lm in reference.levels:
+        current = x_aux[:, torch.as_tensor(lm.positions, device=dev)].argmax(dim=1)
+        if reference.kind == "continuous":
+            c_from = torch.as_tensor(np.asarray(c_values, dtype=np.float64), device=dev)
+            c_to = torch.as_tensor(np.asarray(c_values, dtype=np.float64) + t * lm.c_sd, device=dev)
+        else:
+            c_from, c_to = torch.as_tensor(a_np, device=dev), torch.as_tensor(other, device=dev)
+        if coupling == "gumbel" or (coupling == "auto" and reference.kind != "continuous"):
+            out.append(gumbel_transition_t(lm.logits_t(xa, c_from), lm.logits_t(xa, c_to), current))
+        else:
+            out.append(comonotone_transition_t(lm.probabilities_t(xa, c_from), lm.probabilities_t(xa, c_to), current))
     return out
 
 
@@ -498,7 +531,8 @@ def coupled_inputs(aux_raw, x: torch.Tensor, c, *, reference: SwapReference, set
     -------
     list of (target, configs, weights, undefined)
         ``target`` (b,) int64; ``configs`` Tensor (b, C, d) float32 in the target's feature space; ``weights``
-        (b, C) float64, rows summing to 1; ``undefined`` (b,) bool.
+        (b, C) float64, rows summing to 1; ``undefined`` (b,) bool. On the torch path (x on a non-CPU device)
+        ``weights`` and ``undefined`` are Tensors on x's device (:func:`_level_probabilities_t`).
     """
     d = x.shape[1]
     keep = np.ones(d, dtype=bool) if keep is None else np.asarray(keep, dtype=bool)
@@ -605,8 +639,9 @@ def swap_chunk(target_model, aux_raw, x: torch.Tensor, c: np.ndarray | None, *, 
     Device path: with x on a non-CPU device and a torch target (or :data:`faux_checks.method.swap._FORCE_TORCH`
     on the CPU), the move, the matched quantiles (np.interp semantics in torch, :func:`~faux_checks.method.swap._interp_t`),
     the target's probabilities and the running maxima stay on the device; the results come to the host once at
-    the chunk's end (:func:`_finish_chunk_t`). What still crosses inside a chunk: the level models of one-hot
-    groups (``categorical`` "coupled", or "soft"/"snap" with level models) are numpy (:func:`_level_probabilities`).
+    the chunk's end (:func:`_finish_chunk_t`). The level models of one-hot groups run there too
+    (:func:`_level_probabilities_t`); what still crosses inside a chunk is one scalar per one-hot group and target:
+    the number of level configurations to read (:func:`~faux_checks.method.levels.configurations`, a shape).
     On the CPU the numpy path is kept (the pinned scores, bit for bit).
     """
     b_rows, d = x.shape
@@ -635,7 +670,8 @@ def swap_chunk(target_model, aux_raw, x: torch.Tensor, c: np.ndarray | None, *, 
         return _swap_chunk_t(target_model, x, p0, g0, candidates, output=output,
                              keep=np.ones(d, dtype=bool) if keep is None else np.asarray(keep, dtype=bool),
                              coupled=coupled, evidence=evidence)
-    candidates = [(t, x1, w, host(u) if isinstance(u, torch.Tensor) else u) for t, x1, w, u in candidates]
+    to_np = lambda a: host(a) if isinstance(a, torch.Tensor) else a           # noqa: E731  (forced path, forward-only)
+    candidates = [(t, x1, to_np(w), to_np(u)) for t, x1, w, u in candidates]
     best = np.full(b_rows, -np.inf)
     best_p = np.full(b_rows, np.nan)
     best_t = np.zeros(b_rows, dtype=np.int64)
@@ -686,8 +722,7 @@ def _swap_chunk_t(target_model, x: torch.Tensor, p0: torch.Tensor, g0: torch.Ten
     """The candidate loop of :func:`swap_chunk` in torch on x's device (the chunk's device path).
 
     ``x`` (b, d) float32 and ``p0`` (b,) float64 on the device; ``candidates`` as in :func:`swap_chunk` (the
-    configurations on the device; ``undefined`` a Tensor there or an ndarray; ``weights`` an ndarray from the
-    level models, copied up). Every running maximum stays on the device; :func:`_finish_chunk_t` brings the
+    configurations on the device; ``undefined`` and ``weights`` Tensors there, or ndarrays, copied up). Every running maximum stays on the device; :func:`_finish_chunk_t` brings the
     results to the host once, at the chunk's end.
     """
     b_rows, d = x.shape
