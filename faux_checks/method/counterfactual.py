@@ -20,9 +20,10 @@ from .._device import host
 from ..errors import InputError
 from .forward import forward_attribution, is_forward_only
 from .gradients import target_probability_and_gradient
-from .output import TargetOutput, predict_probability
-from .levels import comonotone_transition, configurations, gumbel_transition
-from .swap import SwapReference, pair_values, swap_displacement
+from .output import TargetOutput, predict_probability, predict_probability_tensor
+from .levels import (comonotone_transition, comonotone_transition_t, configurations, gumbel_transition,
+                     gumbel_transition_t)
+from .swap import SwapReference, _torch_path, pair_values, swap_displacement
 
 __all__ = ["EVIDENCE_STEPS", "MAX_STRETCH", "coupled_inputs", "SwapSettings", "SwapChunk", "counterfactual_inputs", "fit_floors",
            "segment_attribution", "swap_chunk"]
@@ -142,7 +143,12 @@ def _goals(reference: SwapReference, v: np.ndarray, x_aux: torch.Tensor | None, 
     linear fits of every group pair come from one float32 product with coefficients that are zero on the
     free features (no (n, d_A) gather of the admissible columns, no float64 copy of the rows); the fits
     then enter the float64 quantile matching.
+
+    ``v`` a float64 Tensor (the torch path, :func:`~faux_checks.method.swap._torch_path`): :func:`_goals_t`,
+    the same on v's device, returning a Tensor there.
     """
+    if isinstance(v, torch.Tensor):
+        return _goals_t(reference, v, x_aux, a, b, sign, c_values)
     if reference.kind == "continuous":
         if reference.continuous is None or c_values is None:
             return v + sign * reference.slope
@@ -164,6 +170,42 @@ def _goals(reference: SwapReference, v: np.ndarray, x_aux: torch.Tensor | None, 
     out = np.empty_like(v)
     for i, ((ga, rows), shift) in enumerate(zip(present, shifts)):
         out[rows] = shift.goal_from_fits(v[rows], fitted[rows, 2 * i], fitted[rows, 2 * i + 1])
+    return out
+
+
+def _goals_t(reference: SwapReference, v: torch.Tensor, x_aux: torch.Tensor | None, a: np.ndarray, b: np.ndarray,
+             sign: float, c_values: np.ndarray | None = None) -> torch.Tensor:
+    """:func:`_goals` on v's device, without a transfer to the host: v (n,) float64 -> goals (n,) float64 there.
+
+    The chunk's groups ``a``, ``b`` (ndarrays, inputs) choose the rows on the host; the fits (one float32
+    product, as in :func:`_goals`) and the quantile matching (:meth:`GroupShift.goal_from_fits` on Tensors)
+    run on the device.
+    """
+    dev = v.device
+    if reference.kind == "continuous":
+        if reference.continuous is None or c_values is None:
+            return v + sign * reference.slope
+        xa = (torch.zeros((len(v), 0), dtype=torch.float64, device=dev) if x_aux is None
+              else x_aux[:, torch.as_tensor(reference.admissible, device=dev)].double())
+        c_t = torch.as_tensor(np.asarray(c_values, dtype=np.float64), device=dev)
+        return reference.continuous.goal(v, c_t, xa, sign)
+    present = [(ga, np.flatnonzero(a == ga)) for ga in range(reference.n_groups)]
+    present = [(ga, rows) for ga, rows in present if len(rows)]
+    shifts = [reference.shifts[(ga, int(b[rows[0]]))] for ga, rows in present]
+    coef = np.stack([c for s in shifts for c in (s.coef_from, s.coef_to)], axis=1)   # (1 + d_A, 2 * groups)
+    intercepts = torch.as_tensor(coef[0], dtype=torch.float64, device=dev)
+    if x_aux is None:
+        fitted = intercepts.expand(len(v), coef.shape[1])
+    else:
+        slopes = np.zeros((x_aux.shape[1], coef.shape[1]), dtype=np.float32)
+        slopes[reference.admissible] = coef[1:]
+        fitted = (x_aux @ torch.from_numpy(slopes).to(dev)).double() + intercepts   # (n, 2 * groups) float64
+    if len(present) == 1:
+        return shifts[0].goal_from_fits(v, fitted[:, 0], fitted[:, 1])
+    out = torch.empty_like(v)
+    for i, ((ga, rows), shift) in enumerate(zip(present, shifts)):
+        r = torch.as_tensor(rows, device=dev)
+        out[r] = shift.goal_from_fits(v[r], fitted[r, 2 * i], fitted[r, 2 * i + 1])
     return out
 
 
@@ -321,10 +363,16 @@ def _matched_inputs(x: torch.Tensor, c, *, reference: SwapReference, settings: S
         if reference.levels and settings.categorical in ("soft", "snap"):
             probabilities = _level_probabilities(reference, x_aux, a_np, other, c_values, t, settings.coupling)
             for lm, p in zip(reference.levels, probabilities):
-                block = np.eye(p.shape[1])[p.argmax(axis=1)] if settings.categorical == "snap" else p
+                if settings.categorical != "snap":
+                    block = p
+                elif isinstance(p, torch.Tensor):
+                    block = torch.eye(p.shape[1], dtype=torch.float64, device=p.device)[p.argmax(dim=1)]
+                else:
+                    block = np.eye(p.shape[1])[p.argmax(axis=1)]
                 moved[:, torch.as_tensor(lm.positions, device=x.device)] = torch.as_tensor(block, dtype=torch.float32,
                                                                                           device=x.device)
-        undefined = ~np.isfinite(values).all(axis=1)
+        undefined = (~torch.isfinite(values).all(dim=1)) if isinstance(values, torch.Tensor) \
+            else ~np.isfinite(values).all(axis=1)
         if keep.all():
             x1 = moved
         else:
@@ -347,7 +395,10 @@ def counterfactual_inputs(aux_raw, x: torch.Tensor, c: np.ndarray | None, *, ref
     list of (target, x1, undefined)
         ``target`` (b,) int64: the other group of each row (continuous c: +1 or −1 sd, the same for every
         row); ``x1`` Tensor (b, d) float32: the counterfactual inputs as the target sees them;
-        ``undefined`` (b,) bool: rows whose move could not be computed (x1 equals x there).
+        ``undefined`` (b,) bool: rows whose move could not be computed (x1 equals x there); an ndarray, or on
+        the torch path (x on a non-CPU device, or :data:`faux_checks.method.swap._FORCE_TORCH`) a bool Tensor on
+        x's device: the matched quantiles then run in torch there (:func:`_goals_t`,
+        :meth:`~faux_checks.method.swap.FeatureMatching.values`), no transfer to the host.
     """
     b_rows, d = x.shape
     keep = np.ones(d, dtype=bool) if keep is None else np.asarray(keep, dtype=bool)
@@ -368,6 +419,7 @@ def counterfactual_inputs(aux_raw, x: torch.Tensor, c: np.ndarray | None, *, ref
     x = x.float()
     x_aux = x[:, torch.as_tensor(keep, device=device)] if not keep.all() else x   # (b, d_aux)
     all_free = bool(free.all())
+    on_device = _torch_path(x)                                               # the matched quantiles in torch too
     targets = [1.0, -1.0] if continuous else list(range(1, reference.n_groups))
     c_values = None
     if continuous:
@@ -387,14 +439,15 @@ def counterfactual_inputs(aux_raw, x: torch.Tensor, c: np.ndarray | None, *, ref
             v, grad = first[0]
         else:
             a_t, b_t = pairs[i]
-            other = host(b_t)
+            other = (a_np + int(t)) % reference.n_groups                     # b_t's values, from the host's input
             target = other
             v, grad = first[i]
-        goal = torch.as_tensor(_goals(reference, host(v), x_aux if reference.admissible.any() else None, a_np, other, t,
-                                      c_values), device=device)
+        goal = torch.as_tensor(_goals(reference, v if on_device else host(v),
+                                      x_aux if reference.admissible.any() else None, a_np, other, t, c_values),
+                               device=device)
         floors = _row_floors(reference, a_np, other, b_rows, device)
         dx, undef = swap_displacement(grad if all_free else grad.index_select(1, free_t), metric, goal - v, floors)
-        undefined = host(undef).copy()
+        undefined = undef.clone() if on_device else host(undef).copy()
         if all_free:
             moved = x_aux + dx                                               # (b, d_aux) float32
         else:
@@ -406,7 +459,7 @@ def counterfactual_inputs(aux_raw, x: torch.Tensor, c: np.ndarray | None, *, ref
             v, grad = _aux_value_and_grad(aux_raw, moved, a_t, b_t)
             dx, undef = swap_displacement(grad if all_free else grad.index_select(1, free_t), metric, goal - v, floors)
             moved.index_add_(1, free_t, dx)
-            undefined |= host(undef)
+            undefined |= undef if on_device else host(undef)
         if settings.categorical == "snap":
             moved = _snap(moved, settings.categorical_groups)
         if keep.all():
@@ -421,7 +474,14 @@ def counterfactual_inputs(aux_raw, x: torch.Tensor, c: np.ndarray | None, *, ref
 
 def _level_probabilities(reference: SwapReference, x_aux: torch.Tensor, a_np, other, c_values, t,
                          coupling: str = "auto") -> list[np.ndarray]:
-    """Per level model, each row's probabilities (b, K) of its counterfactual level (comonotone coupling)."""
+    """Per level model, each row's probabilities (b, K) of its counterfactual level (comonotone coupling).
+
+    On the torch path (:func:`~faux_checks.method.swap._torch_path` of x_aux): the same in torch on x_aux's device,
+    (b, K) float64 Tensors there (:meth:`~faux_checks.method.levels.LevelModel.logits_t`,
+    :func:`~faux_checks.method.levels.gumbel_transition_t`, :func:`~faux_checks.method.levels.comonotone_transition_t`).
+    """
+    if _torch_path(x_aux):
+        return _level_probabilities_t(reference, x_aux, a_np, other, c_values, t, coupling)
     xa = host(x_aux[:, torch.as_tensor(reference.admissible, device=x_aux.device)].double())
     out = []
     for lm in reference.levels:
@@ -431,6 +491,26 @@ def _level_probabilities(reference: SwapReference, x_aux: torch.Tensor, a_np, ot
             out.append(gumbel_transition(lm.logits(xa, c_from), lm.logits(xa, c_to), current))
         else:
             out.append(comonotone_transition(lm.probabilities(xa, c_from), lm.probabilities(xa, c_to), current))
+    return out
+
+
+def _level_probabilities_t(reference: SwapReference, x_aux: torch.Tensor, a_np, other, c_values, t,
+                           coupling: str = "auto") -> list[torch.Tensor]:
+    """:func:`_level_probabilities` on x_aux's device (no transfer to the host): a (b, K) float64 Tensor per level model."""
+    dev = x_aux.device
+    xa = x_aux[:, torch.as_tensor(reference.admissible, device=dev)].double()
+    out = []
+    for lm in reference.levels:
+        current = x_aux[:, torch.as_tensor(lm.positions, device=dev)].argmax(dim=1)
+        if reference.kind == "continuous":
+            c_from = torch.as_tensor(np.asarray(c_values, dtype=np.float64), device=dev)
+            c_to = torch.as_tensor(np.asarray(c_values, dtype=np.float64) + t * lm.c_sd, device=dev)
+        else:
+            c_from, c_to = torch.as_tensor(a_np, device=dev), torch.as_tensor(other, device=dev)
+        if coupling == "gumbel" or (coupling == "auto" and reference.kind != "continuous"):
+            out.append(gumbel_transition_t(lm.logits_t(xa, c_from), lm.logits_t(xa, c_to), current))
+        else:
+            out.append(comonotone_transition_t(lm.probabilities_t(xa, c_from), lm.probabilities_t(xa, c_to), current))
     return out
 
 
@@ -451,7 +531,8 @@ def coupled_inputs(aux_raw, x: torch.Tensor, c, *, reference: SwapReference, set
     -------
     list of (target, configs, weights, undefined)
         ``target`` (b,) int64; ``configs`` Tensor (b, C, d) float32 in the target's feature space; ``weights``
-        (b, C) float64, rows summing to 1; ``undefined`` (b,) bool.
+        (b, C) float64, rows summing to 1; ``undefined`` (b,) bool. On the torch path (x on a non-CPU device)
+        ``weights`` and ``undefined`` are Tensors on x's device (:func:`_level_probabilities_t`).
     """
     d = x.shape[1]
     keep = np.ones(d, dtype=bool) if keep is None else np.asarray(keep, dtype=bool)
@@ -554,11 +635,20 @@ def swap_chunk(target_model, aux_raw, x: torch.Tensor, c: np.ndarray | None, *, 
     Notes
     -----
     Our reading (docs/method.md, "The swap reading"); module docstring of :mod:`faux_checks.method.swap`.
+
+    Device path: with x on a non-CPU device and a torch target (or :data:`faux_checks.method.swap._FORCE_TORCH`
+    on the CPU), the move, the matched quantiles (np.interp semantics in torch, :func:`~faux_checks.method.swap._interp_t`),
+    the target's probabilities and the running maxima stay on the device; the results come to the host once at
+    the chunk's end (:func:`_finish_chunk_t`). The level models of one-hot groups run there too
+    (:func:`_level_probabilities_t`); what still crosses inside a chunk is one scalar per one-hot group and target:
+    the number of level configurations to read (:func:`~faux_checks.method.levels.configurations`, a shape).
+    On the CPU the numpy path is kept (the pinned scores, bit for bit).
     """
     b_rows, d = x.shape
     x = x.float()
     keep_t = torch.as_tensor(np.ones(d, dtype=bool) if keep is None else np.asarray(keep, dtype=bool), device=x.device)
-    p0 = predict_probability(target_model, x, output)
+    on_device = _torch_path(x) and not is_forward_only(target_model)
+    p0 = (predict_probability_tensor if on_device else predict_probability)(target_model, x, output)
     g0 = None
     if settings.evaluation == "first_order":
         if is_forward_only(target_model):
@@ -576,6 +666,12 @@ def swap_chunk(target_model, aux_raw, x: torch.Tensor, c: np.ndarray | None, *, 
         candidates = [(t, x1[:, None, :], np.ones((b_rows, 1)), u) for t, x1, u in
                       counterfactual_inputs(aux_raw, x, c, reference=reference, settings=settings, keep=keep,
                                             direct_levels=direct_levels)]
+    if on_device:
+        return _swap_chunk_t(target_model, x, p0, g0, candidates, output=output,
+                             keep=np.ones(d, dtype=bool) if keep is None else np.asarray(keep, dtype=bool),
+                             coupled=coupled, evidence=evidence)
+    to_np = lambda a: host(a) if isinstance(a, torch.Tensor) else a           # noqa: E731  (forced path, forward-only)
+    candidates = [(t, x1, to_np(w), to_np(u)) for t, x1, w, u in candidates]
     best = np.full(b_rows, -np.inf)
     best_p = np.full(b_rows, np.nan)
     best_t = np.zeros(b_rows, dtype=np.int64)
@@ -619,3 +715,72 @@ def swap_chunk(target_model, aux_raw, x: torch.Tensor, c: np.ndarray | None, *, 
                      counterfactual_probability=np.where(undefined, np.nan, best_p), counterfactual_target=best_t,
                      direct=direct, evidence=ev, outcomes=outcomes, outcome_weights=weights,
                      counterfactual=None if best_x is None else host(best_x))
+
+
+def _swap_chunk_t(target_model, x: torch.Tensor, p0: torch.Tensor, g0: torch.Tensor | None, candidates, *,
+                  output: TargetOutput, keep: np.ndarray, coupled: bool, evidence: bool) -> SwapChunk:
+    """The candidate loop of :func:`swap_chunk` in torch on x's device (the chunk's device path).
+
+    ``x`` (b, d) float32 and ``p0`` (b,) float64 on the device; ``candidates`` as in :func:`swap_chunk` (the
+    configurations on the device; ``undefined`` and ``weights`` Tensors there, or ndarrays, copied up). Every running maximum stays on the device; :func:`_finish_chunk_t` brings the
+    results to the host once, at the chunk's end.
+    """
+    b_rows, d = x.shape
+    dev = x.device
+    f64 = dict(dtype=torch.float64, device=dev)
+    best = torch.full((b_rows,), -np.inf, **f64)
+    best_p = torch.full((b_rows,), np.nan, **f64)
+    best_t = torch.zeros(b_rows, dtype=torch.int64, device=dev)
+    best_x = x.clone() if evidence else None
+    outcomes = weights = None
+    undefined = torch.zeros(b_rows, dtype=torch.bool, device=dev)
+    drop = torch.as_tensor(np.flatnonzero(~keep), device=dev)               # c's own columns (target inputs)
+    direct = None if keep.all() else torch.zeros(b_rows, **f64)
+    rows = torch.arange(b_rows, device=dev)
+    pad = lambda a, width: torch.nn.functional.pad(a, (0, width - a.shape[1]))   # noqa: E731
+    for target, configs, w, undef in candidates:                              # configs (b, C, d), w (b, C)
+        undefined |= torch.as_tensor(undef, device=dev)
+        w = torch.as_tensor(w, **f64)
+        target = torch.as_tensor(target, device=dev)
+        C = configs.shape[1]
+        if direct is not None:
+            only_c = x.clone()
+            only_c[:, drop] = configs[:, 0, drop]
+            direct = torch.maximum(direct, (predict_probability_tensor(target_model, only_c, output) - p0).abs())
+        p1 = predict_probability_tensor(target_model, configs.reshape(b_rows * C, d), output).reshape(b_rows, C)
+        if g0 is None:
+            change = (p1 - p0[:, None]).abs()                                  # (b, C)
+        else:
+            change = ((configs.double() - x.double()[:, None, :]) * g0[:, None, :]).sum(dim=2).abs()
+        expected = (w * change).sum(dim=1)
+        better = expected > best
+        if coupled:
+            width = max(C, 0 if outcomes is None else outcomes.shape[1])
+            change_p, w_p = pad(change, width), pad(w, width)
+            outcomes = change_p if outcomes is None else torch.where(better[:, None], change_p, pad(outcomes, width))
+            weights = w_p if weights is None else torch.where(better[:, None], w_p, pad(weights, width))
+        best = torch.where(better, expected, best)
+        best_p = torch.where(better, (w * p1).sum(dim=1), best_p)
+        best_t = torch.where(better, target, best_t)
+        if best_x is not None:
+            likely = configs[rows, w.argmax(dim=1)]                            # (b, d): the most probable one
+            best_x = torch.where(better[:, None], likely, best_x)
+    undefined |= ~torch.isfinite(best)
+    return _finish_chunk_t(target_model, x, output, best=best, best_p=best_p, best_t=best_t, best_x=best_x,
+                           undefined=undefined, p0=p0, direct=direct, outcomes=outcomes, weights=weights)
+
+
+def _finish_chunk_t(target_model, x, output, *, best, best_p, best_t, best_x, undefined, p0, direct, outcomes,
+                    weights) -> SwapChunk:
+    """The device path's results as a :class:`SwapChunk`: the one place its tensors come to the host (its end)."""
+    nan = torch.tensor(np.nan, dtype=torch.float64, device=x.device)
+    und = host(undefined)
+    ev = None
+    if best_x is not None:
+        ev = segment_attribution(target_model, x, best_x, output)
+        ev[und] = np.nan
+    opt = lambda t: None if t is None else host(t)                           # noqa: E731
+    return SwapChunk(scores=host(torch.where(undefined, nan, best)), undefined=und, probability=host(p0),
+                     counterfactual_probability=host(torch.where(undefined, nan, best_p)),
+                     counterfactual_target=host(best_t), direct=opt(direct), evidence=ev, outcomes=opt(outcomes),
+                     outcome_weights=opt(weights), counterfactual=opt(best_x))

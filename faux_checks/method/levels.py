@@ -34,8 +34,8 @@ import torch
 from .._validation import fmt_count
 from ..errors import InputError
 
-__all__ = ["LevelModel", "MAX_CONFIGURATIONS", "comonotone_transition", "configurations", "fit_level_model",
-           "fit_level_models", "gumbel_transition", "gumbel_transition_sampled"]
+__all__ = ["LevelModel", "MAX_CONFIGURATIONS", "comonotone_transition", "comonotone_transition_t", "configurations",
+           "fit_level_model", "fit_level_models", "gumbel_transition", "gumbel_transition_sampled", "gumbel_transition_t"]
 
 #: Level configurations kept per individual, and the smallest level probability enumerated.
 MAX_CONFIGURATIONS = 8
@@ -98,6 +98,39 @@ class LevelModel:
         logits -= logits.max(axis=1, keepdims=True)
         p = np.exp(logits)
         return p / p.sum(axis=1, keepdims=True)
+
+    def logits_t(self, x_admissible: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        """:meth:`logits` in torch on the rows' device: (b, d_A) float64, c (b,) -> (b, K) float64 there.
+
+        c: group indices (int64) or, continuous, values (float64), on the same device. Every group's logits are
+        formed for every row and the row's own kept (masks, no np.unique: no transfer to the host).
+        """
+        dev = x_admissible.device
+        cache = self.__dict__.setdefault("_device_cache", {})                 # frozen dataclass: no __setattr__
+        if str(dev) not in cache:
+            cache[str(dev)] = tuple(torch.as_tensor(a, dtype=torch.float64, device=dev)
+                                    for a in (self.weights, self.a_mean, self.a_scale))
+        weights, a_mean, a_scale = cache[str(dev)]
+        x = x_admissible.to(torch.float64).reshape(len(x_admissible), len(self.a_mean))
+        design = torch.cat([torch.ones((len(x), 1), dtype=torch.float64, device=dev), (x - a_mean) / a_scale], dim=1)
+        if self.kind == "continuous":
+            z = ((c.to(torch.float64) - self.c_mean) / self.c_sd)[:, None]
+            return design @ weights[0] + z * (design @ weights[1])
+        out = torch.zeros((len(design), weights.shape[2]), dtype=torch.float64, device=dev)
+        for g in range(weights.shape[0]):
+            out = torch.where((c == g)[:, None], design @ weights[g], out)
+        return out
+
+    def probabilities_t(self, x_admissible: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        """:meth:`probabilities` in torch on the rows' device ((b, d_A), (b,) -> (b, K) float64; :meth:`logits_t`)."""
+        logits = self.logits_t(x_admissible, c)
+        p = torch.exp(logits - logits.max(dim=1, keepdim=True).values)
+        return p / p.sum(dim=1, keepdim=True)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_device_cache", None)
+        return state
 
     def to_dict(self) -> dict:
         return {"positions": self.positions.tolist(), "weights": self.weights.tolist(), "a_mean": self.a_mean.tolist(),
@@ -250,6 +283,70 @@ def comonotone_transition(p_from: np.ndarray, p_to: np.ndarray, current: np.ndar
 GUMBEL_NODES = 8
 
 
+def comonotone_transition_t(p_from: torch.Tensor, p_to: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
+    """:func:`comonotone_transition` in torch on the rows' device: (b, K), (b, K) float64, (b,) int64 -> (b, K).
+
+    The same steps (a stable sort of the log-likelihood ratio, cumulative sums, the overlap of the stretches);
+    a zero-probability level's point rule is taken for every row and kept where it applies (no branch on the
+    host).
+    """
+    b, K = p_from.shape
+    tiny = 1e-300
+    order = torch.argsort(torch.log(p_to.clamp_min(tiny)) - torch.log(p_from.clamp_min(tiny)), dim=1, stable=True)
+    rank_of = torch.empty_like(order).scatter_(1, order, torch.arange(K, device=order.device).expand(b, K))
+    pf, pt = p_from.gather(1, order), p_to.gather(1, order)
+    cf, ct = torch.cumsum(pf, dim=1), torch.cumsum(pt, dim=1)
+    cf[:, -1] = 1.0
+    ct[:, -1] = 1.0
+    pos = rank_of.gather(1, current.long()[:, None])                          # (b, 1)
+    hi = cf.gather(1, pos)
+    lo = hi - pf.gather(1, pos)
+    ct_lo = ct - pt
+    overlap = (torch.minimum(hi, ct) - torch.maximum(lo, ct_lo)).clamp_min(0.0)   # (b, K)
+    point = (hi - lo) <= 1e-12                                                 # (b, 1)
+    at_point = ((ct_lo <= hi) & (hi < ct)).to(torch.float64)
+    at_point[:, -1] += (hi[:, 0] >= 1.0).to(torch.float64)
+    overlap = torch.where(point, at_point, overlap)
+    return torch.empty_like(overlap).scatter_(1, order, overlap / overlap.sum(dim=1, keepdim=True))
+
+
+_LEGGAUSS: dict = {}
+
+
+def gumbel_transition_t(logits_from: torch.Tensor, logits_to: torch.Tensor, current: torch.Tensor, *,
+                        nodes: int = GUMBEL_NODES) -> torch.Tensor:
+    """:func:`gumbel_transition` in torch on the rows' device: (b, K), (b, K) float64, (b,) int64 -> (b, K).
+
+    The same closed form and Gauss–Legendre nodes (numpy's, copied to the device once).
+    """
+    dev = logits_from.device
+    key = (str(dev), nodes)
+    if key not in _LEGGAUSS:
+        _LEGGAUSS[key] = tuple(torch.as_tensor(a, dtype=torch.float64, device=dev)
+                               for a in np.polynomial.legendre.leggauss(nodes))
+    x, w = _LEGGAUSS[key]
+    eta = logits_from.to(torch.float64)
+    eta = eta - eta.max(dim=1, keepdim=True).values
+    d = logits_to.to(torch.float64) - logits_from.to(torch.float64)
+    k = current.long()[:, None]                                                # (b, 1)
+    ek = torch.exp(eta)                                                        # (b, K)
+    dk = d.gather(1, k)                                                        # (b, 1)
+    ekk = ek.gather(1, k)                                                      # (b, 1)
+    stay = ekk[:, 0] / (ek * torch.exp(-(dk - d).clamp_max(0.0))).sum(dim=1)
+    delta = (d - dk).clamp_min(0.0)                                            # (b, K): Δ for each j
+    s = (x[None, None, :] + 1.0) / 2.0 * delta[:, :, None]                     # (b, K_j, Q)
+    es = torch.exp(-s)
+    ee = torch.exp(-(d[:, :, None] - d[:, None, :]))                           # (b, K_j, K_i)
+    A = torch.einsum("bjqi,bi->bjq", torch.maximum(es[..., None], ee[:, :, None, :]), ek)   # (b, K_j, Q)
+    integral = (es / A ** 2 * w[None, None, :]).sum(dim=2) * delta / 2.0     # (b, K_j)
+    joint = (ekk * ek * integral).scatter(1, k, stay[:, None])
+    p_k = ekk / ek.sum(dim=1, keepdim=True)
+    out = (joint / p_k).clamp_min(0.0)
+    return out / out.sum(dim=1, keepdim=True)
+
+
+
+
 def gumbel_transition(logits_from: np.ndarray, logits_to: np.ndarray, current: np.ndarray, *,
                       nodes: int = GUMBEL_NODES) -> np.ndarray:
     """P(counterfactual level = j | current level k) under the Gumbel-max coupling of two multinomial logits.
@@ -341,12 +438,19 @@ def configurations(x1: torch.Tensor, groups: Sequence[np.ndarray], probabilities
     configs : Tensor of shape (b, C, d), float32
         C ≤ max_configs (padding configurations have weight 0).
     weights : ndarray of shape (b, C), float64, rows summing to 1
+        A float64 Tensor on the probabilities' device when they are Tensors (the swap reading's device path).
+
+    Notes
+    -----
+    The number of configurations C is read from the data: one scalar per group comes to the host (a shape).
     """
     b = x1.shape[0]
-    weights = torch.ones((b, 1), dtype=torch.float64)       # on the host: (b, K) probabilities come from numpy
+    on_device = bool(probabilities) and isinstance(probabilities[0], torch.Tensor)
+    dev = probabilities[0].device if on_device else torch.device("cpu")
+    weights = torch.ones((b, 1), dtype=torch.float64, device=dev)   # on the host when the probabilities are numpy
     chosen: list[torch.Tensor] = []
     for p in probabilities:
-        p = torch.as_tensor(np.asarray(p, dtype=np.float64))
+        p = p.to(torch.float64) if on_device else torch.as_tensor(np.asarray(p, dtype=np.float64))
         p = torch.where(p >= min_probability, p, torch.zeros_like(p))
         total = p.sum(dim=1, keepdim=True)
         p = torch.where(total > 0, p / total.clamp_min(1e-300), torch.full_like(p, 1.0 / p.shape[1]))
@@ -364,4 +468,4 @@ def configurations(x1: torch.Tensor, groups: Sequence[np.ndarray], probabilities
         block = torch.zeros((b, C, len(idx_t)), dtype=torch.float32, device=configs.device)
         block.scatter_(2, level[:, :, None].to(configs.device), 1.0)
         configs[:, :, idx_t] = block
-    return configs, weights.numpy()
+    return configs, weights if on_device else weights.numpy()

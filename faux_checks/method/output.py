@@ -188,6 +188,19 @@ def probability(out: torch.Tensor, output: TargetOutput) -> torch.Tensor:
     raise InputError(f"resolve the output form first (got {form!r})")
 
 
+def predict_probability_tensor(model, X: torch.Tensor, output: TargetOutput, *,
+                               chunk_size: int = DEFAULT_CHUNK) -> torch.Tensor:
+    """:func:`predict_probability` as a float64 Tensor (n,) on X's device (no transfer to the host).
+
+    For a torch target whose rows are already on its device (the swap reading's device path,
+    :func:`faux_checks.method.counterfactual.swap_chunk`); the same float64 sigmoid/softmax, so on the CPU it
+    equals :func:`predict_probability` bit for bit. X : Tensor (n, d). Raises InputError as :func:`raw_output`.
+    """
+    with torch.no_grad(), eval_mode(model):
+        parts = [probability(raw_output(model, X[sl]).double(), output) for sl in iter_chunks(X.shape[0], chunk_size)]
+    return torch.cat(parts) if parts else torch.empty(0, dtype=torch.float64, device=X.device)
+
+
 def predict_probability(model, X, output: TargetOutput, *, chunk_size: int = DEFAULT_CHUNK) -> np.ndarray:
     """P(y = target_class | x) of every row, without gradients.
 

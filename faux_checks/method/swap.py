@@ -225,8 +225,85 @@ def _quantile_ranks(q_from: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return levels, np.bincount(inverse, weights=grid) / np.bincount(inverse)
 
 
+#: Private switch for tests: True runs the torch path of the matched quantiles (:func:`_interp_t` and the
+#: ``*_t`` helpers) on CPU tensors too. Without it the torch path runs only for a chunk on a non-CPU device; the
+#: CPU keeps the numpy path (bit-identical to the pinned scores).
+_FORCE_TORCH = False
+
+
+def _torch_path(x) -> bool:
+    """Whether a chunk's tensor ``x`` takes the torch path: a Tensor on a non-CPU device (or :data:`_FORCE_TORCH`)."""
+    return isinstance(x, torch.Tensor) and (_FORCE_TORCH or x.device.type != "cpu")
+
+
+def _interp_t(x: torch.Tensor, xp: torch.Tensor, fp: torch.Tensor) -> torch.Tensor:
+    """``np.interp(x, xp, fp)`` in torch, on x's device.
+
+    Parameters
+    ----------
+    x : Tensor of shape (n,), float64
+    xp : Tensor of shape (Q,), float64, strictly increasing
+    fp : Tensor of shape (Q,), float64, on x's device
+
+    Returns
+    -------
+    Tensor of shape (n,), float64
+        Linear interpolation; ``fp[0]`` below ``xp[0]``, ``fp[-1]`` at or above ``xp[-1]``, ``fp[j]`` where
+        x equals ``xp[j]``, NaN where x is NaN (one point, Q = 1: ``fp[0]`` everywhere, NaN included).
+
+    Notes
+    -----
+    Our reading: np.interp semantics (numpy's ``arr_interp``: the same slope formula ``slope·(x − xp[j]) +
+    fp[j]``, and its retry from the right end of the interval where that is NaN), so that on float64 CPU
+    tensors it equals np.interp (tests/test_swap_torch_path.py).
+    """
+    if xp.shape[0] == 1:
+        return torch.full_like(x, 0.0) + fp[0]
+    j = (torch.searchsorted(xp, x.contiguous(), right=True) - 1).clamp(0, xp.shape[0] - 2)   # xp[j] <= x < xp[j+1]
+    x0, x1, f0, f1 = xp[j], xp[j + 1], fp[j], fp[j + 1]
+    slope = (f1 - f0) / (x1 - x0)
+    out = slope * (x - x0) + f0
+    retry = torch.isnan(out)
+    out = torch.where(retry, slope * (x - x1) + f1, out)
+    out = torch.where(torch.isnan(out) & (f0 == f1), f0, out)
+    out = torch.where(x == x0, f0, out)
+    out = torch.where(x >= xp[-1], fp[-1], out)
+    out = torch.where(x < xp[0], fp[0], out)
+    return torch.where(torch.isnan(x), x, out)
+
+
+def _interp_uniform_t(r: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """:func:`_interp_uniform` in torch: ``np.interp(r, linspace(0, 1, len(q)), q)`` for r (n,) in [0, 1], q (Q,) float64.
+
+    The index is clamped to [0, Q − 2] (numpy's would be out of range for a NaN r; here a NaN r gives NaN).
+    """
+    pos = r * (q.shape[0] - 1)
+    i = pos.long().clamp(0, q.shape[0] - 2)
+    return q[i] + (pos - i) * (q[i + 1] - q[i])
+
+
+class _DeviceCached:
+    """Mixin: per-device copies of a frozen reference object's arrays (built once per device, never pickled)."""
+
+    def _on_device(self, device: torch.device, key, build):
+        cache = self.__dict__.setdefault("_device_cache", {})               # frozen dataclass: no __setattr__
+        k = (str(device), key)
+        if k not in cache:
+            cache[k] = build()
+        return cache[k]
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_device_cache", None)
+        return state
+
+
+def _t64(a, device) -> torch.Tensor:
+    return torch.as_tensor(np.asarray(a, dtype=np.float64), dtype=torch.float64, device=device)
+
+
 @dataclass(frozen=True)
-class GroupShift:
+class GroupShift(_DeviceCached):
     """How the aux log-odds v = z_b − z_a differ between group a and group b, given the admissible features.
 
     Attributes
@@ -244,13 +321,28 @@ class GroupShift:
     quantiles_to: np.ndarray
 
     def goal(self, v: np.ndarray, x_admissible: np.ndarray) -> np.ndarray:
-        """The matched value of v in group b for rows of group a: (n,), (n, d_A) -> (n,)."""
+        """The matched value of v in group b for rows of group a: (n,), (n, d_A) -> (n,).
+
+        Float64 Tensors (on any device) in give a Tensor on that device (:meth:`goal_from_fits`).
+        """
+        if isinstance(v, torch.Tensor):
+            coef_from, coef_to = (_t64(c, v.device) for c in (self.coef_from, self.coef_to))
+            return self.goal_from_fits(v, coef_from[0] + x_admissible @ coef_from[1:],
+                                       coef_to[0] + x_admissible @ coef_to[1:])
         fitted_from = self.coef_from[0] + x_admissible @ self.coef_from[1:]
         fitted_to = self.coef_to[0] + x_admissible @ self.coef_to[1:]
         return self.goal_from_fits(v, fitted_from, fitted_to)
 
     def goal_from_fits(self, v: np.ndarray, fitted_from: np.ndarray, fitted_to: np.ndarray) -> np.ndarray:
-        """:meth:`goal` given the two linear models' fitted values for the rows, (n,) each -> (n,)."""
+        """:meth:`goal` given the two linear models' fitted values for the rows, (n,) each -> (n,).
+
+        ndarrays in: numpy (np.interp). float64 Tensors in: the same on their device (:func:`_interp_t`,
+        :func:`_interp_uniform_t`; the quantiles are copied to the device once and kept).
+        """
+        if isinstance(v, torch.Tensor):
+            levels, ranks, q_to = self._on_device(v.device, "ranks", lambda: tuple(
+                _t64(a, v.device) for a in (*self._ranks, self.quantiles_to)))
+            return fitted_to + _interp_uniform_t(_interp_t(v - fitted_from, levels, ranks), q_to)
         levels, ranks = self._ranks
         return fitted_to + _interp_uniform(np.interp(v - fitted_from, levels, ranks), self.quantiles_to)
 
@@ -260,7 +352,7 @@ class GroupShift:
 
 
 @dataclass(frozen=True)
-class ContinuousShift:
+class ContinuousShift(_DeviceCached):
     """How the aux prediction v of a continuous c is distributed at each value of c, given the admissible features.
 
     The continuous analogue of :class:`GroupShift`: c's reference values are cut into bins; per bin, a
@@ -298,8 +390,54 @@ class ContinuousShift:
         w = np.where(span > 0, (clipped - self.centers[lo]) / np.where(span > 0, span, 1.0), 0.0)
         return lo, w, (c - clipped) / self.sd
 
+    def _position_t(self, c: torch.Tensor, centers: torch.Tensor):
+        """:meth:`_position` in torch (c (n,) float64 and the centers on one device)."""
+        clipped = c.clamp(float(self.centers[0]), float(self.centers[-1]))
+        hi = torch.searchsorted(centers, clipped.contiguous(), right=True).clamp(1, len(self.centers) - 1)
+        lo = hi - 1
+        span = centers[hi] - centers[lo]
+        w = torch.where(span > 0, (clipped - centers[lo]) / torch.where(span > 0, span, torch.ones_like(span)),
+                        torch.zeros_like(span))
+        return lo, w, (c - clipped) / self.sd
+
+    def _goal_t(self, v: torch.Tensor, c: torch.Tensor, x_admissible: torch.Tensor, sign: float) -> torch.Tensor:
+        """:meth:`goal` in torch on v's device (no transfer): every bin is read with masks instead of np.unique."""
+        dev = v.device
+        centers, coefs, quantiles, grid = self._on_device(dev, "bins", lambda: (
+            _t64(self.centers, dev), _t64(self.coefs, dev), _t64(self.quantiles, dev),
+            torch.linspace(0.0, 1.0, self.quantiles.shape[1], dtype=torch.float64, device=dev)))
+        ranks_of = self._on_device(dev, "ranks", lambda: [tuple(_t64(a, dev) for a in _quantile_ranks(q))
+                                                          for q in self.quantiles])
+        design = torch.cat([torch.ones((len(v), 1), dtype=torch.float64, device=dev), x_admissible], dim=1)
+        fits = design @ coefs.T                                              # (n, B)
+        rows = torch.arange(len(v), device=dev)
+        lo, w, _ = self._position_t(c, centers)
+        fitted = (1 - w) * fits[rows, lo] + w * fits[rows, lo + 1]
+        residual = v - fitted
+        zero = torch.zeros_like(v)
+        rank = torch.zeros_like(v)
+        for b, (levels, ranks) in enumerate(ranks_of):                        # mixture of the two bins' CDFs
+            at = _interp_t(residual, levels, ranks)
+            rank = rank + torch.where(lo == b, (1 - w) * at, zero)
+            rank = rank + torch.where(lo + 1 == b, w * at, zero)
+        rank = rank.clamp(0.0, 1.0)
+        lo_t, w_t, beyond = self._position_t(c + sign * self.sd, centers)
+        fitted_to = (1 - w_t) * fits[rows, lo_t] + w_t * fits[rows, lo_t + 1] + beyond * self.slope
+        q_lo = torch.zeros_like(v)
+        q_hi = torch.zeros_like(v)
+        for b in range(len(self.centers) - 1):
+            sel = lo_t == b
+            q_lo = torch.where(sel, _interp_t(rank, grid, quantiles[b]), q_lo)
+            q_hi = torch.where(sel, _interp_t(rank, grid, quantiles[b + 1]), q_hi)
+        return fitted_to + (1 - w_t) * q_lo + w_t * q_hi
+
     def goal(self, v: np.ndarray, c: np.ndarray, x_admissible: np.ndarray, sign: float) -> np.ndarray:
-        """The matched value of v at c + sign·sd for rows at c: (n,), (n,), (n, d_A) -> (n,)."""
+        """The matched value of v at c + sign·sd for rows at c: (n,), (n,), (n, d_A) -> (n,).
+
+        float64 Tensors in (on any device): the same in torch on that device (:meth:`_goal_t`).
+        """
+        if isinstance(v, torch.Tensor):
+            return self._goal_t(v, c, x_admissible, sign)
         grid = np.linspace(0.0, 1.0, self.quantiles.shape[1])
         design = np.column_stack([np.ones(len(v)), x_admissible])            # (n, 1 + d_A)
         fits = design @ self.coefs.T                                         # (n, B)
@@ -326,7 +464,7 @@ class ContinuousShift:
 
 
 @dataclass(frozen=True)
-class FeatureMatching:
+class FeatureMatching(_DeviceCached):
     """The matched value of each free numeric feature in the other group (``swap_metric = "matched"``).
 
     A person keeps their rank: feature j takes the value of the person's rank in the other group among people
@@ -359,8 +497,13 @@ class FeatureMatching:
         ``held`` (d_aux,) bool: the held features the regressions read. The fits come from one float32 product
         of the rows with coefficients that are zero outside the held features (no (n, d_A) float64 copy); the
         quantile matching is in float64.
+
+        A Tensor on a non-CPU device (or any Tensor with :data:`_FORCE_TORCH`): :meth:`_values_t`, the same in
+        torch, returning an (n, d_m) float64 Tensor on that device.
         """
         x_t = torch.as_tensor(x_aux, dtype=torch.float32)
+        if _torch_path(x_t):
+            return self._values_t(x_t, held, a, b, c_values, sign)
         x = host(x_t[:, torch.as_tensor(self.positions, device=x_t.device)].double())   # (n, d_m)
         out = np.empty_like(x)
         if not len(self.positions):                                            # every free feature is one-hot
@@ -388,6 +531,51 @@ class FeatureMatching:
                         out[:, k] = value
                     else:
                         out[sel, k] = value
+        return out
+
+    def _values_t(self, x_t: torch.Tensor, held: np.ndarray, a=None, b=None, c_values=None,
+                  sign: float = 1.0) -> torch.Tensor:
+        """:meth:`values` on x_t's device, without a transfer to the host: (n, d_aux) float32 -> (n, d_m) float64.
+
+        The groups a, b (ndarrays, the chunk's inputs) choose the rows on the host; the fits and the quantile
+        matching are torch ops on the device (:meth:`GroupShift.goal_from_fits`, :meth:`ContinuousShift.goal`
+        on Tensors); the coefficients are copied to the device once per pair and kept.
+        """
+        dev = x_t.device
+        x = x_t[:, torch.as_tensor(self.positions, device=dev)].double()          # (n, d_m)
+        out = torch.empty_like(x)
+        if not len(self.positions):
+            return out
+        held = np.asarray(held, dtype=bool)
+        if self.continuous:
+            x_held = x_t[:, torch.as_tensor(held, device=dev)].double()
+            c_t = _t64(c_values, dev)
+            for k, shift in enumerate(self.continuous):
+                out[:, k] = x[:, k] + sign * self.slopes[k] if shift is None else shift.goal(x[:, k], c_t, x_held, sign)
+            return out
+        a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+        for ga in np.unique(a):
+            for gb in np.unique(b[a == ga]):
+                sel = (a == ga) & (b == gb)
+                shifts = self.shifts[(int(ga), int(gb))]
+
+                def build():
+                    coef = np.stack([c for s in shifts for c in (s.coef_from, s.coef_to)], axis=1)   # (1 + d_A, 2 d_m)
+                    slopes = np.zeros((x_t.shape[1], coef.shape[1]), dtype=np.float32)
+                    slopes[held] = coef[1:]
+                    return torch.from_numpy(slopes).to(dev), _t64(coef[0], dev)
+
+                slopes_t, intercepts = self._on_device(dev, (int(ga), int(gb), held.tobytes()), build)
+                sel_t = None if sel.all() else torch.as_tensor(sel, device=dev)
+                rows = x_t if sel_t is None else x_t[sel_t]
+                fits = (rows @ slopes_t).double() + intercepts                  # (n_sel, 2 d_m)
+                xs = x if sel_t is None else x[sel_t]
+                for k, shift in enumerate(shifts):
+                    value = shift.goal_from_fits(xs[:, k], fits[:, 2 * k], fits[:, 2 * k + 1])
+                    if sel_t is None:
+                        out[:, k] = value
+                    else:
+                        out[sel_t, k] = value
         return out
 
     def to_dict(self) -> dict:
@@ -851,8 +1039,8 @@ def swap_displacement(grad: torch.Tensor, metric: torch.Tensor, delta: torch.Ten
     floor = torch.as_tensor(floor, dtype=torch.float64, device=delta.device)
     undefined = ~(torch.isfinite(norm2) & torch.isfinite(delta)) | (norm2 <= ZERO_NORM2)
     scale = delta / (norm2 + floor)                                                    # (n,): inf/NaN only where undefined
-    if bool(undefined.any()):
-        scale = torch.where(undefined, torch.zeros((), dtype=torch.float64), scale)
-        Mg = torch.where(undefined[:, None], torch.zeros((), dtype=g.dtype), Mg)
+    if _torch_path(g) or bool(undefined.any()):                             # on a device: no sync, where() always
+        scale = torch.where(undefined, torch.zeros((), dtype=torch.float64, device=g.device), scale)
+        Mg = torch.where(undefined[:, None], torch.zeros((), dtype=g.dtype, device=g.device), Mg)
     dx = Mg.mul_(scale.to(g.dtype)[:, None])                                 # Mg is the matmul's own output
     return dx, undefined
