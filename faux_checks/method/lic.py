@@ -107,7 +107,7 @@ def _damped_gram(J: torch.Tensor, *, ridge: float) -> tuple[torch.Tensor, torch.
     J64 = J.double()
     n, k, d = J64.shape
     finite = torch.isfinite(J64).flatten(1).all(dim=1)
-    J64 = torch.where(finite[:, None, None], J64, torch.zeros((), dtype=torch.float64))
+    J64 = torch.where(finite[:, None, None], J64, torch.zeros((), dtype=torch.float64, device=J64.device))
     gram = J64 @ J64.transpose(1, 2)                                    # (n, k, k)
     row_norm2 = torch.diagonal(gram, dim1=1, dim2=2)                    # (n, k)
     undefined = ~finite | (row_norm2 <= ZERO_NORM2).all(dim=1)          # (n,)
@@ -121,7 +121,7 @@ def _damped_gram(J: torch.Tensor, *, ridge: float) -> tuple[torch.Tensor, torch.
 
 def _scores_from_components(components: torch.Tensor, terms: torch.Tensor | None, undefined: torch.Tensor) -> LICScores:
     """components (n, k), per-feature terms (n, k, d) or None -> LICScores with evidence of the max row."""
-    filled = torch.where(undefined[:, None], torch.zeros((), dtype=components.dtype), components)
+    filled = torch.where(undefined[:, None], torch.zeros((), dtype=components.dtype, device=components.device), components)
     top = filled.abs().argmax(dim=1)                                     # (n,)
     nan = torch.full((), float("nan"), dtype=torch.float64)
     scores = filled.abs().amax(dim=1) if filled.shape[1] else torch.zeros(filled.shape[0], dtype=filled.dtype)
@@ -236,8 +236,8 @@ def faux_projection_scores(g: torch.Tensor, J: torch.Tensor, *, direct: torch.Te
     _check_shapes(g, J)
     g64, J64 = g.double(), J.double()
     finite = torch.isfinite(g64).all(dim=1) & torch.isfinite(J64).flatten(1).all(dim=1)
-    g64 = torch.where(finite[:, None], g64, torch.zeros((), dtype=torch.float64))
-    J64 = torch.where(finite[:, None, None], J64, torch.zeros((), dtype=torch.float64))
+    g64 = torch.where(finite[:, None], g64, torch.zeros((), dtype=torch.float64, device=g64.device))
+    J64 = torch.where(finite[:, None, None], J64, torch.zeros((), dtype=torch.float64, device=J64.device))
     row_norm = J64.norm(dim=2)                                           # (n, k)
     undefined = ~finite | (row_norm.pow(2) <= ZERO_NORM2).all(dim=1)
     J_unit = J64 / torch.where(row_norm > 0, row_norm, torch.ones_like(row_norm))[:, :, None]
@@ -278,8 +278,8 @@ def faux_ng_scores(g: torch.Tensor, J: torch.Tensor, *, direct: torch.Tensor | N
         raise InputError("the NG variant has no direct term; use variant 'faux' when c is a target input")
     g64, J64 = g.double(), J.double()
     finite = torch.isfinite(g64).all(dim=1) & torch.isfinite(J64).flatten(1).all(dim=1)
-    g64 = torch.where(finite[:, None], g64, torch.zeros((), dtype=torch.float64))
-    J64 = torch.where(finite[:, None, None], J64, torch.zeros((), dtype=torch.float64))
+    g64 = torch.where(finite[:, None], g64, torch.zeros((), dtype=torch.float64, device=g64.device))
+    J64 = torch.where(finite[:, None, None], J64, torch.zeros((), dtype=torch.float64, device=J64.device))
     g_norm = g64.norm(dim=1)                                             # (n,)
     row_norm = J64.norm(dim=2)                                           # (n, k)
     undefined = ~finite | (row_norm.pow(2) <= ZERO_NORM2).all(dim=1)
