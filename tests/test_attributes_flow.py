@@ -95,7 +95,7 @@ def test_the_gate_decides_once_over_every_attribute_and_records_each(tmp_path, h
     outcomes = {o["version"]: o for o in returned}
     assert [a["decision"] for a in outcomes[v_unfair]["attributes"]] == ["failed", "passed", "failed"]
     assert "check" not in outcomes[v_unfair]["attributes"][0]      # the flow's result stays small
-    from faux_checks_app.cli import _print_table
+    from faux_checks_app.history import print_table as _print_table
 
     capsys.readouterr()
     _print_table([fair, unfair])                                     # `faux-checks gate` / `history`
