@@ -36,7 +36,8 @@ from .._device import resolve_device
 from ..method.auxiliary import AuxiliaryModel
 from .policy import Policy
 
-__all__ = ["MAX_ENTRIES", "aux_cache_stats", "aux_store", "clear_aux_cache", "new_aux", "restore_recorded", "trained_aux"]
+__all__ = ["MAX_ENTRIES", "aux_cache_stats", "aux_store", "clear_aux_cache", "fitted_reference", "new_aux",
+           "restore_recorded", "trained_aux"]
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +46,10 @@ MAX_ENTRIES = 8
 
 _CACHE: OrderedDict[str, AuxiliaryModel] = OrderedDict()
 _LOCK = threading.Lock()
-_STATS = {"hits": 0, "trainings": 0, "restored": 0}
+_STATS = {"hits": 0, "trainings": 0, "restored": 0, "reference_fits": 0, "reference_hits": 0}
+#: Fitted swap references kept per process (:func:`fitted_reference`).
+MAX_REFERENCES = 16
+_REFERENCES: OrderedDict[str, dict] = OrderedDict()
 #: ``key -> (records folder, source) or None``: where recorded models are looked up (:func:`aux_store`).
 _STORE: ContextVar[Callable[[str], tuple[Path, str] | None] | None] = ContextVar("faux_checks_aux_store", default=None)
 
@@ -177,11 +181,89 @@ def clear_aux_cache() -> None:
     """Forget every stored model (tests that patch the training; a process that wants the memory back)."""
     with _LOCK:
         _CACHE.clear()
-        _STATS.update(hits=0, trainings=0, restored=0)
+        _REFERENCES.clear()
+        _STATS.update(hits=0, trainings=0, restored=0, reference_fits=0, reference_hits=0)
 
 
 def aux_cache_stats() -> dict[str, int]:
     """``hits`` (trainings saved in this process), ``restored`` (recorded models reused), ``trainings`` (models
-    trained) since the last clear, and ``entries``."""
+    trained), ``reference_fits`` / ``reference_hits`` (swap references fitted / reused, :func:`fitted_reference`)
+    since the last clear, and ``entries`` (aux models kept)."""
     with _LOCK:
         return {**_STATS, "entries": len(_CACHE)}
+
+
+def _digest(h, value) -> None:
+    """Feed ``value`` (arrays by dtype, shape and bytes; sequences and mappings element by element) into ``h``."""
+    if isinstance(value, np.ndarray):
+        array = np.ascontiguousarray(value)
+        h.update(f"a{array.dtype.str}{array.shape}".encode())
+        h.update(array.tobytes())
+    elif isinstance(value, (list, tuple)):
+        h.update(f"s{len(value)}(".encode())
+        for v in value:
+            _digest(h, v)
+        h.update(b")")
+    elif isinstance(value, dict):
+        h.update(f"m{len(value)}(".encode())
+        for k in sorted(value, key=str):
+            h.update(repr(k).encode())
+            _digest(h, value[k])
+        h.update(b")")
+    else:
+        h.update(f"v{value!r};".encode())
+
+
+def _reference_key(tester, X_ref, c_ref, settings: dict) -> str:
+    """sha256 of everything :meth:`FAuxTester.fit_reference` reads: the aux network (its weights and buffers, so
+    an aux model changed after training is another key) and kind, the reference rows and values, the swap
+    settings' categorical mode and groups, and the arguments."""
+    aux = tester.aux_model
+    h = hashlib.sha256()
+    for name, tensor in aux.net_.state_dict().items():
+        h.update(name.encode())
+        _digest(h, tensor.detach().cpu().numpy())
+    h.update(f"kind:{aux.kind}".encode())
+    _digest(h, [np.asarray(X_ref), np.asarray(c_ref), tester.swap.categorical,
+                [np.asarray(g) for g in tester.swap.categorical_groups], settings])
+    return h.hexdigest()
+
+
+def fitted_reference(tester, X_ref, c_ref, **settings):
+    """``tester`` with its swap reference: :meth:`~faux_checks.method.faux.FAuxTester.fit_reference` ``(X_ref, c_ref,
+    **settings)``, or the reference this process fitted on the same inputs (issue 23, item 1: the demo fitted 15
+    references where its 3 seeds x 2 encodings make 6 distinct).
+
+    The fit is deterministic given what :func:`_reference_key` hashes (the aux model, rows, values, categorical groups
+    and settings; its permutation tests are seeded), so the stored reference is the one a new fit would give. Sets
+    ``reference``, ``held_fixed_``, ``informativeness_``, ``independence_`` (copies of the stored ones) and
+    ``reference_reused_`` (True on a hit).
+
+    Raises
+    ------
+    Whatever :meth:`FAuxTester.fit_reference` raises (nothing is stored then).
+    """
+    key = _reference_key(tester, X_ref, c_ref, settings)
+    with _LOCK:
+        hit = _REFERENCES.get(key)
+        if hit is not None:
+            _REFERENCES.move_to_end(key)
+            _STATS["reference_hits"] += 1
+    if hit is None:
+        tester.fit_reference(X_ref, c_ref, **settings)
+        fitted = {"reference": tester.reference, "held_fixed_": tester.held_fixed_.copy(),
+                  "informativeness_": copy.deepcopy(tester.informativeness_),
+                  "independence_": copy.deepcopy(tester.independence_)}
+        with _LOCK:
+            _REFERENCES[key] = fitted
+            _STATS["reference_fits"] += 1
+            while len(_REFERENCES) > MAX_REFERENCES:
+                _REFERENCES.popitem(last=False)
+        tester.reference_reused_ = False
+        return tester
+    tester.reference = hit["reference"]
+    tester.held_fixed_ = hit["held_fixed_"].copy()
+    tester.informativeness_ = copy.deepcopy(hit["informativeness_"])
+    tester.independence_ = copy.deepcopy(hit["independence_"])
+    tester.reference_reused_ = True
+    return tester

@@ -18,6 +18,7 @@ from ..method.counterfactual import SwapSettings
 from ..method.faux import FAuxTester
 from ..method.output import TargetOutput
 from ..method.swap import SwapReference
+from .aux_cache import fitted_reference
 from .policy import Policy
 from .rows import direct_derivative, swap_layout
 
@@ -110,7 +111,7 @@ def faux_tester(target_model, aux: AuxiliaryModel, policy: Policy, output: Targe
     holdout = None
     if faux.hold_uninformative and holdout_rows is not None and len(holdout_rows) >= 2:
         holdout = (holdout_rows[:, layout.keep], holdout_values)
-    return tester.fit_reference(reference_rows[:, layout.keep], reference_values, admissible=layout.admissible,
-                                metric=faux.swap_metric, holdout=holdout, feature_groups=layout.feature_groups,
-                                guard=faux.swap_guard, continuous_matching=faux.continuous_matching,
-                                hold_independent=faux.hold_independent)
+    return fitted_reference(tester, reference_rows[:, layout.keep], reference_values, admissible=layout.admissible,
+                            metric=faux.swap_metric, holdout=holdout, feature_groups=layout.feature_groups,
+                            guard=faux.swap_guard, continuous_matching=faux.continuous_matching,
+                            hold_independent=faux.hold_independent)
