@@ -610,7 +610,7 @@ def main(argv: list[str] | None = None) -> int:
             frame = read_table(setup["audit_path"])
             policy = load_policy()
             spec = FeatureSpec.load(setup["spec_path"])
-            for (name, path), number in zip(setup["versions"], registered):
+            for (_name, path), number in zip(setup["versions"], registered, strict=True):   # registered: one per version
                 lab = f"v{number}"
                 d, g = f"direct-{lab}", f"direct-gx-{lab}"
                 model = load_model(path)

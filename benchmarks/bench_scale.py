@@ -296,7 +296,7 @@ def compare_outputs(paths: list[str]) -> str:
     ref = files[0]
     readers = [_rebatch(f.to_batches(columns=["row", "lic_score", "status"], batch_size=1 << 20)) for f in files]
     worst, n = 0.0, 0
-    for batches in zip(*readers):
+    for batches in zip(*readers, strict=False):
         a = batches[0]
         for b in batches[1:]:
             if not (a.column("row").equals(b.column("row")) and a.column("status").equals(b.column("status"))):

@@ -374,7 +374,7 @@ def run_case(case: str, args) -> dict:
     res["floor_rows_per_s"] = n_rows / res["floor_s"]
     res["ratio_to_floor"] = res["time_s"] / res["floor_s"]
     res["ratio_to_floor_cpu"] = res["cpu_s"] / res["floor_cpu_s"]
-    res["ratio_paired_median"] = statistics.median(c[0] / f[0] for c, f in zip(cases, floors))
+    res["ratio_paired_median"] = statistics.median(c[0] / f[0] for c, f in zip(cases, floors, strict=False))
     if swap_floors:
         res["swap_floor_s"] = min(f[0] for f in swap_floors)
         res["swap_floor_cpu_s"] = min(f[1] for f in swap_floors)

@@ -767,14 +767,14 @@ def cmd_demo(args) -> int:
                      report_root=str(workdir / "reports"), return_state=True)
     delta = load_policy(policy_file).faux.delta
     truth = {}
-    for number, v in zip(registered, versions):
+    for number, v in zip(registered, versions, strict=True):
         t = definitional_truth(v, delta=delta)
         truth[str(number)] = f"{t['share']:.1%} (married {t['share_married']:.0%})"
     print()
     code = _print_history_and_code(model_name, args.tracking_uri, state, versions=registered,
                                    extra={f"truth Δŷ>{delta:g}": truth})
     print()
-    for number, v in zip(registered, versions):
+    for number, v in zip(registered, versions, strict=True):
         _say(f"v{number}: {v.description}")
     print()
     _say(f"policy: {policy_file}")

@@ -103,7 +103,7 @@ def screen_columns(
         if not numeric and col not in categorical:
             # one side numeric, the other text: numbers written as text are still numbers
             as_num = [pd.to_numeric(s, errors="coerce") for s in (r, c)]
-            if all(int(a.notna().sum()) == int(s.notna().sum()) for a, s in zip(as_num, (r, c))) and not any(
+            if all(int(a.notna().sum()) == int(s.notna().sum()) for a, s in zip(as_num, (r, c), strict=True)) and not any(
                     pd.api.types.is_bool_dtype(s) for s in (r, c)):
                 numeric = True
                 r, c = as_num

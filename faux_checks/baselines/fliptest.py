@@ -197,7 +197,7 @@ class FlipTestTester:
             samples = [m if len(m) <= self.max_n else np.sort(rng.choice(m, self.max_n, replace=False))
                        for m in members]
         neighbour = []                                                     # per group: (n_g,) index into its sample
-        for m, s in zip(members, samples):
+        for m, s in zip(members, samples, strict=True):
             if len(m) == len(s):
                 neighbour.append(np.arange(len(m)))
             else:

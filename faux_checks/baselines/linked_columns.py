@@ -277,7 +277,7 @@ class LinkedColumnsTester:
         labels = np.asarray(self.groups, dtype=object)
         raw = {}
         if self.protected in frame.columns:
-            for label, value in zip(labels[values], frame[self.protected].to_numpy()):
+            for label, value in zip(labels[values], frame[self.protected].to_numpy(), strict=False):
                 raw.setdefault(label, value)
         p = np.asarray(self.predict(frame), dtype=np.float64)
         m = len(self.groups)

@@ -209,6 +209,6 @@ class UnfairMapTester:
                     out[sl] = gradient_flow_loss_ratio(model, X[sl], labels[sl], basis, output, steps=int(self.steps),
                                                        step_size=self.step_size, penalty=self.penalty).numpy()
             finally:
-                for p, flag in zip(params, flags):
+                for p, flag in zip(params, flags, strict=True):
                     p.requires_grad_(flag)
         return out

@@ -236,7 +236,7 @@ def check_export_archive(data: bytes, path: str = "<archive>") -> None:
         native = sorted({r for r in rel if r.startswith(_NATIVE_DIRS)})
         if native:
             raise _refuse(path, f"it holds compiled native code ({len(native)} files, e.g. {native[0]!r})")
-        for full, r in zip(names, rel):
+        for full, r in zip(names, rel, strict=True):
             m = _CONSTANTS_CONFIG.match(r)
             if m:
                 try:
