@@ -311,7 +311,7 @@ def fresh_process_mlflow(uri: str) -> dict | None:
         out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
                              env={**os.environ, "PYTHONPATH": str(REPO)})
         return json.loads(out.stdout.strip().splitlines()[-1])
-    except Exception as exc:  # report, never fail the benchmark for this extra
+    except Exception as exc:  # noqa: BLE001 - report, never fail the benchmark for this extra
         print(f"(fresh-process MLflow measurement failed: {exc})", file=sys.stderr)
         return None
 

@@ -191,7 +191,7 @@ def column_drift(
     if pending:
         try:
             scores, saved = _evidently_drift(ref, cur, kinds, settings, html_path, timings)
-        except Exception as exc:  # Evidently failed as a whole: say so, decide nothing from it
+        except Exception as exc:  # noqa: BLE001 - Evidently failed as a whole: say so, decide nothing from it
             error = f"Evidently data drift failed: {type(exc).__name__}: {exc}"
             logger.error(error)
             scores = {}

@@ -329,10 +329,10 @@ def load_export_archive(data: bytes, path: str = "<archive>"):
             program = torch.export.load(io.BytesIO(data))
     except pickle.UnpicklingError as exc:
         raise _refuse(path, f"a pickle inside it needs arbitrary Python objects ({str(exc).splitlines()[0][:200]})") from None
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - torch.export's own error, carried in the InputError
         raise InputError(f"cannot load torch.export model {path}: {type(exc).__name__}: {exc}") from None
     _check_loaded_graph(path, program)
     try:
         return program.module()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - torch.export's own error, carried in the InputError
         raise InputError(f"cannot build a module from torch.export model {path}: {type(exc).__name__}: {exc}") from None

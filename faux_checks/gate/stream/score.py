@@ -206,7 +206,7 @@ class ScoresWriter:
         if self._writer is not None:
             try:
                 self._writer.close()
-            except Exception:  # pragma: no cover - best effort on the way out
+            except Exception:  # noqa: BLE001 - best effort on the way out  # pragma: no cover
                 pass
         self.partial.unlink(missing_ok=True)
 
