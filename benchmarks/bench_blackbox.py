@@ -119,7 +119,7 @@ def ranking(cell) -> dict:
     logit = TargetOutput("logit")
     for name, target_name, categorical in (("mlp", "mlp", "soft"), ("xgb", "xgb", "soft"), ("xgb_snap", "xgb", "snap")):
         target = cell[target_name]
-        truth = proxy_fairness_scores(lambda f: predict_probability(target, cell["spec"].encode(f), logit), cell["audit"])
+        truth = proxy_fairness_scores(lambda f, target=target: predict_probability(target, cell["spec"].encode(f), logit), cell["audit"])
         scores = swap_tester(target, cell, logit, categorical).score(cell["X_audit"], cell["c_audit"])
         unfair = truth > DELTA
         defined = np.isfinite(scores)

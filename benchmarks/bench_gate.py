@@ -311,7 +311,7 @@ def fresh_process_mlflow(uri: str) -> dict | None:
         out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
                              env={**os.environ, "PYTHONPATH": str(REPO)})
         return json.loads(out.stdout.strip().splitlines()[-1])
-    except Exception as exc:  # report, never fail the benchmark for this extra
+    except Exception as exc:  # noqa: BLE001 - report, never fail the benchmark for this extra
         print(f"(fresh-process MLflow measurement failed: {exc})", file=sys.stderr)
         return None
 
@@ -610,7 +610,7 @@ def main(argv: list[str] | None = None) -> int:
             frame = read_table(setup["audit_path"])
             policy = load_policy()
             spec = FeatureSpec.load(setup["spec_path"])
-            for (name, path), number in zip(setup["versions"], registered):
+            for (_name, path), number in zip(setup["versions"], registered, strict=True):   # registered: one per version
                 lab = f"v{number}"
                 d, g = f"direct-{lab}", f"direct-gx-{lab}"
                 model = load_model(path)

@@ -296,7 +296,7 @@ def compare_outputs(paths: list[str]) -> str:
     ref = files[0]
     readers = [_rebatch(f.to_batches(columns=["row", "lic_score", "status"], batch_size=1 << 20)) for f in files]
     worst, n = 0.0, 0
-    for batches in zip(*readers):
+    for batches in zip(*readers, strict=False):
         a = batches[0]
         for b in batches[1:]:
             if not (a.column("row").equals(b.column("row")) and a.column("status").equals(b.column("status"))):
@@ -363,7 +363,7 @@ def print_table(results: list[dict], args, gen_s: float, file_mb: float, same: s
     for r in results:
         t = r["timings"]
         procs = r["processes"]
-        peak = lambda role: max((p for _, p, _ in procs.get(role, [])), default=0.0)  # noqa: E731
+        peak = lambda role, procs=procs: max((p for _, p, _ in procs.get(role, [])), default=0.0)  # noqa: E731
         shards = len(r["shards"]) if r.get("shards") else 1
         cpu_rate = r["n"] / r["worker_cpu_s"] if r["worker_cpu_s"] else float("nan")
         print(f"{r['workers']:>7}{shards:>7}{t['sample']:>9.1f}{t['aux']:>7.1f}{t['score']:>9.1f}{t['merge']:>8.1f}"

@@ -374,7 +374,7 @@ def run_case(case: str, args) -> dict:
     res["floor_rows_per_s"] = n_rows / res["floor_s"]
     res["ratio_to_floor"] = res["time_s"] / res["floor_s"]
     res["ratio_to_floor_cpu"] = res["cpu_s"] / res["floor_cpu_s"]
-    res["ratio_paired_median"] = statistics.median(c[0] / f[0] for c, f in zip(cases, floors))
+    res["ratio_paired_median"] = statistics.median(c[0] / f[0] for c, f in zip(cases, floors, strict=False))
     if swap_floors:
         res["swap_floor_s"] = min(f[0] for f in swap_floors)
         res["swap_floor_cpu_s"] = min(f[1] for f in swap_floors)
@@ -592,9 +592,9 @@ def run_profile(c_kind: str, args) -> dict:
 
     sweep = {}
     for c in (4_096, 16_384, 65_536, 262_144):
-        w, cpu, _ = best_of(lambda: floor_pass(target, aux, X, c), args.repeats)
+        w, cpu, _ = best_of(lambda c=c: floor_pass(target, aux, X, c), args.repeats)
         t = FAuxTester(target, aux, variant="faux", output=TargetOutput(form="logit"), chunk_size=c)
-        we, ce, _ = best_of(lambda: t.evaluate(X, evidence=False), args.repeats)
+        we, ce, _ = best_of(lambda t=t: t.evaluate(X, evidence=False), args.repeats)
         sweep[c] = {"rows_per_s": n / w, "cpu_s": cpu, "eval_rows_per_s": n / we, "eval_cpu_s": ce}
     out["floor_by_chunk"] = sweep
     out["peak_rss_mb"] = peak_rss_mb()

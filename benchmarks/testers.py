@@ -215,7 +215,7 @@ def cost_ratio(args, repeats: int = 3) -> dict:
                                                           n_audit=20_000, n_train=10_000))):
         X = torch.as_tensor(cell.X)
 
-        def floor():
+        def floor(cell=cell, X=X):                                      # called at once; bound: B023
             target_probability_and_gradient(cell.target, X, logit)
             cell.aux.jacobian(X[:, torch.as_tensor(cell.keep)])
 
@@ -232,7 +232,7 @@ def cost_ratio(args, repeats: int = 3) -> dict:
         for name, column in (("swap", "swap"), ("coupled_matched", "shipped")):
             tester = _readings._tester(cell, cell.aux, admissible=cell.admissible,
                                        options=_readings.SWAP_READINGS[name][1])
-            entry[f"{column}_ratio"] = best(lambda: tester.evaluate(cell.X, cell.c, evidence=False)) / t_floor
+            entry[f"{column}_ratio"] = best(lambda tester=tester, cell=cell: tester.evaluate(cell.X, cell.c, evidence=False)) / t_floor
         out[label] = entry
     return out
 
@@ -382,7 +382,7 @@ def write_report(results: list[dict], cost: dict | None, args, path: Path, wall:
                   "|---|---|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if vi else "")]
         table = rule_table(cells, delta, names)
 
-        def total(n):
+        def total(n, vi=vi, table=table):                               # used at once; bound: B023
             extra = decisions[n]["fair_ok"] + decisions[n]["unfair_ok"] if vi else 0
             return table[n]["ap_ok"] + table[n]["cal_ok"] + table[n]["b0_ok"] + extra
 

@@ -125,7 +125,7 @@ class ExpectFauxFlaggedFractionToBeAtMost(ColumnAggregateExpectation):
     def _policy_agrees(cls, values: dict) -> dict:
         try:
             policy = Policy.model_validate_json(values["policy_json"])
-        except Exception as exc:  # pydantic v2 ValidationError / JSON error
+        except Exception as exc:  # noqa: BLE001 - pydantic v2 ValidationError / JSON error
             raise ValueError(f"policy_json is not a valid faux-checks policy: {exc}") from None
         if policy.protected != values["column"]:
             raise ValueError(f"column '{values['column']}' differs from the policy's protected '{policy.protected}'")

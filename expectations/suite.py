@@ -377,7 +377,7 @@ def load_suite(path: str | Path) -> gx.ExpectationSuite:
     kwargs = {k: payload.get(k) for k in ("name", "expectations", "suite_parameters", "meta", "notes", "id")}
     try:
         suite = gx.ExpectationSuite(**kwargs)
-    except Exception as exc:  # e.g. a field validator of one of our expectations
+    except Exception as exc:  # noqa: BLE001 - e.g. a field validator of one of our expectations
         raise InputError(f"expectation suite {path} is invalid: {exc}") from None
     if len(suite.expectations) != len(listed):
         raise InputError(

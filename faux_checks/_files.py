@@ -163,7 +163,7 @@ def record_problem(path: str | Path, *, kind: str | None = None) -> str | None:
             path.read_bytes().decode("utf-8")
     except FileNotFoundError:
         return "missing"
-    except Exception as exc:  # a parser's or reader's own words say what is wrong
+    except Exception as exc:  # noqa: BLE001 - a parser's or reader's own words say what is wrong
         return f"unreadable ({type(exc).__name__}: {str(exc)[:200]})"
     return None
 

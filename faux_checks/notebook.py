@@ -249,7 +249,7 @@ class FairnessCheck:
             ax.legend(fontsize=8)
             return ax
         frame = self.by_group.reset_index()
-        labels = [f"{a}={g}" if len(self._checks) > 1 else str(g) for a, g in zip(frame["attribute"], frame["group"])]
+        labels = [f"{a}={g}" if len(self._checks) > 1 else str(g) for a, g in zip(frame["attribute"], frame["group"], strict=True)]
         ax.bar(labels, frame["flagged_fraction"], color="tab:blue")
         limit = self.policy.faux.max_flagged_fraction
         group_limit = self.policy.decision.group_flagged_limit(limit)

@@ -66,13 +66,13 @@ def prepare_audit_run(args, tracking_uri: str | None) -> None:
         frame = read_table(args.data, sep=getattr(args, "sep", None), thousands=getattr(args, "thousands", None))
     except (InputError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
         raise ConfigurationError(f"--data {args.data}: {exc}; nothing was recorded") from None
-    except Exception:   # I/O trouble, not configuration: the flow reads it again and records the cause
+    except Exception:   # noqa: BLE001 - I/O trouble, not configuration: the flow reads it again and records the cause
         return
     check_policy_columns(frame, policy, data_name=str(args.data), policy_name=policy_name)
     with tempfile.TemporaryDirectory(prefix="faux-preflight-") as tmp, library_output_to_stderr():
         try:
             model_path, spec_path = registry.download(args.model_name, version, Path(tmp) / f"v{version}")
-        except Exception:   # the version's own download trouble: the flow retries it and records the cause
+        except Exception:   # noqa: BLE001 - the version's own download trouble: the flow retries it and records the cause
             return
         # probed on the batch's head; an error of the encoding itself (too few rows, missing values) is the
         # audit's to record (undecided), not configuration

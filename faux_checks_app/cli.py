@@ -129,7 +129,7 @@ def _check_deadline(args) -> float:
         return float(args.deadline)
     try:
         return float(load_policy(args.policy).operations.deadline_s)
-    except Exception:
+    except Exception:  # noqa: BLE001 - an unreadable policy: the default deadline; the run reports the policy
         return float(OperationsSettings().deadline_s)
 
 
@@ -166,13 +166,13 @@ def _write_undecided_report(report_dir: Path, args, exc: BaseException) -> None:
     try:                       # the page shows the policy it was given (issue 22, item 8), when it can be read
         policy = _policy(args)
         given = {"policy": policy.model_dump(mode="json"), "policy_sha256": policy.sha256()}
-    except Exception:
+    except Exception:  # noqa: BLE001 - best effort: the page shows the policy when it reads
         pass
     try:
         write_report(report_dir, decision="undecided", reasons=[f"could not decide: {type(exc).__name__}: {exc}"],
                      check=None, model={"path": str(args.model)}, **given)
         _eprint(f"      undecided report: {report_dir / 'report.html'}")
-    except Exception as report_exc:
+    except Exception as report_exc:  # noqa: BLE001 - best effort: the undecided exit stands, the failure is said
         _eprint(f"faux-checks: the undecided report could not be written either: {report_exc}")
 
 
@@ -519,7 +519,7 @@ def _raise_if_unreachable(state, uri: str, seconds: float = 0.0) -> None:
         return
     try:
         exc = state.result(raise_on_failure=False)
-    except Exception as error:
+    except Exception as error:  # noqa: BLE001 - the state's own error is what is inspected below
         exc = error
     if isinstance(exc, BaseException) and is_unreachable(exc):
         raise exc if isinstance(exc, RegistryUnreachableError) else unreachable_error(uri, seconds, exc)
@@ -573,7 +573,7 @@ def _flow_outcomes(state) -> list[dict] | None:
     if not isinstance(data, list):
         try:
             data = state.result(raise_on_failure=False)
-        except Exception:
+        except Exception:  # noqa: BLE001 - no readable result: None, the caller reports the state
             return None
     if isinstance(data, list) and all(isinstance(o, dict) for o in data):
         return data
@@ -664,7 +664,7 @@ def cmd_audit(args) -> int:
                       return_state=True)
     try:
         summary = state.result(raise_on_failure=False)
-    except Exception:  # the state carries no readable data: report the state only
+    except Exception:  # noqa: BLE001 - the state carries no readable data: report the state only
         summary = None
     summary = summary if isinstance(summary, dict) else {}
     decision = summary.get("decision") or ("passed" if state.is_completed() else "undecided")
@@ -767,14 +767,14 @@ def cmd_demo(args) -> int:
                      report_root=str(workdir / "reports"), return_state=True)
     delta = load_policy(policy_file).faux.delta
     truth = {}
-    for number, v in zip(registered, versions):
+    for number, v in zip(registered, versions, strict=True):
         t = definitional_truth(v, delta=delta)
         truth[str(number)] = f"{t['share']:.1%} (married {t['share_married']:.0%})"
     print()
     code = _print_history_and_code(model_name, args.tracking_uri, state, versions=registered,
                                    extra={f"truth Δŷ>{delta:g}": truth})
     print()
-    for number, v in zip(registered, versions):
+    for number, v in zip(registered, versions, strict=True):
         _say(f"v{number}: {v.description}")
     print()
     _say(f"policy: {policy_file}")
@@ -1152,7 +1152,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         _error("faux-checks: interrupted; nothing was decided")
         return 130
-    except Exception as exc:  # fail closed on anything unexpected
+    except Exception as exc:  # noqa: BLE001 - fail closed on anything unexpected
         _error(f"faux-checks: internal error, could not decide: {type(exc).__name__}: {exc}" if _decides(args) else
                f"faux-checks {args.command}: internal error: {type(exc).__name__}: {exc}")
         return EXIT_UNDECIDED

@@ -81,7 +81,7 @@ def prepare_gate(args, tracking_uri: str | None, versions: list[str] | None = No
         frame = read_table(args.data, sep=getattr(args, "sep", None), thousands=getattr(args, "thousands", None))
     except (InputError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
         raise ConfigurationError(f"--data {args.data}: {exc}; nothing was recorded") from None
-    except Exception:   # I/O trouble, not configuration: the flow reads it again (with retries) and records the cause
+    except Exception:   # noqa: BLE001 - I/O trouble, not configuration: the flow reads it again (with retries) and records the cause
         frame = None
     if frame is not None:
         check_policy_columns(frame, policy, data_name=str(args.data), policy_name=policy_name)
@@ -101,7 +101,7 @@ def prepare_gate(args, tracking_uri: str | None, versions: list[str] | None = No
             for version in plan.todo + plan.regate if frame is not None else ():
                 try:
                     model_path, spec_path = registry.download(args.model_name, version, Path(tmp) / f"v{version}")
-                except Exception:   # a version's own download trouble: the flow retries it and records the cause
+                except Exception:   # noqa: BLE001 - a version's own download trouble: the flow retries it and records the cause
                     continue
                 check_version_fits(args.model_name, version, model_path, spec_path, frame, policy,
                                    trusted_types=args.trust_type or ())

@@ -25,13 +25,13 @@ def print_table(rows: list[dict], extra: dict[str, dict[str, str]] | None = None
     from .output import terminal_text
 
     records = [VersionRecord.from_tags(r) for r in rows]
-    gates = [rec.gate or GateRecord.from_tags(r) for r, rec in zip(rows, records)]
+    gates = [rec.gate or GateRecord.from_tags(r) for r, rec in zip(rows, records, strict=True)]
     extra = dict(extra or {})
     if any(g.attributes for g in gates):  # a several-attribute gate: one cell per version
-        extra = {"by attribute": {str(r.get("version")): attributes_cell(g) for r, g in zip(rows, gates)}, **extra}
+        extra = {"by attribute": {str(r.get("version")): attributes_cell(g) for r, g in zip(rows, gates, strict=True)}, **extra}
     header = ["version", "decision", "flagged", "95% CI", "by group", *extra, "aux AUC", "baselines", "last audit", "alias"]
     table = []
-    for r, rec, gate in zip(rows, records, gates):
+    for r, rec, gate in zip(rows, records, gates, strict=True):
         report = read_report(gate.report)
         check = (report or {}).get("check") or {}
         groups = ", ".join(f"{g['group']} {g['flagged_fraction']:.1%}" for g in check.get("by_group") or []
@@ -45,10 +45,10 @@ def print_table(rows: list[dict], extra: dict[str, dict[str, str]] | None = None
                       f"{aq:.3f}" if aq is not None else "n/a", testers or "n/a",
                       audit_cell(rec), ",".join(r.get("aliases") or []) or "-"]])
     widths = [max(len(h), *(len(row[i]) for row in table)) if table else len(h) for i, h in enumerate(header)]
-    print(" | ".join(h.ljust(w) for h, w in zip(header, widths)))
+    print(" | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
     print("-+-".join("-" * w for w in widths))
     for row in table:
-        print(" | ".join(c.ljust(w) for c, w in zip(row, widths)))
+        print(" | ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)))
 
 
 def attributes_cell(gate) -> str:

@@ -165,7 +165,7 @@ def started_services() -> tuple[set, set]:
         import psutil
 
         children = {c.pid for c in psutil.Process().children(recursive=True)}
-    except Exception:  # pragma: no cover - psutil comes with distributed
+    except Exception:  # noqa: BLE001 - psutil comes with distributed  # pragma: no cover
         children = set()
     return servers, children
 
@@ -207,7 +207,7 @@ def stop_started_services(before: tuple[set, set], say: Callable[[str], None] = 
     for instance in servers:   # its process is gone by now: Prefect's stop only reaps it and forgets it
         try:
             instance.stop()
-        except Exception as exc:  # pragma: no cover - best effort on the way out
+        except Exception as exc:  # noqa: BLE001 - best effort on the way out  # pragma: no cover
             say(f"faux-checks: Prefect's temporary server did not stop cleanly: {exc}")
     flush_prefect(AFTER_STOP_FLUSH_S)   # what was logged meanwhile ("Stopping temporary server") has no API left
 

@@ -177,7 +177,7 @@ def audit_object(model_name: str, summary: dict, fallback_reason: str) -> dict:
     fairness = audit.get("fairness") or {}
     sections = []
     if report is not None and report.get("attributes"):  # several attributes: one section each, its own drift
-        for section, a in zip(attribute_sections(report), report["attributes"]):
+        for section, a in zip(attribute_sections(report), report["attributes"], strict=True):
             own = a.get("audit") or {}
             section.update({k: own.get(k) for k in ("flagged_fraction_reference", "flagged_fraction_current",
                                                    "increase", "ks_statistic", "ks_pvalue", "aux_model")})

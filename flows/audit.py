@@ -86,7 +86,7 @@ def fetch_gate_records(run_id: str | None, tracking_uri: str | None, workdir: st
         return None, "the version's gate recorded no run"
     try:
         folder = Registry(tracking_uri).download_run_artifacts(run_id, "records", Path(workdir) / "gate-records")
-    except Exception as exc:  # a gate from before records existed, or the store is unreachable: retrain, say why
+    except Exception as exc:  # noqa: BLE001 - a gate from before records existed, or the store is unreachable: retrain, say why
         return None, f"{type(exc).__name__}: {exc}"
     return str(folder), ""
 
@@ -325,7 +325,7 @@ def audit(model_name: str, data_path: str, reference_path: str | None = None, po
                     summarise_data(current, path=data_path, name="current")]
             result = audit_batch(model_path, spec_path, reference, current, policy_path, target["policy_json"],
                                  report_dir, model_info, target["gate_record"], records, positive_label)
-        except Exception as exc:  # fail closed, but still record the undecided audit
+        except Exception as exc:  # noqa: BLE001 - fail closed, but still record the undecided audit
             logger.error("audit of %s v%s could not run: %s", model_name, version, exc)
             result = AuditResult.undecided(f"the audit could not run: {type(exc).__name__}: {exc}",
                                            provenance=model_info)

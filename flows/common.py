@@ -52,7 +52,7 @@ def retry_io_only(task, task_run, state) -> bool:
         state.result()
     except FauxChecksError:
         return False
-    except BaseException as exc:
+    except BaseException as exc:  # noqa: BLE001 - the task's own error is what is classified below
         if is_unreachable(exc):
             return False
         return _io_trouble(exc)

@@ -287,7 +287,7 @@ def _given_policy(check: dict, policy_path: str | None) -> dict:
 
     try:
         policy = load_policy(policy_path)
-    except Exception:    # the policy itself was the problem: the reasons say so
+    except Exception:    # noqa: BLE001 - the policy itself was the problem: the reasons say so
         return {}
     return {"policy": policy.model_dump(mode="json"), "policy_sha256": policy.sha256()}
 
@@ -388,7 +388,7 @@ def _policy_tags(check: dict, policy_path: str | None, outcome=None) -> tuple[st
 
             policy = load_policy(policy_path)
             sha, name = policy.sha256(), policy.name
-        except Exception:  # an unreadable policy is already the recorded reason
+        except Exception:  # noqa: BLE001 - an unreadable policy is already the recorded reason
             sha = name = None
     return sha, name
 
@@ -457,7 +457,7 @@ def gate_version_leased(model_name: str, version: str, frame, *, lease_ttl_s: fl
             if release_lease_within(registry, lease) is None:
                 logger.warning("%s v%s: lease not released within %g s (the registry did not answer); it expires "
                                "at its deadline", model_name, version, operations.RELEASE_TIMEOUT_S)
-        except Exception as exc:  # it expires by itself
+        except Exception as exc:  # noqa: BLE001 - it expires by itself
             logger.warning("%s v%s: lease not released (%s); it expires at its deadline", model_name, version, exc)
 
 
@@ -560,7 +560,7 @@ def _fail_closed(what: str, step):
     """Run one step of the gate: ``(its result, None)``, or ``(None, the exception)``, logged; never raises."""
     try:
         return step(), None
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - fail closed: the exception is returned and logged, never raised
         run_logger().error("%s: %s", what, exc)
         return None, exc
 
@@ -632,7 +632,7 @@ def _publish(result: VersionOutcome, report_dir: str) -> None:
         create_table_artifact(key=f"fairness-gate-{slug(name)}-v{version}-rules",
                               table=artifact_table(load_report(report_dir)),
                               description=f"fairness gate rules for {markdown_text(name)} v{markdown_text(version)}")
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - best effort after the decision: logged
         run_logger().warning("model %s v%s: Prefect artifact not written: %s", name, version, exc)
 
 
@@ -670,7 +670,7 @@ def _not_completed(model_name: str, version: str, outcome, report_dir: str, mode
 
         write_report(incident_dir, decision="undecided", reasons=reasons, check=outcome.check, model=model_info,
                      expectations=outcome.expectations)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - best effort after the decision: logged
         logger.error("model %s v%s: the report of the cause could not be written either: %s", model_name, version, exc)
         incident_dir = None
     result = _version_outcome(model_name, version, outcome, "undecided", reasons, incident_dir, timings,
@@ -678,7 +678,7 @@ def _not_completed(model_name: str, version: str, outcome, report_dir: str, mode
     try:
         create_markdown_artifact(key=f"fairness-gate-{slug(model_name)}-v{version}", markdown=_markdown(result),
                                  description=f"fairness gate decision for {markdown_text(model_name)} v{markdown_text(version)}")
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - best effort after the decision: logged
         logger.warning("model %s v%s: Prefect artifact not written: %s", model_name, version, exc)
     return result
 
@@ -771,7 +771,7 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
     try:
         frame = load_audit_data(data_path, sep, thousands)   # CLI --sep (None = sniffed) and --thousands
         load_error = None
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - fail closed: the load error makes each version undecided
         frame, load_error = None, exc
     outcomes: list[VersionOutcome] = []
     PROGRESS.start(model_name, todo, outcomes)
@@ -861,7 +861,7 @@ def _operations(policy_path: str | None):
 
     try:
         operations = load_policy(policy_path).operations
-    except Exception:
+    except Exception:  # noqa: BLE001 - an unreadable policy: default client settings; the gate records why
         operations = OperationsSettings()
     apply_client_settings(operations)
     from faux_checks.inputs.limits import set_model_limits
@@ -894,7 +894,7 @@ def _record_undecided(model_name, version, exc, tracking_uri, report_root, data_
     try:
         run_id = record(model_name, version, tracking_uri, outcome, report_dir, model_info, data_path,
                         policy_path=policy_path)
-    except Exception as rec_exc:
+    except Exception as rec_exc:  # noqa: BLE001 - not recorded: said, the version stays new
         return _not_completed(model_name, version, outcome, report_dir, model_info, {}, "not-recorded",
                               f"the decision 'undecided' could not be recorded in the registry "
                               f"({type(rec_exc).__name__}: {rec_exc}); the version stays new")

@@ -38,7 +38,7 @@ class EscapingFilter(logging.Filter):
             record.args = {k: printable(v) if isinstance(v, str) else v for k, v in args.items()}
         try:
             message = record.getMessage()
-        except Exception:                  # a format error: leave it to logging's own handling
+        except Exception:                  # noqa: BLE001 - a format error: leave it to logging's own handling
             record.args = args
             return True
         record.msg, record.args = printable(message, keep_newlines=True), None

@@ -86,7 +86,7 @@ def against_earlier(model_name: str, version: str, outcome, frame, *, tracking_u
             comparisons.append(version_comparison(
                 candidate, base, baseline_version=other, why_not=why, groups=groups,
                 limit=limit if role == "deployed" else None, confidence=policy.decision.confidence, role=role))
-    except Exception as exc:  # the registry or a record failed us: the rule cannot be judged, the churn is unknown
+    except Exception as exc:  # noqa: BLE001 - the registry or a record failed us: the rule cannot be judged, the churn is unknown
         note = f"the comparison with earlier versions failed ({type(exc).__name__}: {exc})"
         rule = None if limit is None else rule_row("max_newly_flagged_fraction", "not judged",
                                                    f"no new harm not judged: {note}", None, limit)
@@ -125,5 +125,5 @@ def _scores_of(registry, tags: dict, version: str, data_sha256: str | None, poli
                                                  Path(workdir) / f"earlier-v{version}-{run_id[:8]}")
         path = folder if Path(folder).is_file() else Path(folder) / "scores.parquet"
         return pd.read_parquet(path), None
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the record's trouble is the reason it is not compared
         return None, f"v{version}'s scores record could not be read ({type(exc).__name__}: {exc}); {fix}"

@@ -251,7 +251,7 @@ def score_sharded(model_path: str, data_path: str, out_path: str, policy: dict |
         try:
             futures = [score_shard.submit(model_path, aux_path, source.path, plan, rg, part,
                                           policy.scale.threads_per_worker, allow_pickle, trusted)
-                       for rg, part in zip(shards, output.parts)]
+                       for rg, part in zip(shards, output.parts, strict=False)]
             results: list[ShardResult] = [f.result() for f in futures]
             plan = finish_seeds(plan, own_fraction, seed_futures)
             t4 = time.perf_counter()

@@ -218,7 +218,7 @@ def score_sharded_attributes(model_path: str, data_path: str, out_path: str, pol
             part_paths = [{a.name: outputs[a.name].parts[i] for a in attributes} for i in range(len(shards))]
             futures = [score_shard_attributes.submit(model_path, aux_paths, source.path, policy, plans, rg, pp,
                                                      policy.scale.threads_per_worker, allow_pickle, trusted)
-                       for rg, pp in zip(shards, part_paths)]
+                       for rg, pp in zip(shards, part_paths, strict=True)]
             results: list[ShardResult] = [f.result() for f in futures]
             t4 = time.perf_counter()
             for a in attributes:

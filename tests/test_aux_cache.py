@@ -32,7 +32,7 @@ def test_a_second_version_on_the_same_rows_reuses_the_aux_model_and_scores_as_if
     assert aux_cache_stats()["trainings"] == 2 and not retrained.to_dict()["provenance"]["aux_reused"]
     np.testing.assert_array_equal(second.scores, retrained.scores)
     assert second.interval == retrained.interval and second.aux_quality == retrained.aux_quality
-    for a, b in zip(second.aux_model.net_.state_dict().values(), retrained.aux_model.net_.state_dict().values()):
+    for a, b in zip(second.aux_model.net_.state_dict().values(), retrained.aux_model.net_.state_dict().values(), strict=False):
         assert torch.equal(a, b)
 
 

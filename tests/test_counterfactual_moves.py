@@ -69,7 +69,7 @@ def test_the_interaction_case_a_proxy_built_from_a_legitimate_feature():
     rng = np.random.default_rng(2)
     n = 200_000
     c = rng.integers(0, 2, n)
-    l = rng.gamma(4.0, 0.5, n)                                             # E[l] = 2
+    l = rng.gamma(4.0, 0.5, n)                                             # noqa: E741 - l as in the docstring; E[l] = 2
     t = l * (1 + 0.8 * c) + 0.5 * rng.normal(size=n)
     X = np.column_stack([l, t])
     between = covariance_metric(X, c=c, kind="binary", part="between")
@@ -96,7 +96,7 @@ class _Logistic(nn.Module):
 def _ratio_data(n=6000, seed=0):
     rng = np.random.default_rng(seed)
     c = rng.integers(0, 2, n)
-    l = np.maximum(0.1, 2.0 + rng.normal(size=n))
+    l = np.maximum(0.1, 2.0 + rng.normal(size=n))  # noqa: E741 - l as in the docstring
     t = l * (1 + 0.8 * c) + 0.5 * rng.normal(size=n)
     return np.column_stack([(l - 2.0), (t - t.mean()) / t.std()]).astype(np.float32), c
 
@@ -341,7 +341,7 @@ def test_a_fair_model_scores_zero_and_a_multiplicative_proxy_is_read_with_the_ma
     rng = np.random.default_rng(0)
     n = 8000
     c = rng.integers(0, 2, n)
-    l = np.maximum(0.1, 2.0 + rng.normal(size=n))
+    l = np.maximum(0.1, 2.0 + rng.normal(size=n))  # noqa: E741 - l as in the docstring
     t = l * (1 + 0.8 * c) + 0.5 * rng.normal(size=n)
     s = t.std()
     X = np.column_stack([l - 2.0, (t - t.mean()) / s]).astype(np.float32)

@@ -152,7 +152,7 @@ def test_control_torch_export_load_itself_runs_these_payloads(tmp_path, kind):
     path = _hostile(kind, tmp_path, marker)
     try:
         torch.export.load(str(path)).module()(torch.randn(5, 4))
-    except Exception:
+    except Exception:  # noqa: BLE001 - only whether the payload ran matters
         pass  # the payload has run by then; what torch does with its result does not matter here
     assert marker.exists()
 

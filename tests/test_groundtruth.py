@@ -54,7 +54,9 @@ def test_ifs_of_a_target_that_ignores_the_proxies_is_exactly_zero():
 def test_ifs_matches_a_direct_computation():
     frame, y = _rows()
     data = make_proxy_data(frame, y, legit_column="gpa", kind="continuous", seed=2)
-    predict = lambda f: expit(2.0 * f["proxy_linear"].to_numpy() + f["score"].to_numpy())
+    def predict(f):
+        return expit(2.0 * f["proxy_linear"].to_numpy() + f["score"].to_numpy())
+
     ifs = proxy_fairness_scores(predict, data)
     s = data.strength["linear"]
     base = 2.0 * (s * data.c + data.noise["linear"]) + frame["score"].to_numpy()
@@ -102,7 +104,9 @@ def test_definitional_counterfactual_flips_sex_and_maps_husband_and_wife():
 
 def test_definitional_scores_of_a_sex_blind_model_are_zero_off_the_linked_rows():
     rows = _adult_rows()
-    predict = lambda f: np.where(f["relationship"] == "Husband", 0.7, 0.2) + 0.001 * f["age"].to_numpy()
+    def predict(f):
+        return np.where(f["relationship"] == "Husband", 0.7, 0.2) + 0.001 * f["age"].to_numpy()
+
     scores = definitional_fairness_scores(predict, rows)
     np.testing.assert_allclose(scores, [0.5, 0.5, 0.0, 0.0, 0.0], atol=1e-12)
     assert ADULT_LINKS == {"relationship": {"Male": "Husband", "Female": "Wife"}}

@@ -31,7 +31,9 @@ def test_scores_are_the_exact_change_under_the_mapping():
 
 def test_protected_input_adds_the_direct_effect():
     frame = _frame()
-    predict = lambda f: _predict_sex_blind(f) + 0.05 * (f["sex"].to_numpy() == "Male")
+    def predict(f):
+        return _predict_sex_blind(f) + 0.05 * (f["sex"].to_numpy() == "Male")
+
     tester = LinkedColumnsTester(predict, protected="sex", links=LINKS, groups=("Female", "Male"))
     np.testing.assert_allclose(tester.score(frame, np.array([1, 0, 0, 1])), [0.45, 0.45, 0.05, 0.05], atol=1e-12)
 
@@ -39,7 +41,9 @@ def test_protected_input_adds_the_direct_effect():
 def test_multiclass_takes_the_largest_change_over_the_other_groups():
     frame = pd.DataFrame({"g": ["a", "b", "c"], "title": ["Mr", "Ms", "Mx"]})
     links = {"title": {"a": "Mr", "b": "Ms", "c": "Mx"}}
-    predict = lambda f: f["title"].map({"Mr": 0.9, "Ms": 0.5, "Mx": 0.6}).to_numpy()
+    def predict(f):
+        return f["title"].map({"Mr": 0.9, "Ms": 0.5, "Mx": 0.6}).to_numpy()
+
     tester = LinkedColumnsTester(predict, protected="g", links=links, groups=("a", "b", "c"))
     np.testing.assert_allclose(tester.score(frame, np.array([0, 1, 2])), [0.4, 0.4, 0.3], atol=1e-12)
 

@@ -52,6 +52,6 @@ def test_regate_records_new_delta_policy_and_moves_the_alias(tmp_path, harness, 
     capfd.readouterr()
     assert main(["history", "m", "--tracking-uri", uri]) == 0
     header, _, line = capfd.readouterr().out.splitlines()[:3]
-    cells = dict(zip([h.strip() for h in header.split("|")], [c.strip() for c in line.split("|")]))
+    cells = dict(zip([h.strip() for h in header.split("|")], [c.strip() for c in line.split("|")], strict=False))
     assert (cells["decision"], cells["δ"], cells["policy"]) == ("failed", "0.05", row["fairness_policy_sha256"][:12])
     assert cells["decided at"] == row["fairness_checked_at"]

@@ -122,7 +122,7 @@ def test_shares_read_as_percentages_everywhere(kind):
         if not header:   # a table without header cells (none in the template today)
             continue
         for row in rows:
-            for column, cell in zip(header, row):
+            for column, cell in zip(header, row, strict=False):
                 if column in FRACTION_FIELDS and cell != "n/a":
                     assert cell.endswith("%"), (column, cell)
                     checked += 1
@@ -142,7 +142,7 @@ def test_each_statistic_is_named_for_what_it_is(kind):
     headers = [h for header, _ in page.tables for h in header]
     assert "observed" not in headers and "observed_value" not in headers and "score" not in headers
     rules_header, rules = next((h, r) for h, r in page.tables if h[:3] == ["rule", "statistic", "value"])
-    by_rule = {r[0]: dict(zip(rules_header, r)) for r in rules if r}
+    by_rule = {r[0]: dict(zip(rules_header, r, strict=False)) for r in rules if r}
     if kind == "audit":
         ks = by_rule["score_ks"]
         assert ks["statistic"] == "KS p-value of the LIC scores, reference vs current"
@@ -151,7 +151,7 @@ def test_each_statistic_is_named_for_what_it_is(kind):
         assert by_rule["protected_drift"]["value"] == "0.0123"
         assert by_rule["max_flagged_fraction_increase"]["value"] == "9.50%"
         drift_header, drift_rows = next((h, r) for h, r in page.tables if h[:1] == ["column"] and "statistic" in h)
-        assert dict(zip(drift_header, drift_rows[0]))["statistic"] == "Z-test p_value"
+        assert dict(zip(drift_header, drift_rows[0], strict=False))["statistic"] == "Z-test p_value"
     else:
         assert by_rule["max_flagged_fraction"]["value"] == "47.00%" and by_rule["max_flagged_fraction"]["limit"] == "5.00%"
         assert by_rule["min_aux_quality"]["statistic"].startswith("auxiliary-model quality")
@@ -159,8 +159,8 @@ def test_each_statistic_is_named_for_what_it_is(kind):
         assert by_rule["tester:demographic_parity"]["statistic"] == "demographic parity difference"
         assert by_rule["tester:demographic_parity"]["value"] == "18.75%"
         expectations_header, rows = next((h, r) for h, r in page.tables if h[:1] == ["expectation"])
-        row = dict(zip(expectations_header, rows[0]))
+        row = dict(zip(expectations_header, rows[0], strict=False))
         assert row["statistic"] == "flagged fraction" and row["value"] == "47.00%"
     comparison_header, rows = next((h, r) for h, r in page.tables if h[:1] == ["tester"])
-    fta = dict(zip(comparison_header, next(r for r in rows if r and r[0] == "fta")))
+    fta = dict(zip(comparison_header, next(r for r in rows if r and r[0] == "fta"), strict=False))
     assert fta["value"] == "31.25%" and fta["per-individual threshold"] == "1" and fta["limit"] == "40.00%"

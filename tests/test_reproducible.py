@@ -57,7 +57,7 @@ def runs(tmp_path_factory):
 
 def test_two_processes_give_byte_identical_scores_and_the_same_decision(runs):
     d = runs["dir"]
-    for code, out, err in runs["results"]:
+    for code, _out, err in runs["results"]:
         assert code == 1, err                      # the unfair model fails the policy in both
     assert (d / "scores1.csv").read_bytes() == (d / "scores2.csv").read_bytes()
     one, two = (json.loads((d / f"report{i}" / "report.json").read_text()) for i in (1, 2))

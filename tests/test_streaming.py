@@ -218,7 +218,7 @@ def test_plan_shards_covers_every_row_group_once():
     for sizes, k in [([10] * 7, 3), ([100, 1, 1, 1, 100], 4), ([5], 8), ([3, 3], 2)]:
         shards = plan_shards(sizes, k)
         assert shards[0][0] == 0 and shards[-1][1] == len(sizes)
-        assert all(a[1] == b[0] for a, b in zip(shards, shards[1:])) and all(s < e for s, e in shards)
+        assert all(a[1] == b[0] for a, b in zip(shards, shards[1:], strict=False)) and all(s < e for s, e in shards)
         assert len(shards) <= min(k, len(sizes))
     assert plan_shards([10] * 8, 4) == [(0, 2), (2, 4), (4, 6), (6, 8)]
 

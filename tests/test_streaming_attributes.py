@@ -82,7 +82,7 @@ def test_the_stream_equals_the_in_memory_several_attribute_check(both, case):
     assert streamed.decision == memory.decision
     assert [r["rule"] for r in streamed.rules] == [r["rule"] for r in memory.rules]
     assert [r["status"] for r in streamed.rules] == [r["status"] for r in memory.rules]
-    for s, m in zip(streamed.sections, memory.sections):
+    for s, m in zip(streamed.sections, memory.sections, strict=False):
         assert s.attribute == m.attribute
         assert s.summary.n_flagged == m.check.n_flagged, s.attribute
         assert s.summary.flagged_fraction == m.check.flagged_fraction, s.attribute

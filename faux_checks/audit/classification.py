@@ -79,12 +79,12 @@ def classification_quality(
         try:
             Xt = as_tensor(feature_spec.encode(frame.loc[keep]))
             prob = predict_probability(target_model, Xt, resolve_output_form(target_model, Xt[:256], output))
-        except Exception as exc:  # bad input (InputError) or a model that cannot take X
+        except Exception as exc:  # noqa: BLE001 - bad input (InputError) or a model that cannot take X
             return ClassificationQuality("skipped", f"the target model cannot score the {name}: {exc}")
         parts[name] = pd.DataFrame({_TARGET: target, _PREDICTION: prob})
     try:
         metrics, saved = _evidently_classification(parts["reference"], parts["current batch"], html_path)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - Evidently failing: logged, the section says 'skipped'
         logger.error("classification quality: Evidently failed: %s", exc)
         return ClassificationQuality("skipped", f"Evidently classification failed: {type(exc).__name__}: {exc}")
     return ClassificationQuality("computed", "", metrics, n_reference=len(parts["reference"]),
@@ -121,7 +121,7 @@ def _evidently_classification(ref: pd.DataFrame, cur: pd.DataFrame, html_path):
             continue
         try:
             ref_value = context.get_reference_metric_result(metric_id).to_dict().get("value")
-        except BaseException:  # ReferenceMetricNotFound derives from BaseException
+        except BaseException:  # noqa: BLE001 - ReferenceMetricNotFound derives from BaseException
             ref_value = None
         metrics[name] = {"reference": finite_or_none(ref_value), "current": finite_or_none(payload.get("value"))}
     return metrics, saved

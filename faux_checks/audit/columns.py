@@ -103,7 +103,7 @@ def screen_columns(
         if not numeric and col not in categorical:
             # one side numeric, the other text: numbers written as text are still numbers
             as_num = [pd.to_numeric(s, errors="coerce") for s in (r, c)]
-            if all(int(a.notna().sum()) == int(s.notna().sum()) for a, s in zip(as_num, (r, c))) and not any(
+            if all(int(a.notna().sum()) == int(s.notna().sum()) for a, s in zip(as_num, (r, c), strict=True)) and not any(
                     pd.api.types.is_bool_dtype(s) for s in (r, c)):
                 numeric = True
                 r, c = as_num
@@ -133,8 +133,11 @@ def screen_columns(
         if numeric and len(r_values) == 1:
             value = r_values[0]
             label, other = _fmt_value(value), f"not {_fmt_value(value)}"
-            r = r.map(lambda v: v if pd.isna(v) else (label if v == value else other)).astype("object")
-            c = c.map(lambda v: v if pd.isna(v) else (label if v == value else other)).astype("object")
+            def relabel(v, label=label, value=value, other=other):      # bound now: B023
+                return v if pd.isna(v) else (label if v == value else other)
+
+            r = r.map(relabel).astype("object")
+            c = c.map(relabel).astype("object")
             numeric = False
             notes.append(f"constant in the reference ({label}): its standard deviation is 0, so it is compared as "
                          f"'{label}' vs any other value")
@@ -188,7 +191,7 @@ def column_drift(
     if pending:
         try:
             scores, saved = _evidently_drift(ref, cur, kinds, settings, html_path, timings)
-        except Exception as exc:  # Evidently failed as a whole: say so, decide nothing from it
+        except Exception as exc:  # noqa: BLE001 - Evidently failed as a whole: say so, decide nothing from it
             error = f"Evidently data drift failed: {type(exc).__name__}: {exc}"
             logger.error(error)
             scores = {}
@@ -292,7 +295,8 @@ def html_safe(ref: pd.DataFrame, cur: pd.DataFrame, kinds: dict[str, str]
         out = frame.copy()
         for c, mapping in values.items():
             if mapping:
-                out[c] = out[c].map(lambda v: mapping.get(v, v) if isinstance(v, str) else v).astype(frame[c].dtype)
+                out[c] = out[c].map(lambda v, mapping=mapping: mapping.get(v, v) if isinstance(v, str) else v
+                                    ).astype(frame[c].dtype)
         return out.rename(columns=safe)
 
     return convert(ref), convert(cur), {safe[c]: k for c, k in kinds.items()}, {v: k for k, v in safe.items()}

@@ -81,13 +81,13 @@ def decide_audit(
                 rows.append(row)
         own_drift.append(own(name, rows))
         own_fairness.append(own(name, _fairness_limits(settings, fairness)))
-    per_rows = [d + f for d, f in zip(own_drift, own_fairness)]
+    per_rows = [d + f for d, f in zip(own_drift, own_fairness, strict=True)]
     measured = ([r for rows in own_drift for r in rows] + shared_drift + [r for rows in own_fairness for r in rows]
                 + _classification_limits(settings, classification))
     if too_few:
         measured = _not_judged(measured)
         judged = {id(r): m for r, m in zip([r for rows in own_drift for r in rows] + shared_drift
-                                           + [r for rows in own_fairness for r in rows], measured)}
+                                           + [r for rows in own_fairness for r in rows], measured, strict=False)}
         per_rows = [[judged[id(r)] for r in rows] for rows in per_rows]
     limits += measured
     outcome = decide(limits)

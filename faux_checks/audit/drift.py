@@ -179,7 +179,7 @@ def run_audit(
     decision, reasons, limits, outcomes = decide_audit(policy.audit, drift, sections, classification,
                                                        n_current=len(current))
     attributes = []
-    for (name, comps, fairness), (one_decision, one_reasons) in zip(sections, outcomes):
+    for (name, comps, fairness), (one_decision, one_reasons) in zip(sections, outcomes, strict=True):
         cells = []
         if comps:
             try:

@@ -68,7 +68,7 @@ def fairness_drift(
         except FauxChecksError as exc:
             checks[name] = None
             errors.append(f"the fAux check on the {name} could not run: {exc}")
-        except Exception as exc:  # fail closed: an unexpected error is 'could not run', never a pass
+        except Exception as exc:  # noqa: BLE001 - fail closed: an unexpected error is 'could not run', never a pass
             checks[name] = None
             errors.append(f"the fAux check on the {name} could not run: internal error {type(exc).__name__}: {exc}")
         timings["check_" + name.split()[0]] = time.perf_counter() - t0

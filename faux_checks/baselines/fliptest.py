@@ -151,7 +151,7 @@ class FlipTestTester:
     needs_protected_values = True
 
     def __init__(self, target_model, *, method: Method = "exact", max_n: int = 2000, reg: float = 0.01, seed: int = 0,
-                 output: TargetOutput = TargetOutput(), chunk_size: int = DEFAULT_CHUNK):
+                 output: TargetOutput = TargetOutput(), chunk_size: int = DEFAULT_CHUNK):  # noqa: B008 - frozen dataclass, immutable default
         self.target_model = target_model
         self.method = method
         self.max_n = max_n
@@ -197,7 +197,7 @@ class FlipTestTester:
             samples = [m if len(m) <= self.max_n else np.sort(rng.choice(m, self.max_n, replace=False))
                        for m in members]
         neighbour = []                                                     # per group: (n_g,) index into its sample
-        for m, s in zip(members, samples):
+        for m, s in zip(members, samples, strict=True):
             if len(m) == len(s):
                 neighbour.append(np.arange(len(m)))
             else:

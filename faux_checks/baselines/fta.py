@@ -34,7 +34,7 @@ class FTATester:
     name = "fta"
     needs_protected_input = False
 
-    def __init__(self, target_model, *, output: TargetOutput = TargetOutput(), p: float = 2.0,
+    def __init__(self, target_model, *, output: TargetOutput = TargetOutput(), p: float = 2.0,  # noqa: B008 - frozen dataclass, immutable default
                  chunk_size: int = DEFAULT_CHUNK):
         self.target_model = target_model
         self.output = output

@@ -51,7 +51,7 @@ class FTUFlipTester:
     needs_protected_values = False
 
     def __init__(self, target_model, *, protected_columns, levels: tuple[float, float] = (0.0, 1.0),
-                 output: TargetOutput = TargetOutput(), chunk_size: int = DEFAULT_CHUNK):
+                 output: TargetOutput = TargetOutput(), chunk_size: int = DEFAULT_CHUNK):  # noqa: B008 - frozen dataclass, immutable default
         self.target_model = target_model
         self.protected_columns = protected_columns
         self.levels = levels

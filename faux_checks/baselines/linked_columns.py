@@ -186,7 +186,7 @@ def linked_candidates(frame: pd.DataFrame, *, protected: str, groups: np.ndarray
             sets[i] = new if change[i] else ()
         per_link.append((link.column, change, sets))
     sizes = np.ones(n, dtype=np.int64)
-    for _, change, sets in per_link:
+    for _, _change, sets in per_link:
         sizes = np.maximum(sizes, np.array([len(s) or 1 for s in sets]))
     J = int(sizes.max()) if n else 1
     frames = []
@@ -277,7 +277,7 @@ class LinkedColumnsTester:
         labels = np.asarray(self.groups, dtype=object)
         raw = {}
         if self.protected in frame.columns:
-            for label, value in zip(labels[values], frame[self.protected].to_numpy()):
+            for label, value in zip(labels[values], frame[self.protected].to_numpy(), strict=False):
                 raw.setdefault(label, value)
         p = np.asarray(self.predict(frame), dtype=np.float64)
         m = len(self.groups)

@@ -137,7 +137,7 @@ class UnfairMapTester:
     needs_protected_values = False
 
     def __init__(self, target_model, *, kind: Kind = "binary", steps: int = 20, step_size: float = 0.1,
-                 penalty: float = 1.0, basis: np.ndarray | None = None, output: TargetOutput = TargetOutput(),
+                 penalty: float = 1.0, basis: np.ndarray | None = None, output: TargetOutput = TargetOutput(),  # noqa: B008 - frozen dataclass, immutable default
                  C: float = 1.0, alpha: float = 1.0, chunk_size: int = DEFAULT_CHUNK):
         self.target_model = target_model
         self.kind = kind
@@ -209,6 +209,6 @@ class UnfairMapTester:
                     out[sl] = gradient_flow_loss_ratio(model, X[sl], labels[sl], basis, output, steps=int(self.steps),
                                                        step_size=self.step_size, penalty=self.penalty).numpy()
             finally:
-                for p, flag in zip(params, flags):
+                for p, flag in zip(params, flags, strict=True):
                     p.requires_grad_(flag)
         return out

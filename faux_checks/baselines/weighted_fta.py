@@ -68,7 +68,7 @@ class WeightedFTATester:
     needs_protected_values = False
 
     def __init__(self, target_model, *, kind: Kind = "binary", subspace: Literal["sensitive", "complement"] = "sensitive",
-                 p: float = 2.0, basis: np.ndarray | None = None, output: TargetOutput = TargetOutput(),
+                 p: float = 2.0, basis: np.ndarray | None = None, output: TargetOutput = TargetOutput(),  # noqa: B008 - frozen dataclass, immutable default
                  C: float = 1.0, alpha: float = 1.0, chunk_size: int = DEFAULT_CHUNK):
         self.target_model = target_model
         self.kind = kind

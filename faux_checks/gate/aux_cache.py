@@ -169,7 +169,7 @@ def _from_store(policy: Policy, kind: str, X, values, *, key: str, groups, seed:
             return None
         folder, source = found
         aux = restore_recorded(policy, kind, X, values, folder, key=key, groups=groups, seed=seed)
-    except Exception as exc:          # evidence beside the decision: a record that does not read back is retrained
+    except Exception as exc:          # noqa: BLE001 - evidence beside the decision: a record that does not read back is retrained
         logger.warning("the recorded auxiliary model for key %s could not be reused (%s: %s); training it",
                        key[:12], type(exc).__name__, exc)
         return None

@@ -386,7 +386,7 @@ def _group_rule(ev: CheckEvidence, minimum: int) -> dict:
 
 def _aux_rule(ev: CheckEvidence, floor: float) -> dict:
     lows = [r.get("lower") for r in ev.aux_intervals]
-    weak = [r for r, lo in zip(ev.aux_intervals, lows) if lo is None or not math.isfinite(lo) or lo < floor]
+    weak = [r for r, lo in zip(ev.aux_intervals, lows, strict=True) if lo is None or not math.isfinite(lo) or lo < floor]
     observed = min((lo for lo in lows if lo is not None and math.isfinite(lo)), default=float("nan"))
 
     headline = str(ev.aux_metric).split(" ")[0]     # 'roc_auc (held-out rows ...)': named once, not per row

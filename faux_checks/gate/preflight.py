@@ -117,7 +117,7 @@ def check_version_fits(model_name: str, version: str, model_path: str | Path, sp
         from ..inputs.models import load_model
 
         model = load_model(model_path, trusted_types=tuple(trusted_types or ()))
-    except Exception:   # a version's own loading trouble: the gate records it undecided, with the cause
+    except Exception:   # noqa: BLE001 - a version's own loading trouble: the gate records it undecided, with the cause
         model = None
     check_inputs_fit(model, frame, policy, spec, prefix=where, suffix="; nothing was recorded",
                      encoding_is_configuration=encoding_is_configuration)

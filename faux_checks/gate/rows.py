@@ -226,7 +226,7 @@ def check_model_accepts(model, X: torch.Tensor, spec: FeatureSpec) -> None:
     try:
         with torch.no_grad():
             model(X[:2])
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - any refusal of X becomes the InputError below
         raise InputError(
             f"the target model does not accept X with {X.shape[1]} encoded features (FeatureSpec '{spec.name}', "
             f"columns {spec.source_columns[:12]}{' ...' if len(spec.source_columns) > 12 else ''}): "

@@ -275,7 +275,7 @@ def make_fused_data(x_hat, y_hat, x_tilde, y_tilde, *, n: int, bias: float, fusi
                      pairs=np.stack([i, j], axis=1), feature_names=names)
 
 
-def individual_fairness_scores(target_model, data: FusedData, *, output: TargetOutput = TargetOutput(),
+def individual_fairness_scores(target_model, data: FusedData, *, output: TargetOutput = TargetOutput(),  # noqa: B008 - frozen dataclass, immutable default
                                chunk_size: int = 65_536) -> np.ndarray:
     """Ground-truth IFS of each individual: |f(x) − f(x with c swapped, z⊥ fixed)| (Definition 1).
 

@@ -112,7 +112,7 @@ def _column_names(columns, names_in: list[str], step_name: str) -> list[str]:
         return names_in[columns]
     items = list(np.asarray(columns, dtype=object).ravel()) if not isinstance(columns, list) else list(columns)
     if items and all(isinstance(v, (bool, np.bool_)) for v in items):
-        return [c for c, keep in zip(names_in, items) if keep]
+        return [c for c, keep in zip(names_in, items, strict=False) if keep]
     out = []
     for v in items:
         if isinstance(v, (int, np.integer)):

@@ -236,7 +236,7 @@ def check_export_archive(data: bytes, path: str = "<archive>") -> None:
         native = sorted({r for r in rel if r.startswith(_NATIVE_DIRS)})
         if native:
             raise _refuse(path, f"it holds compiled native code ({len(native)} files, e.g. {native[0]!r})")
-        for full, r in zip(names, rel):
+        for full, r in zip(names, rel, strict=True):
             m = _CONSTANTS_CONFIG.match(r)
             if m:
                 try:
@@ -329,10 +329,10 @@ def load_export_archive(data: bytes, path: str = "<archive>"):
             program = torch.export.load(io.BytesIO(data))
     except pickle.UnpicklingError as exc:
         raise _refuse(path, f"a pickle inside it needs arbitrary Python objects ({str(exc).splitlines()[0][:200]})") from None
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - torch.export's own error, carried in the InputError
         raise InputError(f"cannot load torch.export model {path}: {type(exc).__name__}: {exc}") from None
     _check_loaded_graph(path, program)
     try:
         return program.module()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - torch.export's own error, carried in the InputError
         raise InputError(f"cannot build a module from torch.export model {path}: {type(exc).__name__}: {exc}") from None

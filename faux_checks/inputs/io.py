@@ -221,7 +221,7 @@ def header_names(path: str | Path, sep: str = ",") -> list[str] | None:
             return list(pq.read_schema(str(path)).names)
         first = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False, skipinitialspace=True,
                             sep=sep)
-    except Exception:
+    except Exception:  # noqa: BLE001 - unreadable this way: None, the reader proper says why
         return None
     return [str(v) for v in first.iloc[0]] if len(first) else None
 

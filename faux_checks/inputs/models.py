@@ -196,7 +196,7 @@ def load_model(
         return model
     try:
         obj = torch.load(str(path), map_location="cpu", weights_only=True)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - sorted below: refused pickle or not a model file
         if not (isinstance(exc, pickle.UnpicklingError) and "Weights only load failed" in str(exc)):
             # not a pickle the restricted unpickler rejected: a truncated file, a CSV, ...
             raise InputError(

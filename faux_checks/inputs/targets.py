@@ -69,7 +69,7 @@ def load_onnx(path: str | Path, *, output_name: str | None = None) -> ForwardOnl
     ort = _require("onnxruntime", "ONNX")
     try:
         session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the backend's own error, carried in the InputError
         raise InputError(f"cannot load ONNX model {path}: {type(exc).__name__}: {str(exc)[:300]}") from None
     inputs = session.get_inputs()
     if len(inputs) != 1:
@@ -120,7 +120,7 @@ def load_xgboost(path: str | Path) -> ForwardOnlyTarget:
     xgb = _require("xgboost", "XGBoost")
     try:
         booster = xgb.Booster(model_file=str(path))
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the backend's own error, carried in the InputError
         raise InputError(f"cannot load XGBoost model {path}: {str(exc).splitlines()[0][:300]}") from None
     return xgboost_target(booster, where=str(path), access="forward (xgboost)")
 
@@ -161,7 +161,7 @@ def load_lightgbm(path: str | Path) -> ForwardOnlyTarget:
     lgb = _require("lightgbm", "LightGBM")
     try:
         booster = lgb.Booster(model_file=str(path))
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the backend's own error, carried in the InputError
         raise InputError(f"cannot load LightGBM model {path}: {str(exc).splitlines()[0][:300]}") from None
     return lightgbm_target(booster, where=str(path), access="forward (lightgbm)")
 
@@ -206,7 +206,7 @@ def load_skops(path: str | Path, *, trusted_types: Sequence[str] = ()) -> Forwar
     sio = _require("skops.io", "scikit-learn (skops)")
     try:
         untrusted = sio.get_untrusted_types(file=str(path))
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the backend's own error, carried in the InputError
         raise InputError(f"cannot read skops file {path}: {type(exc).__name__}: {str(exc)[:300]}") from None
     refused = sorted(set(untrusted) - set(trusted_types))
     if refused:
@@ -216,7 +216,7 @@ def load_skops(path: str | Path, *, trusted_types: Sequence[str] = ()) -> Forwar
             "trusted types (load_model(..., trusted_types=[...]); CLI --trust-type NAME, once per type)")
     try:
         model = sio.load(str(path), trusted=list(untrusted))
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the backend's own error, carried in the InputError
         raise InputError(f"cannot load skops file {path}: {type(exc).__name__}: {str(exc)[:300]}") from None
     if not hasattr(model, "predict_proba"):
         raise InputError(f"the scikit-learn object in {path} ({type(model).__name__}) has no predict_proba; "

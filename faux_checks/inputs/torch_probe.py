@@ -90,7 +90,7 @@ def probe_torch_file(path: str | Path, fmt: str, memory_mib: int, timeout_s: flo
     global _server
     request = json.dumps({"fmt": fmt, "path": str(path), "memory_mib": int(memory_mib), "timeout_s": timeout_s})
     with _LOCK:
-        for attempt in (0, 1):                      # a server that died (killed from outside) is started again
+        for _attempt in (0, 1):                      # a server that died (killed from outside) is started again
             if _server is None or _server.poll() is not None:
                 _server = _start(timeout_s)
             try:

@@ -36,7 +36,7 @@ def eval_mode(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
                 pass
         yield model
     finally:
-        for m, was_training in zip(modules, previous):
+        for m, was_training in zip(modules, previous, strict=True):
             m.training = was_training
 
 

@@ -168,7 +168,7 @@ def _goals(reference: SwapReference, v: np.ndarray, x_aux: torch.Tensor | None, 
     if len(present) == 1:                                                           # one group in this chunk: no gathers
         return shifts[0].goal_from_fits(v, fitted[:, 0], fitted[:, 1])
     out = np.empty_like(v)
-    for i, ((ga, rows), shift) in enumerate(zip(present, shifts)):
+    for i, ((_ga, rows), shift) in enumerate(zip(present, shifts, strict=True)):   # shifts is built from present
         out[rows] = shift.goal_from_fits(v[rows], fitted[rows, 2 * i], fitted[rows, 2 * i + 1])
     return out
 
@@ -203,7 +203,7 @@ def _goals_t(reference: SwapReference, v: torch.Tensor, x_aux: torch.Tensor | No
     if len(present) == 1:
         return shifts[0].goal_from_fits(v, fitted[:, 0], fitted[:, 1])
     out = torch.empty_like(v)
-    for i, ((ga, rows), shift) in enumerate(zip(present, shifts)):
+    for i, ((_ga, rows), shift) in enumerate(zip(present, shifts, strict=True)):   # shifts is built from present
         r = torch.as_tensor(rows, device=dev)
         out[r] = shift.goal_from_fits(v[r], fitted[r, 2 * i], fitted[r, 2 * i + 1])
     return out
@@ -362,7 +362,7 @@ def _matched_inputs(x: torch.Tensor, c, *, reference: SwapReference, settings: S
         moved[:, positions] = torch.as_tensor(values, dtype=torch.float32, device=x.device)
         if reference.levels and settings.categorical in ("soft", "snap"):
             probabilities = _level_probabilities(reference, x_aux, a_np, other, c_values, t, settings.coupling)
-            for lm, p in zip(reference.levels, probabilities):
+            for lm, p in zip(reference.levels, probabilities, strict=False):
                 if settings.categorical != "snap":
                     block = p
                 elif isinstance(p, torch.Tensor):
@@ -551,7 +551,7 @@ def coupled_inputs(aux_raw, x: torch.Tensor, c, *, reference: SwapReference, set
     a_np = None if continuous else np.asarray(c, dtype=np.int64)
     c_values = np.asarray(c, dtype=np.float64) if continuous and c is not None else None
     out = []
-    for (target, x1, undefined), t in zip(soft, targets):
+    for (target, x1, undefined), t in zip(soft, targets, strict=False):
         other = None if continuous else (a_np + int(t)) % reference.n_groups
         probabilities = _level_probabilities(reference, x_aux, a_np, other, c_values, t, settings.coupling)
         configs, weights = configurations(x1, groups, probabilities)

@@ -97,7 +97,7 @@ def grouped_shapley(predict: Callable[[torch.Tensor], np.ndarray], x: torch.Tens
             cols = torch.as_tensor(stacked[list(s)].any(axis=0) if s else np.zeros(d, dtype=bool))
             mixed.append(torch.where(cols, x1[sl], x[sl]))
         out = np.asarray(predict(torch.cat(mixed)), dtype=np.float64).reshape(len(subsets), -1)
-        for s, row in zip(subsets, out):
+        for s, row in zip(subsets, out, strict=True):
             value.setdefault(s, []).append(row)
     value = {s: np.concatenate(v) for s, v in value.items()}
     base = value[frozenset()]

@@ -178,14 +178,14 @@ class FAuxTester:
         aux_model: AuxiliaryModel,
         *,
         variant: Variant = "faux",
-        output: TargetOutput = TargetOutput(),
+        output: TargetOutput = TargetOutput(),  # noqa: B008 - frozen dataclass, immutable default
         ridge: float = 0.0,
         protected_mask: np.ndarray | None = None,
         dx_dc_direct: np.ndarray | None = None,
         ig_baseline="mean",
         ig_steps: int = 32,
         reference: SwapReference | None = None,
-        swap: SwapSettings = SwapSettings(),
+        swap: SwapSettings = SwapSettings(),  # noqa: B008 - frozen dataclass, immutable default
         direct_levels: np.ndarray | None = None,
         chunk_size: int = DEFAULT_CHUNK,
         progress: bool = False,

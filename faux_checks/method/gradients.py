@@ -245,7 +245,7 @@ def check_batch_independence(fn: Callable[[torch.Tensor], torch.Tensor], X: torc
                 batch = fn(x64, twin).reshape(len(x), -1).double()
                 single = torch.cat([fn(x64[i : i + 1], twin).reshape(1, -1).double() for i in range(len(x))])
             rtol, precision = PROBE_RTOL_FLOAT64, "float64"
-        except Exception:  # a model with float32 constants: probe it as it runs
+        except Exception:  # noqa: BLE001 - a model with float32 constants: probe it as it runs
             batch = single = None
     if batch is None:
         call = (lambda t: fn(t, module)) if module is not None else fn

@@ -463,7 +463,7 @@ def configurations(x1: torch.Tensor, groups: Sequence[np.ndarray], probabilities
     weights = weights / weights.sum(dim=1, keepdim=True)
     C = weights.shape[1]
     configs = x1.float()[:, None, :].repeat(1, C, 1)
-    for idx, level in zip(groups, chosen):
+    for idx, level in zip(groups, chosen, strict=False):
         idx_t = torch.as_tensor(np.asarray(idx), dtype=torch.long, device=configs.device)
         block = torch.zeros((b, C, len(idx_t)), dtype=torch.float32, device=configs.device)
         block.scatter_(2, level[:, :, None].to(configs.device), 1.0)

@@ -559,7 +559,7 @@ class FeatureMatching(_DeviceCached):
                 sel = (a == ga) & (b == gb)
                 shifts = self.shifts[(int(ga), int(gb))]
 
-                def build():
+                def build(shifts=shifts):                                       # called at once; bound: B023
                     coef = np.stack([c for s in shifts for c in (s.coef_from, s.coef_to)], axis=1)   # (1 + d_A, 2 d_m)
                     slopes = np.zeros((x_t.shape[1], coef.shape[1]), dtype=np.float32)
                     slopes[held] = coef[1:]

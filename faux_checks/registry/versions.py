@@ -14,7 +14,26 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import InputError
+from .client import (
+    DEFAULT_ALIAS,
+    GATE_TAG,
+    MODELS_EXPERIMENT,
+    PENDING,
+    PROMOTION_TAG,
+    RUNNING,
+    RegistryClient,
+    tag_value,
+    with_retry,
+)
 from .formats import feature_spec_file, mlflow_model_file
+from .records import (  # noqa: F401  (UNDECIDED_CAUSE_TAG, NO_CHECK re-exported)
+    CHECKED_AT_TAG,
+    DATA_SHA_TAG,
+    FLAGGED_FRACTION_TAG,
+    NO_CHECK,
+    POLICY_SHA_TAG,
+    UNDECIDED_CAUSE_TAG,
+)
 
 
 def _model_format(path) -> str:
@@ -31,25 +50,6 @@ def model_sha256(path) -> str:
 
     return sha(path)
 
-from .client import (
-    DEFAULT_ALIAS,
-    GATE_TAG,
-    MODELS_EXPERIMENT,
-    PENDING,
-    PROMOTION_TAG,
-    RUNNING,
-    RegistryClient,
-    tag_value,
-    with_retry,
-)
-from .records import (  # noqa: F401  (UNDECIDED_CAUSE_TAG, NO_CHECK re-exported)
-    CHECKED_AT_TAG,
-    DATA_SHA_TAG,
-    FLAGGED_FRACTION_TAG,
-    NO_CHECK,
-    POLICY_SHA_TAG,
-    UNDECIDED_CAUSE_TAG,
-)
 
 def _logged_model_id(uri: str) -> str | None:
     """``m-…`` of a ``models:/m-…[/path]`` URI (an MLflow 3 LoggedModel), None for ``models:/name/…``."""

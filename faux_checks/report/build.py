@@ -109,7 +109,7 @@ def report_history(registry, model_name: str) -> list[dict]:
     try:
         return history_points(registry.history(model_name), registry.audit_runs(model_name),
                               registry.gate_runs(model_name))
-    except Exception as exc:  # the report is still written; the history section says it is empty
+    except Exception as exc:  # noqa: BLE001 - the report is still written; the history section says it is empty
         logger.warning("history of '%s' not available for the report: %s", model_name, exc)
         return []
 

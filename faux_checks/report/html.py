@@ -230,7 +230,7 @@ def _model_rows(report: dict[str, Any]) -> dict[str, Any]:
                 from ..inputs.models import model_format
 
                 fmt = model_format(model["path"])
-            except Exception:       # the file moved since the run: the table says so rather than guess
+            except Exception:       # noqa: BLE001 - the file moved since the run: the table says so rather than guess
                 fmt = "not readable now"
         if fmt is not None:
             model["format"] = fmt

@@ -75,7 +75,7 @@ def record_check(result) -> dict[str, str] | None:
     folder, subfolder = active
     try:
         return write_check_records(result, folder / subfolder(result) if subfolder else folder)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - best effort beside the decision: logged
         logger.warning("the check's records could not be written to %s: %s", folder, exc)
         return None
 

@@ -120,7 +120,7 @@ def _cells(attribute: StreamAttribute, plans: Mapping[str, ScoringPlan], counts:
            minimum: int) -> list[dict]:
     if not attribute.components:
         return []
-    rows = dict(zip(counts.groups, counts.n.tolist()))
+    rows = dict(zip(counts.groups, counts.n.tolist(), strict=False))
     groups = [plans[c].codec.groups if c in plans else () for c in attribute.components]
     out = []
     for combo in itertools.product(*groups):

@@ -73,9 +73,9 @@ class ProtectedCodec:
                 raise InputError(f"protected attribute '{name}' declared continuous but the sample has no numbers")
             edges = tuple(float(e) for e in np.unique(np.quantile(values[np.isfinite(values)], [0.25, 0.5, 0.75])))
             bounds = (-np.inf, *edges, np.inf)
-            groups = tuple(f"({lo:.4g}, {hi:.4g}]" for lo, hi in zip(bounds[:-1], bounds[1:]))
+            groups = tuple(f"({lo:.4g}, {hi:.4g}]" for lo, hi in zip(bounds[:-1], bounds[1:], strict=True))
             return cls(name, "continuous", groups, edges=edges)
-        mapping = {value: int(code) for value, code in zip(distinct, attr.values)}
+        mapping = {value: int(code) for value, code in zip(distinct, attr.values, strict=False)}
         return cls(name, attr.kind, tuple(attr.groups), mapping=mapping)
 
     def encode(self, values: pd.Series) -> np.ndarray:
@@ -278,7 +278,7 @@ def prepare_scoring(target_model, sample: SamplePart, *, policy: Policy, feature
              "groups": tuple(protected.groups), "n_features": int(X_aux.shape[1]), "train_rows": int(len(X)),
              "epochs_run": getattr(aux, "epochs_run_", None), "given": aux_model is not None,
              "intervals": intervals, "seeds": None,
-             "holdout_groups": {g: int(k) for g, k in zip(codec.groups, held_per_group)},
+             "holdout_groups": {g: int(k) for g, k in zip(codec.groups, held_per_group, strict=False)},
              "batch_probe": batch_probe},
         swap_reference=swap_reference, c_std=c_std,
     )

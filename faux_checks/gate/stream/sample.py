@@ -195,10 +195,10 @@ def sample_pass(source: DataSource, *, policy: Policy, feature_spec: FeatureSpec
         pending.append((keys, (start + kept).astype(np.int64), X, values.to_numpy(dtype=object)[kept]))
         pending_n += len(kept)
         if pending_n >= max(part.k // 2, 1):
-            part._add_rows(*(np.concatenate(a) for a in zip(*pending)))
+            part._add_rows(*(np.concatenate(a) for a in zip(*pending, strict=True)))
             pending, pending_n, threshold = [], 0, part.threshold
     if pending:
-        part._add_rows(*(np.concatenate(a) for a in zip(*pending)))
+        part._add_rows(*(np.concatenate(a) for a in zip(*pending, strict=True)))
     return part.sorted()
 
 

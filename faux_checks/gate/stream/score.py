@@ -126,7 +126,7 @@ class StreamCounts:
         with np.errstate(invalid="ignore", divide="ignore"):
             frac = np.where(self.n > 0, (self.flagged + self.undefined) / np.maximum(self.n, 1), np.nan)
             frac_defined = np.where(defined > 0, self.flagged / np.maximum(defined, 1), np.nan)
-        mean = [math.fsum(s) / d if d else float("nan") for s, d in zip(self.score_sums, defined)]
+        mean = [math.fsum(s) / d if d else float("nan") for s, d in zip(self.score_sums, defined, strict=False)]
         out = pd.DataFrame({"n": self.n, "flagged": self.flagged, "flagged_fraction": frac,
                             "flagged_fraction_defined": frac_defined, "undefined": self.undefined, "mean_score": mean},
                            index=pd.Index(self.groups, name="group"))
@@ -206,7 +206,7 @@ class ScoresWriter:
         if self._writer is not None:
             try:
                 self._writer.close()
-            except Exception:  # pragma: no cover - best effort on the way out
+            except Exception:  # noqa: BLE001 - best effort on the way out  # pragma: no cover
                 pass
         self.partial.unlink(missing_ok=True)
 

@@ -196,7 +196,7 @@ def csv_to_parquet(source: DataSource, dest: str | Path, *, columns: Sequence[st
             if writer is None:
                 writer = pq.ParquetWriter(str(dest), table.schema)
             elif table.schema != writer.schema:
-                changed = [f.name for f, g in zip(table.schema, writer.schema) if f.type != g.type]
+                changed = [f.name for f, g in zip(table.schema, writer.schema, strict=False) if f.type != g.type]
                 raise InputError(
                     f"CSV {source.path}: column(s) {changed} change type in the chunk starting at row "
                     f"{fmt_count(start)} (e.g. numbers, then text); clean the column or convert the file to "
