@@ -463,6 +463,17 @@ class ContinuousShift(_DeviceCached):
         return fitted_to + (1 - w_t) * q_lo + w_t * q_hi
 
 
+def _pair_fit_coefficients(shifts, held: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """One group pair's matched-feature fits as one product: ``(slopes, intercepts)``, slopes (d, 2 d_m) float32
+    with the held features' rows filled from each shift's ``coef_from`` / ``coef_to`` (columns 2k, 2k+1), intercepts
+    (2 d_m,) float64; ``x @ slopes + intercepts`` are the fitted values both paths of :meth:`FeatureMatching.values`
+    read (the numpy path on the host, the torch path on the chunk's device)."""
+    coef = np.stack([c for s in shifts for c in (s.coef_from, s.coef_to)], axis=1)   # (1 + d_A, 2 d_m)
+    slopes = np.zeros((d, coef.shape[1]), dtype=np.float32)
+    slopes[held] = coef[1:]
+    return slopes, coef[0]
+
+
 @dataclass(frozen=True)
 class FeatureMatching(_DeviceCached):
     """The matched value of each free numeric feature in the other group (``swap_metric = "matched"``).
@@ -519,11 +530,9 @@ class FeatureMatching(_DeviceCached):
             for gb in np.unique(b[a == ga]):
                 sel = (a == ga) & (b == gb)
                 shifts = self.shifts[(int(ga), int(gb))]
-                coef = np.stack([c for s in shifts for c in (s.coef_from, s.coef_to)], axis=1)   # (1 + d_A, 2 d_m)
-                slopes = np.zeros((x_t.shape[1], coef.shape[1]), dtype=np.float32)
-                slopes[held] = coef[1:]
+                slopes, intercepts = _pair_fit_coefficients(shifts, held, x_t.shape[1])
                 rows = x_t if sel.all() else x_t[torch.as_tensor(sel, device=x_t.device)]
-                fits = host((rows @ torch.from_numpy(slopes).to(x_t.device)).double()) + coef[0]   # (n_sel, 2 d_m)
+                fits = host((rows @ torch.from_numpy(slopes).to(x_t.device)).double()) + intercepts   # (n_sel, 2 d_m)
                 xs = x if sel.all() else x[sel]
                 for k, shift in enumerate(shifts):
                     value = shift.goal_from_fits(xs[:, k], fits[:, 2 * k], fits[:, 2 * k + 1])
@@ -560,10 +569,8 @@ class FeatureMatching(_DeviceCached):
                 shifts = self.shifts[(int(ga), int(gb))]
 
                 def build(shifts=shifts):                                       # called at once; bound: B023
-                    coef = np.stack([c for s in shifts for c in (s.coef_from, s.coef_to)], axis=1)   # (1 + d_A, 2 d_m)
-                    slopes = np.zeros((x_t.shape[1], coef.shape[1]), dtype=np.float32)
-                    slopes[held] = coef[1:]
-                    return torch.from_numpy(slopes).to(dev), _t64(coef[0], dev)
+                    slopes, intercepts = _pair_fit_coefficients(shifts, held, x_t.shape[1])
+                    return torch.from_numpy(slopes).to(dev), _t64(intercepts, dev)
 
                 slopes_t, intercepts = self._on_device(dev, (int(ga), int(gb), held.tobytes()), build)
                 sel_t = None if sel.all() else torch.as_tensor(sel, device=dev)
