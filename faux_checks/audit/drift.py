@@ -13,6 +13,7 @@ from .._validation import as_frame
 from ..errors import InputError
 from ..gate.policy import Policy
 from ..inputs.tabular import FeatureSpec
+from ..kinds import protected_kind
 from ..provenance import data_sha256, installed_versions, jsonable, package_versions
 from .classification import classification_quality, finite_or_none
 from .columns import column_drift
@@ -143,7 +144,8 @@ def run_audit(
         except InputError as exc:  # the fAux step reports it; drift still runs
             logger.warning("audit: no feature columns: %s", exc)
     columns = audit_columns(feature_spec, reference, current, policy=policy)
-    categorical = tuple(a.column for a in policy.attributes if a.kind != "continuous")
+    # an undeclared kind (None, detected from the data later) is read as grouped, as before KINDS
+    categorical = tuple(a.column for a in policy.attributes if a.kind is None or protected_kind(a.kind).grouped)
     if feature_spec is not None:  # the spec's one-hot columns are categorical for Evidently too
         categorical += tuple(c.name for c in feature_spec.columns if c.kind == "categorical" and c.name not in categorical)
     drift = column_drift(reference, current, columns, categorical=categorical, settings=policy.audit,

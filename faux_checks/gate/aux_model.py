@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from ..inputs.protected import ProtectedAttribute
+from ..kinds import protected_kind
 from ..method._batching import as_tensor
 from ..method.auxiliary import AuxiliaryModel
 from .aux_cache import new_aux, trained_aux
@@ -101,7 +102,7 @@ def gate_split(n: int, values: np.ndarray, policy: Policy, kind: str) -> tuple[n
     """The training and held-out positions (of n rows) that :meth:`AuxiliaryModel.fit` draws with ``policy.seed``."""
     from ..method.auxiliary import _split
 
-    strata = None if kind == "continuous" else np.asarray(values).astype(np.int64)
+    strata = np.asarray(values).astype(np.int64) if protected_kind(kind).grouped else None
     return _split(n, policy.aux.holdout, np.random.default_rng(policy.seed), strata=strata)
 
 

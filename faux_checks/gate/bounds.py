@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..kinds import protected_kind
 __all__ = ["FlaggedInterval", "auc_interval", "clopper_pearson", "flagged_interval", "quality_intervals",
            "r2_interval", "rows_needed"]
 
@@ -219,22 +220,23 @@ def quality_intervals(kind: str, y: np.ndarray, score: np.ndarray, groups, confi
     """
     from sklearn.metrics import r2_score, roc_auc_score
 
+    entry = protected_kind(kind)
     y = np.asarray(y)
-    if kind == "continuous":
+    if not entry.grouped:
         q = float(r2_score(y, score)) if len(y) >= 2 else float("nan")
         lo, hi = r2_interval(y, score, confidence, seed=seed)
-        return [{"what": "all", "metric": "r2", "quality": q, "lower": lo, "upper": hi, "n_positive": int(len(y)),
+        return [{"what": "all", "metric": entry.quality_metric, "quality": q, "lower": lo, "upper": hi, "n_positive": int(len(y)),
                  "n_negative": 0}]
     score = np.asarray(score, dtype=np.float64)
-    targets = [1] if kind == "binary" else list(range(len(groups)))
+    targets = list(range(len(groups))) if entry.multi_output else [1]
     rows = []
     for g in targets:
         hit = y == g
-        s = score if kind == "binary" else score[:, g]
+        s = score[:, g] if entry.multi_output else score
         n_pos, n_neg = int(hit.sum()), int((~hit).sum())
         auc = float(roc_auc_score(hit, s)) if n_pos and n_neg else float("nan")
         lo, hi = auc_interval(auc, n_pos, n_neg, confidence)
-        what = f"{groups[0]} vs {groups[1]}" if kind == "binary" and len(groups) == 2 else f"{groups[g]} vs rest"
-        rows.append({"what": what, "metric": "roc_auc" if kind == "binary" else "roc_auc_ovr", "quality": auc,
+        what = f"{groups[0]} vs {groups[1]}" if not entry.multi_output and len(groups) == 2 else f"{groups[g]} vs rest"
+        rows.append({"what": what, "metric": entry.quality_metric, "quality": auc,
                      "lower": lo, "upper": hi, "n_positive": n_pos, "n_negative": n_neg})
     return rows

@@ -11,6 +11,7 @@ import numpy as np
 from ..errors import InputError
 from ..inputs.protected import ProtectedAttribute
 from ..inputs.tabular import ColumnEncoding, FeatureSpec
+from ..kinds import protected_kind
 
 __all__ = ["direct_derivative", "encoded_level"]
 
@@ -48,7 +49,7 @@ def direct_derivative(spec: FeatureSpec, protected: ProtectedAttribute) -> tuple
     """
     mask = spec.feature_mask(protected.name)
     enc = spec.columns[spec.source_columns.index(protected.name)]
-    if protected.kind == "continuous":
+    if not protected_kind(protected.kind).grouped:
         cols = np.array([[1.0 / (enc.std if enc.std > 0 else 1.0)]])
     else:
         base = encoded_level(enc, protected.groups[0])

@@ -14,6 +14,7 @@ import pandas as pd
 from ..._validation import fmt_count
 from ...errors import InputError
 from ...inputs.tabular import FeatureSpec
+from ...kinds import protected_kind
 from ...provenance import jsonable, package_versions, utc_now
 from ..bounds import FlaggedInterval, flagged_interval
 from ..decision import CheckEvidence, DecidedResult, check_rules, decide, missing_protected_note, summary_line, undefined_note
@@ -131,7 +132,7 @@ def summarize(counts: StreamCounts, plan: ScoringPlan, *, source: DataSource, ou
              "baseline testers and per-feature evidence are not computed by the streaming scorer"
              if any(t.enabled for t in policy.testers.values()) else "per-feature evidence is not computed",
              "continuous protected attribute grouped by the training sample's quartiles"
-             if plan.codec.kind == "continuous" else None,
+             if not protected_kind(plan.codec.kind).grouped else None,
              "IG baseline = mean of the training sample" if isinstance(plan.ig_baseline, np.ndarray) else None,
              *extra_notes]
     path = Path(source.path)
