@@ -453,6 +453,7 @@ def run_profile(c_kind: str, args) -> dict:
     import torch
 
     import faux_checks.method.auxiliary as auxmod
+    import faux_checks.method.batch_probe as probe_mod
     import faux_checks.method.faux as fx
     import faux_checks.method.gradients as grad_mod
     import faux_checks.method.lic as lic
@@ -474,8 +475,9 @@ def run_profile(c_kind: str, args) -> dict:
     out["isfinite_X"] = {"wall_s": w, "cpu_s": c, "rss_rise_mb": peak_rss_mb() - r0}
 
     prof = CallProfiler()
-    for owner, attrs in ((fx, ("as_tensor", "resolve_output_form", "check_batch_independence", "float64_copy",
+    for owner, attrs in ((fx, ("as_tensor", "resolve_output_form", "float64_copy",
                                "target_probability_and_gradient", "faux_scores", "faux_ng_scores")),
+                         (probe_mod, ("check_batch_independence",)),
                          (auxmod.AuxiliaryModel, ("jacobian",)),
                          (auxmod, ("output_jacobian",)),
                          (grad_mod, ("_target_chunk", "_input_grad")),

@@ -43,7 +43,7 @@ _LAZY = {
     "FeatureSpec": ".inputs.tabular",
     "AuxiliaryModel": ".method.auxiliary",
     "FAuxTester": ".method.faux",
-    "LICResult": ".method.faux",
+    "LICResult": ".method.result",
     "LICScores": ".method.lic",
     "faux_ng_scores": ".method.lic",
     "faux_projection_scores": ".method.lic",

@@ -10,8 +10,8 @@ import torch
 from faux_checks import AuxiliaryModel, FeatureSpec, InputError
 from faux_checks.gate.policy import Policy
 from faux_checks.gate.stream.run import score_stream
-from faux_checks.method import faux as faux_module
-from faux_checks.method.faux import probe_batch_independence
+from faux_checks.method import batch_probe as probe_module
+from faux_checks.method.batch_probe import probe_batch_independence
 from faux_checks.method.gradients import check_batch_independence
 
 
@@ -94,8 +94,8 @@ def test_clean_stream_passes_with_any_chunk_size_probing_each_model_once(stream_
                                                                          monkeypatch):
     d, spec, policy = stream_case
     calls = []
-    real = faux_module.check_batch_independence
-    monkeypatch.setattr(faux_module, "check_batch_independence",
+    real = probe_module.check_batch_independence
+    monkeypatch.setattr(probe_module, "check_batch_independence",
                         lambda *a, **k: calls.append(k["model"]) or real(*a, **k))
     summary = score_stream(KernelNoise(spec.n_features), d / "data.parquet", policy=policy, feature_spec=spec,
                            chunk_rows=chunk_rows, out_path=tmp_path / "scores.parquet")

@@ -18,7 +18,9 @@ from faux_checks.baselines.linked_columns import LinkedColumnsTester, linked_can
 from faux_checks.errors import InputError
 from faux_checks.method.counterfactual import SwapSettings
 from faux_checks.method.levels import comonotone_transition, configurations, fit_level_model, gumbel_transition
-from faux_checks.method.swap import covariance_metric, fit_swap_reference, independent_features
+from faux_checks.method.held import independent_features
+from faux_checks.method.metric import covariance_metric
+from faux_checks.method.swap import fit_swap_reference
 
 
 # ---------------------------------------------------------------------------- metrics: closed forms

@@ -6,10 +6,10 @@ import torch
 
 from faux_checks.errors import InputError
 from faux_checks.method.lic import faux_scores
+from faux_checks.method.metric import covariance_metric
+from faux_checks.method.quantiles import matched_quantile
 from faux_checks.method.swap import (
-    covariance_metric,
     fit_swap_reference,
-    matched_quantile,
     pair_values,
     swap_displacement,
 )

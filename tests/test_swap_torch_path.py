@@ -2,7 +2,7 @@
 running maxima stay on the device, with no transfer to the host inside the chunk.
 
 The CPU keeps the numpy path (the pinned scores of tests/test_swap_pinned.py, bit for bit); the private switch
-``faux_checks.method.swap._FORCE_TORCH`` runs the torch path on CPU tensors, so that it is tested here without a GPU:
+``faux_checks.method.torch_path._FORCE_TORCH`` runs the torch path on CPU tensors, so that it is tested here without a GPU:
 
 (a) each torch helper equals its numpy counterpart (float64; ``HELPER_ATOL``), ties, values outside the range and
     one-level quantiles included;
@@ -23,16 +23,20 @@ from torch import nn
 
 from _swap_pin_problem import CASES, _problem
 
+import faux_checks.method.chunk as chunk_mod
 import faux_checks.method.counterfactual as cf
+import faux_checks.method.goals as goals_mod
 import faux_checks.method.levels as levels_mod
+import faux_checks.method.matching as matching_mod
 import faux_checks.method.output as output_mod
 import faux_checks.method.swap as swap_mod
+import faux_checks.method.torch_path as torch_path_mod
 from faux_checks.method.auxiliary import AuxiliaryModel, AuxNet
 from faux_checks.method.counterfactual import SwapSettings
 from faux_checks.method.faux import FAuxTester
 from faux_checks.method.output import TargetOutput
-from faux_checks.method.swap import (ContinuousShift, GroupShift, _interp_t, _interp_uniform, _interp_uniform_t,
-                                     _quantile_ranks)
+from faux_checks.method.quantiles import _interp_t, _interp_uniform, _interp_uniform_t, _quantile_ranks
+from faux_checks.method.shifts import ContinuousShift, GroupShift
 
 #: Torch helper against numpy helper, float64 (measured: 0, the same operations in the same order).
 HELPER_ATOL = 1e-12
@@ -47,12 +51,12 @@ HAS_CUDA = torch.cuda.is_available()
 
 @contextlib.contextmanager
 def forced_torch_path():
-    old = swap_mod._FORCE_TORCH
-    swap_mod._FORCE_TORCH = True
+    old = torch_path_mod._FORCE_TORCH
+    torch_path_mod._FORCE_TORCH = True
     try:
         yield
     finally:
-        swap_mod._FORCE_TORCH = old
+        torch_path_mod._FORCE_TORCH = old
 
 
 def _t(a):
@@ -233,8 +237,8 @@ def test_aux_goals_on_the_torch_path_equal_the_numpy_goals(case):
     for t in ([1.0, -1.0] if case == "continuous" else range(1, ref.n_groups)):
         b = None if a is None else (a + int(t)) % ref.n_groups
         cv = c if case == "continuous" else None
-        want = cf._goals(ref, v, x, a, b, t, cv)
-        got = cf._goals(ref, _t(v), x, a, b, t, cv)
+        want = goals_mod._goals(ref, v, x, a, b, t, cv)
+        got = goals_mod._goals(ref, _t(v), x, a, b, t, cv)
         assert isinstance(got, torch.Tensor)
         np.testing.assert_allclose(got.numpy(), want, rtol=0, atol=HELPER_ATOL)
 
@@ -352,13 +356,13 @@ class _Transfers:
 
     def __init__(self, monkeypatch):
         self.inside, self.chunks, self.counting = [], 0, False
-        real_host = cf.host
-        for module in (cf, swap_mod, output_mod, levels_mod):
+        real_host = chunk_mod.host
+        for module in (chunk_mod, cf, goals_mod, matching_mod, swap_mod, output_mod, levels_mod):
             if hasattr(module, "host"):
                 monkeypatch.setattr(module, "host", self._wrap("host()", real_host))
         for name in ("numpy", "cpu", "item", "tolist", "__array__", "__bool__", "__int__", "__float__", "__index__"):
             monkeypatch.setattr(torch.Tensor, name, self._wrap(f".{name}()", getattr(torch.Tensor, name)))
-        real_chunk, real_finish = cf.swap_chunk, cf._finish_chunk_t
+        real_chunk, real_finish = chunk_mod.swap_chunk, chunk_mod._finish_chunk_t
 
         def chunk(*args, **kw):
             self.counting, self.chunks = True, self.chunks + 1
@@ -371,8 +375,8 @@ class _Transfers:
             self.counting = False                                            # the chunk's end: its results come back
             return real_finish(*args, **kw)
 
-        monkeypatch.setattr(cf, "swap_chunk", chunk)
-        monkeypatch.setattr(cf, "_finish_chunk_t", finish)
+        monkeypatch.setattr(chunk_mod, "swap_chunk", chunk)
+        monkeypatch.setattr(chunk_mod, "_finish_chunk_t", finish)
         import faux_checks.method.faux as faux_mod
         monkeypatch.setattr(faux_mod, "swap_chunk", chunk)
 

@@ -33,7 +33,7 @@ from ..method._batching import as_tensor
 from ..method.faux import FAuxTester, LICResult
 from ..method.forward import FD_STEP, is_forward_only, target_access
 from ..method.output import TargetOutput, resolve_output_form
-from ..method.swap import INDEPENDENCE_ALPHA, INFORMATIVE_Z
+from ..method.held import INDEPENDENCE_ALPHA, INFORMATIVE_Z
 from ..provenance import data_sha256, package_versions, utc_now
 from .aux_model import AuxFit, aux_training, fit_aux, free_column_quality
 from .bounds import flagged_interval

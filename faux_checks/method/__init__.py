@@ -4,7 +4,10 @@
 - ``gradients``: per-individual gradients of P(y | x) and Jacobians of the auxiliary model.
 - ``lic``: the LIC readings as pure functions on tensors (eq. 9, NG, projection, LIC-UB).
 - ``auxiliary``: the auxiliary model f_aux that predicts the protected attribute from x.
-- ``faux``: :class:`~faux_checks.method.faux.FAuxTester`, which streams individuals through them.
+- ``swap``: the default (swap) reading's reference and move; its parts ``metric``, ``shifts``, ``matching``, ``held``,
+  ``quantiles``, ``torch_path``; ``counterfactual``, ``goals`` and ``chunk``: one chunk of individuals through it.
+- ``faux``: :class:`~faux_checks.method.faux.FAuxTester`, which streams individuals through them
+  (``result``: its :class:`~faux_checks.method.result.LICResult`; ``batch_probe``: the models' batch probe).
 
 New maths goes here, tested against closed forms (docs/method.md says what each reading means).
 """

@@ -1,11 +1,11 @@
-"""One chunk of individuals through the swap reading: counterfactual inputs and the target's change.
+"""The counterfactual inputs of one chunk of individuals under the swap reading.
 
-:func:`swap_chunk` is the loop body of :meth:`faux_checks.method.faux.FAuxTester.evaluate` for
-``variant="swap"``; the maths it calls are the pure functions of :mod:`faux_checks.method.swap`.
 For each individual and each counterfactual target (another group, or ±1 sd of a continuous c)
-it moves the auxiliary model's output to the matched value along the minimum-norm direction,
-sets c's own columns when the target takes them as inputs, and reads the target's prediction
-there.
+:func:`counterfactual_inputs` moves the auxiliary model's output to the matched value
+(:mod:`faux_checks.method.goals`) along the minimum-norm direction (:func:`~faux_checks.method.swap.swap_displacement`),
+or every matched feature to its own matched value, and sets c's own columns when the target takes them as inputs;
+:func:`coupled_inputs` enumerates the level configurations of one-hot groups. :func:`faux_checks.method.chunk.swap_chunk`
+reads the target's prediction there; the maths it calls are the pure functions of :mod:`faux_checks.method.swap`.
 """
 
 from __future__ import annotations
@@ -18,15 +18,14 @@ import torch
 
 from .._device import host
 from ..errors import InputError
-from .forward import forward_attribution, is_forward_only
-from .gradients import target_probability_and_gradient
-from .output import TargetOutput, predict_probability, predict_probability_tensor
+from .goals import _goals
 from .levels import (comonotone_transition, comonotone_transition_t, configurations, gumbel_transition,
                      gumbel_transition_t)
-from .swap import SwapReference, _torch_path, pair_values, swap_displacement
+from .swap import SwapReference, pair_values, swap_displacement
+from .torch_path import _torch_path
 
-__all__ = ["EVIDENCE_STEPS", "MAX_STRETCH", "coupled_inputs", "SwapSettings", "SwapChunk", "counterfactual_inputs", "fit_floors",
-           "segment_attribution", "swap_chunk"]
+__all__ = ["MAX_STRETCH", "coupled_inputs", "SwapSettings", "counterfactual_inputs", "fit_floors"]
+
 
 #: The line search never stretches the linear step beyond this factor (nor reverses it): an aux output
 #: that cannot reach the matched value along the direction does not send x off to infinity.
@@ -80,39 +79,6 @@ class SwapSettings:
             raise InputError(f"swap categorical must be 'soft', 'snap' or 'coupled', got {self.categorical!r}")
 
 
-@dataclass(frozen=True)
-class SwapChunk:
-    """Per-individual output of :func:`swap_chunk` for b rows (numpy, float64 unless stated).
-
-    Attributes
-    ----------
-    scores : (b,)  |Δŷ| of the counterfactual with the largest change; NaN where undefined.
-    undefined : (b,) bool
-    probability : (b,)  ŷ = P(y = target_class | x).
-    counterfactual_probability : (b,)  ŷ at that counterfactual.
-    counterfactual_target : (b,) int64  its other group (index), or +1 / −1 (sd) for continuous c.
-    direct : (b,) or None  |Δŷ| from c's own columns alone (when they are target inputs).
-    evidence : (b, d) or None  per-feature terms of the change: integrated gradients along x -> x′ (:func:`segment_attribution`).
-    outcomes : (b, C) or None  ``categorical = "coupled"``: |Δŷ| of each level configuration of the counterfactual
-        with the largest expected change (``scores`` is their expected value).
-    outcome_weights : (b, C) or None  their probabilities (rows sum to 1).
-    counterfactual : (b, d) float32 or None  with ``evidence``: the representative counterfactual x′ (the most
-        probable configuration of the group with the largest expected change), the segment the evidence and
-        the decomposition (:mod:`faux_checks.method.decomposition`) read.
-    """
-
-    scores: np.ndarray
-    undefined: np.ndarray
-    probability: np.ndarray
-    counterfactual_probability: np.ndarray
-    counterfactual_target: np.ndarray
-    direct: np.ndarray | None
-    evidence: np.ndarray | None
-    outcomes: np.ndarray | None = None
-    outcome_weights: np.ndarray | None = None
-    counterfactual: np.ndarray | None = None
-
-
 def _aux_value_and_grad(aux_raw, x: torch.Tensor, a: torch.Tensor | None, b: torch.Tensor | None):
     """v (n,) float64 and ∇ₓv (n, d) float32 of the aux log-odds of b against a (continuous: the prediction of c)."""
     return _aux_values_and_grads(aux_raw, x, [(a, b)])[0]
@@ -132,80 +98,6 @@ def _aux_values_and_grads(aux_raw, x: torch.Tensor, pairs: Sequence[tuple]) -> l
         v = raw[:, 0] if a is None else pair_values(raw, a, b)
         (grad,) = torch.autograd.grad(v.sum(), x, retain_graph=i < len(pairs) - 1)
         out.append((v.detach().double(), grad))
-    return out
-
-
-def _goals(reference: SwapReference, v: np.ndarray, x_aux: torch.Tensor | None, a: np.ndarray, b: np.ndarray,
-           sign: float, c_values: np.ndarray | None = None) -> np.ndarray:
-    """The matched aux value of each row (:meth:`GroupShift.goal`).
-
-    ``x_aux`` (n, d_aux) float32: the rows in the aux input space (None without admissible features). The
-    linear fits of every group pair come from one float32 product with coefficients that are zero on the
-    free features (no (n, d_A) gather of the admissible columns, no float64 copy of the rows); the fits
-    then enter the float64 quantile matching.
-
-    ``v`` a float64 Tensor (the torch path, :func:`~faux_checks.method.swap._torch_path`): :func:`_goals_t`,
-    the same on v's device, returning a Tensor there.
-    """
-    if isinstance(v, torch.Tensor):
-        return _goals_t(reference, v, x_aux, a, b, sign, c_values)
-    if reference.kind == "continuous":
-        if reference.continuous is None or c_values is None:
-            return v + sign * reference.slope
-        xa = (np.zeros((len(v), 0)) if x_aux is None
-              else host(x_aux[:, torch.as_tensor(reference.admissible, device=x_aux.device)].double()))
-        return reference.continuous.goal(v, np.asarray(c_values, dtype=np.float64), xa, sign)
-    present = [(ga, np.flatnonzero(a == ga)) for ga in range(reference.n_groups)]
-    present = [(ga, rows) for ga, rows in present if len(rows)]
-    shifts = [reference.shifts[(ga, int(b[rows[0]]))] for ga, rows in present]
-    coef = np.stack([c for s in shifts for c in (s.coef_from, s.coef_to)], axis=1)   # (1 + d_A, 2 * groups)
-    if x_aux is None:
-        fitted = np.broadcast_to(coef[0], (len(v), coef.shape[1]))
-    else:
-        slopes = np.zeros((x_aux.shape[1], coef.shape[1]), dtype=np.float32)
-        slopes[reference.admissible] = coef[1:]
-        fitted = host(x_aux @ torch.from_numpy(slopes).to(x_aux.device)) + coef[0]   # (n, 2 * groups) float64
-    if len(present) == 1:                                                           # one group in this chunk: no gathers
-        return shifts[0].goal_from_fits(v, fitted[:, 0], fitted[:, 1])
-    out = np.empty_like(v)
-    for i, ((_ga, rows), shift) in enumerate(zip(present, shifts, strict=True)):   # shifts is built from present
-        out[rows] = shift.goal_from_fits(v[rows], fitted[rows, 2 * i], fitted[rows, 2 * i + 1])
-    return out
-
-
-def _goals_t(reference: SwapReference, v: torch.Tensor, x_aux: torch.Tensor | None, a: np.ndarray, b: np.ndarray,
-             sign: float, c_values: np.ndarray | None = None) -> torch.Tensor:
-    """:func:`_goals` on v's device, without a transfer to the host: v (n,) float64 -> goals (n,) float64 there.
-
-    The chunk's groups ``a``, ``b`` (ndarrays, inputs) choose the rows on the host; the fits (one float32
-    product, as in :func:`_goals`) and the quantile matching (:meth:`GroupShift.goal_from_fits` on Tensors)
-    run on the device.
-    """
-    dev = v.device
-    if reference.kind == "continuous":
-        if reference.continuous is None or c_values is None:
-            return v + sign * reference.slope
-        xa = (torch.zeros((len(v), 0), dtype=torch.float64, device=dev) if x_aux is None
-              else x_aux[:, torch.as_tensor(reference.admissible, device=dev)].double())
-        c_t = torch.as_tensor(np.asarray(c_values, dtype=np.float64), device=dev)
-        return reference.continuous.goal(v, c_t, xa, sign)
-    present = [(ga, np.flatnonzero(a == ga)) for ga in range(reference.n_groups)]
-    present = [(ga, rows) for ga, rows in present if len(rows)]
-    shifts = [reference.shifts[(ga, int(b[rows[0]]))] for ga, rows in present]
-    coef = np.stack([c for s in shifts for c in (s.coef_from, s.coef_to)], axis=1)   # (1 + d_A, 2 * groups)
-    intercepts = torch.as_tensor(coef[0], dtype=torch.float64, device=dev)
-    if x_aux is None:
-        fitted = intercepts.expand(len(v), coef.shape[1])
-    else:
-        slopes = np.zeros((x_aux.shape[1], coef.shape[1]), dtype=np.float32)
-        slopes[reference.admissible] = coef[1:]
-        fitted = (x_aux @ torch.from_numpy(slopes).to(dev)).double() + intercepts   # (n, 2 * groups) float64
-    if len(present) == 1:
-        return shifts[0].goal_from_fits(v, fitted[:, 0], fitted[:, 1])
-    out = torch.empty_like(v)
-    for i, ((_ga, rows), shift) in enumerate(zip(present, shifts, strict=True)):   # shifts is built from present
-        r = torch.as_tensor(rows, device=dev)
-        out[r] = shift.goal_from_fits(v[r], fitted[r, 2 * i], fitted[r, 2 * i + 1])
     return out
 
 
@@ -338,7 +230,7 @@ def _unmoved(x: torch.Tensor, c, reference: SwapReference, keep: np.ndarray, dir
 
 def _matched_inputs(x: torch.Tensor, c, *, reference: SwapReference, settings: SwapSettings, keep: np.ndarray,
                     direct_levels) -> list[tuple[np.ndarray, torch.Tensor, np.ndarray]]:
-    """``metric = "matched"``: every matched feature takes its own matched value (:class:`~faux_checks.method.swap.FeatureMatching`).
+    """``metric = "matched"``: every matched feature takes its own matched value (:class:`~faux_checks.method.matching.FeatureMatching`).
 
     One-hot groups with a level model move by their coupling's expected one-hot (``categorical = "soft"``) or its
     most probable level (``"snap"``); with ``"coupled"`` they stay and :func:`coupled_inputs` switches them.
@@ -388,7 +280,7 @@ def counterfactual_inputs(aux_raw, x: torch.Tensor, c: np.ndarray | None, *, ref
                           direct_levels: np.ndarray | None = None) -> list[tuple[np.ndarray, torch.Tensor, np.ndarray]]:
     """The estimated counterfactual inputs of one chunk, one per counterfactual target.
 
-    Parameters are those of :func:`swap_chunk`.
+    Parameters are those of :func:`~faux_checks.method.chunk.swap_chunk`.
 
     Returns
     -------
@@ -396,9 +288,9 @@ def counterfactual_inputs(aux_raw, x: torch.Tensor, c: np.ndarray | None, *, ref
         ``target`` (b,) int64: the other group of each row (continuous c: +1 or −1 sd, the same for every
         row); ``x1`` Tensor (b, d) float32: the counterfactual inputs as the target sees them;
         ``undefined`` (b,) bool: rows whose move could not be computed (x1 equals x there); an ndarray, or on
-        the torch path (x on a non-CPU device, or :data:`faux_checks.method.swap._FORCE_TORCH`) a bool Tensor on
-        x's device: the matched quantiles then run in torch there (:func:`_goals_t`,
-        :meth:`~faux_checks.method.swap.FeatureMatching.values`), no transfer to the host.
+        the torch path (x on a non-CPU device, or :data:`faux_checks.method.torch_path._FORCE_TORCH`) a bool Tensor on
+        x's device: the matched quantiles then run in torch there (:func:`~faux_checks.method.goals._goals_t`,
+        :meth:`~faux_checks.method.matching.FeatureMatching.values`), no transfer to the host.
     """
     b_rows, d = x.shape
     keep = np.ones(d, dtype=bool) if keep is None else np.asarray(keep, dtype=bool)
@@ -476,7 +368,7 @@ def _level_probabilities(reference: SwapReference, x_aux: torch.Tensor, a_np, ot
                          coupling: str = "auto") -> list[np.ndarray]:
     """Per level model, each row's probabilities (b, K) of its counterfactual level (comonotone coupling).
 
-    On the torch path (:func:`~faux_checks.method.swap._torch_path` of x_aux): the same in torch on x_aux's device,
+    On the torch path (:func:`~faux_checks.method.torch_path._torch_path` of x_aux): the same in torch on x_aux's device,
     (b, K) float64 Tensors there (:meth:`~faux_checks.method.levels.LevelModel.logits_t`,
     :func:`~faux_checks.method.levels.gumbel_transition_t`, :func:`~faux_checks.method.levels.comonotone_transition_t`).
     """
@@ -557,230 +449,3 @@ def coupled_inputs(aux_raw, x: torch.Tensor, c, *, reference: SwapReference, set
         configs, weights = configurations(x1, groups, probabilities)
         out.append((target, configs, weights, undefined))
     return out
-
-
-#: Gradient evaluations along the segment x -> x′ for the per-feature evidence (midpoint Riemann sum).
-EVIDENCE_STEPS = 8
-
-
-def segment_attribution(target_model, x: torch.Tensor, x1: torch.Tensor, output: TargetOutput,
-                        *, steps: int = EVIDENCE_STEPS) -> np.ndarray:
-    """Per-feature terms of f(x′) − f(x): integrated gradients along the straight segment from x to x′.
-
-    Parameters
-    ----------
-    x, x1 : Tensor of shape (b, d)
-        Individuals and their counterfactuals.
-    steps : int
-        Midpoint Riemann sum with this many gradient evaluations.
-
-    Returns
-    -------
-    ndarray of shape (b, d), float64
-        Δxⱼ · mean over the segment of ∂f/∂xⱼ; the terms add up to f(x′) − f(x) up to the quadrature
-        error (completeness of integrated gradients, Sundararajan et al. 2017). c's own columns, set to
-        the other group in x′, get their share: the direct part of the change.
-
-        A forward-only target (:class:`~faux_checks.method.forward.ForwardOnlyTarget`: trees, scikit-learn,
-        ONNX) has no gradients: its terms come from predictions only
-        (:func:`~faux_checks.method.forward.forward_attribution`), complete as well.
-    """
-    if is_forward_only(target_model):
-        return forward_attribution(lambda p: predict_probability(target_model, p, output), x, x1)
-    x = x.float()
-    dx = x1.double() - x.double()                                          # (b, d)
-    mean_grad = torch.zeros_like(dx)
-    for k in range(steps):
-        point = (x.double() + (k + 0.5) / steps * dx).float()
-        _, g = target_probability_and_gradient(target_model, point, output)
-        mean_grad += g / steps
-    return host(mean_grad * dx)
-
-
-def _pad_to(a: np.ndarray, width: int) -> np.ndarray:
-    """(b, C) -> (b, width) with zero columns (configurations of weight 0)."""
-    return np.pad(a, ((0, 0), (0, width - a.shape[1])))
-
-
-def swap_chunk(target_model, aux_raw, x: torch.Tensor, c: np.ndarray | None, *, reference: SwapReference,
-               output: TargetOutput, settings: SwapSettings = SwapSettings(), keep: np.ndarray | None = None,
-               direct_levels: np.ndarray | None = None, evidence: bool = False) -> SwapChunk:
-    """Swap-reading scores of one chunk of individuals.
-
-    Parameters
-    ----------
-    target_model : torch.nn.Module or TorchScript module
-    aux_raw : callable, Tensor (b, d_aux) -> Tensor (b, m) or (b, 1)
-        The auxiliary network's raw outputs (logits, or the standardised prediction of c).
-    x : Tensor of shape (b, d), float32
-        Encoded features as the target sees them.
-    c : ndarray of shape (b,) or None
-        Group index of each individual (None for a continuous c).
-    reference : SwapReference
-        Fitted on reference rows in the aux input space (:func:`~faux_checks.method.swap.fit_swap_reference`).
-    output : TargetOutput
-        Resolved output form of the target.
-    settings : SwapSettings
-    keep : bool array of shape (d,), optional
-        The target's features the aux model sees (all but c's own columns, bad-inputs case C09).
-    direct_levels : ndarray of shape (m, d_c) or (1, d_c), optional
-        Encoded value of c's own columns for each group, or (continuous) their change per +1 sd of c.
-    evidence : bool
-        Compute the (b, d) per-feature terms (:func:`segment_attribution`, ``EVIDENCE_STEPS`` target gradients).
-
-    Returns
-    -------
-    SwapChunk
-
-    Notes
-    -----
-    Our reading (docs/method.md, "The swap reading"); module docstring of :mod:`faux_checks.method.swap`.
-
-    Device path: with x on a non-CPU device and a torch target (or :data:`faux_checks.method.swap._FORCE_TORCH`
-    on the CPU), the move, the matched quantiles (np.interp semantics in torch, :func:`~faux_checks.method.swap._interp_t`),
-    the target's probabilities and the running maxima stay on the device; the results come to the host once at
-    the chunk's end (:func:`_finish_chunk_t`). The level models of one-hot groups run there too
-    (:func:`_level_probabilities_t`); what still crosses inside a chunk is one scalar per one-hot group and target:
-    the number of level configurations to read (:func:`~faux_checks.method.levels.configurations`, a shape).
-    On the CPU the numpy path is kept (the pinned scores, bit for bit).
-    """
-    b_rows, d = x.shape
-    x = x.float()
-    keep_t = torch.as_tensor(np.ones(d, dtype=bool) if keep is None else np.asarray(keep, dtype=bool), device=x.device)
-    on_device = _torch_path(x) and not is_forward_only(target_model)
-    p0 = (predict_probability_tensor if on_device else predict_probability)(target_model, x, output)
-    g0 = None
-    if settings.evaluation == "first_order":
-        if is_forward_only(target_model):
-            raise InputError("swap_evaluation = 'first_order' needs the target's gradient, but the target is "
-                             "forward-only; use swap_evaluation = 'finite' (the default)")
-        _, g0 = target_probability_and_gradient(target_model, x, output)
-    coupled = settings.categorical == "coupled" and bool(reference.levels)
-    if coupled and g0 is not None:
-        raise InputError("swap_categorical = 'coupled' reads the target's actual change at each level configuration; "
-                         "use swap_evaluation = 'finite'")
-    if coupled:
-        candidates = coupled_inputs(aux_raw, x, c, reference=reference, settings=settings, keep=keep,
-                                    direct_levels=direct_levels)
-    else:                                                                      # one configuration of weight 1
-        candidates = [(t, x1[:, None, :], np.ones((b_rows, 1)), u) for t, x1, u in
-                      counterfactual_inputs(aux_raw, x, c, reference=reference, settings=settings, keep=keep,
-                                            direct_levels=direct_levels)]
-    if on_device:
-        return _swap_chunk_t(target_model, x, p0, g0, candidates, output=output,
-                             keep=np.ones(d, dtype=bool) if keep is None else np.asarray(keep, dtype=bool),
-                             coupled=coupled, evidence=evidence)
-    to_np = lambda a: host(a) if isinstance(a, torch.Tensor) else a           # noqa: E731  (forced path, forward-only)
-    candidates = [(t, x1, to_np(w), to_np(u)) for t, x1, w, u in candidates]
-    best = np.full(b_rows, -np.inf)
-    best_p = np.full(b_rows, np.nan)
-    best_t = np.zeros(b_rows, dtype=np.int64)
-    best_x = x.clone() if evidence else None
-    outcomes = weights = None
-    undefined = np.zeros(b_rows, dtype=bool)
-    direct = np.zeros(b_rows) if not keep_t.all() else None
-    rows = torch.arange(b_rows, device=x.device)
-    for target, configs, w, undef in candidates:                              # configs (b, C, d), w (b, C)
-        undefined |= undef
-        C = configs.shape[1]
-        if direct is not None:
-            only_c = x.clone()
-            only_c[:, ~keep_t] = configs[:, 0, ~keep_t]
-            direct = np.maximum(direct, np.abs(predict_probability(target_model, only_c, output) - p0))
-        p1 = predict_probability(target_model, configs.reshape(b_rows * C, d), output).reshape(b_rows, C)
-        if g0 is None:
-            change = np.abs(p1 - p0[:, None])                                  # (b, C)
-        else:
-            change = np.abs(host(((configs.double() - x.double()[:, None, :]) * g0[:, None, :]).sum(dim=2)))
-        expected = (w * change).sum(axis=1)
-        better = expected > best
-        if coupled:
-            width = max(C, 0 if outcomes is None else outcomes.shape[1])
-            change_p, w_p = _pad_to(change, width), _pad_to(w, width)
-            outcomes = change_p if outcomes is None else np.where(better[:, None], change_p, _pad_to(outcomes, width))
-            weights = w_p if weights is None else np.where(better[:, None], w_p, _pad_to(weights, width))
-        best = np.where(better, expected, best)
-        best_p = np.where(better, (w * p1).sum(axis=1), best_p)
-        best_t = np.where(better, target, best_t)
-        if best_x is not None:
-            likely = configs[rows, torch.as_tensor(w.argmax(axis=1), device=x.device)]   # (b, d): the most probable one
-            better_t = torch.as_tensor(better, device=x.device)
-            best_x[better_t] = likely[better_t]
-    undefined |= ~np.isfinite(best)
-    ev = None
-    if evidence:
-        ev = segment_attribution(target_model, x, best_x, output)
-        ev[undefined] = np.nan
-    return SwapChunk(scores=np.where(undefined, np.nan, best), undefined=undefined, probability=p0,
-                     counterfactual_probability=np.where(undefined, np.nan, best_p), counterfactual_target=best_t,
-                     direct=direct, evidence=ev, outcomes=outcomes, outcome_weights=weights,
-                     counterfactual=None if best_x is None else host(best_x))
-
-
-def _swap_chunk_t(target_model, x: torch.Tensor, p0: torch.Tensor, g0: torch.Tensor | None, candidates, *,
-                  output: TargetOutput, keep: np.ndarray, coupled: bool, evidence: bool) -> SwapChunk:
-    """The candidate loop of :func:`swap_chunk` in torch on x's device (the chunk's device path).
-
-    ``x`` (b, d) float32 and ``p0`` (b,) float64 on the device; ``candidates`` as in :func:`swap_chunk` (the
-    configurations on the device; ``undefined`` and ``weights`` Tensors there, or ndarrays, copied up). Every running maximum stays on the device; :func:`_finish_chunk_t` brings the
-    results to the host once, at the chunk's end.
-    """
-    b_rows, d = x.shape
-    dev = x.device
-    f64 = dict(dtype=torch.float64, device=dev)
-    best = torch.full((b_rows,), -np.inf, **f64)
-    best_p = torch.full((b_rows,), np.nan, **f64)
-    best_t = torch.zeros(b_rows, dtype=torch.int64, device=dev)
-    best_x = x.clone() if evidence else None
-    outcomes = weights = None
-    undefined = torch.zeros(b_rows, dtype=torch.bool, device=dev)
-    drop = torch.as_tensor(np.flatnonzero(~keep), device=dev)               # c's own columns (target inputs)
-    direct = None if keep.all() else torch.zeros(b_rows, **f64)
-    rows = torch.arange(b_rows, device=dev)
-    pad = lambda a, width: torch.nn.functional.pad(a, (0, width - a.shape[1]))   # noqa: E731
-    for target, configs, w, undef in candidates:                              # configs (b, C, d), w (b, C)
-        undefined |= torch.as_tensor(undef, device=dev)
-        w = torch.as_tensor(w, **f64)
-        target = torch.as_tensor(target, device=dev)
-        C = configs.shape[1]
-        if direct is not None:
-            only_c = x.clone()
-            only_c[:, drop] = configs[:, 0, drop]
-            direct = torch.maximum(direct, (predict_probability_tensor(target_model, only_c, output) - p0).abs())
-        p1 = predict_probability_tensor(target_model, configs.reshape(b_rows * C, d), output).reshape(b_rows, C)
-        if g0 is None:
-            change = (p1 - p0[:, None]).abs()                                  # (b, C)
-        else:
-            change = ((configs.double() - x.double()[:, None, :]) * g0[:, None, :]).sum(dim=2).abs()
-        expected = (w * change).sum(dim=1)
-        better = expected > best
-        if coupled:
-            width = max(C, 0 if outcomes is None else outcomes.shape[1])
-            change_p, w_p = pad(change, width), pad(w, width)
-            outcomes = change_p if outcomes is None else torch.where(better[:, None], change_p, pad(outcomes, width))
-            weights = w_p if weights is None else torch.where(better[:, None], w_p, pad(weights, width))
-        best = torch.where(better, expected, best)
-        best_p = torch.where(better, (w * p1).sum(dim=1), best_p)
-        best_t = torch.where(better, target, best_t)
-        if best_x is not None:
-            likely = configs[rows, w.argmax(dim=1)]                            # (b, d): the most probable one
-            best_x = torch.where(better[:, None], likely, best_x)
-    undefined |= ~torch.isfinite(best)
-    return _finish_chunk_t(target_model, x, output, best=best, best_p=best_p, best_t=best_t, best_x=best_x,
-                           undefined=undefined, p0=p0, direct=direct, outcomes=outcomes, weights=weights)
-
-
-def _finish_chunk_t(target_model, x, output, *, best, best_p, best_t, best_x, undefined, p0, direct, outcomes,
-                    weights) -> SwapChunk:
-    """The device path's results as a :class:`SwapChunk`: the one place its tensors come to the host (its end)."""
-    nan = torch.tensor(np.nan, dtype=torch.float64, device=x.device)
-    und = host(undefined)
-    ev = None
-    if best_x is not None:
-        ev = segment_attribution(target_model, x, best_x, output)
-        ev[und] = np.nan
-    opt = lambda t: None if t is None else host(t)                           # noqa: E731
-    return SwapChunk(scores=host(torch.where(undefined, nan, best)), undefined=und, probability=host(p0),
-                     counterfactual_probability=host(torch.where(undefined, nan, best_p)),
-                     counterfactual_target=host(best_t), direct=opt(direct), evidence=ev, outcomes=opt(outcomes),
-                     outcome_weights=opt(weights), counterfactual=opt(best_x))

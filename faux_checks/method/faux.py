@@ -8,9 +8,7 @@ rows, evidence).
 
 from __future__ import annotations
 
-import copy
 import dataclasses
-from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -22,95 +20,23 @@ from .._validation import fmt_count
 from ..errors import InputError
 from ._batching import DEFAULT_CHUNK, as_tensor, eval_mode, iter_chunks
 from .auxiliary import AuxiliaryModel
+from .batch_probe import probe_batch_independence
+from .chunk import swap_chunk
 from .forward import FD_STEP, directional_change, forward_attribution, is_forward_only
-from .gradients import check_batch_independence, path_averaged_gradients, target_probability_and_gradient
-from .counterfactual import SwapSettings, fit_floors, swap_chunk
+from .gradients import path_averaged_gradients, target_probability_and_gradient
+from .counterfactual import SwapSettings, fit_floors
+from .held import independent_features, uninformative_features
 from .levels import fit_level_models
 from .lic import faux_ng_scores, faux_projection_scores, faux_scores, pseudo_inverse_rows
 from .output import TargetOutput, float64_copy, predict_probability, probability, raw_output, resolve_output_form
-from .swap import SwapReference, fit_swap_reference, independent_features, uninformative_features
+from .result import LICResult
+from .swap import SwapReference, fit_swap_reference
 
+# LICResult (.result) and probe_batch_independence (.batch_probe) stay importable here: the gate reads them from this module
 __all__ = ["FAuxTester", "LICResult", "Variant", "VARIANTS", "probe_batch_independence"]
 
 Variant = Literal["swap", "faux", "ng", "ig", "projection"]
 VARIANTS: tuple[str, ...] = ("swap", "faux", "ng", "ig", "projection")
-
-
-@dataclass(frozen=True)
-class LICResult:
-    """Per-individual fAux output, as numpy arrays.
-
-    Attributes
-    ----------
-    scores : ndarray of shape (n,), float64
-        LIC score (NaN where undefined). Unit: probability points, |Δŷ| when only c changes (variant
-        swap); change of P(y = target_class) per unit change of the aux output (variants faux/ig);
-        |cos| in [0, 1] (ng).
-    undefined : ndarray of shape (n,), bool
-        Zero/degenerate aux gradient, non-finite values, or (probability/softmax output forms)
-        a target probability saturated to exactly 0 or 1, whose gradient is 0 by rounding.
-    evidence : ndarray of shape (n, d), float32, or None
-        Per-feature terms of the score (see :func:`faux_checks.method.lic.faux_scores`).
-    probability : ndarray of shape (n,), float64
-        The target's P(y = target_class | x).
-    direct : ndarray of shape (n,), float64, or None
-        Max-abs of the direct term alone when c's own columns are target inputs (C09).
-    counterfactual_probability : ndarray of shape (n,), float64, or None
-        Variant swap: ŷ at the counterfactual with the largest change.
-    counterfactual_target : ndarray of shape (n,), int64, or None
-        Variant swap: that counterfactual's group index (continuous c: +1 or −1 sd).
-    no_split_crossed : ndarray of shape (n,), bool, or None
-        Variant faux with a forward-only target (finite differences): the score is 0 only because the
-        prediction did not change within ± the step (a tree crossed no split), not by evidence.
-    outcomes, outcome_weights : ndarray of shape (n, C), or None
-        Variant swap with ``swap_categorical = "coupled"``: |Δŷ| at each level configuration of the
-        counterfactual and its probability (rows sum to 1); ``scores`` is their expected value.
-    counterfactual : ndarray of shape (n, d), float32, or None
-        Variant swap with evidence: the representative counterfactual x′ of each row (the most probable
-        configuration of the other group with the largest expected change); what the evidence and the
-        decomposition (:mod:`faux_checks.method.decomposition`) read.
-    """
-
-    scores: np.ndarray
-    undefined: np.ndarray
-    evidence: np.ndarray | None
-    probability: np.ndarray
-    direct: np.ndarray | None
-    counterfactual_probability: np.ndarray | None = None
-    counterfactual_target: np.ndarray | None = None
-    no_split_crossed: np.ndarray | None = None
-    outcomes: np.ndarray | None = None
-    outcome_weights: np.ndarray | None = None
-    counterfactual: np.ndarray | None = None
-
-    def flag_probability(self, delta: float) -> np.ndarray:
-        """Float (n,) in [0, 1]: the probability that a defined row's change exceeds delta (0 for undefined rows).
-
-        With level configurations (``outcomes``) it is the weight of the configurations whose change exceeds
-        delta; otherwise 1.0 where the score exceeds delta and 0.0 elsewhere.
-        """
-        if self.outcomes is None:
-            return self.flagged(delta).astype(np.float64)
-        p = (self.outcome_weights * (self.outcomes > delta)).sum(axis=1)
-        return np.where(self.undefined, 0.0, p)
-
-    def decision_weights(self, delta: float) -> np.ndarray:
-        """Float (n,) in [0, 1]: what each row adds to the decision's flagged count at delta.
-
-        1.0 for an undefined row (the worst case), :meth:`flag_probability` otherwise.
-        """
-        bad = np.asarray(self.undefined, dtype=bool) | ~np.isfinite(np.asarray(self.scores, dtype=np.float64))
-        return np.where(bad, 1.0, self.flag_probability(delta))
-
-    def flagged(self, delta: float) -> np.ndarray:
-        """Bool (n,): defined rows flagged at delta; undefined rows are never in it (count them apart).
-
-        Without level configurations: score > delta. With them: the change exceeds delta with probability
-        at least ½ (the per-person list; the flagged fraction reads :meth:`flag_probability`).
-        """
-        if self.outcomes is None:
-            return np.nan_to_num(self.scores, nan=-np.inf) > delta
-        return self.flag_probability(delta) >= 0.5
 
 
 class FAuxTester:
@@ -352,7 +278,7 @@ class FAuxTester:
             its own matched value (the one-hot features are the ``swap.categorical_groups``).
         holdout : (X_hold, c_hold), optional
             Rows the aux model did not train on: feature groups that tell it nothing about c there
-            (:func:`faux_checks.method.swap.uninformative_features`) are held fixed too, always (when
+            (:func:`faux_checks.method.held.uninformative_features`) are held fixed too, always (when
             they and the declared features cover every feature, nothing moves and every score is 0).
         feature_groups : sequence of index arrays, optional
             Groups permuted together for that test (default: one group per feature).
@@ -360,7 +286,7 @@ class FAuxTester:
             Scale of the move's guard (:func:`faux_checks.method.counterfactual.fit_floors`); 0 = none.
         hold_independent : bool
             Also hold the feature groups whose distribution does not depend on c
-            (:func:`faux_checks.method.swap.independent_features`).
+            (:func:`faux_checks.method.held.independent_features`).
         continuous_matching : {"rank", "slope"}
             Continuous c: :func:`faux_checks.method.swap.fit_swap_reference`.
 
@@ -413,7 +339,7 @@ class FAuxTester:
 
     # ------------------------------------------------------------------ helpers
     def _evaluate_swap(self, X: torch.Tensor, c, output: TargetOutput, keep: np.ndarray, evidence: bool) -> LICResult:
-        """Variant swap: chunks through :func:`faux_checks.method.counterfactual.swap_chunk`."""
+        """Variant swap: chunks through :func:`faux_checks.method.chunk.swap_chunk`."""
         n, d = X.shape
         parts = []
         bar = _bar(n, self.progress)
@@ -534,54 +460,3 @@ def _bar(n: int, enabled: bool):
     from tqdm.auto import tqdm
 
     return tqdm(total=n, desc="fAux scores", unit="row", unit_scale=True, leave=False)
-
-
-def probe_batch_independence(target_model, aux_model: AuxiliaryModel, X, keep=None) -> dict[str, float]:
-    """Probe the target and the auxiliary model for batch dependence, once each, on X's first rows.
-
-    Parameters
-    ----------
-    target_model : torch module
-    aux_model : AuxiliaryModel
-    X : array or Tensor of shape (n, d)
-        Encoded rows as the target sees them.
-    keep : bool array of shape (d,), optional
-        Columns the auxiliary model sees (all when omitted).
-
-    Returns
-    -------
-    dict
-        ``{"target": difference, "aux": difference}``: the largest difference measured between a
-        row's output in a batch and alone (:func:`~faux_checks.method.gradients.check_batch_independence`,
-        float64 where the model runs in float64).
-
-    Raises
-    ------
-    InputError
-        Naming the model ("target model" or "auxiliary model") and the measured difference.
-    """
-    X = as_tensor(X)
-    keep = torch.ones(X.shape[1], dtype=torch.bool) if keep is None else torch.as_tensor(np.asarray(keep, dtype=bool))
-    target = _module_or_none(target_model)
-    with eval_mode(target_model):
-        if target is not None:
-            d_target = check_batch_independence(lambda x, net: net(x), X, model="target model", module=target)
-        else:
-            d_target = check_batch_independence(lambda x: target_model(x), X, model="target model")
-    net = getattr(aux_model, "net_", None)
-    x_aux = X[:8][:, keep]
-    if _module_or_none(net) is not None:
-        def aux_out(x, module):
-            view = copy.copy(aux_model)
-            view.net_ = module
-            return view.outputs(x)
-
-        d_aux = check_batch_independence(aux_out, x_aux, model="auxiliary model", module=net)
-    else:
-        d_aux = check_batch_independence(aux_model.outputs, x_aux, model="auxiliary model")
-    return {"target": d_target, "aux": d_aux}
-
-
-def _module_or_none(model):
-    # a forward-only target runs at its own precision (float32 for ONNX/XGBoost): probed as it runs
-    return model if isinstance(model, torch.nn.Module) and not is_forward_only(model) else None

@@ -193,7 +193,7 @@ def predict_probability_tensor(model, X: torch.Tensor, output: TargetOutput, *,
     """:func:`predict_probability` as a float64 Tensor (n,) on X's device (no transfer to the host).
 
     For a torch target whose rows are already on its device (the swap reading's device path,
-    :func:`faux_checks.method.counterfactual.swap_chunk`); the same float64 sigmoid/softmax, so on the CPU it
+    :func:`faux_checks.method.chunk.swap_chunk`); the same float64 sigmoid/softmax, so on the CPU it
     equals :func:`predict_probability` bit for bit. X : Tensor (n, d). Raises InputError as :func:`raw_output`.
     """
     with torch.no_grad(), eval_mode(model):

@@ -1,0 +1,180 @@
+"""Which features the swap reading's move holds fixed besides the declared admissible ones: those whose
+distribution does not depend on c (:func:`independent_features`) and those that tell the auxiliary model
+nothing about c (:func:`uninformative_features`).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import torch
+
+from .._validation import fmt_count
+from ..errors import InputError
+
+__all__ = ["INDEPENDENCE_ALPHA", "INDEPENDENCE_BINS", "INFORMATIVE_Z", "independent_features",
+           "uninformative_features"]
+
+
+#: A feature group is informative about c when permuting it raises the aux model's held-out loss by more
+#: than this many standard errors (one-sided, ≈ 2.3% of uninformative groups called informative).
+INFORMATIVE_Z = 2.0
+
+
+Kind = Literal["binary", "multiclass", "continuous"]
+
+
+#: A feature group counts as dependent on c when its chi-square test of independence from c has a p-value below this.
+INDEPENDENCE_ALPHA = 0.01
+#: Quantile bins of a numeric feature (and of a continuous c) in that test.
+INDEPENDENCE_BINS = 10
+
+
+def _bins(values: np.ndarray, n_bins: int) -> np.ndarray:
+    """Quantile-bin index (n,) of a numeric vector; a column with few distinct values keeps them as its bins."""
+    distinct = np.unique(values)
+    if len(distinct) <= n_bins:
+        return np.searchsorted(distinct, values)
+    edges = np.unique(np.quantile(values, np.linspace(0, 1, n_bins + 1)[1:-1]))
+    return np.searchsorted(edges, values, side="right")
+
+
+def independent_features(X_ref, c_ref, *, kind: Kind, groups, alpha: float = INDEPENDENCE_ALPHA
+                         ) -> tuple[np.ndarray, list[dict]]:
+    """Feature groups whose distribution does not depend on c: a chi-square test of independence per group.
+
+    The counterfactual moves only what the protected attribute moves (issue 20). A feature whose
+    distribution is the same in every group is not caused by c, even where the auxiliary model reads c
+    from it *given* other features (a proxy built multiplicatively from a legitimate feature makes that
+    feature informative given the proxy; a declared mediator makes the features that predict it
+    informative given the mediator). Such a feature group is held fixed like a declared admissible one.
+
+    Parameters
+    ----------
+    X_ref : ndarray of shape (n, d)
+        Reference rows in the aux input space.
+    c_ref : ndarray of shape (n,)
+        Their protected attribute (a continuous c is cut into ``INDEPENDENCE_BINS`` quantile bins).
+    kind : {"binary", "multiclass", "continuous"}
+    groups : sequence of index arrays
+        Feature groups tested together: a one-hot block (its level as a category), or one numeric feature
+        (cut into quantile bins).
+    alpha : float
+        The test's level: a group with p ≥ alpha is independent (held).
+
+    Returns
+    -------
+    mask : ndarray of shape (d,), bool
+        Features of the independent groups.
+    table : list of dict
+        Per group: ``features``, ``chi2``, ``dof``, ``p_value``, ``dependent``.
+
+    Notes
+    -----
+    Our choice (Pearson's chi-square test of independence on the contingency table of the group's level or
+    bin against c's group or bin, scipy.stats.chi2_contingency); evidence in docs/benchmark.md. A feature
+    that c changes without changing its distribution (c flips the sign of a symmetric noise) is missed.
+    """
+    from scipy.stats import chi2_contingency
+
+    X = np.asarray(X_ref, dtype=np.float64)
+    c = np.asarray(c_ref)
+    if len(X) != len(c) or len(X) < 2:
+        raise InputError(f"independent_features needs at least 2 reference rows with their protected values; got "
+                         f"{fmt_count(len(X))} rows and {fmt_count(len(c))} values")
+    c_bins = _bins(c.astype(np.float64), INDEPENDENCE_BINS) if kind == "continuous" else c.astype(np.int64)
+    mask = np.zeros(X.shape[1], dtype=bool)
+    table = []
+    for idx in groups:
+        idx = np.asarray(idx, dtype=np.int64)
+        block = X[:, idx]
+        level = block.argmax(axis=1) if len(idx) > 1 else _bins(block[:, 0], INDEPENDENCE_BINS)
+        _, li = np.unique(level, return_inverse=True)
+        _, ci = np.unique(c_bins, return_inverse=True)
+        counts = np.zeros((li.max() + 1, ci.max() + 1))
+        np.add.at(counts, (li, ci), 1.0)
+        counts = counts[counts.sum(axis=1) > 0][:, counts.sum(axis=0) > 0]
+        if counts.shape[0] < 2 or counts.shape[1] < 2:
+            chi2, dof, p = 0.0, 0, 1.0
+        else:
+            chi2, p, dof, _ = chi2_contingency(counts, correction=False)
+        dependent = bool(p < alpha)
+        mask[idx] = not dependent
+        table.append({"features": idx.tolist(), "chi2": float(chi2), "dof": int(dof), "p_value": float(p),
+                      "dependent": dependent})
+    return mask, table
+
+
+def uninformative_features(aux_raw, X_hold, c_hold, *, kind: Kind, groups, z: float = INFORMATIVE_Z,
+                           seed: int = 0) -> tuple[np.ndarray, list[dict]]:
+    """Feature groups that tell the auxiliary model nothing about c: permuting them does not raise its held-out loss.
+
+    The swap reading moves every feature the aux gradient points at; where the aux model leans on a
+    feature only by noise (its local gradient is rarely exactly zero), the move would shift a
+    legitimate feature and the score would count the target's use of it as discrimination. A
+    feature group whose permutation (one permutation of the held-out rows for the whole group) leaves
+    the aux model's loss unchanged, within ``z`` standard errors of the per-row differences, carries no
+    evidence about c and is held fixed like a declared admissible feature.
+
+    Parameters
+    ----------
+    aux_raw : callable, Tensor (n, d) -> Tensor (n, m) or (n, 1)
+        Raw aux outputs (logits, or the standardised prediction of a continuous c).
+    X_hold : ndarray of shape (n, d)
+        Rows the aux model did not train on.
+    c_hold : ndarray of shape (n,)
+        Their protected attribute.
+    kind : {"binary", "multiclass", "continuous"}
+    groups : sequence of index arrays
+        Feature groups permuted together (a source column's one-hot block, or one numeric feature).
+    z : float
+        Standard errors above zero the loss increase must reach to count as informative.
+    seed : int
+
+    Returns
+    -------
+    mask : ndarray of shape (d,), bool
+        Features of the uninformative groups.
+    table : list of dict
+        Per group: ``features`` (index list), ``loss_increase`` (mean, nats or squared sd), ``z``, ``informative``.
+
+    Notes
+    -----
+    Our choice (permutation importance, Breiman 2001, as a significance test on held-out rows);
+    evidence in docs/benchmark.md ("hold uninformative features").
+    """
+    X = torch.as_tensor(np.asarray(X_hold), dtype=torch.float32)
+    c = np.asarray(c_hold)
+    if len(X) != len(c) or len(X) < 2:
+        raise InputError(f"uninformative_features needs at least 2 held-out rows with their protected values; got "
+                         f"{fmt_count(len(X))} rows and {fmt_count(len(c))} values")
+
+    def row_losses(x: torch.Tensor) -> np.ndarray:
+        with torch.no_grad():
+            raw = aux_raw(x)
+        raw = raw[:, None] if raw.ndim == 1 else raw
+        if kind == "binary":
+            target = torch.as_tensor(c, dtype=raw.dtype)
+            return torch.nn.functional.binary_cross_entropy_with_logits(raw[:, 0], target, reduction="none").double().numpy()
+        if kind == "multiclass":
+            return torch.nn.functional.cross_entropy(raw, torch.as_tensor(c, dtype=torch.long), reduction="none").double().numpy()
+        standard = (c - c.mean()) / (c.std() or 1.0)
+        return (raw[:, 0].double().numpy() - standard) ** 2
+
+    base = row_losses(X)
+    rng = np.random.default_rng(seed)
+    mask = np.zeros(X.shape[1], dtype=bool)
+    table = []
+    for idx in groups:
+        idx = np.asarray(idx, dtype=np.int64)
+        permuted = X.clone()
+        permuted[:, idx] = X[torch.as_tensor(rng.permutation(len(X)))][:, idx]
+        diff = row_losses(permuted) - base
+        se = diff.std(ddof=1) / np.sqrt(len(diff))
+        score = float(diff.mean() / se) if se > 0 else (float("inf") if diff.mean() > 0 else 0.0)
+        informative = score > z
+        mask[idx] = not informative
+        table.append({"features": idx.tolist(), "loss_increase": float(diff.mean()), "z": score,
+                      "informative": bool(informative)})
+    return mask, table
