@@ -16,13 +16,13 @@ from torch import nn
 from .._threads import one_torch_thread
 from .._validation import check_finite_matrix, fmt_count
 from ..errors import InputError
+from ..kinds import KINDS, Kind
 from ._batching import as_tensor
 from .gradients import output_jacobian
 
 __all__ = ["AuxiliaryModel", "AuxNet", "OutputSpace"]
 
 OutputSpace = Literal["logit", "probability"]
-Kind = Literal["binary", "multiclass", "continuous"]
 
 
 class AuxNet(nn.Module):
@@ -186,7 +186,7 @@ class AuxiliaryModel:
         return self._fit(X, c, groups, (state, epochs_run))
 
     def _fit(self, X, c, groups, restore) -> "AuxiliaryModel":
-        if self.kind not in ("binary", "multiclass", "continuous"):
+        if self.kind not in KINDS:
             raise InputError(f"kind must be 'binary', 'multiclass' or 'continuous', got {self.kind!r}")
         if self.output_space not in ("logit", "probability"):
             raise InputError(f"output_space must be 'logit' or 'probability', got {self.output_space!r}")
@@ -202,7 +202,7 @@ class AuxiliaryModel:
         gen = torch.Generator().manual_seed(self.seed)
         rng = np.random.default_rng(self.seed)
 
-        if self.kind == "continuous":
+        if not KINDS[self.kind].grouped:
             y = torch.as_tensor(c, dtype=torch.float32)
             self.c_mean_, self.c_std_ = float(y.mean()), float(y.std()) or 1.0
             target = (y - self.c_mean_) / self.c_std_
@@ -217,9 +217,11 @@ class AuxiliaryModel:
                     f"protected group(s) {[i for i in range(m) if counts[i] < 2]} have fewer than 2 rows "
                     f"(counts {counts.tolist()}); the auxiliary model cannot learn them"
                 )
-            k = 1 if self.kind == "binary" else m
-            if self.kind == "binary" and m != 2:
-                raise InputError(f"kind 'binary' needs 2 groups, found {m}")
+            k = KINDS[self.kind].n_outputs(m)
+            lo, hi = KINDS[self.kind].group_counts or (m, m)
+            if not lo <= m <= hi:
+                want = f"{lo}" if lo == hi else f"{lo} to {hi}"
+                raise InputError(f"kind '{self.kind}' needs {want} groups, found {m}")
             train_idx, hold_idx = _split(n, self.holdout, rng, strata=c.astype(np.int64))
         self.groups_ = tuple(groups)
         self.n_features_in_ = d

@@ -5,13 +5,13 @@ nothing about c (:func:`uninformative_features`).
 
 from __future__ import annotations
 
-from typing import Literal
 
 import numpy as np
 import torch
 
 from .._validation import fmt_count
 from ..errors import InputError
+from ..kinds import Kind
 
 __all__ = ["INDEPENDENCE_ALPHA", "INDEPENDENCE_BINS", "INFORMATIVE_Z", "independent_features",
            "uninformative_features"]
@@ -22,7 +22,6 @@ __all__ = ["INDEPENDENCE_ALPHA", "INDEPENDENCE_BINS", "INFORMATIVE_Z", "independ
 INFORMATIVE_Z = 2.0
 
 
-Kind = Literal["binary", "multiclass", "continuous"]
 
 
 #: A feature group counts as dependent on c when its chi-square test of independence from c has a p-value below this.

@@ -41,6 +41,7 @@ import torch
 
 from .._validation import fmt_count
 from ..errors import InputError
+from ..kinds import Kind
 from .levels import LevelModel
 from .matching import FeatureMatching, _feature_matching
 from .metric import covariance_metric
@@ -59,7 +60,6 @@ __all__ = [
 #: aᵀMa at or below this (in squared aux-output units) is a zero direction: the row is undefined.
 ZERO_NORM2 = 1e-20
 
-Kind = Literal["binary", "multiclass", "continuous"]
 
 
 def pair_values(raw: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
