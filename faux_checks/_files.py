@@ -34,6 +34,7 @@ class IncompleteRecordError(OSError):
         super().__init__(errno.EIO, message)
 
     def __str__(self) -> str:
+        assert self.strerror is not None            # set by __init__
         return self.strerror
 
 

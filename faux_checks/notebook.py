@@ -142,6 +142,7 @@ class FairnessCheck:
         """Attribute name -> CheckResult (one entry for one attribute)."""
         sections = getattr(self.result, "sections", None)
         if sections is None:
+            assert self.policy.protected is not None    # a one-attribute result: its policy names the attribute
             return {self.policy.protected: self.result}
         return {s.attribute: s.check for s in sections}
 

@@ -13,6 +13,7 @@ import time
 import warnings
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -79,11 +80,12 @@ def screen_columns(
         c = current[col] if in_cur else None
         r_miss = int(r.isna().sum()) if r is not None else 0
         c_miss = int(c.isna().sum()) if c is not None else 0
-        common = {"column": col, "role": role, "reference_missing": r_miss, "current_missing": c_miss}
+        common: dict[str, Any] = {"column": col, "role": role, "reference_missing": r_miss, "current_missing": c_miss}
         if not in_ref or not in_cur:
             where = "the reference" if not in_ref else "the current batch"
             decided.append(ColumnDrift(**common, status="skipped", note=f"absent from {where}"))
             continue
+        assert r is not None and c is not None      # both columns present past the check above
         if n_cur and c_miss == n_cur:
             decided.append(ColumnDrift(**common, status="skipped",
                                        note=f"entirely empty in the current batch ({fmt_count(n_cur)} of "

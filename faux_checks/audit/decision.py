@@ -9,6 +9,8 @@ undecided), ``passed`` otherwise, with the gate's exit codes.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .._validation import fmt_count
@@ -194,7 +196,7 @@ def _classification_limits(settings: AuditSettings, classification: Classificati
     limit = settings.max_roc_auc_drop
     if limit is None:
         return []
-    auc = classification.metrics.get("roc_auc") or {}
+    auc: dict[str, Any] = classification.metrics.get("roc_auc") or {}   # both values checked not None below
     if classification.status != "computed" or auc.get("reference") is None or auc.get("current") is None:
         return [rule_row("max_roc_auc_drop", "not computed", f"ROC-AUC not computed: {classification.reason or 'no value'}",
                          None, limit)]

@@ -80,6 +80,7 @@ def fairness_drift(
                              timings=timings, aux_source=aux_source)
     from scipy.stats import ks_2samp
 
+    assert ref_check.scores is not None and cur_check.scores is not None   # run_check's results carry the scores
     ref_scores = ref_check.scores[np.isfinite(ref_check.scores)]
     score_reference = f"the reference batch's {fmt_count(len(ref_scores))} defined scores, scored by the audit"
     if reference_scores is not None:

@@ -126,7 +126,7 @@ def group_table(selected: np.ndarray, probability: np.ndarray, sensitive, *, fla
             entry = {"attribute": " × ".join(map(str, cols)), "group": " × ".join(map(str, key)),
                      "count": int(row["count"]), "selection_rate": rate,
                      "mean_score": float(scores.loc[key if len(key) > 1 else key[0]]) if ok else None,
-                     "impact_ratio": (rate / best) if ok and best and np.isfinite(best) and best > 0 else None,
+                     "impact_ratio": (rate / best) if rate is not None and best and np.isfinite(best) and best > 0 else None,
                      "most_favoured": bool(ok and rate == best)}
             if flags is not None:
                 entry["flagged_fraction"] = float(flags.loc[key if len(key) > 1 else key[0]]) if ok else None

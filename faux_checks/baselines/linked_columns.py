@@ -22,7 +22,7 @@ fAux, which estimates the effect through all features, and it needs no auxiliary
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -34,7 +34,7 @@ __all__ = ["Link", "LinkedColumnsTester", "check_links", "linked_candidates", "l
 
 #: A declaration as the policy holds it: column -> {group: value}, {group: [values]}, or
 #: {"by": other column, group: {other value: value or [values]}}.
-Links = Mapping[str, Mapping[str, object]]
+Links = Mapping[str, Mapping[str, Any]]
 ANY = "*"
 
 
@@ -177,15 +177,15 @@ def linked_candidates(frame: pd.DataFrame, *, protected: str, groups: np.ndarray
     for link in parsed:
         values = frame[link.column].astype(str).to_numpy()
         keys = frame[link.by].astype(str).to_numpy() if link.by else np.full(n, ANY, dtype=object)
-        sets = np.empty(n, dtype=object)
-        change = np.zeros(n, dtype=bool)
+        sets: np.ndarray = np.empty(n, dtype=object)
+        change: np.ndarray = np.zeros(n, dtype=bool)
         for i in range(n):
-            own = link.tied(groups[i], keys[i])
-            new = link.tied(to_groups[i], keys[i])
+            own = link.tied(groups[i], keys[i])       # type: ignore[arg-type]  # stubs: int index -> ndarray; str
+            new = link.tied(to_groups[i], keys[i])    # type: ignore[arg-type]  # (same)
             change[i] = values[i] in own and len(new) > 0
             sets[i] = new if change[i] else ()
         per_link.append((link.column, change, sets))
-    sizes = np.ones(n, dtype=np.int64)
+    sizes: np.ndarray = np.ones(n, dtype=np.int64)
     for _, _change, sets in per_link:
         sizes = np.maximum(sizes, np.array([len(s) or 1 for s in sets]))
     J = int(sizes.max()) if n else 1
@@ -275,7 +275,7 @@ class LinkedColumnsTester:
             raise InputError(f"linked columns: {fmt_count(len(frame))} rows but {fmt_count(len(values))} group values")
         check_links(self.links, columns=list(frame.columns), groups=self.groups)
         labels = np.asarray(self.groups, dtype=object)
-        raw = {}
+        raw: dict[Any, Any] = {}
         if self.protected in frame.columns:
             for label, value in zip(labels[values], frame[self.protected].to_numpy(), strict=False):
                 raw.setdefault(label, value)

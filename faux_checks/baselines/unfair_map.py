@@ -88,6 +88,7 @@ def gradient_flow_loss_ratio(model, X: torch.Tensor, y: torch.Tensor, basis: tor
             best_loss = torch.where(better, loss, best_loss)
         if t < steps:
             x = (x + step_size * grad).detach()
+    assert loss0 is not None                        # set at t = 0 (the loop runs steps + 1 >= 1 times)
     return best_loss / loss0.clamp_min(MIN_LOSS)
 
 

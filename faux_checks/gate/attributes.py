@@ -101,7 +101,7 @@ def section_dict(attribute: str, components: Sequence[str], check: dict | None, 
         ``aux_quality``, ``aux_quality_metric``, ``cells``, ``check``.
     """
     c = check or {}
-    decision = c.get("decision") if c.get("decision") in EXIT_CODES else "undecided"
+    decision = c["decision"] if c.get("decision") in EXIT_CODES else "undecided"
     return jsonable({
         "attribute": attribute, "key": attribute_key(attribute),
         "kind": (c.get("provenance") or {}).get("protected_kind"), "components": list(components),

@@ -33,7 +33,7 @@ from typing import Callable
 import numpy as np
 
 from .._device import resolve_device
-from ..method.auxiliary import AuxiliaryModel
+from ..method.auxiliary import AuxiliaryModel, Kind
 from .policy import Policy
 
 __all__ = ["MAX_ENTRIES", "aux_cache_stats", "aux_store", "clear_aux_cache", "fitted_reference", "new_aux",
@@ -68,7 +68,7 @@ def aux_store(lookup: Callable[[str], tuple[Path, str] | None]):
         _STORE.reset(token)
 
 
-def restore_recorded(policy: Policy, kind: str, X: np.ndarray, values: np.ndarray, folder: str | Path, *, key: str,
+def restore_recorded(policy: Policy, kind: Kind, X: np.ndarray, values: np.ndarray, folder: str | Path, *, key: str,
                      groups=None, seed: int | None = None) -> AuxiliaryModel:
     """The recorded model of ``folder`` (:func:`faux_checks.report.records.write_check_records`), restored on (X, values).
 
@@ -96,7 +96,7 @@ def restore_recorded(policy: Policy, kind: str, X: np.ndarray, values: np.ndarra
     return new_aux(policy, kind, seed=seed).restore(X, values, state, groups=groups or (), epochs_run=epochs_run)
 
 
-def new_aux(policy: Policy, kind: str, *, seed: int | None = None, progress: bool = False) -> AuxiliaryModel:
+def new_aux(policy: Policy, kind: Kind, *, seed: int | None = None, progress: bool = False) -> AuxiliaryModel:
     """An untrained auxiliary model with the policy's ``[aux]`` settings, seeded with ``seed`` (default ``policy.seed``),
     training on the ``[scale] device`` (``--device``; :func:`faux_checks._device.resolve_device`)."""
     settings = policy.aux
@@ -119,7 +119,7 @@ def _key(policy: Policy, kind: str, seed: int, X: np.ndarray, values: np.ndarray
     return h.hexdigest()
 
 
-def trained_aux(policy: Policy, kind: str, X: np.ndarray, values: np.ndarray, *, groups=None, seed: int | None = None,
+def trained_aux(policy: Policy, kind: Kind, X: np.ndarray, values: np.ndarray, *, groups=None, seed: int | None = None,
                 progress: bool = False) -> tuple[AuxiliaryModel, bool]:
     """``(fitted auxiliary model, reused)``: trained on ``(X, values)`` with the policy's ``[aux]`` settings and
     ``seed`` (default ``policy.seed``), or a copy of the model this process trained on the same inputs.
@@ -158,7 +158,7 @@ def trained_aux(policy: Policy, kind: str, X: np.ndarray, values: np.ndarray, *,
     return aux, reused
 
 
-def _from_store(policy: Policy, kind: str, X, values, *, key: str, groups, seed: int) -> AuxiliaryModel | None:
+def _from_store(policy: Policy, kind: Kind, X, values, *, key: str, groups, seed: int) -> AuxiliaryModel | None:
     """The recorded model for ``key`` from the open :func:`aux_store`, or None (none open, none found, or unusable)."""
     lookup = _STORE.get()
     if lookup is None:

@@ -19,6 +19,7 @@ rounded for the intervals (as the decision does). Pure functions; our constructi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -226,7 +227,7 @@ def version_comparison(candidate: pd.DataFrame, baseline: pd.DataFrame | None, *
     """
     from .decision import rule_row
 
-    out = {"role": role, "compared_with": baseline_version, "change": None, "note": None, "rule": None}
+    out: dict[str, Any] = {"role": role, "compared_with": baseline_version, "change": None, "note": None, "rule": None}
     if baseline_version is None:
         out["note"] = "no deployed version to compare with" if role == "deployed" else "no earlier gated version"
         if limit is not None:

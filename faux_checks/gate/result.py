@@ -188,7 +188,9 @@ class CheckResult(DecidedResult):
         """
         if self.decomposition is None or self.scores is None or self.row_index is None:
             return None
-        flagged = self.flagged()[self.row_index]
+        flags = self.flagged()
+        assert flags is not None                    # None only without scores, checked above
+        flagged = flags[self.row_index]
         rows = self.decomposition[flagged] if flagged.any() else self.decomposition
         rows = rows.dropna()
         out: dict = {"over": "flagged" if flagged.any() else "all", "n": int(len(rows))}
@@ -201,7 +203,9 @@ class CheckResult(DecidedResult):
         """Source columns ranked by mean |evidence| over flagged individuals (all if none flagged)."""
         if self.evidence is None or self.scores is None or self.row_index is None:
             return []
-        flagged = self.flagged()[self.row_index]
+        flags = self.flagged()
+        assert flags is not None                    # None only without scores, checked above
+        flagged = flags[self.row_index]
         ev = self.evidence[flagged] if flagged.any() else self.evidence
         mean_abs = ev.abs().mean().sort_values(ascending=False)
         total = float(mean_abs.sum()) or 1.0
@@ -228,6 +232,7 @@ def delta_curve(scores: np.ndarray, n_points: int = 60, *, outcomes: np.ndarray 
     if outcomes is None:                                  # one outcome per row, weight 1
         values, w = scores[ok][:, None], np.ones((int(ok.sum()), 1))
     else:
+        assert weights is not None                  # given with the outcomes (LICResult holds both)
         values, w = outcomes[ok], weights[ok]
     s = values[w > 0]
     if len(s) == 0:

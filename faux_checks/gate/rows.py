@@ -284,6 +284,7 @@ def check_model_outputs(model, X: torch.Tensor, output, *, rows: np.ndarray | No
                 first = (chunk.start + i, out[i].tolist())
     if not n_bad:
         return
+    assert first is not None                        # set at the first wrong row
     at, values = first
     row = int(rows[at]) if rows is not None else at
     shown = "[" + ", ".join(f"{v:.4g}" for v in values[:6]) + (", ..." if len(values) > 6 else "") + "]"

@@ -7,6 +7,8 @@ reused (the streaming plan fits it once on its sample and ships it to the worker
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 
 from .._device import resolve_device
@@ -25,7 +27,7 @@ from .rows import direct_derivative, swap_layout
 __all__ = ["faux_tester", "swap_categorical"]
 
 
-def swap_categorical(faux, target_model) -> str:
+def swap_categorical(faux, target_model) -> Literal["coupled", "soft", "snap"]:
     """The one-hot reading of the swap move for this target: the policy's ``swap_categorical``, with ``"auto"`` resolved.
 
     ``"auto"`` is ``"snap"`` for a tree target (``piecewise_constant``: its splits read a fractional
@@ -108,6 +110,7 @@ def faux_tester(target_model, aux: AuxiliaryModel, policy: Policy, output: Targe
     if reference is not None:
         tester.reference = reference
         return tester
+    assert reference_rows is not None               # every caller passes a reference or the rows to fit one on
     holdout = None
     if faux.hold_uninformative and holdout_rows is not None and len(holdout_rows) >= 2:
         holdout = (holdout_rows[:, layout.keep], holdout_values)

@@ -95,7 +95,7 @@ def seed_fraction(target_model, policy: Policy, output: TargetOutput, spec: Feat
     ``X[sample]``; arguments as :func:`seed_spread`. Independent of the other seeds, so the seeds can
     run in parallel (the sharded flow runs each on a worker). ``models`` receives ``(seed, aux model)``.
     """
-    mask = spec.feature_mask(policy.protected)
+    mask = spec.feature_mask(policy.protected)  # type: ignore[arg-type]  # None (no column) reads as zeros; tabular.py's to widen
     X_aux = X[:, ~mask]
     aux, _ = trained_aux(policy, protected.kind, X_aux[train], values[train], groups=protected.groups, seed=seed)
     hold = train[aux.holdout_rows_]

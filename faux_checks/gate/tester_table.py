@@ -17,7 +17,7 @@ where ``my_scores(call: TesterCall) -> (scores of shape (n,) or None, descriptio
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, cast
 
 import numpy as np
 
@@ -205,8 +205,8 @@ def _ftu_flip(call: TesterCall):
     if int(mask.sum()) == 1 and len(protected.groups) != 2:
         return None, "not applicable: the protected attribute's input column is not a two-level code or a one-hot group"
     levels = (0.0, 1.0)
-    if int(mask.sum()) == 1:
-        levels = tuple(float(encoded_level(enc, g)[0]) for g in protected.groups)
+    if int(mask.sum()) == 1:                        # two groups here (returned above otherwise)
+        levels = cast("tuple[float, float]", tuple(float(encoded_level(enc, g)[0]) for g in protected.groups))
     tester = FTUFlipTester(call.target_model, protected_columns=mask, levels=levels, output=call.output)
     return tester.score(audit.X), f"|f(x) − f(x with the protected input flipped)| > {call.settings.threshold:g} (FTU flip)"
 

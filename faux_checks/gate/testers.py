@@ -24,7 +24,7 @@ __all__ = ["baseline_scores", "flagged_summary", "run_baselines"]
 
 
 def baseline_scores(name: str, settings: TesterSettings, target_model, output: TargetOutput, audit: AuditRows, *,
-                    seed: int = 0, links: Mapping[str, Mapping[str, str]] | None = None) -> tuple[np.ndarray | None, str]:
+                    seed: int = 0, links: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[np.ndarray | None, str]:
     """Per-individual scores of a baseline tester on the audited rows, and what they measure.
 
     The one definition shared by :func:`~faux_checks.gate.check.run_check` and the Great Expectations baseline metrics.
@@ -50,6 +50,7 @@ def baseline_scores(name: str, settings: TesterSettings, target_model, output: T
     reason = not_applicable(tester, target_model, audit)
     if reason is not None:
         return None, reason
+    assert tester.scores is not None                # per-individual: Tester.__post_init__ requires scores=
     return tester.scores(TesterCall(settings=settings, target_model=target_model, output=output, audit=audit,
                                     seed=seed, links=links or {}))
 

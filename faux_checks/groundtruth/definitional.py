@@ -47,7 +47,7 @@ def definitional_counterfactual(frame: pd.DataFrame, *, protected: str = "sex", 
 
 def linked_rows(frame: pd.DataFrame, *, links=ADULT_LINKS) -> np.ndarray:
     """Bool (n,): rows holding a linked value (Adult: married rows), where the truth is exact."""
-    mask = np.zeros(len(frame), dtype=bool)
+    mask: np.ndarray = np.zeros(len(frame), dtype=bool)
     for column, mapping in links.items():
         mask |= frame[column].astype(str).isin([str(v) for v in mapping.values()]).to_numpy()
     return mask

@@ -138,7 +138,7 @@ class FusedData:
     x_hat: np.ndarray
     z_tilde: np.ndarray
     c_map: CDrivenMap
-    fusion: str
+    fusion: Fusion
     bias: float
     pairs: np.ndarray
     feature_names: list
@@ -266,7 +266,7 @@ def make_fused_data(x_hat, y_hat, x_tilde, y_tilde, *, n: int, bias: float, fusi
     j = np.where(c == 1, rng.choice(by_c[1], n), rng.choice(by_c[0], n))
     x_hat_rows = xh[i]
     z = c_map.latent(xt[j], c)
-    X = fuse(x_hat_rows, c_map(z, c), fusion).astype(np.float32)
+    X: np.ndarray = fuse(x_hat_rows, c_map(z, c), fusion).astype(np.float32)
     if fusion == "concat":
         names = names_h + names_t
     else:

@@ -337,6 +337,7 @@ def make_mechanism_data(features: pd.DataFrame, labels, *, mechanism: str, kind:
         params.update(column=column, levels=list(levels), p_real=p_real, ranks=ranks)
         noise = {"u": np.minimum(u, np.nextafter(1.0, 0.0))}
         frame = frame.drop(columns=[column])
+        assert column is not None                   # _categorical raised on a missing column
         legit.remove(column)
     elif mechanism == "mediator":
         L = _numeric(frame, column or "", "mediator's column")
@@ -365,6 +366,7 @@ def make_mechanism_data(features: pd.DataFrame, labels, *, mechanism: str, kind:
         links = {"first_name": {f"g{g}": [str(v) for v in names[g].ravel()] for g in range(m)}}
     if mechanism in ("ratio", "mediator"):
         frame = frame.drop(columns=[column])
+        assert column is not None                   # _numeric raised on a missing column
         legit.remove(column)
     w = _disadvantage(c, kind, m)
     y_recorded = y.astype(np.int64)

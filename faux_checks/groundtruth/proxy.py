@@ -30,7 +30,7 @@ IFS(x) = max over counterfactual values c′ of |f(x(c)) − f(x(c′))|, with c
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Callable, Literal
+from typing import Callable, Literal, Protocol
 
 import numpy as np
 import pandas as pd
@@ -70,20 +70,35 @@ def _disadvantage(c: np.ndarray, kind: str, n_groups: int) -> np.ndarray:
     return ndtr(np.asarray(c, dtype=np.float64))
 
 
+class _HasInjectedProtected(Protocol):
+    """What :class:`_InjectedProtected` reads from the dataset it is mixed into (frozen dataclass fields, ``index`` a property: read-only)."""
+
+    @property
+    def c(self) -> np.ndarray: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def n_groups(self) -> int: ...
+    @property
+    def protected_name(self) -> str: ...
+    @property
+    def index(self) -> pd.Index: ...
+
+
 class _InjectedProtected:
     """The protected attribute of injected data as a column and its counterfactual values (shared by the families).
 
     Needs ``c``, ``kind``, ``n_groups``, ``protected_name`` and the rows' ``index``.
     """
 
-    def protected(self) -> pd.Series:
+    def protected(self: _HasInjectedProtected) -> pd.Series:
         """The protected attribute as a column (groups named ``g0``, ``g1``, … ; continuous as floats)."""
         if self.kind == "continuous":
             return pd.Series(self.c, name=self.protected_name, index=self.index)
         return pd.Series(np.asarray([f"g{k}" for k in range(self.n_groups)], dtype=object)[self.c],
                          name=self.protected_name, index=self.index)
 
-    def counterfactual_protected(self) -> list[np.ndarray]:
+    def counterfactual_protected(self: _HasInjectedProtected) -> list[np.ndarray]:
         """The counterfactual values c′ of Definition 1: every other group, or c ± 1 sd."""
         if self.kind == "continuous":
             return [self.c + 1.0, self.c - 1.0]

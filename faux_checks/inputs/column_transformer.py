@@ -28,6 +28,7 @@ back to one source column).
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import numpy as np
 
@@ -189,7 +190,9 @@ def _one_hot(encoder, step_name: str, cols: list[str]) -> list[ColumnEncoding]:
                          f"{len(encoder.categories_)} columns, the step selects {len(cols)} ({cols})")
     drop_idx = getattr(encoder, "drop_idx_", None)
     infrequent = getattr(encoder, "infrequent_categories_", None) or [None] * len(cols)
-    rule = {"ignore": "zeros", "error": "error", "infrequent_if_exist": "infrequent_or_error"}.get(encoder.handle_unknown)
+    rules: dict[str, Literal["infrequent_or_error", "zeros", "error"]] = {
+        "ignore": "zeros", "error": "error", "infrequent_if_exist": "infrequent_or_error"}   # ColumnEncoding.unknown
+    rule = rules.get(encoder.handle_unknown)
     if rule is None:
         raise InputError(f"ColumnTransformer step '{step_name}': OneHotEncoder(handle_unknown={encoder.handle_unknown!r}) "
                          "is not supported; use 'error', 'ignore' or 'infrequent_if_exist'")

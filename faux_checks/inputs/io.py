@@ -345,7 +345,7 @@ def write_scores(path: str | Path, result) -> Path:
     if path.exists():
         raise InputError(f"{path} exists already; choose another --scores-out (nothing is overwritten)")
     scores = result.scores
-    audited = np.zeros(len(scores), dtype=bool)
+    audited: np.ndarray = np.zeros(len(scores), dtype=bool)
     audited[result.row_index] = True
     status = np.where(~audited, "not_audited", np.where(np.isfinite(scores), "scored", "undefined"))
     flagged = pd.array(result.flagged(), dtype="boolean")

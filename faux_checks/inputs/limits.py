@@ -39,9 +39,12 @@ import sys
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ..errors import InputError
+
+if TYPE_CHECKING:                                   # imported when a torch file is probed (probe_load)
+    from .torch_probe import ProbeResult
 
 __all__ = ["ModelLimits", "PROBED_FORMATS", "PROBED_TORCH_FORMATS", "check_archive", "check_tree_model", "model_limits", "probe_load", "read_ubjson",
            "set_model_limits"]
@@ -366,6 +369,7 @@ def probe_load(path: str | Path, fmt: str, *, trusted_types: Sequence[str] = (),
                json.dumps(list(trusted_types))]
     bound = f"a probe process limited to {limits.probe_memory_mb:,} MiB and {limits.probe_timeout_s:g} s"
     label = _LABEL.get(fmt, fmt)
+    done: ProbeResult | subprocess.CompletedProcess[bytes]
     try:
         if fmt in PROBED_TORCH_FORMATS:     # torch imported once per process, each load forked (torch_probe.py)
             from .torch_probe import probe_torch_file

@@ -214,7 +214,7 @@ def _from_one_hot(frame: pd.DataFrame, *, name: str, kind, missing) -> Protected
     present = np.unique(codes)
     if len(present) < 2:
         raise InputError(f"protected attribute '{name}' has a single group in {fmt_count(len(codes))} rows")
-    k = "binary" if len(levels) == 2 else "multiclass"
+    k: Kind = "binary" if len(levels) == 2 else "multiclass"
     if kind is not None and kind != k:
         raise InputError(f"protected attribute '{name}' declared {kind} but has {len(levels)} one-hot columns")
     return ProtectedAttribute(name, k, codes, levels, ~na, int(na.sum()))

@@ -37,6 +37,7 @@ class ProbeResult:
 
 
 def _readline(proc: subprocess.Popen, timeout_s: float) -> str | None:
+    assert proc.stdout is not None                  # started with stdout=PIPE (_start)
     ready, _, _ = select.select([proc.stdout], [], [], timeout_s)
     return proc.stdout.readline().decode("utf-8", "replace") if ready else None
 
@@ -93,6 +94,7 @@ def probe_torch_file(path: str | Path, fmt: str, memory_mib: int, timeout_s: flo
         for _attempt in (0, 1):                      # a server that died (killed from outside) is started again
             if _server is None or _server.poll() is not None:
                 _server = _start(timeout_s)
+            assert _server.stdin is not None        # started with stdin=PIPE (_start)
             try:
                 _server.stdin.write(request.encode() + b"\n")
                 _server.stdin.flush()

@@ -7,7 +7,7 @@ constructor only stores its arguments, ``fit`` returns ``self``, learned state e
 from __future__ import annotations
 
 import math
-from typing import Literal, Sequence
+from typing import Any, Literal, Sequence
 
 import numpy as np
 import torch
@@ -98,6 +98,9 @@ class AuxiliaryModel:
         Held-out (c, predicted score) pairs, for the report's ROC curve.
     holdout_rows_ : ndarray of int
         Positions (in the rows given to ``fit``) of the held-out rows.
+    cache_key_, reused_from_, swap_reference_
+        Set from outside (:mod:`faux_checks.gate.aux_cache`, :mod:`faux_checks.report.records`) and read with
+        ``getattr(..., None)``: absent until set.
 
     Notes
     -----
@@ -106,6 +109,10 @@ class AuxiliaryModel:
     logits these do not depend on the softmax's free common shift, and unlike all m
     probabilities their Jacobian is generically full rank.
     """
+
+    cache_key_: str                 # annotations only (no class attribute): set by gate.aux_cache
+    reused_from_: str               # "run <id>": restored from a record (gate.aux_cache)
+    swap_reference_: Any            # the gate's method.swap.SwapReference (report.records)
 
     def __init__(
         self,

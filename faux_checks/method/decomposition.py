@@ -87,7 +87,7 @@ def grouped_shapley(predict: Callable[[torch.Tensor], np.ndarray], x: torch.Tens
                          f"(positions {np.flatnonzero(orphan)[:5].tolist()}); add them to a group")
     b = x.shape[0]
     subsets = [frozenset(s) for r in range(k + 1) for s in combinations(range(k), r)]
-    value: dict[frozenset, np.ndarray] = {}
+    pieces: dict[frozenset, list[np.ndarray]] = {}
     x = x.float()
     x1 = x1.float()
     for start in range(0, b, max(1, chunk_rows // len(subsets))):
@@ -98,8 +98,8 @@ def grouped_shapley(predict: Callable[[torch.Tensor], np.ndarray], x: torch.Tens
             mixed.append(torch.where(cols, x1[sl], x[sl]))
         out = np.asarray(predict(torch.cat(mixed)), dtype=np.float64).reshape(len(subsets), -1)
         for s, row in zip(subsets, out, strict=True):
-            value.setdefault(s, []).append(row)
-    value = {s: np.concatenate(v) for s, v in value.items()}
+            pieces.setdefault(s, []).append(row)
+    value: dict[frozenset, np.ndarray] = {s: np.concatenate(v) for s, v in pieces.items()}
     base = value[frozenset()]
     parts = {}
     for i, name in enumerate(names):

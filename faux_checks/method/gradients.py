@@ -199,7 +199,7 @@ the intermediate values, which can be 1,000× the output: a logit of 1.2e-3 read
 batch and 1.2063e-3 alone on Adult, issue 14)."""
 
 
-def check_batch_independence(fn: Callable[[torch.Tensor], torch.Tensor], X: torch.Tensor, *, n_rows: int = 8,
+def check_batch_independence(fn: Callable[..., torch.Tensor], X: torch.Tensor, *, n_rows: int = 8,
                              model: str = "model", module=None) -> float:
     """Raise InputError if a row's output depends on the other rows of its batch.
 
@@ -253,6 +253,7 @@ def check_batch_independence(fn: Callable[[torch.Tensor], torch.Tensor], X: torc
             x32 = x.float()
             batch = call(x32).reshape(len(x), -1).double()
             single = torch.cat([call(x32[i : i + 1]).reshape(1, -1).double() for i in range(len(x))])
+    assert single is not None                       # set with batch, on either path
     diff = (batch - single).abs()
     worst = float(diff.max()) if diff.numel() else 0.0
     scale = float(torch.maximum(single.abs(), batch.abs()).max()) if single.numel() else 0.0

@@ -26,7 +26,7 @@ Our reading (issue 20, item 4); evidence in docs/benchmark.md. Every function he
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -415,7 +415,7 @@ def gumbel_transition_sampled(logits_from: np.ndarray, logits_to: np.ndarray, cu
     return counts / float(draws)
 
 
-def configurations(x1: torch.Tensor, groups: Sequence[np.ndarray], probabilities: Sequence[np.ndarray], *,
+def configurations(x1: torch.Tensor, groups: Sequence[np.ndarray], probabilities: Sequence[Any], *,
                    max_configs: int = MAX_CONFIGURATIONS, min_probability: float = MIN_LEVEL_PROBABILITY
                    ) -> tuple[torch.Tensor, np.ndarray]:
     """Joint level configurations of several one-hot groups with their probabilities (independent groups).
@@ -426,7 +426,7 @@ def configurations(x1: torch.Tensor, groups: Sequence[np.ndarray], probabilities
         The counterfactual inputs; each group's block is overwritten per configuration.
     groups : sequence of index arrays
         Encoded positions of each group in x1 (K_g each).
-    probabilities : sequence of ndarray of shape (b, K_g)
+    probabilities : sequence of ndarray or Tensor of shape (b, K_g), all of one kind
         Each row's level probabilities per group.
     max_configs : int
         At most this many configurations per row (the most probable; the kept weights are renormalised).

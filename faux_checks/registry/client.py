@@ -258,7 +258,7 @@ class RegistryClient:
 
     def _versions(self, name: str) -> list:
         self._registered_model(name)  # InputError naming the existing models
-        versions = []
+        versions: list = []
         token = None
         while True:
             page = with_retry(

@@ -207,6 +207,8 @@ class GateProvenance:
     earlier versions (churn), the evidence pack, the audit data and the cause of an undecided.
 
     ``record_uris``: record name -> ``runs:/<run>/records/<file>`` (None: the run lacks it, written ``""``).
+    The churn counts are ints as the flow writes them; read back (:meth:`from_tags`, :func:`parse_count`) a
+    tag that is not an integer comes as a float.
     """
 
     promotion: str | None = None
@@ -216,9 +218,9 @@ class GateProvenance:
     record_uris: Mapping[str, str | None] = field(default_factory=dict)
     compared_with: str | None = None
     churn_against: str | None = None
-    churn_newly_flagged: int | None = None
-    churn_resolved: int | None = None
-    churn_n: int | None = None
+    churn_newly_flagged: int | float | None = None
+    churn_resolved: int | float | None = None
+    churn_n: int | float | None = None
     evidence_uri: str | None = None
     evidence_signed: bool | None = None
     data_uri: str | None = None

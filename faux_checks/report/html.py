@@ -95,7 +95,7 @@ def _template():
     return env.get_template("report.html.j2")
 
 
-SCORE_UNITS = {
+SCORE_UNITS: dict[str | None, str] = {           # looked up with a report's variant (None: not recorded)
     "swap": "probability points: the estimated change of ŷ if only the protected attribute changed",
     "faux": "change of ŷ per unit of the auxiliary model's log-odds (eq. 9)",
     "ig": "change of ŷ per unit of the auxiliary model's log-odds (eq. 9, integrated gradients)",
@@ -144,7 +144,7 @@ def reason_text(reasons: list[dict]) -> str:
     return "; ".join(out) or "no change"
 
 
-ROLE_TEXT = {
+ROLE_TEXT: dict[str | None, str] = {             # looked up with a record's role (None: not recorded)
     "declared": "held: declared admissible by the policy",
     "independent": "held: distributed alike in every group (chi-square test of independence, p ≥ 0.01)",
     "uninformative": "held: tells the auxiliary model nothing about the protected attribute on its held-out rows",
@@ -275,7 +275,8 @@ def _history_row(point: dict[str, Any]) -> dict[str, Any]:
 
 def _regression_rows(comparisons: list[dict[str, Any]]) -> dict[str, Any]:
     """The "Against earlier versions" section: one row per comparison and, where compared, its by-group table."""
-    rows, groups = [], []
+    rows: list[dict[str, Any]] = []
+    groups: list[dict[str, Any]] = []
     for c in comparisons:
         change, rule = c.get("change") or {}, c.get("rule") or {}
         lo, hi = (change.get("change_interval") or [None, None])[:2]

@@ -110,6 +110,7 @@ def _group_statements(check: dict, policy: dict, decision: str | None) -> list[d
                     f"{SMALL_GROUP_ROWS} people is wide, so these groups' flagged fractions are weak evidence"})
     high = [(g, r) for g, r in rows.items() if limit is not None and _num(r.get("flagged_fraction")) > limit]
     if high and decision == "passed":
+        assert limit is not None                    # high is empty without a limit
         shown = "; ".join(f"'{g}' {_num(r.get('flagged_fraction')):.1%} of {int(r.get('n') or 0):,}" for g, r in high)
         group_limit = ((policy.get("decision") or {}).get("max_group_flagged_fraction")
                        or min(1.0, 2 * float(limit)))

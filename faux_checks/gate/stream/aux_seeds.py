@@ -65,6 +65,7 @@ def prepare_primary(target_model, sample: SamplePart, *, policy: Policy, feature
     if not extra_seed_count(policy, aux_model):
         return plan, aux, None
     values = plan.codec.encode(pd.Series(sample.protected))
+    assert sample.X is not None                     # prepare_scoring raised on a sample without rows
     rows = seed_sample(len(sample.X), policy)
     lic = plan.tester(target_model, aux).evaluate(sample.X[rows], values[rows], evidence=False)
     return plan, aux, float(np.mean(lic.decision_weights(policy.faux.delta)))
@@ -87,6 +88,7 @@ def extra_seed(target_model, sample: SamplePart, *, policy: Policy, feature_spec
     values = codec.encode(pd.Series(sample.protected))
     protected = codec.attribute(values)
     X = sample.X
+    assert X is not None                            # prepare_primary on this sample raised first (Raises)
     output = resolve_output_form(target_model, torch.from_numpy(X[: min(len(X), 256)]),
                                  TargetOutput(form=policy.target_output, target_class=policy.target_class))
     return seed_fraction(target_model, policy, output, feature_spec, protected, X, values, train=np.arange(len(X)),

@@ -15,7 +15,7 @@ import torch
 
 from ..._validation import fmt_count
 from ...errors import InputError
-from ...inputs.protected import ProtectedAttribute, encode_protected
+from ...inputs.protected import Kind, ProtectedAttribute, encode_protected
 from ...inputs.tabular import FeatureSpec
 from ...method.auxiliary import AuxiliaryModel
 from ...method.faux import FAuxTester, probe_batch_independence
@@ -51,7 +51,7 @@ class ProtectedCodec:
     """
 
     name: str
-    kind: str
+    kind: Kind
     groups: tuple[str, ...]
     mapping: dict = field(default_factory=dict)
     edges: tuple[float, ...] = ()
@@ -60,6 +60,7 @@ class ProtectedCodec:
     def build(cls, sample: SamplePart, policy: Policy) -> "ProtectedCodec":
         """Groups from every distinct value of the file (sample pass), kind as the policy or inferred."""
         name = policy.protected
+        assert name is not None                     # single-attribute stream: score_stream raised on none
         distinct = list(sample.level_counts) if sample.level_counts is not None else list(sample.level_examples)
         if not distinct:
             raise InputError(f"protected attribute '{name}' has no non-missing values in {fmt_count(sample.n_rows)} rows")
@@ -150,6 +151,7 @@ class ScoringPlan:
     @property
     def columns(self) -> list[str]:
         """Columns read by the score pass."""
+        assert self.policy.protected is not None    # the plan's codec was built for it (ProtectedCodec.build)
         return columns_to_read(self.feature_spec, self.policy.protected)
 
     def tester(self, target_model, aux_model: AuxiliaryModel) -> FAuxTester:
@@ -283,9 +285,9 @@ def prepare_scoring(target_model, sample: SamplePart, *, policy: Policy, feature
         swap_reference=swap_reference, c_std=c_std,
     )
     if aux_model is None and policy.decision.aux_seeds > 1:
-        sample = seed_sample(len(X), policy)
-        lic = plan.tester(target_model, aux).evaluate(X[sample], values[sample], evidence=False)
+        seed_rows = seed_sample(len(X), policy)
+        lic = plan.tester(target_model, aux).evaluate(X[seed_rows], values[seed_rows], evidence=False)
         seeds = seed_spread(target_model, policy, output, feature_spec, protected, X, values, train=np.arange(len(X)),
-                            sample=sample, used_flagged=lic.decision_weights(policy.faux.delta))
+                            sample=seed_rows, used_flagged=lic.decision_weights(policy.faux.delta))
         plan = replace(plan, aux={**plan.aux, "seeds": seeds})
     return plan, aux

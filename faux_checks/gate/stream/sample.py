@@ -170,6 +170,7 @@ def sample_pass(source: DataSource, *, policy: Policy, feature_spec: FeatureSpec
         names the rows of the chunk).
     """
     name = policy.protected
+    assert name is not None                         # single-attribute stream: score_stream raised on none
     columns = columns_to_read(feature_spec, name)
     part = SamplePart(k=policy.aux.max_train_rows)
     # candidates are buffered and compacted to the bottom-k every k/2 rows: O(candidates) copying,

@@ -12,7 +12,7 @@ import resource
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -160,7 +160,7 @@ class ScoresWriter:
         self.path = Path(path)
         self.partial = partial_path(self.path)
         self.format = "parquet" if self.path.suffix == ".parquet" else "csv"
-        self._writer = None
+        self._writer: Any = None                   # pyarrow.parquet.ParquetWriter once the first table comes
         self._header = True
 
     def write(self, rows, scores, flagged, status, group) -> None:
@@ -302,9 +302,9 @@ def score_chunk(tester, plan: ScoringPlan, counts: StreamCounts, frame: pd.DataF
                          f"{fmt_count(start)}-{fmt_count(start + n - 1)}; drop or impute them, or set missing_protected = \"drop\"")
     kept = np.flatnonzero(~missing)
     scores = np.full(n, np.nan)
-    flagged = np.zeros(n, dtype=bool)
-    status = np.full(n, "not_audited", dtype=object)
-    group = np.full(n, None, dtype=object)
+    flagged: np.ndarray = np.zeros(n, dtype=bool)
+    status: np.ndarray = np.full(n, "not_audited", dtype=object)
+    group: np.ndarray = np.full(n, None, dtype=object)
     if len(kept):
         X = (encode_chunk(plan.feature_spec, frame if len(kept) == n else frame.iloc[kept], source, start, n)
              if encoded is None else encoded(kept))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Generator, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -100,7 +100,7 @@ class DataSource:
                              "Fix the column name or the data file.")
 
     def iter_chunks(self, columns: Sequence[str], *, chunk_rows: int,
-                    row_groups: tuple[int, int] | None = None) -> Iterator[tuple[int, pd.DataFrame]]:
+                    row_groups: tuple[int, int] | None = None) -> Generator[tuple[int, pd.DataFrame], None, None]:
         """Yield ``(first_row_number, frame)`` chunks of at most ``chunk_rows`` rows, in input order.
 
         Parameters
@@ -259,7 +259,7 @@ def check_rows(source: DataSource, spec: FeatureSpec, *, chunk_rows: int = 65_53
 def _scan_numbers(source: DataSource, numeric: list[str], chunk_rows: int, bad: MalformedRows) -> None:
     """Add to ``bad`` every row with a value of a ``numeric`` column that does not parse as a number."""
     for start, frame in _raw_chunks(source, numeric, chunk_rows):
-        problem = np.full(len(frame), None, dtype=object)
+        problem: np.ndarray = np.full(len(frame), None, dtype=object)
         for col in numeric:
             raw = frame[col]
             if pd.api.types.is_numeric_dtype(raw):
