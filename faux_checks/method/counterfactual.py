@@ -11,7 +11,7 @@ reads the target's prediction there; the maths it calls are the pure functions o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Any, Literal, Sequence
 
 import numpy as np
 import torch
@@ -217,9 +217,9 @@ def _unmoved(x: torch.Tensor, c, reference: SwapReference, keep: np.ndarray, dir
     """Counterfactuals when every aux feature is held: only c's own columns (if target inputs) change."""
     continuous = reference.kind == "continuous"
     targets = [1.0, -1.0] if continuous else list(range(1, reference.n_groups))
-    out = []
+    out: list[tuple[np.ndarray, torch.Tensor, np.ndarray]] = []
     for t in targets:
-        other = None if continuous else (np.asarray(c, dtype=np.int64) + int(t)) % reference.n_groups
+        other: Any = None if continuous else (np.asarray(c, dtype=np.int64) + int(t)) % reference.n_groups
         target = np.full(len(x), int(t), dtype=np.int64) if continuous else other
         x1 = x.clone()
         if not keep.all():
@@ -239,17 +239,19 @@ def _matched_inputs(x: torch.Tensor, c, *, reference: SwapReference, settings: S
     x = x.float()
     keep_t = torch.as_tensor(keep, device=x.device)
     x_aux = x[:, keep_t] if not keep.all() else x
-    positions = torch.as_tensor(reference.matching.positions, device=x.device)
+    matching = reference.matching
+    assert matching is not None, "counterfactual_inputs calls this only for a fitted matching"
+    positions = torch.as_tensor(matching.positions, device=x.device)
     targets = [1.0, -1.0] if continuous else list(range(1, reference.n_groups))
-    a_np = None if continuous else np.asarray(c, dtype=np.int64)
+    a_np: Any = None if continuous else np.asarray(c, dtype=np.int64)   # group index; None for a continuous c
     c_values = np.asarray(c, dtype=np.float64) if continuous and c is not None else None
     if continuous and c_values is None:
         raise InputError("the matched move of a continuous protected attribute needs each individual's value")
     out = []
     for t in targets:
-        other = None if continuous else (a_np + int(t)) % reference.n_groups
+        other: Any = None if continuous else (a_np + int(t)) % reference.n_groups
         target = np.full(len(x), int(t), dtype=np.int64) if continuous else other
-        values = reference.matching.values(x_aux, reference.admissible, a_np, other, c_values, t)
+        values = matching.values(x_aux, reference.admissible, a_np, other, c_values, t)
         moved = x_aux.clone()
         moved[:, positions] = torch.as_tensor(values, dtype=torch.float32, device=x.device)
         if reference.levels and settings.categorical in ("soft", "snap"):
@@ -314,6 +316,7 @@ def counterfactual_inputs(aux_raw, x: torch.Tensor, c: np.ndarray | None, *, ref
     on_device = _torch_path(x)                                               # the matched quantiles in torch too
     targets = [1.0, -1.0] if continuous else list(range(1, reference.n_groups))
     c_values = None
+    a_np: Any                                                                 # group index; None for a continuous c
     if continuous:
         a_np = None
         c_values = None if c is None else np.asarray(c, dtype=np.float64)
@@ -324,6 +327,7 @@ def counterfactual_inputs(aux_raw, x: torch.Tensor, c: np.ndarray | None, *, ref
         pairs = [(a_t, torch.as_tensor((a_np + int(t)) % reference.n_groups, device=device)) for t in targets]
     first = _aux_values_and_grads(aux_raw, x_aux, pairs)                    # one aux forward, one backward per pair
     out = []
+    other: Any                                                               # the other group per row; None for a continuous c
     for i, t in enumerate(targets):
         if continuous:
             other = a_t = b_t = None
@@ -440,7 +444,7 @@ def coupled_inputs(aux_raw, x: torch.Tensor, c, *, reference: SwapReference, set
     to_target = np.flatnonzero(keep)                                          # aux position -> target position
     groups = [to_target[lm.positions] for lm in reference.levels]
     targets = [1.0, -1.0] if continuous else list(range(1, reference.n_groups))
-    a_np = None if continuous else np.asarray(c, dtype=np.int64)
+    a_np: Any = None if continuous else np.asarray(c, dtype=np.int64)   # group index; None for a continuous c
     c_values = np.asarray(c, dtype=np.float64) if continuous and c is not None else None
     out = []
     for (target, x1, undefined), t in zip(soft, targets, strict=False):

@@ -9,7 +9,7 @@ rows, evidence).
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -214,7 +214,7 @@ class FAuxTester:
         undefined = np.empty(n, dtype=bool)
         prob = np.empty(n, dtype=np.float64)
         ev = np.empty((n, d), dtype=np.float32) if evidence else None
-        direct_out = np.empty(n, dtype=np.float64) if direct_D is not None else None
+        direct_out: Any = np.empty(n, dtype=np.float64) if direct_D is not None else None   # filled when direct_D is
         baseline = self._baseline(X)
         bar = _bar(n, self.progress)
         for sl in iter_chunks(n, self.chunk_size):
@@ -261,7 +261,7 @@ class FAuxTester:
         return LICResult(scores=scores, undefined=undefined, evidence=ev, probability=prob, direct=direct_out)
 
     def fit_reference(self, X_ref, c_ref, *, admissible=None, metric: str = "matched", holdout=None,
-                      feature_groups=None, guard: float = 0.1, continuous_matching: str = "rank",
+                      feature_groups=None, guard: float = 0.1, continuous_matching: Literal["rank", "slope"] = "rank",
                       hold_independent: bool = True) -> "FAuxTester":
         """Fit the swap reading's reference (metric and group shifts) on rows in the aux input space; returns self.
 
@@ -306,7 +306,9 @@ class FAuxTester:
         X_ref = as_tensor(X_ref)
         d = X_ref.shape[1]
         declared = np.zeros(d, dtype=bool) if admissible is None else np.asarray(admissible, dtype=bool)
-        self.held_fixed_, self.informativeness_, self.independence_ = np.zeros(d, dtype=bool), [], []
+        self.held_fixed_ = np.zeros(d, dtype=bool)
+        self.informativeness_: list = []
+        self.independence_: list = []
         groups = feature_groups if feature_groups is not None else [[j] for j in range(d)]
         if holdout is not None:
             held, self.informativeness_ = uninformative_features(
@@ -341,6 +343,8 @@ class FAuxTester:
     def _evaluate_swap(self, X: torch.Tensor, c, output: TargetOutput, keep: np.ndarray, evidence: bool) -> LICResult:
         """Variant swap: chunks through :func:`faux_checks.method.chunk.swap_chunk`."""
         n, d = X.shape
+        reference = self.reference
+        assert reference is not None, "evaluate() refuses variant 'swap' without a reference"
         parts = []
         bar = _bar(n, self.progress)
         device = torch.device(self.device)
@@ -354,7 +358,7 @@ class FAuxTester:
                 _check_finite(X, X[sl])
                 x = X[sl] if device.type == "cpu" else X[sl].to(device)
                 parts.append(swap_chunk(target, aux_net, x, None if c is None else c[sl],
-                                        reference=self.reference, output=output, settings=self.swap, keep=keep,
+                                        reference=reference, output=output, settings=self.swap, keep=keep,
                                         direct_levels=self.direct_levels, evidence=evidence))
                 if bar is not None:
                     bar.update(sl.stop - sl.start)
@@ -363,7 +367,7 @@ class FAuxTester:
         join = lambda key: np.concatenate([getattr(p, key) for p in parts])   # noqa: E731
         outcomes = weights = None
         if parts[0].outcomes is not None:
-            width = max(p.outcomes.shape[1] for p in parts)
+            width = max(p.outcomes.shape[1] for p in parts if p.outcomes is not None)
             pad = lambda a: np.pad(a, ((0, 0), (0, width - a.shape[1])))      # noqa: E731
             outcomes = np.concatenate([pad(p.outcomes) for p in parts])
             weights = np.concatenate([pad(p.outcome_weights) for p in parts])

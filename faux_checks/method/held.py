@@ -34,9 +34,9 @@ def _bins(values: np.ndarray, n_bins: int) -> np.ndarray:
     """Quantile-bin index (n,) of a numeric vector; a column with few distinct values keeps them as its bins."""
     distinct = np.unique(values)
     if len(distinct) <= n_bins:
-        return np.searchsorted(distinct, values)
+        return np.asarray(np.searchsorted(distinct, values))
     edges = np.unique(np.quantile(values, np.linspace(0, 1, n_bins + 1)[1:-1]))
-    return np.searchsorted(edges, values, side="right")
+    return np.asarray(np.searchsorted(edges, values, side="right"))
 
 
 def independent_features(X_ref, c_ref, *, kind: Kind, groups, alpha: float = INDEPENDENCE_ALPHA

@@ -33,7 +33,7 @@ def matched_quantile(values: np.ndarray, q_from: np.ndarray, q_to: np.ndarray) -
 
 def _interp_uniform(r: np.ndarray, q: np.ndarray) -> np.ndarray:
     """``np.interp(r, linspace(0, 1, len(q)), q)`` for r in [0, 1], by index arithmetic (no search)."""
-    pos = r * (len(q) - 1)
+    pos: np.ndarray = r * (len(q) - 1)
     i = np.minimum(pos.astype(np.int64), len(q) - 2)
     return q[i] + (pos - i) * (q[i + 1] - q[i])
 
