@@ -18,7 +18,7 @@ from ..method._batching import as_tensor
 from ..method.auxiliary import AuxiliaryModel
 from .aux_cache import new_aux, trained_aux
 from .bounds import quality_intervals
-from .policy import Policy
+from .policy_schema import Policy
 
 __all__ = ["AuxFit", "aux_training", "fit_aux", "given_aux", "holdout_scores", "new_aux", "quality_on", "roc_curve"]
 

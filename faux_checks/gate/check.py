@@ -40,7 +40,7 @@ from .bounds import flagged_interval
 from .power import capacity_statement, detectable_fraction
 from .decision import CheckEvidence, check_rules, decide, missing_protected_note, undefined_note
 from .decompose import column_parts, decompose_change, reason_list
-from .policy import Policy
+from .policy_schema import Policy
 from .result import CheckResult, delta_curve
 from .rows import AuditRows, check_model_accepts, check_model_outputs, prepare_audit
 from .scorer import faux_tester, swap_categorical

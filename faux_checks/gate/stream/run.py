@@ -17,7 +17,7 @@ from ...inputs.tabular import FeatureSpec
 from ...provenance import jsonable, package_versions, utc_now
 from ..bounds import FlaggedInterval, flagged_interval
 from ..decision import CheckEvidence, DecidedResult, check_rules, decide, missing_protected_note, summary_line, undefined_note
-from ..policy import Policy
+from ..policy_schema import Policy
 from .plan import ScoringPlan, prepare_scoring, resolve_feature_spec
 from .sample import sample_pass
 from .score import ScoresWriter, StreamCounts, score_pass
