@@ -7,7 +7,7 @@ The steps, each in its own module of this folder:
 3. the fAux scores, a non-finite score always undefined (:class:`~faux_checks.method.faux.FAuxTester`);
 4. the policy's baseline testers on the same rows (:mod:`.testers`);
 5. the flagged fraction's interval: over individuals and over aux seeds (:mod:`.bounds`, :mod:`.seeds`);
-6. the decision (:func:`~faux_checks.gate.decision.check_rules` read by
+6. the decision (:func:`~faux_checks.gate.check_rules.check_rules` read by
    :func:`~faux_checks.gate.decision.decide`) and the provenance.
 
 Bad input raises :class:`~faux_checks.errors.InputError` (the CLI exits 2); adapters turn any
@@ -38,7 +38,8 @@ from ..provenance import data_sha256, package_versions, utc_now
 from .aux_model import AuxFit, aux_training, fit_aux, free_column_quality
 from .bounds import flagged_interval
 from .power import capacity_statement, detectable_fraction
-from .decision import CheckEvidence, check_rules, decide, missing_protected_note, undefined_note
+from .check_rules import CheckEvidence, check_rules
+from .decision import decide, missing_protected_note, undefined_note
 from .decompose import column_parts, decompose_change, reason_list
 from .policy_schema import Policy
 from .result import CheckResult, delta_curve
@@ -98,7 +99,7 @@ def run_check(
     Notes
     -----
     fAux: Castiglione et al. 2022, eq. 9-10 (arXiv 2210.06288). The steps are in the module
-    docstring, the decision rules in :func:`~faux_checks.gate.decision.check_rules`.
+    docstring, the decision rules in :func:`~faux_checks.gate.check_rules.check_rules`.
     """
     frame = as_frame(data)
     target_model, feature_spec = as_target(target_model, feature_spec)   # a Pipeline, booster, estimator as it is

@@ -184,7 +184,7 @@ class AuditSettings(_Strict):
 
 
 class DecisionSettings(_Strict):
-    """How counts and bounds become a decision (:func:`faux_checks.gate.decision.check_rules`).
+    """How counts and bounds become a decision (:func:`faux_checks.gate.check_rules.check_rules`).
 
     The flagged fraction counts every audited individual, an undefined score as flagged (the worst
     case). Its interval covers the individuals (Clopper–Pearson at ``confidence``) and the auxiliary
