@@ -32,7 +32,7 @@ _LAZY = {
     "AttributesResult": ".gate.attributes",
     "check_attributes": ".gate.attributes",
     "run_check": ".gate.check",
-    "Policy": ".gate.policy",
+    "Policy": ".gate.policy_schema",
     "load_policy": ".gate.policy",
     "CheckResult": ".gate.result",
     "StreamSummary": ".gate.stream.run",

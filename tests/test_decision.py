@@ -1,7 +1,7 @@
 """Issue 11: one decision engine, enough evidence, undefined rows counted, bounds instead of point values.
 
 The engine (:func:`faux_checks.gate.decision.decide`) and the check's rules
-(:func:`~faux_checks.gate.decision.check_rules`) with the values asserted; the issue's three cases
+(:func:`~faux_checks.gate.check_rules.check_rules`) with the values asserted; the issue's three cases
 reconstructed; an all-undefined and an empty run through every path (run_check, the streaming
 scorer, the Great Expectations suite, the drift audit) never pass, whatever the policy says.
 """
@@ -23,7 +23,8 @@ from faux_checks.errors import InputError
 from faux_checks.gate.bounds import (auc_interval, clopper_pearson, flagged_interval, quality_intervals,
                                      rows_needed)
 from faux_checks.gate.check import run_check
-from faux_checks.gate.decision import CheckEvidence, check_rules, decide, rule_row
+from faux_checks.gate.check_rules import CheckEvidence, check_rules
+from faux_checks.gate.decision import decide, rule_row
 from faux_checks.gate.policy import Policy
 
 SMALL = {"protected": "sex", "label": "y", "target_output": "logit",

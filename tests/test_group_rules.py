@@ -15,7 +15,8 @@ from scipy.stats import binomtest
 
 from faux_checks import load_policy, run_check
 from faux_checks.gate.bounds import flagged_interval
-from faux_checks.gate.decision import CheckEvidence, check_rules, decide, group_intervals
+from faux_checks.gate.check_rules import CheckEvidence, check_rules, group_intervals
+from faux_checks.gate.decision import decide
 
 AUX = [{"metric": "roc_auc", "quality": 0.9, "lower": 0.88, "upper": 0.92, "what": "held-out"}]
 

@@ -12,7 +12,7 @@ import pandas as pd
 from .._files import whole_file
 from .._validation import fmt_count
 from ..errors import InputError
-from ..gate.policy import Policy
+from ..gate.policy_schema import Policy
 from ..inputs.tabular import FeatureSpec
 from ..method._batching import as_tensor
 from ..method.output import TargetOutput, predict_probability, resolve_output_form

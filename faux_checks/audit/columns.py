@@ -20,7 +20,7 @@ import pandas as pd
 
 from .._files import whole_file
 from .._validation import fmt_count
-from ..gate.policy import AuditSettings
+from ..gate.policy_sections import AuditSettings
 from .results import ColumnDrift, DriftResult
 
 __all__ = ["column_drift", "screen_columns"]

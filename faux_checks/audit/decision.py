@@ -15,7 +15,7 @@ import numpy as np
 
 from .._validation import fmt_count
 from ..gate.decision import decide, rule_row
-from ..gate.policy import AuditSettings
+from ..gate.policy_sections import AuditSettings
 from .results import ClassificationQuality, DriftResult, FairnessDrift
 
 __all__ = ["decide_audit"]

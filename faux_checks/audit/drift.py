@@ -11,7 +11,7 @@ import pandas as pd
 
 from .._validation import as_frame
 from ..errors import InputError
-from ..gate.policy import Policy
+from ..gate.policy_schema import Policy
 from ..inputs.tabular import FeatureSpec
 from ..kinds import protected_kind
 from ..provenance import data_sha256, installed_versions, jsonable, package_versions
@@ -122,7 +122,7 @@ def run_audit(
     shape it always had (no ``attributes``).
     """
     from ..gate.attributes import add_intersections, intersection_cells
-    from ..gate.policy import INTERSECTION_SEPARATOR
+    from ..gate.policy_schema import INTERSECTION_SEPARATOR
 
     sectioned, names = policy.reports_per_attribute, policy.attribute_names
     several = len(names) > 1

@@ -10,7 +10,7 @@ import pandas as pd
 from .._validation import fmt_count
 from ..errors import FauxChecksError
 from ..gate.check import run_check
-from ..gate.policy import Policy
+from ..gate.policy_schema import Policy
 from ..gate.result import CheckResult
 from ..inputs.tabular import FeatureSpec
 from ..provenance import jsonable

@@ -40,7 +40,7 @@ from ..inputs.tabular import FeatureSpec
 from ..provenance import jsonable
 from .check import run_check
 from .decision import EXIT_CODES, Outcome, decide, exit_code_for
-from .policy import INTERSECTION_SEPARATOR, Policy
+from .policy_schema import INTERSECTION_SEPARATOR, Policy
 from .result import CheckResult
 
 __all__ = ["AttributeSection", "AttributesResult", "add_intersections", "attribute_key", "attribute_sections",

@@ -34,7 +34,7 @@ import numpy as np
 
 from .._device import resolve_device
 from ..method.auxiliary import AuxiliaryModel, Kind
-from .policy import Policy
+from .policy_schema import Policy
 
 __all__ = ["MAX_ENTRIES", "aux_cache_stats", "aux_store", "clear_aux_cache", "fitted_reference", "new_aux",
            "restore_recorded", "trained_aux"]

@@ -3,7 +3,7 @@
 fAux estimates ∂x/∂c through the auxiliary model f_aux, so a check is only as good as f_aux: its
 quality (held-out ROC-AUC, macro AUC or R²) is measured here with its confidence interval where it
 matters (:func:`~faux_checks.gate.bounds.quality_intervals`), for the gate's ``min_aux_quality``
-rule (:func:`faux_checks.gate.decision.check_rules`).
+rule (:func:`faux_checks.gate.check_rules.check_rules`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from ..method._batching import as_tensor
 from ..method.auxiliary import AuxiliaryModel
 from .aux_cache import new_aux, trained_aux
 from .bounds import quality_intervals
-from .policy import Policy
+from .policy_schema import Policy
 
 __all__ = ["AuxFit", "aux_training", "fit_aux", "given_aux", "holdout_scores", "new_aux", "quality_on", "roc_curve"]
 

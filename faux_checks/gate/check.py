@@ -7,7 +7,7 @@ The steps, each in its own module of this folder:
 3. the fAux scores, a non-finite score always undefined (:class:`~faux_checks.method.faux.FAuxTester`);
 4. the policy's baseline testers on the same rows (:mod:`.testers`);
 5. the flagged fraction's interval: over individuals and over aux seeds (:mod:`.bounds`, :mod:`.seeds`);
-6. the decision (:func:`~faux_checks.gate.decision.check_rules` read by
+6. the decision (:func:`~faux_checks.gate.check_rules.check_rules` read by
    :func:`~faux_checks.gate.decision.decide`) and the provenance.
 
 Bad input raises :class:`~faux_checks.errors.InputError` (the CLI exits 2); adapters turn any
@@ -17,13 +17,10 @@ by accident.
 
 from __future__ import annotations
 
-import platform
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 import pandas as pd
-import torch
 
 from .._validation import as_frame, fmt_count
 from ..errors import InputError
@@ -31,16 +28,16 @@ from ..inputs.estimators import as_target
 from ..inputs.tabular import FeatureSpec
 from ..method._batching import as_tensor
 from ..method.faux import FAuxTester, LICResult
-from ..method.forward import FD_STEP, is_forward_only, target_access
 from ..method.output import TargetOutput, resolve_output_form
 from ..method.held import INDEPENDENCE_ALPHA, INFORMATIVE_Z
-from ..provenance import data_sha256, package_versions, utc_now
-from .aux_model import AuxFit, aux_training, fit_aux, free_column_quality
+from .aux_model import AuxFit, fit_aux, free_column_quality
 from .bounds import flagged_interval
+from .check_provenance import check_provenance, target_access_record
 from .power import capacity_statement, detectable_fraction
-from .decision import CheckEvidence, check_rules, decide, missing_protected_note, undefined_note
+from .check_rules import CheckEvidence, check_rules
+from .decision import decide, missing_protected_note, undefined_note
 from .decompose import column_parts, decompose_change, reason_list
-from .policy import Policy
+from .policy_schema import Policy
 from .result import CheckResult, delta_curve
 from .rows import AuditRows, check_model_accepts, check_model_outputs, prepare_audit
 from .scorer import faux_tester, swap_categorical
@@ -98,7 +95,7 @@ def run_check(
     Notes
     -----
     fAux: Castiglione et al. 2022, eq. 9-10 (arXiv 2210.06288). The steps are in the module
-    docstring, the decision rules in :func:`~faux_checks.gate.decision.check_rules`.
+    docstring, the decision rules in :func:`~faux_checks.gate.check_rules.check_rules`.
     """
     frame = as_frame(data)
     target_model, feature_spec = as_target(target_model, feature_spec)   # a Pipeline, booster, estimator as it is
@@ -157,9 +154,9 @@ def run_check(
     scores_all[audit.row_index] = lic.scores
     flags_all = np.full(len(frame), np.nan)
     flags_all[audit.row_index] = np.where(lic.undefined, np.nan, weights)
-    provenance = _provenance(frame, policy, audit, resolved, aux, given=aux_model is not None, model_info=model_info,
-                             target_model=target_model)
-    provenance.update(_target_access(target_model, policy, resolved))
+    provenance = check_provenance(frame, policy, audit, resolved, aux, given=aux_model is not None, model_info=model_info,
+                                  target_model=target_model)
+    provenance.update(target_access_record(target_model, policy, resolved))
     provenance["power"] = power
     provenance["aux_reused"] = bool(aux.reused)      # a copy of the model this process trained on the same inputs
     provenance["aux_key"] = getattr(aux.model, "cache_key_", None)             # what its training read (aux_cache)
@@ -392,67 +389,6 @@ def _tree_note(target_model, policy: Policy, spec: FeatureSpec) -> list[str]:
             "one-hot values by threshold. On Adult this flagged 5.4% (XGBoost) and 27.7% (LightGBM) against 12.2% and "
             "11.9% definitionally affected; swap_categorical = 'snap' in [faux] flagged 12.2% and 11.9% "
             "(docs/method.md, 'Forward-only targets')"]
-
-
-def _target_access(target_model, policy: Policy, resolved: TargetOutput) -> dict[str, Any]:
-    """How the target's change (score) and its per-feature evidence were obtained, for the report."""
-    if not is_forward_only(target_model):
-        return {"target_access": target_access(target_model)}
-    swap = policy.faux.variant == "swap"
-    return {
-        "target_access": target_access(target_model),
-        "target_differentiation": (
-            "none: the score is the target's predicted change f(x′) − f(x) (two forward passes per counterfactual)"
-            if swap else f"central finite differences along J⁺, largest feature move {FD_STEP:g} in its encoded scale"),
-        "evidence_method": ("telescoping decomposition of the change over the moving features, mean of two orders "
-                            "(forward passes only; integrated gradients need gradients)"),
-    }
-
-
-def _provenance(frame: pd.DataFrame, policy: Policy, audit: AuditRows, resolved: TargetOutput, aux: AuxFit, *,
-                given: bool, model_info: dict | None, target_model=None) -> dict[str, Any]:
-    """Everything that makes the decision reproducible: hashes, settings as used, seeds, versions."""
-    faux, model = policy.faux, aux.model
-    return {
-        "checked_at": utc_now(),
-        "seed": policy.seed,
-        "policy_name": policy.name,
-        "policy_sha256": policy.sha256(),
-        "policy": policy.model_dump(mode="json"),
-        "data_sha256": data_sha256(frame),
-        "n_input_rows": len(frame),
-        "feature_spec": audit.feature_spec.name,
-        "n_features": audit.X.shape[1],
-        "variant": faux.variant,
-        "score_unit": ("probability points: |Δŷ| when only the protected attribute changes" if faux.variant == "swap"
-                       else "|cos| in [0, 1]" if faux.variant == "ng"
-                       else "change of ŷ per unit of the auxiliary model's output"),
-        "swap": ({"admissible": list(faux.admissible), "metric": faux.swap_metric, "steps": faux.swap_steps,
-                  "line_search": faux.swap_line_search,
-                  "evaluation": faux.swap_evaluation, "categorical": swap_categorical(faux, target_model),
-                  "reference_rows": int(len(aux.rows))} if faux.variant == "swap" else None),
-        "target_output": resolved.form,
-        "target_class": resolved.target_class,
-        "target_differentiation": ("P(y|x) by σ'(z)·∇z in float64 from the logit" if resolved.form in ("logit", "logits")
-                                   else "P(y|x) in a float64 copy of the model"),
-        "aux_output_space": model.output_space,
-        "aux_epochs_run": getattr(model, "epochs_run_", None),
-        "aux_given": given,
-        "aux_training": None if given else aux_training(model),
-        "audit_sample_seed": policy.seed,
-        "aux_sample_seed": policy.seed + 1,
-        "n_audited": len(audit.X),
-        "ridge": faux.ridge,
-        "torch_num_threads": torch.get_num_threads(),
-        "torch_num_interop_threads": torch.get_num_interop_threads(),
-        "torch_deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
-        "platform": platform.platform(terse=True),
-        "machine": platform.machine(),
-        "protected_kind": audit.protected.kind,
-        "groups": list(audit.protected.groups),
-        "packages": package_versions(),
-        **(model_info or {}),
-    }
 
 
 def _fail_closed_scores(lic: LICResult, n: int) -> LICResult:

@@ -56,7 +56,7 @@ class CheckResult(DecidedResult):
     interval : FlaggedInterval or None
         The flagged fraction's interval over individuals and aux seeds (:mod:`faux_checks.gate.bounds`).
     rules : list of dict
-        Every rule of the decision with its status (:func:`faux_checks.gate.decision.check_rules`).
+        Every rule of the decision with its status (:func:`faux_checks.gate.check_rules.check_rules`).
     aux_intervals : list of dict
         The aux model's quality where it matters, with intervals (:func:`~faux_checks.gate.bounds.quality_intervals`).
     group_rows : list of dict

@@ -20,7 +20,7 @@ from ..inputs.labels import encode_labels, label_like_columns
 from ..inputs.protected import ProtectedAttribute, encode_protected
 from ..inputs.tabular import FeatureSpec
 from .direct import direct_derivative, encoded_level
-from .policy import Policy
+from .policy_schema import Policy
 
 __all__ = ["AuditRows", "SOFTMAX_TOLERANCE", "SwapLayout", "check_model_accepts", "check_model_outputs",
            "direct_derivative", "encoded_level", "prepare_audit", "swap_layout"]

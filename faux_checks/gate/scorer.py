@@ -21,7 +21,7 @@ from ..method.faux import FAuxTester
 from ..method.output import TargetOutput
 from ..method.swap import SwapReference
 from .aux_cache import fitted_reference
-from .policy import Policy
+from .policy_schema import Policy
 from .rows import direct_derivative, swap_layout
 
 __all__ = ["faux_tester", "swap_categorical"]

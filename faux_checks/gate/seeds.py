@@ -21,7 +21,7 @@ from ..inputs.protected import ProtectedAttribute
 from ..inputs.tabular import FeatureSpec
 from ..method.output import TargetOutput
 from .aux_cache import trained_aux
-from .policy import Policy
+from .policy_schema import Policy
 from .scorer import faux_tester
 
 __all__ = ["seed_fraction", "seed_sample", "seed_spread", "spread_record"]

@@ -16,7 +16,8 @@ import numpy as np
 from ..errors import InputError
 from ..method.faux import LICResult
 from ..method.output import TargetOutput
-from .policy import Policy, TesterSettings
+from .policy_schema import Policy
+from .tester_settings import TesterSettings
 from .rows import AuditRows
 from .tester_table import TESTERS, TesterCall, not_applicable
 

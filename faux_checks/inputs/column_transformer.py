@@ -33,7 +33,8 @@ from typing import Literal
 import numpy as np
 
 from ..errors import InputError
-from .tabular import INFREQUENT, ColumnEncoding, FeatureSpec, _level_string
+from .column_values import level_string
+from .tabular import INFREQUENT, ColumnEncoding, FeatureSpec
 
 __all__ = ["from_column_transformer"]
 
@@ -206,8 +207,8 @@ def _one_hot(encoder, step_name: str, cols: list[str]) -> list[ColumnEncoding]:
         if missing:
             raise InputError(f"ColumnTransformer step '{step_name}': column '{col}' has a missing value as a one-hot "
                              "category; a feature spec refuses missing values: impute them before the encoder")
-        rare = set(_level_string(c) for c in (infrequent[i] if infrequent[i] is not None else []))
-        levels = [_level_string(c) for c in categories]
+        rare = set(level_string(c) for c in (infrequent[i] if infrequent[i] is not None else []))
+        levels = [level_string(c) for c in categories]
         if len(set(levels)) != len(levels):
             raise InputError(f"ColumnTransformer step '{step_name}': column '{col}' has categories that read as the "
                              f"same string ({categories[:10]}); a feature spec compares levels as strings")

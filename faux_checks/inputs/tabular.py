@@ -25,7 +25,6 @@ Rules (documented, never silent):
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal, Sequence
@@ -35,6 +34,7 @@ import pandas as pd
 
 from .._validation import as_frame, fmt_count, require_columns
 from ..errors import InputError
+from .column_values import as_level_strings, check_finite, check_no_missing, is_numeric, numbers_as_text
 
 __all__ = ["ColumnEncoding", "FeatureSpec", "INFREQUENT", "UNKNOWN_RULES"]
 
@@ -87,67 +87,6 @@ class ColumnEncoding:
         if self.kind == "numeric":
             return [self.name]
         return [f"{self.name}={lvl}" for lvl in self.levels]
-
-
-def _is_numeric(series: pd.Series) -> bool:
-    return pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
-
-
-#: A number written with a thousands separator (``1,234.5``, ``1 234``, ``1_000``, ``1'000``): never read as a number.
-_THOUSANDS = re.compile(r"^\s*[+-]?\d{1,3}(?:[,_' \u00a0\u202f]\d{3})+(?:\.\d*)?\s*$")
-
-
-def _numbers_as_text(series: pd.Series, column) -> str | None:
-    """Why a non-numeric column holds numbers (one phrase), or None for a numeric column or genuine text.
-
-    A column is read as text when a single value in it is not a number: ``'1,234.5'`` (a thousands
-    separator), ``'?'``, ``'n/a '``. It holds numbers when at least one of its values parses as a number
-    or is one written with a thousands separator (:data:`_THOUSANDS`); then the phrase names the count of
-    values that do not parse, the first of them and its row (0-based, in the frame's order). A column of
-    numbers stored as text (every value parses, object dtype) is named too. Counted over unique values.
-    """
-    if _is_numeric(series) or pd.api.types.is_bool_dtype(series):
-        return None
-    counts = series.dropna().value_counts(sort=False)             # unique value -> rows
-    if counts.empty:
-        return None
-    values = pd.Series(counts.index, dtype=object)
-    flags = values.map(lambda v: isinstance(v, (bool, np.bool_))).to_numpy(dtype=bool)   # True/False: not numbers
-    parsed = pd.to_numeric(values, errors="coerce").notna().to_numpy() & ~flags
-    thousands = values.map(lambda v: isinstance(v, str) and _THOUSANDS.match(v) is not None).to_numpy(dtype=bool)
-    if not (parsed | thousands).any():
-        return None                                                # genuine text, e.g. a categorical
-    rows = counts.to_numpy()
-    n_values, n_bad = int(rows.sum()), int(rows[~parsed].sum())
-    if n_bad == 0:
-        return (f"column {column!r} holds numbers stored as text (dtype {series.dtype}; all {fmt_count(n_values)} "
-                "values parse as numbers): convert it to a numeric dtype")
-    first = int(np.flatnonzero(series.isin(set(values[~parsed])).to_numpy())[0])
-    example = series.iloc[first]
-    hint = ""
-    if isinstance(example, str) and _THOUSANDS.match(example):
-        mark = re.search(r"\d([^\d])\d{3}", example).group(1)
-        option = "space" if mark == " " else repr(mark)
-        hint = f", written with a thousands separator: read it with --thousands {option}"
-    verb = "is not a number" if n_bad == 1 else "are not numbers"
-    return (f"column {column!r} is read as text: {fmt_count(n_bad)} of its {fmt_count(n_values)} values {verb} "
-            f"(e.g. {example!r} in row {fmt_count(first)}{hint}; {fmt_count(n_values - n_bad)} "
-            f"{'is a number' if n_values - n_bad == 1 else 'are numbers'})")
-
-
-def _level_string(value) -> str:
-    """``1.0`` -> ``'1'`` (an integer column read back as float keeps its levels); else ``str``."""
-    if isinstance(value, (float, np.floating)) and float(value).is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def _as_level_strings(series: pd.Series) -> pd.Series:
-    """Categorical values as strings (integral floats as integers); booleans as 'False'/'True'; NA kept."""
-    out = series.astype("object")
-    mask = out.isna()
-    out = out.where(mask, out.map(_level_string))
-    return out
 
 
 @dataclass
@@ -218,8 +157,8 @@ class FeatureSpec:
         encodings: list[ColumnEncoding] = []
         for col in columns:
             s = frame[col]
-            _check_no_missing(s, col, what="FeatureSpec.fit")
-            if _is_numeric(s) and col not in categorical:
+            check_no_missing(s, col, what="FeatureSpec.fit")
+            if is_numeric(s) and col not in categorical:
                 values = s.to_numpy(dtype="float64")
                 std = float(values.std())
                 encodings.append(
@@ -227,7 +166,7 @@ class FeatureSpec:
                 )
             else:
                 mapping = tuple((str(k), str(v)) for k, v in ((aliases or {}).get(col) or {}).items())
-                counts = _canonical(_as_level_strings(s), mapping).value_counts()
+                counts = _canonical(as_level_strings(s), mapping).value_counts()
                 frequent = sorted(str(v) for v, c in counts.items() if c >= threshold)
                 levels = tuple(frequent + ([INFREQUENT] if len(frequent) < len(counts) else []))
                 encodings.append(ColumnEncoding(col, "categorical", levels=levels, aliases=mapping))
@@ -287,7 +226,7 @@ class FeatureSpec:
         j = 0
         for enc in self.columns:
             s = frame[enc.name]
-            _check_no_missing(s, enc.name, what=f"FeatureSpec '{self.name}'")
+            check_no_missing(s, enc.name, what=f"FeatureSpec '{self.name}'")
             if enc.kind == "numeric":
                 values = pd.to_numeric(s, errors="coerce")
                 bad = values.isna()
@@ -302,9 +241,9 @@ class FeatureSpec:
                 raw = values.to_numpy(dtype="float64")
                 with np.errstate(over="ignore", invalid="ignore"):
                     out[:, j] = ((raw - enc.mean) / scale).astype(dtype)
-                _check_finite(raw, out[:, j], enc.name, what=f"FeatureSpec '{self.name}'")
+                check_finite(raw, out[:, j], enc.name, what=f"FeatureSpec '{self.name}'")
             else:
-                levels = _canonical(_as_level_strings(s), enc.aliases)
+                levels = _canonical(as_level_strings(s), enc.aliases)
                 index = {lvl: i for i, lvl in enumerate(enc.levels)}
                 codes = levels.map(index)
                 unknown = codes.isna()
@@ -431,7 +370,7 @@ class FeatureSpec:
         Used by the CLI when no feature spec is given (issue 3): the model receives the data's
         numeric columns unchanged. Text and boolean columns whose values are not numbers (a
         categorical such as ``job``) are not inputs; a text column that holds numbers is refused
-        (:func:`_numbers_as_text`), since leaving it out would shift every later input.
+        (:func:`~faux_checks.inputs.column_values.numbers_as_text`), since leaving it out would shift every later input.
 
         Raises
         ------
@@ -441,7 +380,7 @@ class FeatureSpec:
             an example and its row), or all of them numbers stored as text.
         """
         frame = as_frame(data)
-        problems = [p for c in frame.columns if c not in exclude for p in [_numbers_as_text(frame[c], c)] if p]
+        problems = [p for c in frame.columns if c not in exclude for p in [numbers_as_text(frame[c], c)] if p]
         if problems:
             raise InputError(
                 f"{'; '.join(problems)}. Without a feature spec the model receives the numeric columns only, in "
@@ -450,7 +389,7 @@ class FeatureSpec:
                 "remove the other values, or "
                 "pass the feature spec the model was trained with (--feature-spec); nothing was scored"
             )
-        cols = [c for c in frame.columns if c not in exclude and _is_numeric(frame[c])]
+        cols = [c for c in frame.columns if c not in exclude and is_numeric(frame[c])]
         if not cols:
             raise InputError(
                 f"no numeric feature columns left in the data after excluding {list(exclude)}; "
@@ -476,34 +415,3 @@ def _unknown_rule(value, column) -> str:
 def _canonical(levels: pd.Series, aliases: tuple[tuple[str, str], ...]) -> pd.Series:
     """Level strings with each aliased value replaced by its canonical value (NA kept)."""
     return levels.replace(dict(aliases)) if aliases else levels
-
-
-def _check_finite(raw: np.ndarray, encoded: np.ndarray, column: str, *, what: str) -> None:
-    """Raise :class:`InputError` naming the column and the counts when a numeric column holds ±inf or overflows float32."""
-    infinite = np.isinf(raw)
-    overflow = ~np.isfinite(encoded) & ~infinite
-    if infinite.any() or overflow.any():
-        n = len(raw)
-        parts = []
-        if infinite.any():
-            parts.append(f"{fmt_count(infinite.sum())} infinite values (+inf {fmt_count((raw == np.inf).sum())}, "
-                         f"-inf {fmt_count((raw == -np.inf).sum())})")
-        if overflow.any():
-            parts.append(f"{fmt_count(overflow.sum())} values too large for float32 once standardised "
-                         f"(e.g. {float(raw[overflow][0])!r})")
-        raise InputError(f"{what}: numeric column '{column}' has {' and '.join(parts)} in {fmt_count(n)} rows; "
-                         "drop, clip or impute them before the check")
-
-
-def _check_no_missing(series: pd.Series, column: str, *, what: str) -> None:
-    missing = int(series.isna().sum())
-    if missing:
-        n = len(series)
-        if missing == n:
-            raise InputError(
-                f"{what}: column '{column}' is entirely empty ({fmt_count(n)} rows); drop it from the features"
-            )
-        raise InputError(
-            f"{what}: column '{column}' has {fmt_count(missing)} missing values in {fmt_count(n)} rows; "
-            "drop or impute them before the check"
-        )

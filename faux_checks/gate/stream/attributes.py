@@ -45,7 +45,7 @@ from ...errors import InputError
 from ...inputs.tabular import FeatureSpec
 from ...method.auxiliary import AuxiliaryModel
 from ..attributes import attribute_key
-from ..policy import INTERSECTION_SEPARATOR, Policy
+from ..policy_schema import INTERSECTION_SEPARATOR, Policy
 from .columns import StreamAttribute, level_labels
 from .outcome import StreamAttributesResult, StreamSection, summarize_attributes
 from .plan import ScoringPlan, prepare_scoring, resolve_feature_spec

@@ -27,7 +27,7 @@ import torch
 from ...inputs.tabular import FeatureSpec
 from ...method.auxiliary import AuxiliaryModel
 from ...method.output import TargetOutput, resolve_output_form
-from ..policy import Policy
+from ..policy_schema import Policy
 from ..seeds import seed_fraction, seed_sample, spread_record
 from .plan import ProtectedCodec, ScoringPlan, prepare_scoring
 from .sample import SamplePart

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ...inputs.protected import _all_number, _fmt_level
-from ..policy import INTERSECTION_SEPARATOR, Policy
+from ..policy_schema import INTERSECTION_SEPARATOR, Policy
 
 __all__ = ["StreamAttribute", "level_labels"]
 

@@ -18,7 +18,7 @@ import numpy as np
 from ...provenance import jsonable
 from ..attributes import attribute_key, cells_note, prefixed_rules, section_dict
 from ..decision import Outcome, decide
-from ..policy import INTERSECTION_SEPARATOR
+from ..policy_schema import INTERSECTION_SEPARATOR
 from .columns import StreamAttribute
 from .plan import ScoringPlan
 from .run import StreamSummary, summarize

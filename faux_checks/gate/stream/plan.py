@@ -24,7 +24,7 @@ from ..scorer import faux_tester
 from ...method.output import TargetOutput, resolve_output_form
 from ..aux_model import given_aux, holdout_scores, new_aux, quality_on
 from ..bounds import quality_intervals
-from ..policy import Policy
+from ..policy_schema import Policy
 from ..rows import check_model_accepts, check_model_outputs, direct_derivative
 from ..seeds import seed_sample, seed_spread
 from .sample import MAX_LEVELS, SamplePart

@@ -17,8 +17,9 @@ from ...inputs.tabular import FeatureSpec
 from ...kinds import protected_kind
 from ...provenance import jsonable, package_versions, utc_now
 from ..bounds import FlaggedInterval, flagged_interval
-from ..decision import CheckEvidence, DecidedResult, check_rules, decide, missing_protected_note, summary_line, undefined_note
-from ..policy import Policy
+from ..check_rules import CheckEvidence, check_rules
+from ..decision import DecidedResult, decide, missing_protected_note, summary_line, undefined_note
+from ..policy_schema import Policy
 from .plan import ScoringPlan, prepare_scoring, resolve_feature_spec
 from .sample import sample_pass
 from .score import ScoresWriter, StreamCounts, score_pass
@@ -34,7 +35,7 @@ class StreamSummary(DecidedResult):
     Attributes
     ----------
     decision : {"passed", "failed", "undecided"}
-        The gate's rules (:func:`~faux_checks.gate.decision.check_rules`) read by
+        The gate's rules (:func:`~faux_checks.gate.check_rules.check_rules`) read by
         :func:`~faux_checks.gate.decision.decide`, as in ``run_check``; an enabled *gating* baseline
         tester is a rule ``not computed`` here (not run by the streaming scorer).
     reasons : list of str
@@ -103,7 +104,7 @@ class StreamSummary(DecidedResult):
 
 def summarize(counts: StreamCounts, plan: ScoringPlan, *, source: DataSource, out_path: str | Path,
               timings: dict | None = None, model_info: dict | None = None, extra_notes: Sequence[str] = ()) -> StreamSummary:
-    """Decide from the merged counts (:func:`~faux_checks.gate.decision.check_rules`, :func:`~faux_checks.gate.decision.decide`); notes and provenance."""
+    """Decide from the merged counts (:func:`~faux_checks.gate.check_rules.check_rules`, :func:`~faux_checks.gate.decision.decide`); notes and provenance."""
     policy, faux = plan.policy, plan.policy.faux
     n, n_undefined, n_flagged = counts.n_individuals, counts.n_undefined, counts.n_flagged
     if counts.n_rows != plan.n_rows or counts.n_missing_protected != plan.n_missing_protected:

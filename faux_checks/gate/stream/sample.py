@@ -15,7 +15,7 @@ import pandas as pd
 
 from ...errors import InputError
 from ...inputs.tabular import FeatureSpec
-from ..policy import Policy
+from ..policy_schema import Policy
 from .source import DataSource, columns_to_read, encode_chunk, read_chunks
 
 __all__ = ["MAX_LEVELS", "SamplePart", "key_pass", "merge_samples", "row_keys", "sample_pass"]

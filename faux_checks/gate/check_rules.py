@@ -1,0 +1,338 @@
+"""The fAux check's rules: what a check measured (:class:`CheckEvidence`) as rule rows for the engine.
+
+One builder, :func:`check_rules`, for both check paths (the in-memory
+:func:`faux_checks.gate.check.run_check` and the streaming :func:`faux_checks.gate.stream.run.summarize`):
+evidence per group, the auxiliary model's quality, undefined scores, the flagged fraction (overall and per
+group) and the gating baseline testers. :func:`faux_checks.gate.decision.decide` reads the rows.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from .._validation import fmt_count
+from .bounds import FlaggedInterval, clopper_pearson, rows_needed
+from .decision import rule_row
+
+__all__ = ["CheckEvidence", "check_rules", "group_flagged_rules", "group_intervals"]
+
+
+@dataclass(frozen=True)
+class CheckEvidence:
+    """What a fAux check measured, as the rules read it (both check paths fill one).
+
+    Attributes
+    ----------
+    n, n_flagged, n_undefined : int
+        Audited individuals; defined scores above δ; undefined scores.
+    group_rows : dict
+        Audited rows per protected group (name -> count).
+    holdout_rows : dict
+        The auxiliary model's held-out rows per group (all audited rows for a given aux model).
+    aux_metric : str
+    aux_intervals : list of dict
+        :func:`faux_checks.gate.bounds.quality_intervals`: quality and interval where it matters.
+    interval : FlaggedInterval
+        The flagged fraction (undefined counted as flagged) and its bounds.
+    testers : mapping
+        Baseline testers' summaries (``gating``, ``passed``, ``value``, ``summary``).
+    testers_not_run : tuple of str
+        Gating testers the path does not run (the streaming scorer).
+    group_flagged : dict, optional
+        Flagged individuals per protected group (undefined counted as flagged; flag probabilities summed), for
+        the per-group rules; None on a path that does not count them (the rules are then not computed).
+    nothing_free : bool
+        The swap reading held every feature (declared, uninformative or independent of c): nothing moves and
+        every score is 0 by definition. The aux-quality floor still applies: an auxiliary model that cannot read
+        c at all leaves the holds' tests without evidence of power (fail closed).
+    """
+
+    n: int
+    n_flagged: int
+    n_undefined: int
+    group_rows: Mapping[str, int]
+    holdout_rows: Mapping[str, int]
+    aux_metric: str
+    aux_intervals: Sequence[Mapping]
+    interval: FlaggedInterval
+    testers: Mapping[str, Any] = field(default_factory=dict)
+    nothing_free: bool = False
+    testers_not_run: tuple[str, ...] = ()
+    group_flagged: Mapping[str, float] | None = None
+
+
+def check_rules(evidence: CheckEvidence, policy) -> list[dict]:
+    """The fAux check's rules, in reading order: evidence, aux quality, undefined scores, flagged fraction, testers.
+
+    - ``min_group_rows``: every protected group has ``decision.min_group_rows`` audited rows and as
+      many of the auxiliary model's held-out rows; else ``not met`` ("insufficient evidence");
+    - ``min_aux_quality``: the lower bound of the aux quality's interval, for every group where it
+      matters (:func:`~faux_checks.gate.bounds.quality_intervals`), reaches the floor; else ``not met``;
+    - ``max_undefined_fraction``: undefined scores within the limit and at least one defined; else ``not met``;
+    - ``max_flagged_fraction``: the fraction counts an undefined score as flagged, over every audited
+      individual. ``not judged`` when a rule above is not met; otherwise (rule ``interval``) ``ok``
+      when the upper bound is at or below the limit, ``exceeded`` when the lower bound is above it,
+      ``inconclusive`` in between (with the rows that would decide it); rule ``upper_bound``:
+      ``ok`` or ``exceeded`` on the upper bound;
+    - ``max_group_flagged_fraction`` and, when set, ``max_group_flagged_ratio``: :func:`group_flagged_rules`;
+    - ``tester:<name>`` for each gating baseline tester: ``exceeded`` over its limit, ``not computed``
+      when it could not run (or is not run on this path) and when it is not applicable to this model
+      (e.g. a gradient tester on a forward-only target): a gating tester that cannot judge never passes.
+
+    Parameters
+    ----------
+    evidence : CheckEvidence
+    policy : Policy
+
+    Returns
+    -------
+    list of dict
+        :func:`rule_row` rows for :func:`decide`.
+    """
+    if evidence.n == 0:
+        return [rule_row("min_group_rows", "not computed", "no audited rows: there is nothing to decide on", 0,
+                         policy.decision.min_group_rows)]
+    rows = [_group_rule(evidence, policy.decision.min_group_rows), _aux_rule(evidence, policy.min_aux_quality),
+            _undefined_rule(evidence, policy.faux.max_undefined_fraction)]
+    unmet = [r for r in rows if r["status"] != "ok"]
+    rows.append(_flagged_rule(evidence, policy, unmet))
+    rows += group_flagged_rules(evidence, policy, unmet)
+    return rows + _tester_rules(evidence)
+
+
+def group_intervals(ev: CheckEvidence, policy) -> list[dict]:
+    """Per protected group: rows, flagged count, fraction and its Clopper-Pearson interval, and whether it is judged.
+
+    The interval's confidence is Bonferroni-adjusted over the judged groups (1 − (1 − confidence)/m), so that a
+    fair model fails the per-group rule through any of m groups with probability at most 1 − confidence. A group
+    with fewer than ``decision.min_group_rows`` audited rows is listed with ``judged = False``.
+
+    Returns
+    -------
+    list of dict
+        ``group``, ``n``, ``flagged`` (int, rounded), ``fraction``, ``lower``, ``upper``, ``confidence``, ``judged``;
+        empty when the path does not count flags per group.
+    """
+    if not ev.group_flagged:
+        return []
+    minimum = policy.decision.min_group_rows
+    judged = [g for g, n in ev.group_rows.items() if n >= minimum and n > 0]
+    confidence = 1.0 - (1.0 - policy.decision.confidence) / max(len(judged), 1)
+    out = []
+    for group, n in ev.group_rows.items():
+        k = int(round(float(ev.group_flagged.get(group, 0.0))))
+        lo, hi = clopper_pearson(min(k, n), n, confidence) if n else (float("nan"), float("nan"))
+        out.append({"group": str(group), "n": int(n), "flagged": k, "fraction": k / n if n else float("nan"),
+                    "lower": lo, "upper": hi, "confidence": confidence, "judged": group in judged})
+    return out
+
+
+def group_flagged_rules(ev: CheckEvidence, policy, unmet: Sequence[Mapping] = ()) -> list[dict]:
+    """The per-group rules: no protected group flagged clearly above its limit, and (optionally) no ratio between groups.
+
+    - ``max_group_flagged_fraction`` (:meth:`~faux_checks.gate.policy.DecisionSettings.group_flagged_limit`,
+      default twice ``faux.max_flagged_fraction``): ``exceeded`` when some judged group's lower bound
+      (:func:`group_intervals`) is above the limit, else ``ok``; a group whose fraction is above the limit but
+      whose lower bound is not is named in the detail (a pass with a high group is explained, not hidden);
+    - ``max_group_flagged_ratio`` (off unless set): ``exceeded`` when the highest judged group's lower bound
+      over the lowest judged group's upper bound exceeds it. Off by default: a ratio of two small fractions
+      (0.2% against 1%) reads as a large disparity where nobody is much affected, which the fraction rule
+      already bounds; users who report impact ratios can set it.
+
+    Both are ``not judged`` when a rule they depend on is not met (``unmet``), and ``not computed`` when the
+    path gives no per-group counts while the rule is in force (fail closed).
+
+    Returns
+    -------
+    list of dict
+        :func:`rule_row` rows.
+    """
+    settings = policy.decision
+    limit = settings.group_flagged_limit(policy.faux.max_flagged_fraction)
+    ratio = settings.max_group_flagged_ratio
+    rows = []
+    if ev.group_flagged is None:
+        if limit < 1 or ratio is not None:
+            rows.append(rule_row("max_group_flagged_fraction", "not computed", "flagged individuals per protected "
+                                 "group were not counted on this path, so the per-group limit cannot be judged",
+                                 None, limit))
+        return rows
+    groups = group_intervals(ev, policy)
+    judged = [g for g in groups if g["judged"]]
+    small = [g for g in groups if not g["judged"]]
+    small_text = ("; not judged (under min_group_rows " f"{settings.min_group_rows}): "
+                  + ", ".join(f"'{g['group']}' {g['flagged']}/{fmt_count(g['n'])}" for g in small)) if small else ""
+    worst = max(judged, key=lambda g: g["fraction"], default=None)
+    observed = worst["fraction"] if worst else float("nan")
+    conf = f"{judged[0]['confidence']:.2%} Clopper-Pearson per group" if judged else ""
+
+    def show(g):
+        return f"'{g['group']}' {g['fraction']:.2%} ({g['flagged']}/{fmt_count(g['n'])}, CI {g['lower']:.2%}–{g['upper']:.2%})"
+    if unmet:
+        rows.append(rule_row("max_group_flagged_fraction", "not judged", f"flagged fraction per group not judged: "
+                             f"{', '.join(r['rule'] for r in unmet)} not met", observed, limit))
+    elif not judged:
+        rows.append(rule_row("max_group_flagged_fraction", "not computed", "no protected group has min_group_rows "
+                             f"{settings.min_group_rows} audited rows{small_text}", observed, limit))
+    else:
+        over = [g for g in judged if g["lower"] > limit]
+        high = [g for g in judged if g["fraction"] > limit and g["lower"] <= limit]
+        if over:
+            rows.append(rule_row("max_group_flagged_fraction", "exceeded", "flagged fraction of group(s) "
+                                 f"{'; '.join(show(g) for g in over)} > max_group_flagged_fraction {limit:.2%}: even the "
+                                 f"lower bound exceeds it ({conf}){small_text}", observed, limit))
+        else:
+            note = (f"; above the limit but not clearly (lower bound within it, so not failed): "
+                    f"{'; '.join(show(g) for g in high)}" if high else "")
+            rows.append(rule_row("max_group_flagged_fraction", "ok", f"no protected group's flagged fraction is "
+                                 f"clearly above max_group_flagged_fraction {limit:.2%} (highest {show(worst)}; {conf})"
+                                 f"{note}{small_text}", observed, limit))
+    if ratio is not None:
+        if unmet or len(judged) < 2:
+            why = (f"{', '.join(r['rule'] for r in unmet)} not met" if unmet
+                   else "fewer than two groups have min_group_rows audited rows")
+            rows.append(rule_row("max_group_flagged_ratio", "not judged" if unmet else "not computed",
+                                 f"ratio of flagged fractions between groups not judged: {why}", None, ratio))
+        else:
+            top = max(judged, key=lambda g: g["lower"])
+            bottom = min(judged, key=lambda g: g["upper"])
+            low_ratio = top["lower"] / bottom["upper"] if bottom["upper"] > 0 else float("inf")
+            point = (top["fraction"] / bottom["fraction"]) if bottom["fraction"] > 0 else float("inf")
+            status = "exceeded" if low_ratio > ratio else "ok"
+            rel = ">" if status == "exceeded" else "<="
+            rows.append(rule_row("max_group_flagged_ratio", status, f"flagged fraction of {show(top)} over {show(bottom)}:"
+                                 f" {point:.2f}×, at least {low_ratio:.2f}× on the intervals {rel} "
+                                 f"max_group_flagged_ratio {ratio:g}", low_ratio, ratio))
+    return rows
+
+
+def _group_rule(ev: CheckEvidence, minimum: int) -> dict:
+    short = []
+    for group, n in ev.group_rows.items():
+        if n < minimum:
+            short.append(f"insufficient evidence: group '{group}' has {fmt_count(n)} of {fmt_count(ev.n)} rows "
+                         f"(minimum {minimum})")
+    held_total = sum(ev.holdout_rows.values())
+    for group in ev.group_rows:
+        n = ev.holdout_rows.get(group, 0)
+        if n < minimum:
+            short.append(f"insufficient evidence: group '{group}' has {fmt_count(n)} of {fmt_count(held_total)} of "
+                         f"the auxiliary model's held-out rows (minimum {minimum})")
+    smallest = min(min(ev.group_rows.values(), default=0), min(ev.holdout_rows.values(), default=0))
+    if short:
+        return rule_row("min_group_rows", "not met", "; ".join(short), smallest, minimum)
+    return rule_row("min_group_rows", "ok", f"every protected group has at least {minimum} audited rows and {minimum} "
+                    f"of the auxiliary model's held-out rows (smallest: {fmt_count(smallest)})", smallest, minimum)
+
+
+def _aux_rule(ev: CheckEvidence, floor: float) -> dict:
+    lows = [r.get("lower") for r in ev.aux_intervals]
+    weak = [r for r, lo in zip(ev.aux_intervals, lows, strict=True) if lo is None or not math.isfinite(lo) or lo < floor]
+    observed = min((lo for lo in lows if lo is not None and math.isfinite(lo)), default=float("nan"))
+
+    headline = str(ev.aux_metric).split(" ")[0]     # 'roc_auc (held-out rows ...)': named once, not per row
+
+    def text(r):
+        q, lo, hi = r.get("quality"), r.get("lower"), r.get("upper")
+        name = "" if r.get("metric") == headline else f"{r.get('metric')} "
+        if q is None or not math.isfinite(q):
+            return f"{name}n/a ({r.get('what')})"
+        ci = "CI n/a" if lo is None or not math.isfinite(lo) else f"CI {lo:.3f}–{hi:.3f}"
+        return f"{name}{q:.3f} ({ci}; {r.get('what')})"
+    if not ev.aux_intervals or weak:
+        shown = "; ".join(text(r) for r in (weak or ev.aux_intervals)) or "quality not measured"
+        return rule_row("min_aux_quality", "not met",
+                        f"auxiliary model too weak: {ev.aux_metric} {shown}: the interval's lower bound is below "
+                        f"min_aux_quality {floor:g}; fAux cannot estimate how the features depend on the protected "
+                        "attribute", observed, floor)
+    held = (": the data show the protected attribute, and nothing outside the held columns carries it"
+            if ev.nothing_free else "")
+    return rule_row("min_aux_quality", "ok", f"auxiliary model {ev.aux_metric} "
+                    f"{'; '.join(text(r) for r in ev.aux_intervals)}: lower bound >= min_aux_quality {floor:g}{held}",
+                    observed, floor)
+
+
+def _undefined_rule(ev: CheckEvidence, limit: float) -> dict:
+    frac = ev.n_undefined / ev.n
+    if ev.n_undefined == ev.n:
+        return rule_row("max_undefined_fraction", "not met", f"{fmt_count(ev.n_undefined)} of {fmt_count(ev.n)} LIC "
+                        "scores are undefined: no individual has a defined LIC score, so there is nothing to decide on",
+                        frac, limit)
+    if frac > limit:
+        return rule_row("max_undefined_fraction", "not met", f"{fmt_count(ev.n_undefined)} of {fmt_count(ev.n)} LIC "
+                        f"scores are undefined ({frac:.2%} > max_undefined_fraction {limit:.2%})", frac, limit)
+    return rule_row("max_undefined_fraction", "ok", f"{fmt_count(ev.n_undefined)} of {fmt_count(ev.n)} LIC scores "
+                    f"undefined ({frac:.2%} <= max_undefined_fraction {limit:.2%})", frac, limit)
+
+
+def _flagged_rule(ev: CheckEvidence, policy, unmet: list[dict]) -> dict:
+    faux, settings, iv = policy.faux, policy.decision, ev.interval
+    limit = faux.max_flagged_fraction
+    counted = (f"LIC score > δ = {faux.delta:g}: {fmt_count(ev.n_flagged)}"
+               + (f", undefined (counted as flagged): {fmt_count(ev.n_undefined)}" if ev.n_undefined else "")
+               + f"; of {fmt_count(ev.n)} individuals")
+    if iv.seeds:
+        counted += f"; {_seed_text(iv.seeds)}"
+    head = f"flagged fraction {iv.text()}"
+    if unmet:
+        return rule_row("max_flagged_fraction", "not judged", f"{head} not judged: "
+                        f"{', '.join(r['rule'] for r in unmet)} not met ({counted})", iv.fraction, limit)
+    if iv.upper <= limit:
+        return rule_row("max_flagged_fraction", "ok", f"{head} <= max_flagged_fraction {limit:.2%}: the upper bound is "
+                        f"within the limit ({counted})", iv.fraction, limit)
+    needed = rows_needed(iv, limit)
+    zero_limit = (f"max_flagged_fraction is 0 and no individual is flagged: the fraction equals the limit and the "
+                  f"interval's upper bound ({iv.upper:.2%} at {fmt_count(ev.n)} rows) is above 0 at any number of rows, "
+                  "so a limit of 0 can fail a model but never pass one; set a positive limit (e.g. 0.01)"
+                  if limit == 0 and iv.fraction == 0 else None)
+    if settings.rule == "upper_bound" or iv.lower > limit:
+        why = ("even the lower bound exceeds it" if iv.lower > limit else zero_limit or
+               "its upper bound exceeds it (rule upper_bound)" + (f"; about {fmt_count(needed)} audit rows would "
+                                                                  "settle it at this fraction" if needed else ""))
+        return rule_row("max_flagged_fraction", "exceeded", f"{head} > max_flagged_fraction {limit:.2%}: {why} "
+                        f"({counted})", iv.fraction, limit)
+    if zero_limit:
+        return rule_row("max_flagged_fraction", "inconclusive", f"{head}: {zero_limit} ({counted})", iv.fraction, limit)
+    if needed is None:
+        # rows_needed gives up when the fraction, or its range across the aux seeds, touches the limit
+        cause = ("the fraction equals the limit; no number of rows decides it" if iv.fraction == limit else
+                 "the auxiliary model's seeds disagree on which side of the limit it lies; more audit rows do not "
+                 "narrow that part")
+    else:
+        cause = f"more audit rows needed (about {fmt_count(needed)} for an interval this side of the limit)"
+    return rule_row("max_flagged_fraction", "inconclusive", f"{head} straddles max_flagged_fraction {limit:.2%}: "
+                    f"{cause} ({counted})", iv.fraction, limit)
+
+
+def _seed_text(seeds: Mapping) -> str:
+    f = seeds["fractions"]
+    return (f"across {len(f)} auxiliary-model seeds the flagged fraction on {fmt_count(seeds['rows'])} rows "
+            f"ranged {min(f):.2%}–{max(f):.2%} (spread {seeds['spread']:.2%})")
+
+
+def _tester_rules(ev: CheckEvidence) -> list[dict]:
+    rows = []
+    for name, t in ev.testers.items():
+        if not t.get("gating"):
+            continue
+        summary = str(t.get("summary", ""))
+        if t.get("value") is None and summary.startswith("not applicable"):
+            # a tester the policy makes gating cannot judge this model: the gate cannot decide with it (fail closed)
+            rows.append(rule_row(f"tester:{name}", "not computed", f"gating baseline tester {name} is {summary}; "
+                                 f"the policy makes it gating, so the gate cannot decide: set "
+                                 f"[testers.{name}] gating = false for this model", None, t.get("limit")))
+        elif t.get("passed"):
+            rows.append(rule_row(f"tester:{name}", "ok", f"{name}: {t.get('summary', '')}", t.get("value"),
+                                 t.get("limit")))
+        elif t.get("value") is None:
+            rows.append(rule_row(f"tester:{name}", "not computed", f"gating baseline tester {name} not computed: "
+                                 f"{t.get('summary', '')}", None, t.get("limit")))
+        else:
+            rows.append(rule_row(f"tester:{name}", "exceeded", f"gating baseline tester exceeded its limit: {name}: "
+                                 f"{t.get('summary', '')}", t.get("value"), t.get("limit")))
+    for name in ev.testers_not_run:
+        rows.append(rule_row(f"tester:{name}", "not computed", f"gating baseline tester {name} is not run by the "
+                             "streaming scorer; run `faux-checks check` on a sample for it, or make it non-gating"))
+    return rows

@@ -1,0 +1,270 @@
+"""The policy's schema: :class:`Policy`, the top-level model, and its two attribute forms.
+
+One attribute (``protected = "COLUMN"``, with ``protected_kind`` and ``linked_columns``) or several
+(``[[attributes]]`` tables, :class:`AttributeSettings`, and ``intersections``); after validation
+:attr:`Policy.attributes` always lists every attribute. The sections are
+:mod:`faux_checks.gate.policy_sections`; reading TOML files, shipped and recorded policies is
+:mod:`faux_checks.gate.policy`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Annotated, Literal
+
+from pydantic import BeforeValidator, Field, SerializeAsAny, field_validator, model_serializer, model_validator
+
+from ..errors import InputError
+from .policy_sections import (AuditSettings, AuxSettings, DecisionSettings, FauxSettings, OperationsSettings,
+                              ScaleSettings, _Columns, _LinkTables, _list_as_tuple, _Strict)
+from .tester_settings import TesterSettings
+
+__all__ = ["Policy", "AttributeSettings", "INTERSECTION_SEPARATOR"]
+
+
+#: Joins the columns of an intersection into the name of its derived column (``sex×race``) and a row's values
+#: into its cell label (``Female×Black``).
+INTERSECTION_SEPARATOR = "×"
+
+
+class AttributeSettings(_Strict):
+    """One protected attribute of a gate that tests several (``[[attributes]]`` in the policy TOML).
+
+    Each attribute gets its own check: its own auxiliary model, scores, rules and report section
+    (:mod:`faux_checks.gate.attributes`). What is not set here is the policy's: ``[faux] admissible``
+    (less the attribute itself), ``missing_protected``, every other section.
+    """
+
+    column: str = Field(..., min_length=1, description="The protected attribute's column.")
+    kind: Literal["binary", "multiclass", "continuous"] | None = Field(
+        None, description="binary, multiclass or continuous; inferred from the values when omitted "
+        "(faux_checks.inputs.protected.encode_protected).")
+    admissible: _Columns | None = Field(
+        None, description="Variant swap: this attribute's admissible columns, replacing [faux] admissible; None = "
+        "[faux] admissible less this column.")
+    linked_columns: _LinkTables = Field(
+        default_factory=dict, description="Columns tied to this attribute by definition: column -> {group: value}, "
+        "{group: [values]} or {by = column, group: {value of that column: [values]}}; read by the linked_columns "
+        "tester, which runs for the attributes that declare some.")
+
+
+class Policy(_Strict):
+    """The gate policy.
+
+    Attributes mirror the top-level keys and the TOML sections ``[faux]``, ``[aux]``, ``[decision]``,
+    ``[testers.*]``, ``[linked_columns]``, ``[audit]``, ``[scale]``; see ``faux_checks/gate/policies/default.toml`` for every default explained.
+    """
+
+    name: str = "default"
+    protected: str | None = Field(None, description="Protected attribute column (one attribute); a policy that "
+                                  "tests several declares [[attributes]] instead.")
+    attributes: Annotated[tuple[AttributeSettings, ...], BeforeValidator(_list_as_tuple)] = Field(
+        (), description="Several protected attributes, each checked on its own ([[attributes]] tables). With protected = "
+        "\"COLUMN\" the loader reads that one as a list of one (dumped empty, as written).")
+    intersections: Annotated[tuple[_Columns, ...], BeforeValidator(_list_as_tuple)] = Field(
+        (), description="Intersections of declared binary/multi-class attributes, each checked as one multi-class "
+        "attribute whose groups are the cells (e.g. [[\"sex\", \"race\"]] -> column 'sex×race').")
+    label: str | None = Field(None, description="Label column (group metrics); excluded from features.")
+    positive_label: str | None = Field(
+        None, description="The label value meaning the positive class (text labels such as 'yes'); labels become 1 "
+        "where equal, 0 elsewhere. Text labels without it are refused.")
+    missing_protected: Literal["error", "drop"] = Field(
+        "error", description="Rows with a missing protected value: stop (error) or drop and count them."
+    )
+    protected_kind: Literal["binary", "multiclass", "continuous"] | None = None
+    target_output: Literal["auto", "logit", "probability", "softmax", "logits"] = "auto"
+    target_class: int = Field(1, ge=0)
+    min_aux_quality: float = Field(
+        0.7, ge=0, le=1, description="The auxiliary model's held-out AUC (every group where it matters) or R² must "
+        "reach this with the lower bound of its confidence interval; otherwise the gate is undecided.")
+    max_rows: int | None = Field(None, ge=1, description="Audit at most this many rows (seeded sample); None = all.")
+    seed: int = Field(0, ge=0, description="Seeds the auxiliary model, its hold-out split and every row sample.")
+    faux: FauxSettings
+    aux: AuxSettings = AuxSettings()
+    testers: dict[str, SerializeAsAny[TesterSettings]] = Field(
+        default_factory=dict, description="Each [testers.NAME] validated against the settings model of the entry NAME of "
+        "faux_checks.gate.tester_table.TESTERS.")
+    linked_columns: _LinkTables = Field(
+        default_factory=dict, description="Columns tied to the protected attribute by definition: column -> "
+        "{group: value} (e.g. relationship = { Male = \"Husband\", Female = \"Wife\" }), {group: [values]} (many "
+        "values per group), or {by = column, group: {value of that column: [values]}}; read by the linked_columns tester.")
+    scale: ScaleSettings = ScaleSettings()
+    audit: AuditSettings = AuditSettings()
+    decision: DecisionSettings = DecisionSettings()
+    operations: OperationsSettings = OperationsSettings()
+
+    @field_validator("testers", mode="before")
+    @classmethod
+    def _tester_settings(cls, value):
+        """Each ``[testers.NAME]`` validated against its table entry's settings model (unknown names: below)."""
+        from .tester_table import validate_settings
+
+        return validate_settings(value)
+
+    @model_validator(mode="after")
+    def _known_testers(self) -> "Policy":
+        from .tester_table import TESTERS
+
+        known = set(TESTERS)
+        unknown = set(self.testers) - known
+        if unknown:
+            raise ValueError(f"unknown tester(s) {sorted(unknown)}; known: {sorted(known)}")
+        if self.protected in self.faux.admissible:
+            raise ValueError(f"the protected attribute '{self.protected}' cannot be admissible")
+        if self.protected in self.linked_columns:
+            raise ValueError(f"the protected attribute '{self.protected}' cannot be one of its own linked columns")
+        return self
+
+    @model_validator(mode="after")
+    def _one_or_several_attributes(self) -> "Policy":
+        """Read ``protected`` (with ``protected_kind``, ``linked_columns``) as ``attributes = (that one,)``.
+
+        Our reading of issue 21, item 1 (fairlearn normalises ``sensitive_features`` at its face): after
+        validation :attr:`attributes` always lists every declared attribute, so consumers loop over it.
+        The single-attribute form stays visible in :attr:`protected` (set only there) and is what the
+        policy dumps and hashes (:meth:`_as_written`, :meth:`sha256`): recorded hashes and reports keep
+        their values. The rewrite sets the field on the frozen model once, here, from values already
+        validated (so an error is reported once, under the key the user wrote).
+        """
+        if self.protected is None and not self.attributes:
+            raise ValueError("no protected attribute: set protected = \"COLUMN\" (one attribute) or declare "
+                             "[[attributes]] tables with column = \"COLUMN\" (several)")
+        if self.protected is not None:
+            if self.attributes:
+                raise ValueError(f"protected = {self.protected!r} and [[attributes]] {[a.column for a in self.attributes]} "
+                                 "are both set; keep one (a policy with [[attributes]] names every protected "
+                                 "attribute there)")
+            if self.intersections:
+                raise ValueError("intersections need [[attributes]] tables that declare their columns")
+            links = {"linked_columns": self.linked_columns} if self.linked_columns else {}   # none: no torch import
+            object.__setattr__(self, "attributes", (AttributeSettings(column=self.protected, kind=self.protected_kind,
+                                                                      **links),))
+        elif self.protected_kind is not None:
+            raise ValueError("protected_kind applies to protected = ...; with [[attributes]] set each one's kind")
+        elif self.linked_columns:
+            columns = [a.column for a in self.attributes]
+            raise ValueError("with [[attributes]], declare linked_columns in the attribute they belong to "
+                             f"(e.g. [[attributes]] column = {columns[0]!r}, linked_columns = {{ ... }}), not at the top")
+        columns = [a.column for a in self.attributes]
+        duplicates = sorted({c for c in columns if columns.count(c) > 1})
+        if duplicates:
+            raise ValueError(f"attributes {duplicates} are declared more than once")
+        for a in self.attributes:
+            if a.admissible is not None and a.column in a.admissible:
+                raise ValueError(f"the protected attribute '{a.column}' cannot be admissible")
+            if a.column in a.linked_columns:
+                raise ValueError(f"the protected attribute '{a.column}' cannot be one of its own linked columns")
+        kinds = {a.column: a.kind for a in self.attributes}
+        names = set()
+        for cross in self.intersections:
+            unknown = [c for c in cross if c not in kinds]
+            if unknown:
+                raise ValueError(f"intersection {list(cross)} names {unknown}, not declared in [[attributes]] "
+                                 f"(declared: {columns})")
+            if len(cross) < 2 or len(set(cross)) != len(cross):
+                raise ValueError(f"intersection {list(cross)} needs at least two different attributes")
+            continuous = [c for c in cross if kinds[c] == "continuous"]
+            if continuous:
+                raise ValueError(f"intersection {list(cross)}: {continuous} is continuous; intersections cross "
+                                 "groups (bin the attribute into a multi-class column first)")
+            name = INTERSECTION_SEPARATOR.join(cross)
+            if name in names or name in kinds:
+                raise ValueError(f"intersection {list(cross)} is declared more than once")
+            names.add(name)
+        linked = self.testers.get("linked_columns")
+        if linked is not None and linked.enabled and not any(a.linked_columns for a in self.attributes):
+            raise ValueError("tester linked_columns is enabled but the policy declares no [linked_columns] table, e.g. "
+                             "relationship = { Male = \"Husband\", Female = \"Wife\" }" if self.protected is not None
+                             else "tester linked_columns is enabled but no attribute declares linked_columns")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _as_written(self, handler):
+        """The policy as the user wrote it: a ``protected = "..."`` policy dumps ``attributes`` empty, as it did
+        before the loader rewrote it (``report.json``'s ``policy``, recorded policies, :meth:`sha256`)."""
+        data = handler(self)
+        if self.protected is not None and "attributes" in data:
+            data["attributes"] = data["attributes"][:0]
+        return data
+
+    @property
+    def reports_per_attribute(self) -> bool:
+        """Whether outputs carry one section per attribute (a policy written with ``[[attributes]]``).
+
+        False for ``protected = "..."``: its report, ``--json`` object, tags and records keep the shape
+        they had before ``[[attributes]]`` existed (the one check, no ``attributes`` section).
+        """
+        return self.protected is None
+
+    @property
+    def attribute_names(self) -> list[str]:
+        """The protected attributes checked, in order: declared columns, then intersections (``sex×race``)."""
+        return [a.column for a in self.attributes] + [INTERSECTION_SEPARATOR.join(c) for c in self.intersections]
+
+    def single_protected(self, what: str) -> str:
+        """The one protected attribute of a path that checks one at a time.
+
+        Raises
+        ------
+        InputError
+            The policy declares [[attributes]]: names them and the layer that checks several.
+        """
+        if self.protected is not None:
+            return self.protected
+        raise InputError(f"{what} checks one protected attribute; this policy declares {len(self.attribute_names)} "
+                         f"({', '.join(self.attribute_names)}): run them through faux_checks.gate.attributes."
+                         "check_attributes, or give a policy with protected = \"COLUMN\"")
+
+    def attribute_policies(self) -> dict[str, "Policy"]:
+        """One single-attribute policy per protected attribute (:attr:`attribute_names` order).
+
+        A policy with ``protected`` gives an equal copy of itself. With ``[[attributes]]`` each attribute's policy
+        has ``protected`` = its column and ``protected_kind`` = its kind, its own admissible columns
+        (default: ``[faux] admissible`` less itself) and its own ``linked_columns`` (the
+        ``linked_columns`` tester is disabled for an attribute that declares none). An
+        intersection's policy names its derived column (``sex×race``, multi-class; the caller adds
+        the column, :func:`faux_checks.gate.attributes.add_intersections`), holds none of its
+        components admissible, and declares no linked columns.
+        """
+        base = self.model_dump()
+        base.update(attributes=(), intersections=())
+
+        def one(column: str, kind, admissible, linked) -> Policy:
+            payload = {**base, "protected": column, "protected_kind": kind, "linked_columns": linked,
+                       "faux": {**base["faux"], "admissible": tuple(admissible)}}
+            if not linked and "linked_columns" in payload["testers"]:
+                payload["testers"] = {**payload["testers"],
+                                      "linked_columns": {**payload["testers"]["linked_columns"], "enabled": False}}
+            return Policy.model_validate(payload)
+
+        out = {}
+        for a in self.attributes:
+            admissible = a.admissible if a.admissible is not None else [c for c in self.faux.admissible if c != a.column]
+            out[a.column] = one(a.column, a.kind, admissible, a.linked_columns)
+        for cross in self.intersections:
+            admissible = [c for c in self.faux.admissible if c not in cross]
+            out[INTERSECTION_SEPARATOR.join(cross)] = one(INTERSECTION_SEPARATOR.join(cross), "multiclass", admissible, {})
+        return out
+
+    def sha256(self) -> str:
+        """Hash of the canonical JSON form (provenance).
+
+        ``attributes``, ``intersections`` and ``positive_label`` count only when set, so a one-attribute policy keeps the
+        hash it had before they existed (recorded decisions still match their policy); ``operations``
+        never counts.
+        """
+        payload = self.model_dump(mode="json")
+        payload.pop("operations")           # deadlines and timeouts never change a decision
+        payload["scale"].pop("device", None)  # nor does the device (recorded in the provenance; issue 23)
+        for key in ("attributes", "intersections", "positive_label"):
+            if not payload[key]:
+                payload.pop(key)
+        if payload["decision"].get("max_newly_flagged_fraction") is None:   # the hash it had before the rule existed
+            payload["decision"].pop("max_newly_flagged_fraction", None)
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+    def with_overrides(self, **changes) -> "Policy":
+        """A copy with top-level fields replaced (validated again)."""
+        return Policy.model_validate({**self.model_dump(), **changes})
+
