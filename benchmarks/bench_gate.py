@@ -323,7 +323,7 @@ def instrument(clock: Clock) -> None:
 
     import expectations
     import expectations._inputs as gx_inputs
-    import expectations.baselines as gx_baselines
+    import expectations.baseline_metrics as gx_baselines
     import expectations.suite as gx_suite
     import faux_checks.gate.check as check
     import faux_checks.inputs.models as models
