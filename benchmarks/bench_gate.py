@@ -90,7 +90,7 @@ GOAL_PER_VERSION_S = 60.0
 GOAL_OVERHEAD_SHARE = 0.25
 TASKS = ("find_new_versions", "fetch_version", "load_audit_data", "validate", "record", "promote")
 TASK_EVENTS = tuple(f"task:{t}" for t in TASKS)
-#: (module of faux_checks.report, function) that flows.gate may call in the flow body, outside the tasks
+#: (module of faux_checks.report, function) that the gate flow (flows.gate_per_version) may call outside the tasks
 FLOW_BODY_REPORT_HELPERS = (("build", "summarise_data"), ("schema", "load_report"), ("artifacts", "artifact_table"),
                             ("artifacts", "artifact_markdown"))
 
@@ -323,7 +323,7 @@ def instrument(clock: Clock) -> None:
 
     import expectations
     import expectations._inputs as gx_inputs
-    import expectations.baselines as gx_baselines
+    import expectations.baseline_metrics as gx_baselines
     import expectations.suite as gx_suite
     import faux_checks.gate.check as check
     import faux_checks.inputs.models as models
@@ -334,16 +334,18 @@ def instrument(clock: Clock) -> None:
     import faux_checks.report.build as report_build
     import faux_checks.report.schema as report_schema
     import flows.gate as gate
+    import flows.gate_per_version as gate_one
+    import flows.gate_tasks as gate_tasks
     from faux_checks.method.auxiliary import AuxiliaryModel
     from faux_checks.baselines import FTATester
     from faux_checks.method.faux import FAuxTester
 
     # Prefect task and flow bodies (the engine calls task.fn / flow.fn)
     for name in ("find_new_versions", "fetch_version", "load_audit_data", "validate", "record", "promote"):
-        clock.patch(getattr(gate, name), "fn", f"task:{name}")
+        clock.patch(getattr(gate_tasks, name), "fn", f"task:{name}")
     clock.patch(gate.gate, "fn", "flow:gate")
-    clock.patch(gate, "create_markdown_artifact", "prefect artifact")
-    clock.patch(gate, "create_table_artifact", "prefect artifact", optional=True)
+    clock.patch(gate_one, "create_markdown_artifact", "prefect artifact")
+    clock.patch(gate_one, "create_table_artifact", "prefect artifact", optional=True)
     original_start = SubprocessASGIServer.start
 
     def start(self, *args, **kwargs):
@@ -356,7 +358,7 @@ def instrument(clock: Clock) -> None:
     clock._patched.append((SubprocessASGIServer, "start", original_start))
     clock.patch(SubprocessASGIServer, "start", "prefect server start")
 
-    original_gate_version = gate.gate_version
+    original_gate_version = gate_one.gate_version
 
     def gate_version(model_name, version, *args, **kwargs):
         previous, clock.label = clock.label, f"v{version}"
@@ -366,8 +368,8 @@ def instrument(clock: Clock) -> None:
             clock.label = previous
 
     timed_gate_version = clock.wrap("gate_version", original_gate_version)
-    gate.gate_version = gate_version
-    clock._patched.append((gate, "gate_version", original_gate_version))
+    gate_one.gate_version = gate_version       # looked up by name in gate_version_leased
+    clock._patched.append((gate_one, "gate_version", original_gate_version))
 
     # the library
     clock.patch(check, "run_check", "run_check")              # expectations.faux imports it at call time

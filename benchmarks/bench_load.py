@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import psutil
 
-    import flows.gate as gate_module
+    import flows.gate_per_version as gate_module
     from flows.gate import gate
 
     rss_after: list[float] = []

@@ -5,9 +5,16 @@ as JSON can only be loaded in a process that has imported them: use :func:`load_
 The library (``faux_checks``) never imports this package.
 """
 
-from .baselines import (
+from .baseline_metrics import (
     DemographicParityDifference,
     EqualizedOddsDifference,
+    FlipTestFlaggedFraction,
+    FtaFlaggedFraction,
+    FtuFlipFlaggedFraction,
+    UnfairMapFlaggedFraction,
+    WeightedFtaFlaggedFraction,
+)
+from .baselines import (
     ExpectDemographicParityDifferenceToBeAtMost,
     ExpectEqualizedOddsDifferenceToBeAtMost,
     ExpectFlipTestFlaggedFractionToBeAtMost,
@@ -16,11 +23,6 @@ from .baselines import (
     ExpectLinkedColumnsFlaggedFractionToBeAtMost,
     ExpectUnfairMapFlaggedFractionToBeAtMost,
     ExpectWeightedFtaFlaggedFractionToBeAtMost,
-    FlipTestFlaggedFraction,
-    FtaFlaggedFraction,
-    FtuFlipFlaggedFraction,
-    UnfairMapFlaggedFraction,
-    WeightedFtaFlaggedFraction,
 )
 from ._inputs import trusting
 from .faux import ExpectFauxFlaggedFractionToBeAtMost, FauxCheck

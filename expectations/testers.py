@@ -2,7 +2,7 @@
 
 The shipped testers keep their documented classes (:mod:`.baselines`: their type names are in stored
 suites). A per-individual tester registered in :data:`faux_checks.gate.tester_table.TESTERS` without one gets a
-metric provider (``faux.NAME``, :func:`.baselines._tester_flagged_fraction`: the check's numbers reused, else
+metric provider (``faux.NAME``, :func:`.baseline_metrics._tester_flagged_fraction`: the check's numbers reused, else
 :func:`faux_checks.gate.testers.baseline_scores` on the rows) and an expectation
 ``Expect{gx_name}FlaggedFractionToBeAtMost`` whose fields are ``threshold``, ``max_flagged_fraction``,
 ``gating`` and the entry's ``params`` (types and defaults from its settings model; the settings model
@@ -19,6 +19,7 @@ from great_expectations.compatibility import pydantic
 from faux_checks.errors import InputError
 from faux_checks.gate.tester_table import TESTERS
 
+from .baseline_metrics import _tester_metric_provider
 from .baselines import (
     _KEYS,
     ExpectDemographicParityDifferenceToBeAtMost,
@@ -30,7 +31,6 @@ from .baselines import (
     ExpectUnfairMapFlaggedFractionToBeAtMost,
     ExpectWeightedFtaFlaggedFractionToBeAtMost,
     TesterFlaggedFractionExpectation,
-    _tester_metric_provider,
 )
 
 __all__ = ["SHIPPED_EXPECTATIONS", "expectation_for", "tester_expectation"]

@@ -115,7 +115,7 @@ def test_the_suite_runs_the_check_once_and_the_baselines_read_its_testers(frame,
         calls["baseline_scores"] += 1
         return real_scores(name, *a, **k)
 
-    real_fta = E.baselines.FTATester.score
+    real_fta = E.baseline_metrics.FTATester.score
 
     def counted_fta(self, *a, **k):
         calls["fta"] += 1
@@ -123,7 +123,7 @@ def test_the_suite_runs_the_check_once_and_the_baselines_read_its_testers(frame,
 
     monkeypatch.setattr(check_mod, "run_check", counted_run_check)
     monkeypatch.setattr(testers_mod, "baseline_scores", counted_scores)
-    monkeypatch.setattr(E.baselines.FTATester, "score", counted_fta)
+    monkeypatch.setattr(E.baseline_metrics.FTATester, "score", counted_fta)
     testers = {**STRICT, "fta": {"threshold": 0.05, "max_flagged_fraction": 0.5},
                "demographic_parity": {"threshold": 0.2}, "equalized_odds": {"threshold": 0.2}}
     policy = make_policy(testers)

@@ -145,7 +145,7 @@ def test_fault_before_the_decision_is_recorded_undecided(fault_id, target, env, 
 def test_artifact_fault_does_not_change_a_recorded_decision(env, monkeypatch):
     name = "fault-artifact"
     version = env["registry"].register_version(name, env["fair"])
-    monkeypatch.setattr("flows.gate.create_markdown_artifact", _raise)
+    monkeypatch.setattr("flows.gate_per_version.create_markdown_artifact", _raise)
     state = gate_flow(env, name)
     assert state.is_completed()
     assert row(env, name, version)["fairness_gate"] == "passed"
