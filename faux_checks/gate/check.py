@@ -131,16 +131,18 @@ def run_check(
         group_flagged=_group_sums(group_labels, worst, names))
     outcome = decide(check_rules(evidence, policy))
     reasons = list(outcome.reasons)
-    held = _held_columns(tester, audit.feature_spec, policy.protected)
+    column = policy.single_protected("the in-memory check")    # prepare_audit refused several attributes already
+    held = _held_columns(tester, audit.feature_spec, column)
     reasons += _notes(policy, audit, lic, n_undefined, uses_direct, held, _nothing_free(tester))
     reasons += _tree_note(target_model, policy, audit.feature_spec)
 
     spec = audit.feature_spec
+    assert lic.evidence is not None, "_faux_scores asks the tester for evidence"
     column_evidence = pd.DataFrame(spec.aggregate(lic.evidence.astype(np.float64)), columns=spec.source_columns,
                                    index=audit.row_index)                # (n, source columns)
     sensitivity = _sensitivity(target_model, aux, audit, policy, output, lic, column_evidence, held, outcome.decision)
-    groups_table = _group_table(lic, group_labels, worst, policy.protected, audit.protected.n_missing)
-    decomposition = decompose_change(target_model, resolved, audit.X, lic, spec, policy.protected, faux.admissible,
+    groups_table = _group_table(lic, group_labels, worst, column, audit.protected.n_missing)
+    decomposition = decompose_change(target_model, resolved, audit.X, lic, spec, column, faux.admissible,
                                      audit.row_index) if faux.variant == "swap" else None
     reasons += _sensitivity_note(sensitivity, policy)
     power = _power(interval, faux.max_flagged_fraction, policy.decision.confidence)
@@ -179,7 +181,7 @@ def run_check(
         scores=scores_all, row_index=audit.row_index, uses_protected_directly=uses_direct,
         top_flagged=_top_flagged(lic, audit.row_index, column_evidence, flagged, groups=tuple(audit.protected.groups),
                                  decomposition=decomposition,
-                                 parts_of=column_parts(spec, policy.protected, faux.admissible)),
+                                 parts_of=column_parts(spec, column, faux.admissible)),
         curve=delta_curve(lic.scores, outcomes=lic.outcomes, weights=lic.outcome_weights), aux_roc=aux.roc,
         n_flagged=n_flagged, interval=interval, flag_probability=flags_all,
         rules=outcome.rules, aux_intervals=list(aux.intervals),
@@ -210,8 +212,9 @@ def _group_table(lic: LICResult, group_labels: np.ndarray, worst: np.ndarray, pr
 
 def _direct_term(audit: AuditRows, policy: Policy) -> tuple[bool, np.ndarray]:
     """Whether the target takes the protected attribute as input, and its columns' mask (d,)."""
-    uses_direct = policy.protected in audit.feature_spec.source_columns
-    return uses_direct, audit.feature_spec.feature_mask(policy.protected)
+    column = policy.single_protected("the in-memory check")
+    uses_direct = column in audit.feature_spec.source_columns
+    return uses_direct, audit.feature_spec.feature_mask(column)
 
 
 def _faux_scores(target_model, aux: AuxFit, audit: AuditRows, policy: Policy, output: TargetOutput, *,
@@ -245,7 +248,7 @@ def _column_roles(tester: FAuxTester, spec: FeatureSpec, policy: Policy) -> list
     """
     if getattr(tester, "reference", None) is None:
         return []
-    columns = np.asarray(spec.source_columns, dtype=object)[spec.feature_to_column()[~spec.feature_mask(policy.protected)]]
+    columns = np.asarray(spec.source_columns, dtype=object)[spec.feature_to_column()[~spec.feature_mask(policy.single_protected("the in-memory check"))]]
     stats: dict[str, dict] = {}
     for row in getattr(tester, "independence_", []):
         stats.setdefault(str(columns[row["features"][0]]), {})["p_value"] = row["p_value"]
@@ -453,7 +456,7 @@ def _top_flagged(lic: LICResult, row_index: np.ndarray, evidence: pd.DataFrame, 
         cols = ev.abs().sort_values(ascending=False).head(3)
         entry = {"row": int(row_index[i]), "lic_score": float(lic.scores[i]), "probability": float(lic.probability[i]),
                  "top_evidence": [{"column": str(c), "evidence": float(ev[c])} for c in cols.index]}
-        if lic.counterfactual_probability is not None:
+        if lic.counterfactual_probability is not None and lic.counterfactual_target is not None:
             entry["counterfactual_probability"] = float(lic.counterfactual_probability[i])
             entry["counterfactual_group"] = (groups[int(lic.counterfactual_target[i])] if groups
                                              else f"{int(lic.counterfactual_target[i]):+d} sd")

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from .._validation import fmt_count
 
@@ -87,6 +87,11 @@ class DecidedResult(Outcome):
 
     Needs ``decision``, ``n_individuals``, ``n_undefined`` and ``n_flagged`` on the class using it.
     """
+
+    if TYPE_CHECKING:                       # declared by the dataclasses that derive from it
+        n_individuals: int
+        n_undefined: int
+        n_flagged: int
 
     @property
     def flagged_fraction_defined(self) -> float:

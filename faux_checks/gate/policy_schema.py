@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, SerializeAsAny, field_validator, model_serializer, model_validator
 
 from ..errors import InputError
+from ..kinds import Kind
 from .policy_sections import (AuditSettings, AuxSettings, DecisionSettings, FauxSettings, OperationsSettings,
                               ScaleSettings, _Columns, _LinkTables, _list_as_tuple, _Strict)
 from .tester_settings import TesterSettings
@@ -37,7 +38,7 @@ class AttributeSettings(_Strict):
     """
 
     column: str = Field(..., min_length=1, description="The protected attribute's column.")
-    kind: Literal["binary", "multiclass", "continuous"] | None = Field(
+    kind: Kind | None = Field(
         None, description="binary, multiclass or continuous; inferred from the values when omitted "
         "(faux_checks.inputs.protected.encode_protected).")
     admissible: _Columns | None = Field(
@@ -72,7 +73,7 @@ class Policy(_Strict):
     missing_protected: Literal["error", "drop"] = Field(
         "error", description="Rows with a missing protected value: stop (error) or drop and count them."
     )
-    protected_kind: Literal["binary", "multiclass", "continuous"] | None = None
+    protected_kind: Kind | None = None
     target_output: Literal["auto", "logit", "probability", "softmax", "logits"] = "auto"
     target_class: int = Field(1, ge=0)
     min_aux_quality: float = Field(
@@ -137,7 +138,7 @@ class Policy(_Strict):
                                  "attribute there)")
             if self.intersections:
                 raise ValueError("intersections need [[attributes]] tables that declare their columns")
-            links = {"linked_columns": self.linked_columns} if self.linked_columns else {}   # none: no torch import
+            links: dict[str, Any] = {"linked_columns": self.linked_columns} if self.linked_columns else {}   # none: no torch import
             object.__setattr__(self, "attributes", (AttributeSettings(column=self.protected, kind=self.protected_kind,
                                                                       **links),))
         elif self.protected_kind is not None:

@@ -58,8 +58,9 @@ def numbers_as_text(series: pd.Series, column) -> str | None:
     first = int(np.flatnonzero(series.isin(set(values[~parsed])).to_numpy())[0])
     example = series.iloc[first]
     hint = ""
-    if isinstance(example, str) and THOUSANDS.match(example):
-        mark = re.search(r"\d([^\d])\d{3}", example).group(1)
+    found = re.search(r"\d([^\d])\d{3}", example) if isinstance(example, str) and THOUSANDS.match(example) else None
+    if found is not None:                                 # THOUSANDS matched, so a digit group is there
+        mark = found.group(1)
         option = "space" if mark == " " else repr(mark)
         hint = f", written with a thousands separator: read it with --thousands {option}"
     verb = "is not a number" if n_bad == 1 else "are not numbers"

@@ -45,6 +45,7 @@ SCHEMA_VERSION = 1
 #: an error otherwise; ``zeros`` encodes all zeros (scikit-learn ``handle_unknown="ignore"``);
 #: ``error`` always refuses (scikit-learn ``handle_unknown="error"``).
 UNKNOWN_RULES = ("infrequent_or_error", "zeros", "error")
+UnknownRule = Literal["infrequent_or_error", "zeros", "error"]
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ class ColumnEncoding:
     std: float = 1.0
     levels: tuple[str, ...] = ()
     aliases: tuple[tuple[str, str], ...] = ()
-    unknown: Literal["infrequent_or_error", "zeros", "error"] = "infrequent_or_error"
+    unknown: UnknownRule = "infrequent_or_error"
 
     @property
     def width(self) -> int:
@@ -406,7 +407,7 @@ def _column_dict(c: ColumnEncoding) -> dict:
     return out
 
 
-def _unknown_rule(value, column) -> str:
+def _unknown_rule(value, column) -> UnknownRule:
     if value not in UNKNOWN_RULES:
         raise InputError(f"FeatureSpec column {column!r}: unknown = {value!r} is not one of {list(UNKNOWN_RULES)}")
     return value
