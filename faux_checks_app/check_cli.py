@@ -117,7 +117,7 @@ def _check(args, report_dir: Path | None) -> int:
 
     if sectioned:
         eprint(f"[3/4] fAux check of {len(names)} protected attributes ({', '.join(names)}) on {len(frame):,} rows, "
-                "one auxiliary model each")
+               "one auxiliary model each")
     else:
         eprint(f"[3/4] fAux check on {len(frame):,} rows (auxiliary model {'given' if aux is not None else 'trained'})")
     t0 = time.perf_counter()

@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
             return args.func(args)
     except Stop as stop:
         error(f"faux-checks: {stop.message}; stopping. Nothing unfinished was recorded: a version being gated "
-               "stays new and is gated by the next run")
+              "stays new and is gated by the next run")
         lifecycle.stop_started_services(before, say=error)
         stopped = stop.code
         return stop.code
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception as exc:  # noqa: BLE001 - fail closed on anything unexpected
         error(f"faux-checks: internal error, could not decide: {type(exc).__name__}: {exc}" if _decides(args) else
-               f"faux-checks {args.command}: internal error: {type(exc).__name__}: {exc}")
+              f"faux-checks {args.command}: internal error: {type(exc).__name__}: {exc}")
         return EXIT_UNDECIDED
     finally:
         try:   # never unbounded; a signal during this flush ends the command as any other does

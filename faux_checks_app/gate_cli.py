@@ -84,7 +84,7 @@ def cmd_gate(args) -> int:
 
         what = f"version(s) {', '.join(versions)}" if versions else "new versions"
         eprint(f"gating {what} of '{args.model_name}' ({_prefect_api()}; "
-                f"deadline {deadline:g} s)")
+               f"deadline {deadline:g} s)")
         from .prefect_outage import is_outage, report_outage
 
         PROGRESS.start(args.model_name, [str(v) for v in versions or plan.todo or []], [])   # nothing of an earlier run
@@ -311,7 +311,7 @@ def cmd_audit(args) -> int:
     from flows.audit import audit
 
     eprint(f"auditing the '{args.alias}' version of '{args.model_name}' on {args.data} "
-            f"({_prefect_api()})")
+           f"({_prefect_api()})")
     from .output import library_output_to_stderr
 
     with library_output_to_stderr():

@@ -37,7 +37,7 @@ def cmd_register(args) -> int:
         version = registry.register_version(args.model_name, args.model, args.feature_spec,
                                             description=args.description or "", tags=tags)
     eprint(f"registered {args.model} as version {version} of '{args.model_name}' in {registry.tracking_uri}; "
-            f"`faux-checks gate {args.model_name} --data ...` gates it")
+           f"`faux-checks gate {args.model_name} --data ...` gates it")
     say(version)
     return EXIT_PASSED
 
@@ -89,7 +89,7 @@ def cmd_history(args) -> int:
             ff = [m.get("flagged_fraction_reference"), m.get("flagged_fraction_current")]
             flagged = " -> ".join("n/a" if v is None else f"{v:.1%}" for v in ff)
             say(f"  {a.get('started_at')}  v{a.get('version')}  {a.get('decision'):<9}  flagged {flagged}  "
-                  f"{a.get('reason', '')[:140]}")
+                f"{a.get('reason', '')[:140]}")
     return EXIT_PASSED
 
 
@@ -111,7 +111,7 @@ def cmd_report(args) -> int:
         eprint(f"rendered {out}")
     model = report.get("model") or {}
     say(f"{report['kind']} report of {model.get('name', '?')} v{model.get('version', '?')} "
-          f"({report['created_at']}, schema {report['schema_version']}): {report['decision']}")
+        f"({report['created_at']}, schema {report['schema_version']}): {report['decision']}")
     say(f"  rule: {report['rule']}")
     for r in report.get("rules") or []:
         if r.get("status") != "ok":
@@ -148,7 +148,7 @@ def cmd_spec(args) -> int:
     spec.save(out)
     n_cat = sum(c.kind == "categorical" for c in spec.columns)
     say(f"feature spec '{spec.name}': {len(spec.columns)} source columns ({len(spec.columns) - n_cat} numeric, "
-          f"{n_cat} categorical) -> {spec.n_features} features, fitted on {len(frame):,} rows of {args.data}")
+        f"{n_cat} categorical) -> {spec.n_features} features, fitted on {len(frame):,} rows of {args.data}")
     for enc in spec.columns:
         detail = (f"mean {enc.mean:.4g}, std {enc.std:.4g}" if enc.kind == "numeric"
                   else f"{len(enc.levels)} levels: {', '.join(enc.levels[:6])}{', ...' if len(enc.levels) > 6 else ''}")
