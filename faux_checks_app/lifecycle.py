@@ -3,7 +3,7 @@
 What lives here (moved out of :mod:`faux_checks_app.cli`, issue 21 "split big rooms"; issue 25, fault 3):
 
 - :class:`Stop`, raised in the main thread by SIGTERM / SIGINT (:func:`on_signal`) or by a deadline
-  (:func:`on_deadline`); :func:`faux_checks_app.cli.main` turns it into the exit code.
+  (:func:`on_deadline`, :func:`time_limit`); :func:`faux_checks_app.cli.main` turns it into the exit code.
 - The temporary Prefect API server (Prefect's ``SubprocessASGIServer``, started lazily by Prefect's
   client when no ``PREFECT_API_URL`` is set): :func:`guard_temporary_server` writes a pid file under
   ``PREFECT_HOME`` for each server process this command starts (removed when it stops cleanly), and
@@ -17,17 +17,19 @@ What lives here (moved out of :mod:`faux_checks_app.cli`, issue 21 "split big ro
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Callable
 
 from faux_checks.gate.decision import exit_code_for
 
-__all__ = ["Stop", "on_signal", "on_deadline", "started_services", "stop_started_services", "flush_prefect", "exit_now",
+__all__ = ["Stop", "on_signal", "on_deadline", "time_limit", "started_services", "stop_started_services", "flush_prefect", "exit_now",
            "guard_temporary_server", "reap_orphaned_servers", "SERVER_MARK", "PID_FOLDER"]
 
 #: Folder under ``PREFECT_HOME`` holding one ``<pid>.json`` per temporary server a command started.
@@ -67,6 +69,21 @@ def on_deadline(seconds: float, what: str = "gate"):
     def handler(signum, frame):
         raise Stop(exit_code_for("undecided"), f"the {what}'s deadline of {seconds:g} s was reached")
     return handler
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float, what: str):
+    """Raise :class:`Stop` (exit 2) in the main thread after ``seconds`` (SIGALRM); a no-op off the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGALRM, on_deadline(seconds, what))
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 # ------------------------------------------------------------------------------------------------ Prefect's exit flush

@@ -85,7 +85,7 @@ def test_gate_positive_label_passes_preflight_and_reaches_the_flow_with_preceden
     assert seen["policy_path"] != str(files / "policy-no.toml")                    # a copy; the user's file as it was
     assert 'positive_label = "no"' in (files / "policy-no.toml").read_text()
     assert 'positive_label = "no"' not in seen["policy_text"]
-    from faux_checks_app.cli import build_parser
+    from faux_checks_app.parser import build_parser
 
     for command in ("gate", "audit"):
         helptext = build_parser()._subparsers._group_actions[0].choices[command].format_help()

@@ -33,7 +33,7 @@ def test_register_q_prints_only_the_version_on_stdout(tmp_path, capfd, monkeypat
 
 def test_the_prefect_api_label_names_the_configured_server(monkeypatch):
     import prefect.settings  # noqa: F401 - Prefect's settings read before the variable is set (no API URL in them)
-    from faux_checks_app.cli import _prefect_api
+    from faux_checks_app.gate_cli import _prefect_api
 
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
     assert _prefect_api() == "Prefect ephemeral API; first start takes ~10 s"
@@ -45,7 +45,7 @@ def test_the_prefect_api_label_names_the_configured_server(monkeypatch):
 
 def test_an_unreachable_registry_is_named_with_the_seconds_the_command_ran():
     from faux_checks.errors import RegistryUnreachableError
-    from faux_checks_app.cli import _raise_if_unreachable
+    from faux_checks_app.gate_cli import _raise_if_unreachable
 
     class Failed:
         def is_completed(self):
