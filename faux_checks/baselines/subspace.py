@@ -6,17 +6,16 @@ Shared by the weighted FTA and Unfair Map testers. The fair metric of Yurochkin,
 
 from __future__ import annotations
 
-from typing import Literal
 
 import numpy as np
 
 from .._validation import check_finite_matrix, fmt_count
 from ..errors import InputError
+from ..kinds import Kind
 from ..method._batching import as_tensor
 
 __all__ = ["Kind", "fit_sensitive_subspace"]
 
-Kind = Literal["binary", "multiclass", "continuous"]
 
 
 def fit_sensitive_subspace(X, c, *, kind: Kind = "binary", C: float = 1.0, alpha: float = 1.0,

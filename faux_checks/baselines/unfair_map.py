@@ -8,20 +8,19 @@ barely grows under such moves; the score is the loss ratio ℓ(after) / ℓ(befo
 
 from __future__ import annotations
 
-from typing import Literal
 
 import numpy as np
 import torch
 
 from .._validation import fmt_count
 from ..errors import InputError
+from ..kinds import Kind
 from ..method._batching import DEFAULT_CHUNK, as_tensor, eval_mode, iter_chunks
 from ..method.output import TargetOutput, log_odds, predict_probability, raw_output, resolve_output_form
 from .subspace import fit_sensitive_subspace
 
 __all__ = ["UnfairMapTester"]
 
-Kind = Literal["binary", "multiclass", "continuous"]
 #: Loss floor (nats) of the denominator, so a perfectly confident start gives a finite ratio.
 MIN_LOSS = 1e-12
 

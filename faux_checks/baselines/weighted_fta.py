@@ -17,7 +17,8 @@ from ..errors import InputError
 from ..method._batching import DEFAULT_CHUNK, as_tensor
 from ..method.gradients import target_probability_and_gradient
 from ..method.output import TargetOutput, resolve_output_form
-from .subspace import Kind, fit_sensitive_subspace
+from ..kinds import Kind
+from .subspace import fit_sensitive_subspace
 
 __all__ = ["WeightedFTATester"]
 

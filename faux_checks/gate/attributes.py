@@ -37,6 +37,7 @@ from .._validation import as_frame, fmt_count
 from ..errors import InputError
 from ..inputs.protected import encode_protected
 from ..inputs.tabular import FeatureSpec
+from ..kinds import protected_kind
 from ..provenance import jsonable
 from .check import run_check
 from .decision import EXIT_CODES, Outcome, decide, exit_code_for
@@ -240,7 +241,7 @@ def _component_labels(frame: pd.DataFrame, column: str, policy: Policy) -> tuple
                          f"{list(map(str, frame.columns))[:20]}")
     kind = next((a.kind for a in policy.attributes if a.column == column), None)
     attr = encode_protected(frame[column], name=column, kind=kind, missing="drop")
-    if attr.kind == "continuous":
+    if not protected_kind(attr.kind).grouped:
         raise InputError(f"intersection component '{column}' reads as continuous; intersections cross groups: "
                          f"declare its kind (binary or multiclass) or bin it into a multi-class column first")
     labels = pd.Series(pd.NA, index=frame.index, dtype=object)

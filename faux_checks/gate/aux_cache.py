@@ -33,7 +33,8 @@ from typing import Callable
 import numpy as np
 
 from .._device import resolve_device
-from ..method.auxiliary import AuxiliaryModel, Kind
+from ..kinds import Kind
+from ..method.auxiliary import AuxiliaryModel
 from .policy_schema import Policy
 
 __all__ = ["MAX_ENTRIES", "aux_cache_stats", "aux_store", "clear_aux_cache", "fitted_reference", "new_aux",

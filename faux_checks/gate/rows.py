@@ -19,6 +19,7 @@ from ..errors import InputError
 from ..inputs.labels import encode_labels, label_like_columns
 from ..inputs.protected import ProtectedAttribute, encode_protected
 from ..inputs.tabular import FeatureSpec
+from ..kinds import protected_kind
 from .direct import direct_derivative, encoded_level
 from .policy_schema import Policy
 
@@ -213,7 +214,7 @@ def swap_layout(spec: FeatureSpec, protected: ProtectedAttribute, admissible_col
     direct_levels = None
     if mask.any():
         enc = spec.columns[spec.source_columns.index(protected.name)]
-        if protected.kind == "continuous":
+        if not protected_kind(protected.kind).grouped:
             direct_levels = np.array([[c_std / (enc.std if enc.std > 0 else 1.0)]])
         else:
             direct_levels = np.stack([encoded_level(enc, g) for g in protected.groups])      # (m, width)

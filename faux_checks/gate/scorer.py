@@ -15,6 +15,7 @@ from .._device import resolve_device
 from ..errors import InputError
 from ..inputs.protected import ProtectedAttribute
 from ..inputs.tabular import FeatureSpec
+from ..kinds import protected_kind
 from ..method.auxiliary import AuxiliaryModel
 from ..method.counterfactual import SwapSettings
 from ..method.faux import FAuxTester
@@ -95,7 +96,7 @@ def faux_tester(target_model, aux: AuxiliaryModel, policy: Policy, output: Targe
         return FAuxTester(target_model, aux, variant=faux.variant, output=output, ridge=faux.ridge,
                           protected_mask=mask if uses_direct else None, dx_dc_direct=dx_dc,
                           ig_baseline=faux.ig_baseline, ig_steps=faux.ig_steps, progress=progress, **kwargs)
-    if protected.kind == "continuous" and reference_values is not None:
+    if not protected_kind(protected.kind).grouped and reference_values is not None:
         c_std = float(np.std(reference_values))
     layout = swap_layout(spec, protected, faux.admissible, c_std=c_std)
     if layout.admissible.all():

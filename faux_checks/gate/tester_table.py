@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping, cast
 import numpy as np
 
 from ..errors import InputError
+from ..kinds import protected_kind
 from .tester_settings import TesterSettings
 
 __all__ = ["TESTERS", "Tester", "TesterCall", "not_applicable", "register_tester", "validate_settings"]
@@ -150,7 +151,7 @@ def not_applicable(tester: Tester, target_model, audit) -> str | None:
                 f"({target_model.access})")
     if tester.needs_protected_input and protected.name not in audit.feature_spec.source_columns:
         return "not applicable: the target does not take the protected attribute as input"
-    if tester.needs_groups and protected.kind == "continuous":
+    if tester.needs_groups and not protected_kind(protected.kind).grouped:
         return f"not applicable: {tester.groups_reason} (the protected attribute is continuous)"
     return None
 

@@ -52,6 +52,7 @@ import pandas as pd
 
 from .._validation import fmt_count
 from ..errors import InputError
+from ..kinds import KINDS, Kind
 from .proxy import _disadvantage, _embedding, _InjectedProtected
 
 __all__ = ["MECHANISMS", "MechanismData", "make_mechanism_data", "mechanism_fairness_scores"]
@@ -66,7 +67,6 @@ ORDERED_CUTS = (-0.8, 0.2, 1.2)
 CAT_LEVELS = ("p", "q", "r", "s", "t")
 NAMES_PER_CELL = 3
 
-Kind = Literal["binary", "multiclass", "continuous"]
 
 
 @dataclass(frozen=True)
@@ -292,7 +292,7 @@ def make_mechanism_data(features: pd.DataFrame, labels, *, mechanism: str, kind:
     """
     if mechanism not in MECHANISMS:
         raise InputError(f"mechanism must be one of {list(MECHANISMS)}, got {mechanism!r}")
-    if kind not in ("binary", "multiclass", "continuous"):
+    if kind not in KINDS:
         raise InputError(f"kind must be 'binary', 'multiclass' or 'continuous', got {kind!r}")
     if not 0.0 <= bias <= 1.0:
         raise InputError(f"bias must be in [0, 1], got {bias}")

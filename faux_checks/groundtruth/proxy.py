@@ -30,7 +30,7 @@ IFS(x) = max over counterfactual values c′ of |f(x(c)) − f(x(c′))|, with c
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Callable, Literal, Protocol
+from typing import Callable, Protocol
 
 import numpy as np
 import pandas as pd
@@ -38,6 +38,7 @@ from scipy.special import ndtr
 
 from .._validation import fmt_count
 from ..errors import InputError
+from ..kinds import KINDS, Kind
 
 __all__ = ["PROXY_COLUMNS", "DEFAULT_STRENGTH", "ProxyData", "make_proxy_data", "proxy_fairness_scores"]
 
@@ -46,7 +47,6 @@ CATEGORY_LEVELS: tuple[str, ...] = ("A", "B", "C", "D")
 #: Mechanism strengths s (measured: binary c, held-out aux ROC-AUC 0.88 on Adult and law school rows).
 DEFAULT_STRENGTH = {"linear": 0.35, "nonlinear": 0.35, "category": 0.56, "legit": 0.35}
 
-Kind = Literal["binary", "multiclass", "continuous"]
 
 
 def _embedding(c: np.ndarray, kind: str, n_groups: int) -> np.ndarray:
@@ -218,7 +218,7 @@ def make_proxy_data(features: pd.DataFrame, labels, *, legit_column: str, kind: 
         Bad kind, bias, strength keys, labels other than 0/1, a missing or non-numeric
         ``legit_column``, missing values, or a proxy column name already in ``features``.
     """
-    if kind not in ("binary", "multiclass", "continuous"):
+    if kind not in KINDS:
         raise InputError(f"kind must be 'binary', 'multiclass' or 'continuous', got {kind!r}")
     if not 0.0 <= bias <= 1.0:
         raise InputError(f"bias must be in [0, 1], got {bias}")

@@ -21,11 +21,11 @@ import pandas as pd
 
 from .._validation import fmt_count
 from ..errors import InputError
+from ..kinds import KINDS, MAX_GROUPS, Kind
 
 __all__ = ["ProtectedAttribute", "encode_protected"]
 
-Kind = Literal["binary", "multiclass", "continuous"]
-MAX_CLASSES = 20
+MAX_CLASSES = MAX_GROUPS                      # the multiclass entry of KINDS accepts 2 to 20 groups
 
 
 @dataclass(frozen=True)
@@ -57,12 +57,12 @@ class ProtectedAttribute:
     @property
     def n_outputs(self) -> int:
         """Number of aux-model outputs k: 1 for binary/continuous, the class count otherwise."""
-        return len(self.groups) if self.kind == "multiclass" else 1
+        return KINDS[self.kind].n_outputs(len(self.groups))
 
     def group_labels(self, values: np.ndarray | None = None) -> np.ndarray:
         """Group label (str) per row of ``values`` (default: all kept rows); continuous: quartile bins."""
         values = self.values if values is None else values
-        if self.kind == "continuous":
+        if not KINDS[self.kind].grouped:
             return np.asarray(pd.qcut(values, 4, duplicates="drop").astype(str), dtype=object)
         return np.asarray(self.groups, dtype=object)[values]
 

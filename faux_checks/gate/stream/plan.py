@@ -15,8 +15,9 @@ import torch
 
 from ..._validation import fmt_count
 from ...errors import InputError
-from ...inputs.protected import Kind, ProtectedAttribute, encode_protected
+from ...inputs.protected import ProtectedAttribute, encode_protected
 from ...inputs.tabular import FeatureSpec
+from ...kinds import Kind, protected_kind
 from ...method.auxiliary import AuxiliaryModel
 from ...method.faux import FAuxTester, probe_batch_independence
 from ...method.swap import SwapReference
@@ -65,10 +66,10 @@ class ProtectedCodec:
         if not distinct:
             raise InputError(f"protected attribute '{name}' has no non-missing values in {fmt_count(sample.n_rows)} rows")
         attr = encode_protected(pd.Series(distinct), name=name, kind=policy.protected_kind)
-        if sample.level_counts is None and attr.kind != "continuous":
+        if sample.level_counts is None and protected_kind(attr.kind).grouped:
             raise InputError(f"protected attribute '{name}' has more than {MAX_LEVELS} distinct values; "
                              "declare protected_kind = \"continuous\" for a numeric attribute or group the levels first")
-        if attr.kind == "continuous":
+        if not protected_kind(attr.kind).grouped:
             values = pd.to_numeric(pd.Series(sample.protected), errors="coerce").to_numpy(dtype="float64")
             if not np.isfinite(values).any():
                 raise InputError(f"protected attribute '{name}' declared continuous but the sample has no numbers")
@@ -81,7 +82,7 @@ class ProtectedCodec:
 
     def encode(self, values: pd.Series) -> np.ndarray:
         """Class index (int64) or value (float64) of non-missing raw values, shape (m,)."""
-        if self.kind == "continuous":
+        if not protected_kind(self.kind).grouped:
             return pd.to_numeric(values, errors="coerce").to_numpy(dtype="float64")
         inverse, uniques = pd.factorize(values.astype(object) if isinstance(values.dtype, pd.CategoricalDtype)
                                         else values)
@@ -94,13 +95,13 @@ class ProtectedCodec:
 
     def group_index(self, values: np.ndarray) -> np.ndarray:
         """Index into ``groups`` of each encoded value, shape (m,)."""
-        if self.kind == "continuous":
+        if not protected_kind(self.kind).grouped:
             return np.searchsorted(np.asarray(self.edges), values, side="left").astype(np.int64)
         return np.asarray(values, dtype=np.int64)
 
     def attribute(self, values: np.ndarray) -> ProtectedAttribute:
         """A :class:`ProtectedAttribute` over ``values`` (for the library's helpers)."""
-        groups = () if self.kind == "continuous" else self.groups
+        groups = self.groups if protected_kind(self.kind).grouped else ()
         return ProtectedAttribute(self.name, self.kind, values, groups, np.ones(len(values), dtype=bool), 0)
 
 
@@ -253,7 +254,7 @@ def prepare_scoring(target_model, sample: SamplePart, *, policy: Policy, feature
     X_aux = X[:, ~mask]
     if aux_model is None:
         aux = new_aux(policy, protected.kind, progress=progress)
-        aux.fit(X_aux, values, groups=codec.groups if codec.kind != "continuous" else ())
+        aux.fit(X_aux, values, groups=codec.groups if protected_kind(codec.kind).grouped else ())
         quality, metric = aux.quality_, aux.quality_metric_ + " (held-out rows of the training sample)"
         hold, (y_hold, score_hold) = aux.holdout_rows_, aux.holdout_
     else:
@@ -268,7 +269,7 @@ def prepare_scoring(target_model, sample: SamplePart, *, policy: Policy, feature
     ig_baseline: Any = policy.faux.ig_baseline
     if policy.faux.variant == "ig" and ig_baseline == "mean":
         ig_baseline = X.astype(np.float64).mean(axis=0).astype(np.float32)
-    swap_reference, c_std = None, float(np.std(values)) if protected.kind == "continuous" else 1.0
+    swap_reference, c_std = None, float(np.std(values)) if not protected_kind(protected.kind).grouped else 1.0
     if policy.faux.variant == "swap":
         swap_reference = faux_tester(target_model, aux, policy, output, feature_spec, protected, reference_rows=X,
                                      reference_values=values, holdout_rows=X[hold], holdout_values=values[hold]).reference
