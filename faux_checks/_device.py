@@ -4,7 +4,7 @@ The setting is the policy's ``[scale] device`` ("auto", "cpu" or "cuda"); the CL
 :data:`DEVICE_ENV` for the process (and the flows it runs in-process), which wins over the policy. "auto" is CUDA
 when ``torch.cuda.is_available()``, else the CPU. The device is an operational setting: it is recorded in the
 check's provenance (``device``) and is not part of the policy hash (the scores agree within float32 rounding,
-tested in tests/test_device.py).
+tested in tests/method/test_device.py).
 """
 
 from __future__ import annotations

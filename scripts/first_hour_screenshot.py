@@ -1,6 +1,6 @@
 """Screenshot of issue 22's first-hour report (docs/img/first_hour_report.png), rendered in headless Chromium.
 
-The journey of tests/test_first_hour_journey.py in a temporary folder (tests/_first_hour.py: bank marketing, a
+The journey of tests/app/test_first_hour_journey.py in a temporary folder (tests/_first_hour.py: bank marketing, a
 skops Pipeline, an XGBoost booster and a torch MLP logged with MLflow's own API): ``faux-checks gate bank``, then
 ``--version 1 --force``; the re-gated v1's page is shot with only its decision, limitations, scores (the swap
 reading's axis), policy (the score unit) and history (both gates of v1, δ and policy hash) sections shown.

@@ -1,4 +1,4 @@
-"""A fixed small swap problem whose scores are pinned in tests/test_swap_pinned.py (recorded on main before
+"""A fixed small swap problem whose scores are pinned in tests/method/test_swap_pinned.py (recorded on main before
 the scoring optimisations of issue 12, so that any change of the swap reading's numbers shows)."""
 
 from __future__ import annotations

@@ -15,7 +15,12 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import sys
 import tempfile
+
+# the shared helpers (_support, _first_hour, _swap_pin_problem) stay in tests/ while the tests sit in its folders
+if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 _TMP = tempfile.mkdtemp(prefix="faux-checks-tests-")
 atexit.register(shutil.rmtree, _TMP, ignore_errors=True)
@@ -89,8 +94,8 @@ def _log_handlers_outlive_capture():
     Prefect reconfigures logging (``setup_logging``, resolving ``ext://sys.stderr`` then) whenever it
     builds a server app; inside a test that uses ``capfd``/``capsys`` that stream is pytest's per-test
     capture, closed when the test ends, and every later Prefect log line then failed with "I/O
-    operation on closed file" (seen as a RecursionError in tests/test_flow.py after
-    tests/test_cli_output.py). A real process never closes its stderr, so this is test hygiene only.
+    operation on closed file" (seen as a RecursionError in tests/orchestration/test_flow.py after
+    tests/app/test_cli_output.py). A real process never closes its stderr, so this is test hygiene only.
     """
     yield
     import logging

@@ -5,7 +5,7 @@ never turn a check off silently), and so is a value of the wrong type (``true`` 
 where a number belongs is never converted; an integer is accepted where a float is expected, as
 TOML writes ``0`` for zero); NaN and infinity are refused. The shipped default,
 ``faux_checks/gate/policies/default.toml``, explains every number with the measurement behind it,
-and every default there equals the code's (``tests/test_policy_strict.py``).
+and every default there equals the code's (``tests/gate/test_policy_strict.py``).
 
 This module reads policies: TOML files (:func:`load_policy`), the shipped ones (:func:`policy_path`),
 those recorded by earlier gates (:func:`recorded_policy`), and its validation errors in TOML terms

@@ -264,7 +264,7 @@ class ScaleSettings(_Strict):
     device: Literal["auto", "cpu", "cuda"] = Field(
         "auto", description="Where the swap reading and the aux training run (--device overrides): 'auto' = CUDA when "
         "torch sees a GPU, else the CPU. Recorded in the provenance, not in the policy hash: CPU and CUDA scores "
-        "agree within float32 rounding (tests/test_device.py).")
+        "agree within float32 rounding (tests/method/test_device.py).")
 
 
 class OperationsSettings(_Strict):

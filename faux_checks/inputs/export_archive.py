@@ -30,7 +30,7 @@ the check and the load). An archive that needs more (custom operators, TorchBind
 constant) loads only with the explicit opt-in ``allow_pickle=True`` of
 :func:`faux_checks.inputs.models.load_model`, which calls ``torch.export.load`` as it is.
 
-Our reading of torch 2.13.0's loader; ``tests/test_models.py`` builds an archive with a payload for
+Our reading of torch 2.13.0's loader; ``tests/inputs/test_models.py`` builds an archive with a payload for
 each entry of the table and checks that its marker file is never created.
 """
 

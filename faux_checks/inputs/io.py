@@ -138,7 +138,7 @@ def thousands_mark(thousands: str | None, sep: str) -> str | None:
     Passed to pandas as ``read_csv(thousands=...)``, so ``1,234.5`` is read as the number 1234.5. The mark may
     equal the delimiter ``sep`` when the marked numbers are quoted (``"1,234.5"`` in a ``,``-separated file, as
     pandas and spreadsheets write them: pandas reads the quoted field as one number, checked in
-    ``tests/test_misread_columns.py``); an unquoted ``1,234`` there is two fields, and the row is refused by
+    ``tests/inputs/test_misread_columns.py``); an unquoted ``1,234`` there is two fields, and the row is refused by
     the field-count check (:func:`csv_field_count_errors`). None leaves the numbers as pandas reads them (a
     column holding ``1,234.5`` is text, and refused without a feature spec:
     :meth:`faux_checks.inputs.tabular.FeatureSpec.passthrough`).

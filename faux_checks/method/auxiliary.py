@@ -81,7 +81,7 @@ class AuxiliaryModel:
         Where the training runs ("cpu", "cuda"; resolve "auto" first with the policy's ``[scale] device``). The
         network comes back on the CPU whatever it trained on (``net_``, reports, the registry copy); the batch
         order and initial weights are drawn on the CPU, so a CUDA training differs from a CPU one by float32
-        rounding only (tests/test_device.py).
+        rounding only (tests/method/test_device.py).
 
     Attributes
     ----------
@@ -175,7 +175,7 @@ class AuxiliaryModel:
         Everything but the training runs as in :meth:`fit` (the seeded split, the standardisation, the held-out
         quality, ROC and loss), so a model restored from the weights a ``fit(X, c)`` with the same settings
         learnt is that model: the same ``net_`` (an :class:`AuxNet`), ``quality_``, ``holdout_`` and scores
-        (tested bit for bit in tests/test_aux_store.py). Issue 23, item 1: the gate's recorded model reused.
+        (tested bit for bit in tests/gate/test_aux_store.py). Issue 23, item 1: the gate's recorded model reused.
 
         Parameters
         ----------

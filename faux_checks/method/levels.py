@@ -361,7 +361,7 @@ def gumbel_transition(logits_from: np.ndarray, logits_to: np.ndarray, current: n
       P(k, j) = e^{η_k + η_j} ∫₀^Δ e^{−s} / A(s)² ds with A(s) = Σ_i e^{η_i − min(s, d_j − d_i)}
 
     (integrating the max U_k = u + s and U_j = u over u in closed form; our derivation, checked against the
-    sampled posterior in ``tests/test_counterfactual_moves.py``), then divided by p_k = softmax(η)_k. The
+    sampled posterior in ``tests/method/test_counterfactual_moves.py``), then divided by p_k = softmax(η)_k. The
     integral is taken by Gauss–Legendre quadrature (``nodes`` points).
 
     Parameters

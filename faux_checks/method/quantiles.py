@@ -1,7 +1,7 @@
 """1-D optimal transport by quantiles: np.interp on quantile grids, and the same in torch (np.interp semantics).
 
 The numpy helpers are the CPU path of the swap reading's matched quantiles (the pinned scores); the ``*_t``
-helpers are their torch counterparts for a chunk on a device (tests/test_swap_torch_path.py holds them equal).
+helpers are their torch counterparts for a chunk on a device (tests/method/test_swap_torch_path.py holds them equal).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def _interp_t(x: torch.Tensor, xp: torch.Tensor, fp: torch.Tensor) -> torch.Tens
     -----
     Our reading: np.interp semantics (numpy's ``arr_interp``: the same slope formula ``slope·(x − xp[j]) +
     fp[j]``, and its retry from the right end of the interval where that is NaN), so that on float64 CPU
-    tensors it equals np.interp (tests/test_swap_torch_path.py).
+    tensors it equals np.interp (tests/method/test_swap_torch_path.py).
     """
     if xp.shape[0] == 1:
         return torch.full_like(x, 0.0) + fp[0]
