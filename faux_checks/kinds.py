@@ -9,9 +9,10 @@ five modules; the capability flags below are now read instead (``grouped``, ``n_
 ``group_counts``, ``quality_metric``).
 
 Adding a kind is one entry here plus its maths: the auxiliary model's head/loss
-(``method/auxiliary.py``), the counterfactual value (``method/counterfactual.py``,
-``method/swap.py``) and the held-out quality (``gate/bounds.py``); the gate's consumers read the
-flags. Source: our reading of the paper's setting (sec. 3, c binary or categorical; continuous c
+(``method/auxiliary.py``), the counterfactual value (``method/counterfactual.py``, ``goals.py``,
+``matching.py``, ``swap.py`` and the other swap modules), the held-out quality of a given aux model
+(``gate/aux_model.py``) and detection from the data (``inputs/protected.py``); the gate's other
+consumers read the flags. Source: our reading of the paper's setting (sec. 3, c binary or categorical; continuous c
 is this project's extension, docs/method.md).
 """
 
