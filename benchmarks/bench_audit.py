@@ -132,7 +132,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     with prefect_test_harness(server_startup_timeout=120):
         api_s = time.perf_counter() - t0
-        from flows.audit import audit
+        from faux_checks_flows.audit import audit
 
         cpu0, t0 = time.process_time(), time.perf_counter()
         state = audit(model_name="adult-bench", data_path=str(cur_path), policy_path=str(policy), tracking_uri=uri,

@@ -13,7 +13,7 @@ What runs (one process, CPU only):
    recorded labels, v2 on labels with the demo's historical bias (rate 0.75); neither takes sex
    as an input. The audit file is the whole filled copy (48,842 rows, CSV). Both versions are
    registered in the MLflow registry (the first MLflow use of the process: database creation).
-2. The gate: one call of the Prefect flow ``flows.gate.gate`` with the shipped default policy,
+2. The gate: one call of the Prefect flow ``faux_checks_flows.gate.gate`` with the shipped default policy,
    which finds the 2 new versions and gates them one after the other in one flow run (the first
    flow call of the process starts Prefect's ephemeral API server).
 3. Direct runs (``--skip-direct`` skips them), per version, outside Prefect: ``run_check`` on the
@@ -55,7 +55,7 @@ flow's wall time, one-time server start included).
 
 ``--cli`` (issue 23, item 2) measures instead what a user waits for: one ``faux-checks gate`` command on one Adult
 version, as a subprocess in a fresh registry and Prefect home (interpreter start, imports, the temporary Prefect
-server, the flow, teardown), against the flow's own wall time (the body of ``flows.gate.gate``, timed by a wrapper
+server, the flow, teardown), against the flow's own wall time (the body of ``faux_checks_flows.gate.gate``, timed by a wrapper
 the subprocess installs, so that a checkout without the flow's timing log line is measured the same way); then a
 re-gate of the same version (``--version 1 --force``, a second process on the same registry: the aux model an
 earlier gate recorded is reused there). ``--compare-with CHECKOUT`` (a ``git archive`` of another commit) runs the
@@ -90,7 +90,7 @@ GOAL_PER_VERSION_S = 60.0
 GOAL_OVERHEAD_SHARE = 0.25
 TASKS = ("find_new_versions", "fetch_version", "load_audit_data", "validate", "record", "promote")
 TASK_EVENTS = tuple(f"task:{t}" for t in TASKS)
-#: (module of faux_checks.report, function) that the gate flow (flows.gate_per_version) may call outside the tasks
+#: (module of faux_checks.report, function) that the gate flow (faux_checks_flows.gate_per_version) may call outside the tasks
 FLOW_BODY_REPORT_HELPERS = (("build", "summarise_data"), ("schema", "load_report"), ("artifacts", "artifact_table"),
                             ("artifacts", "artifact_markdown"))
 
@@ -238,13 +238,13 @@ def import_times() -> dict[str, float]:
     t0 = time.perf_counter()
     import great_expectations  # noqa: F401
 
-    import expectations  # noqa: F401
+    import faux_checks_gx  # noqa: F401
     out["great_expectations + expectations"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     import prefect  # noqa: F401
 
-    import flows.gate  # noqa: F401
-    out["prefect + flows.gate"] = time.perf_counter() - t0
+    import faux_checks_flows.gate  # noqa: F401
+    out["prefect + faux_checks_flows.gate"] = time.perf_counter() - t0
     return out
 
 
@@ -321,10 +321,10 @@ def instrument(clock: Clock) -> None:
     import great_expectations as gx
     from prefect.server.api.server import SubprocessASGIServer
 
-    import expectations
-    import expectations._inputs as gx_inputs
-    import expectations.baseline_metrics as gx_baselines
-    import expectations.suite as gx_suite
+    import faux_checks_gx
+    import faux_checks_gx._inputs as gx_inputs
+    import faux_checks_gx.baseline_metrics as gx_baselines
+    import faux_checks_gx.suite as gx_suite
     import faux_checks.gate.check as check
     import faux_checks.inputs.models as models
     import faux_checks.gate.policy as policy
@@ -333,9 +333,9 @@ def instrument(clock: Clock) -> None:
     import faux_checks.report.artifacts as report_artifacts
     import faux_checks.report.build as report_build
     import faux_checks.report.schema as report_schema
-    import flows.gate as gate
-    import flows.gate_per_version as gate_one
-    import flows.gate_tasks as gate_tasks
+    import faux_checks_flows.gate as gate
+    import faux_checks_flows.gate_per_version as gate_one
+    import faux_checks_flows.gate_tasks as gate_tasks
     from faux_checks.method.auxiliary import AuxiliaryModel
     from faux_checks.baselines import FTATester
     from faux_checks.method.faux import FAuxTester
@@ -372,7 +372,7 @@ def instrument(clock: Clock) -> None:
     clock._patched.append((gate_one, "gate_version", original_gate_version))
 
     # the library
-    clock.patch(check, "run_check", "run_check")              # expectations.faux imports it at call time
+    clock.patch(check, "run_check", "run_check")              # faux_checks_gx.faux imports it at call time
     clock.patch(check, "prepare_audit", "prepare_audit")      # as run_check calls it
     clock.patch(gx_inputs, "prepare_audit", "prepare_audit")  # as the GX baseline metrics call it
     clock.patch(check, "run_baselines", "run_baselines")
@@ -381,7 +381,7 @@ def instrument(clock: Clock) -> None:
     clock.patch(FAuxTester, "evaluate", "FAuxTester.evaluate")
     clock.patch(FTATester, "score", "FTATester.score")
     clock.patch(gx_inputs, "load_model", "load_model")
-    clock.patch(models, "model_sha256", "model_sha256")       # flows.gate imports it at call time
+    clock.patch(models, "model_sha256", "model_sha256")       # faux_checks_flows.gate imports it at call time
     clock.patch(registry_versions, "model_sha256", "model_sha256")  # the download's check
     clock.patch(policy, "load_policy", "load_policy")
     clock.patch(report_build, "write_report", "write_report")
@@ -391,8 +391,8 @@ def instrument(clock: Clock) -> None:
                     helper, optional=True)
 
     # Great Expectations
-    clock.patch(expectations, "build_suite", "build_suite")
-    clock.patch(expectations, "validate_frame", "validate_frame")
+    clock.patch(faux_checks_gx, "build_suite", "build_suite")
+    clock.patch(faux_checks_gx, "validate_frame", "validate_frame")
     clock.patch(gx_suite, "_run_gx", "_run_gx")
     clock.patch(gx, "get_context", "gx.get_context")
     clock.patch(gx_baselines, "audit_inputs", "audit_inputs")
@@ -579,7 +579,7 @@ def main(argv: list[str] | None = None) -> int:
         fresh = fresh_process_mlflow(uri)
 
         # ---- the gate: one flow run, two versions (the first flow call starts the API server)
-        from flows.gate import gate
+        from faux_checks_flows.gate import gate
         from prefect.server.api.server import SubprocessASGIServer
 
         clock.label = "flow"
@@ -601,8 +601,8 @@ def main(argv: list[str] | None = None) -> int:
         # ---- direct runs outside Prefect, same DataFrame
         direct = {}
         if not args.skip_direct:
-            import expectations._inputs as gx_inputs
-            from expectations import build_suite, validate_frame
+            import faux_checks_gx._inputs as gx_inputs
+            from faux_checks_gx import build_suite, validate_frame
             from faux_checks.gate.check import run_check
             from faux_checks.inputs.io import read_table
             from faux_checks.inputs.models import load_model
@@ -783,7 +783,7 @@ _CLI_RUNNER = '''
 import functools, sys, time
 from faux_checks.settings import configure_environment
 configure_environment()
-import flows.gate as g
+import faux_checks_flows.gate as g
 body = g.gate.fn
 @functools.wraps(body)
 def timed(*a, **k):

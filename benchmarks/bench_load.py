@@ -103,8 +103,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import psutil
 
-    import flows.gate_per_version as gate_module
-    from flows.gate import gate
+    import faux_checks_flows.gate_per_version as gate_module
+    from faux_checks_flows.gate import gate
 
     rss_after: list[float] = []
     one_version = gate_module.gate_version

@@ -2,7 +2,7 @@
 
 Issue 7. Generates n individuals x d numeric features (float32, standard normal) plus a binary
 protected column ``group`` into a temporary Parquet file in row groups, then scores it with
-``flows.score_large.run_score_sharded`` (Prefect flow, ``DaskTaskRunner`` on a local
+``faux_checks_flows.score_large.run_score_sharded`` (Prefect flow, ``DaskTaskRunner`` on a local
 ``distributed.LocalCluster``, ``threads_per_worker=1``) once per worker count, each run in its own
 process, and deletes the file at the end.
 
@@ -124,7 +124,7 @@ def run_child(args) -> None:
                                aux_model=load_model(aux) if aux else None)
         workers_rss = {}
     else:
-        from flows.score_large import run_score_sharded
+        from faux_checks_flows.score_large import run_score_sharded
 
         summary = run_score_sharded(args.model, args.data, args.out, policy=policy, aux_model_path=aux,
                                     workers=args.run_workers)

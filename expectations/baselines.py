@@ -12,12 +12,12 @@
   fairlearn's differences on the predictions P(y|x) > 0.5 across protected groups
   (:func:`faux_checks.baselines.group_metrics`), at most ``threshold``.
 
-The metric providers are :mod:`expectations.baseline_metrics`; this module holds the expectations that
+The metric providers are :mod:`faux_checks_gx.baseline_metrics`; this module holds the expectations that
 read them. Each metric depends on the suite's ``faux.check`` metric (the same model, feature spec, aux model and
 policy: GX computes it once per validation) and reads the tester's result that ``run_check`` already
 computed on the audited rows (``check["testers"]``): the expectations validate, they do not score
 again. Only an expectation whose settings differ from its policy's (a hand-built one), or whose tester
-the check did not run, scores the rows itself (``expectations._inputs.audit_inputs``, one call into the
+the check did not run, scores the rows itself (``faux_checks_gx._inputs.audit_inputs``, one call into the
 tester). Errors surface as ``exception_info`` (suite: ``undecided``).
 """
 

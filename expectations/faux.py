@@ -97,7 +97,7 @@ class ExpectFauxFlaggedFractionToBeAtMost(ColumnAggregateExpectation):
     Notes:
         Castiglione et al. 2022, fAux (arXiv 2210.06288). Any error in the metric (bad input,
         unsafe model file) surfaces as the expectation's ``exception_info``; the suite's
-        decision is then ``undecided`` (expectations.suite.validate_frame).
+        decision is then ``undecided`` (faux_checks_gx.suite.validate_frame).
     """
 
     column: str = pydantic.Field(min_length=1, description=COLUMN_DESCRIPTION)

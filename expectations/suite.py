@@ -77,13 +77,13 @@ class SuiteOutcome(Outcome):
         suite's (the one that decided). Empty for one attribute.
     policy : dict or None
         Several attributes: the whole policy (JSON form), set by the caller that expanded it
-        (``flows.gate.validate``); each check records its own attribute's policy.
+        (``faux_checks_flows.gate.validate``); each check records its own attribute's policy.
     gx_result : dict or None
         GX's validation result as JSON (``ExpectationSuiteValidationResult.to_json_dict()``); None
         when GX did not run.
     regression : list of dict
         The gate's comparison of this version with the deployed and the previous version, per individual
-        (:func:`flows.regression.against_earlier`); empty outside a gate run.
+        (:func:`faux_checks_flows.regression.against_earlier`); empty outside a gate run.
     """
 
     decision: str
@@ -372,7 +372,7 @@ def load_suite(path: str | Path) -> gx.ExpectationSuite:
         raise InputError(
             f"expectation suite {path} lists {len(listed)} expectations of which {sum(t in unknown for t in types)} "
             f"have a type unknown in this process: {unknown}. Import the module that defines them "
-            "(faux-checks: 'import expectations') or rebuild the suite from the policy"
+            "(faux-checks: 'import faux_checks_gx') or rebuild the suite from the policy"
         )
     kwargs = {k: payload.get(k) for k in ("name", "expectations", "suite_parameters", "meta", "notes", "id")}
     try:

@@ -247,7 +247,7 @@ def cmd_score_large(args) -> int:
                                   "numbers plainly (1234.5)")
         configure_environment()
         lifecycle.guard_temporary_server(say=error)
-        from flows.score_large import run_score_sharded
+        from faux_checks_flows.score_large import run_score_sharded
 
         where = f"Dask scheduler {scheduler}" if scheduler else f"a local Dask cluster of {workers or 'one per core'} workers"
         eprint(f"scoring {args.data} in chunks of {chunk_rows:,} rows on {where} (Prefect flow; first start ~10-20 s)")

@@ -1,7 +1,7 @@
 """The evidence-pack commands: ``faux-checks keygen``, ``faux-checks verify`` and the ``check`` command's pack.
 
 The pack itself (hashes, canonical JSON, Ed25519) is :mod:`faux_checks.report.evidence`; the gate flow writes one
-per decision (:func:`flows.gate.record`). Exit codes of ``verify``: 0 every file and the signature hold, 1 a check
+per decision (:func:`faux_checks_flows.gate.record`). Exit codes of ``verify``: 0 every file and the signature hold, 1 a check
 failed (a changed file, a missing file, a wrong or absent signature), 2 the pack cannot be read.
 """
 

@@ -78,7 +78,7 @@ def cmd_gate(args) -> int:
             return _nothing_to_gate(args, plan)
         configure_environment()
         lifecycle.guard_temporary_server(say=error)
-        from flows.gate import PROGRESS, gate
+        from faux_checks_flows.gate import PROGRESS, gate
 
         from .output import library_output_to_stderr
 
@@ -308,7 +308,7 @@ def cmd_audit(args) -> int:
     _plan_audit(args)     # configuration checked, nothing recorded, no Prefect yet (exit 3)
     configure_environment()
     lifecycle.guard_temporary_server(say=error)
-    from flows.audit import audit
+    from faux_checks_flows.audit import audit
 
     eprint(f"auditing the '{args.alias}' version of '{args.model_name}' on {args.data} "
            f"({_prefect_api()})")
@@ -387,7 +387,7 @@ def cmd_demo(args) -> int:
         registered.append(number)
         eprint(f"      v{number}: {v.name}: {v.description}")
     eprint("[3/3] running the fairness gate flow (Prefect ephemeral API)")
-    from flows.gate import gate
+    from faux_checks_flows.gate import gate
 
     policy_file = args.policy or str(policy_path("adult"))
     from .output import library_output_to_stderr

@@ -3,8 +3,8 @@
 Before: a Prefect server killed mid-gate let the gate go on without Prefect (every Prefect call
 retried 60-70 s), record the next versions, then end with "internal error, could not decide" while
 MLflow held the decisions. Now the flow checks the API between versions
-(:func:`flows.common.prefect_unreachable`) and stops; the command reads the run's progress
-(:data:`flows.gate.PROGRESS`) and says which versions were decided (their decisions stand) and
+(:func:`faux_checks_flows.common.prefect_unreachable`) and stops; the command reads the run's progress
+(:data:`faux_checks_flows.gate.PROGRESS`) and says which versions were decided (their decisions stand) and
 which were not (they stay new).
 """
 
@@ -18,8 +18,8 @@ __all__ = ["is_outage", "report_outage"]
 
 def is_outage(exc: BaseException | None) -> bool:
     """True when the gate flow ended because the Prefect API did not answer (our stop, or Prefect's own call failing)."""
-    from flows.common import PrefectUnreachableError, is_prefect_unreachable
-    from flows.gate import PROGRESS
+    from faux_checks_flows.common import PrefectUnreachableError, is_prefect_unreachable
+    from faux_checks_flows.gate import PROGRESS
 
     if exc is None:
         return False
@@ -46,7 +46,7 @@ def report_outage(model_name: str, exc: BaseException, *, as_json: bool, say: Ca
     decisions stand: recorded in MLflow, with their records) and Prefect's client settings.
     """
     from faux_checks.gate.decision import exit_code_for
-    from flows.gate import PROGRESS
+    from faux_checks_flows.gate import PROGRESS
 
     from faux_checks.report._format import printable
 

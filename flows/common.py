@@ -16,7 +16,7 @@ __all__ = ["IO_TASK", "TASK", "FlowBlocked", "PrefectUnreachableError", "failed_
 
 
 def run_logger():
-    """Prefect's run logger (``get_run_logger()``) with its text escaped (:class:`flows.log_text.EscapingFilter`).
+    """Prefect's run logger (``get_run_logger()``) with its text escaped (:class:`faux_checks_flows.log_text.EscapingFilter`).
 
     Every flow and task of this package logs through it, so a model, column or group name holding
     terminal control codes or bidi characters reaches the terminal and the Prefect UI as visible

@@ -7,7 +7,7 @@
 
 Serve them with a long-running process (no work pool needed)::
 
-    python -m flows.deployments --model adult-income --data /data/latest.parquet \\
+    python -m faux_checks_flows.deployments --model adult-income --data /data/latest.parquet \\
         --gate-data /data/audit.csv --audit-cron "0 3 * * *"
 
 ``serve`` needs a Prefect API (``prefect server start``, or ``PREFECT_API_URL`` pointing at one);
@@ -36,9 +36,9 @@ def audit_deployment(model_name: str, data_path: str, *, cron: str = DEFAULT_AUD
                      tracking_uri: str | None = None, alias: str = "deployable", report_root: str | None = None):
     """The scheduled drift audit of ``model_name`` (a ``RunnerDeployment``; nothing is contacted).
 
-    Parameters mirror :func:`flows.audit.audit`; ``cron`` and ``timezone`` set the schedule.
+    Parameters mirror :func:`faux_checks_flows.audit.audit`; ``cron`` and ``timezone`` set the schedule.
     """
-    from flows.audit import audit
+    from faux_checks_flows.audit import audit
 
     return audit.to_deployment(
         name=f"fairness-audit-{slug(model_name)}",
@@ -55,7 +55,7 @@ def gate_deployment(model_name: str, data_path: str, *, cron: str = DEFAULT_GATE
                     policy_path: str | None = None, tracking_uri: str | None = None, alias: str = "deployable",
                     report_root: str | None = None):
     """The gate of ``model_name`` polling for new versions (a ``RunnerDeployment``)."""
-    from flows.gate import gate
+    from faux_checks_flows.gate import gate
 
     return gate.to_deployment(
         name=f"fairness-gate-{slug(model_name)}",
@@ -78,7 +78,7 @@ def build_deployments(args: argparse.Namespace) -> list:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m flows.deployments", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m faux_checks_flows.deployments", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="registered model name")
     p.add_argument("--data", required=True, help="current batch the audit reads at each run (CSV/Parquet)")

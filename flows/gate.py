@@ -5,7 +5,7 @@ Great Expectations suite (fAux + baselines) on the audit data → write report.j
 record the decision (MLflow run + registry tags) → move the deployment alias on ``passed`` only.
 The flow ends Failed when any version failed or is undecided (docs/architecture.md, contracts).
 
-Fails closed at every step (one wrapper, :func:`flows.gate_per_version._fail_closed`): an error before the decision is
+Fails closed at every step (one wrapper, :func:`faux_checks_flows.gate_per_version._fail_closed`): an error before the decision is
 recorded as ``undecided``; a decision that cannot be recorded, or a ``passed`` version whose alias cannot be moved, is
 ``undecided`` in the flow's result (flow Failed, nothing promoted, a ``*-not-recorded`` /
 ``*-not-promoted`` report holds the cause) and the version stays new in the registry
@@ -13,11 +13,11 @@ recorded as ``undecided``; a decision that cannot be recorded, or a ``passed`` v
 
 Parameters are paths and names, never DataFrames or models; tasks use no result cache and
 retry only on registry/data I/O, never on :class:`~faux_checks.errors.InputError` or a policy
-decision (:mod:`flows.common`).
+decision (:mod:`faux_checks_flows.common`).
 
 This module holds the flow (:func:`gate`: versions to gate, the audit data, the deadline and leases, the
-run's progress); one version's steps are :mod:`flows.gate_per_version`, the tasks :mod:`flows.gate_tasks`,
-what is recorded :mod:`flows.gate_record`.
+run's progress); one version's steps are :mod:`faux_checks_flows.gate_per_version`, the tasks :mod:`faux_checks_flows.gate_tasks`,
+what is recorded :mod:`faux_checks_flows.gate_record`.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
     from dataclasses import asdict
 
     from faux_checks.report.evidence import signing_key_path
-    from flows.memory import free_version_memory
+    from faux_checks_flows.memory import free_version_memory
     from faux_checks.settings import default_home
 
     logger = run_logger()

@@ -1,12 +1,12 @@
 """One version through the gate: check, compare, record, demote or promote, publish; fails closed.
 
-:func:`gate_version` runs the tasks of :mod:`flows.gate_tasks` for one model version, each step in one
+:func:`gate_version` runs the tasks of :mod:`faux_checks_flows.gate_tasks` for one model version, each step in one
 fail-closed wrapper (:func:`_fail_closed`): an error before the decision is recorded as ``undecided``; a
 decision that cannot be recorded, or a ``passed`` version whose alias cannot be moved, is ``undecided`` in
 the result with the cause in a report of its own, and the version stays new in the registry.
 :func:`gate_version_leased` runs it under the version's lease; :class:`VersionOutcome` is what it returns
 (the flow's record of one version) and :func:`_markdown` its Prefect artifact. Split out of
-:mod:`flows.gate` (issue 21, item 4).
+:mod:`faux_checks_flows.gate` (issue 21, item 4).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class VersionOutcome:
 
 
 def _undecided(exc: BaseException):
-    from expectations import SuiteOutcome
+    from faux_checks_gx import SuiteOutcome
 
     return SuiteOutcome(decision="undecided", reasons=[f"{type(exc).__name__}: {exc}"], check=None,
                         expectations=[], gx_success=False)
@@ -111,7 +111,7 @@ def gate_version(model_name: str, version: str, frame, *, policy_path: str | Non
     ``undecided`` here, with the cause in a report of its own, and leaves it new in the registry.
 
     A checked version is compared per individual with the deployed and the previous version
-    (:func:`flows.regression.against_earlier`: the "no new harm" rule when the policy sets one), and its
+    (:func:`faux_checks_flows.regression.against_earlier`: the "no new harm" rule when the policy sets one), and its
     records get an evidence pack (``evidence.json``, signed with ``signing_key`` when given).
     """
     timings: dict[str, float] = {}

@@ -1,6 +1,6 @@
 """What the gate flow records about a decision: the records beside its report, the evidence pack, the MLflow run's
 metrics and the version tags' contents (built as :mod:`faux_checks.registry.records` types; the codec spells the
-tag names). Pure helpers of :func:`flows.gate.record`, split out of :mod:`flows.gate` (issue 21, item 4).
+tag names). Pure helpers of :func:`faux_checks_flows.gate.record`, split out of :mod:`faux_checks_flows.gate` (issue 21, item 4).
 """
 
 from __future__ import annotations

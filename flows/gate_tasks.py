@@ -4,7 +4,7 @@ Find the new versions, fetch one (marked running; model and feature spec downloa
 data, validate the GX suite on it, record the decision (reports, MLflow run, registry tags), demote
 or promote the alias. Registry and data I/O retry (``IO_TASK``); the validation never does
 (``TASK``: an :class:`~faux_checks.errors.InputError` or a policy decision is not transient;
-:mod:`flows.common`). Split out of :mod:`flows.gate` (issue 21, item 4); the task names are the functions'.
+:mod:`faux_checks_flows.common`). Split out of :mod:`faux_checks_flows.gate` (issue 21, item 4); the task names are the functions'.
 """
 
 from __future__ import annotations
@@ -75,11 +75,11 @@ def validate(frame, policy_path: str | None, model_path: str, spec_path: str | N
     ``records_dir`` receives the check's per-row scores, per-group metrics and auxiliary model
     (:mod:`faux_checks.report.records`; one sub-folder per attribute when there are several),
     logged with the gate run. ``trusted_types``: skops types the operator reviewed (CLI ``--trust-type``),
-    trusted when the version's ``.skops`` model is loaded (:func:`expectations.trusting`).
+    trusted when the version's ``.skops`` model is loaded (:func:`faux_checks_gx.trusting`).
     """
     from dataclasses import replace
 
-    from expectations import build_suite, trusting, validate_frame
+    from faux_checks_gx import build_suite, trusting, validate_frame
     from faux_checks.gate.policy import load_policy
 
     from faux_checks.gate.attributes import add_intersections, attribute_sections, shared_feature_spec

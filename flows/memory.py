@@ -8,7 +8,7 @@ auxiliary model's training, matplotlib's Agg buffers, GX and Prefect objects): w
 objects, CPython's oldest generation is collected only when it has grown by a quarter, so a gate over
 many versions kept every version's garbage. One full :func:`gc.collect` after each version made the RSS
 flat (803.2, 803.3, 803.4, 803.8 MiB after versions 3-6). The GX metric's model cache
-(``expectations._inputs.cached_model``, up to 16 loaded models and auxiliary models) kept the models of
+(``faux_checks_gx._inputs.cached_model``, up to 16 loaded models and auxiliary models) kept the models of
 earlier versions too; it is emptied after each version (it serves the expectations of one version).
 """
 
@@ -28,7 +28,7 @@ def free_version_memory() -> float:
     """
     t0 = time.perf_counter()
     try:
-        from expectations._inputs import clear_model_cache
+        from faux_checks_gx._inputs import clear_model_cache
     except ImportError:  # pragma: no cover - the GX expectations are not installed
         pass
     else:

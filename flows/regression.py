@@ -30,7 +30,7 @@ def against_earlier(model_name: str, version: str, outcome, frame, *, tracking_u
 
     Parameters
     ----------
-    outcome : expectations.suite.SuiteOutcome
+    outcome : faux_checks_gx.suite.SuiteOutcome
         The candidate's validated suite (its records already in ``records_dir``).
     frame : DataFrame
         The audit data (the protected column gives the per-group churn).

@@ -1,7 +1,7 @@
 """``score-large`` on a Dask cluster: the sharded flow for the policy's attributes, run on a task runner from ``[scale]``.
 
-One attribute (``protected = "..."``) takes :func:`flows.shard.score_sharded`; a policy with ``[[attributes]]``
-takes :func:`flows.shard_attributes.score_sharded_attributes` (one pass for every attribute). Both import from
+One attribute (``protected = "..."``) takes :func:`faux_checks_flows.shard.score_sharded`; a policy with ``[[attributes]]``
+takes :func:`faux_checks_flows.shard_attributes.score_sharded_attributes` (one pass for every attribute). Both import from
 here downward only.
 """
 
@@ -15,7 +15,7 @@ __all__ = ["run_score_sharded"]
 
 def _sharded_flow(policy):
     """:func:`score_sharded` for ``protected = "..."``; a policy with ``[[attributes]]`` takes
-    :func:`flows.shard_attributes.score_sharded_attributes` (one pass for every attribute, issue 21)."""
+    :func:`faux_checks_flows.shard_attributes.score_sharded_attributes` (one pass for every attribute, issue 21)."""
     return score_sharded_attributes if policy.reports_per_attribute else score_sharded
 
 

@@ -12,7 +12,7 @@ Recipe (every step calls :mod:`faux_checks.gate.stream`):
    (:func:`~faux_checks.gate.stream.sample.merge_samples`). k rows cross the network in all, not k per shard;
 3. train (or load) the auxiliary model once, on a worker, and save it as TorchScript in the work
    folder: every worker loads the same file; the extra aux seeds (``decision.aux_seeds``) train on
-   other workers at the same time and go on while the shards score (:mod:`flows.shard_stages`);
+   other workers at the same time and go on while the shards score (:mod:`faux_checks_flows.shard_stages`);
 4. score pass per shard on the workers, each writing its part file of the output dataset
    (``<out>/part-NNNNN.parquet``, :mod:`faux_checks.gate.stream.output`; a CSV output is
    concatenated from work-folder parts instead);
@@ -24,7 +24,7 @@ are the same (a chunk never crosses a row group) and so are the models and the p
 
 Task runner: ``prefect_dask.DaskTaskRunner`` with a local ``distributed.LocalCluster``
 (``n_workers`` processes, ``threads_per_worker`` threads each) or a running scheduler at
-``scheduler_address``; see :func:`dask_task_runner` and :func:`flows.score_large.run_score_sharded`. The local
+``scheduler_address``; see :func:`dask_task_runner` and :func:`faux_checks_flows.score_large.run_score_sharded`. The local
 cluster's workers get the flow's Prefect API URL, so they do not each start a temporary server
 (measured: +10 s and ~200 MB per worker otherwise). Workers of a remote scheduler need the data,
 model and work-folder paths on a shared file system and ``PREFECT_API_URL`` set, and should be
@@ -32,7 +32,7 @@ started without Dask's ``MALLOC_TRIM_THRESHOLD_=65536`` (``distributed.nanny.pre
 it triples the CPU time of the score pass (see :func:`_local_cluster`).
 
 Parameters are paths, settings and small dicts; tasks use no result cache (``NO_CACHE``).
-Retries only on I/O (:func:`flows.common.retry_io_only`), never on bad input. The flow ends
+Retries only on I/O (:func:`faux_checks_flows.common.retry_io_only`), never on bad input. The flow ends
 ``Failed`` when the decision is ``failed`` or ``undecided`` (docs/architecture.md, contracts), with the
 :class:`~faux_checks.gate.stream.run.StreamSummary` as the state's data either way.
 """

@@ -1,9 +1,9 @@
 """Prefect 3 flow: sharded fAux scores for a policy with several protected attributes (issue 21, item 1).
 
-The recipe of :func:`flows.shard.score_sharded`, every step over all the attributes at once
+The recipe of :func:`faux_checks_flows.shard.score_sharded`, every step over all the attributes at once
 (:mod:`faux_checks.gate.stream.attributes`):
 
-1. plan shards (:func:`flows.shard.plan_shards`; a CSV is first copied to Parquet);
+1. plan shards (:func:`faux_checks_flows.shard.plan_shards`; a CSV is first copied to Parquet);
 2. round 1 per shard: every protected column read once, each attribute's counts and bottom-k keys
    (:func:`~faux_checks.gate.stream.attributes.key_pass_attributes`), merged per attribute into its
    global threshold; round 2 per shard: each attribute's rows of its global sample, encoded once
@@ -132,7 +132,7 @@ def score_sharded_attributes(model_path: str, data_path: str, out_path: str, pol
     Parameters
     ----------
     model_path, data_path, feature_spec_path, chunk_rows, work_dir, allow_pickle, trusted_types
-        As :func:`flows.shard.score_sharded`.
+        As :func:`faux_checks_flows.shard.score_sharded`.
     out_path : str
         Base name of the scores files (``scores.parquet`` -> ``scores.<key>.parquet`` per attribute;
         :func:`~faux_checks.gate.stream.attributes.attribute_paths`); none is overwritten.

@@ -56,7 +56,7 @@ def main(folder: str) -> None:
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     configure_environment()
-    from flows.gate import gate
+    from faux_checks_flows.gate import gate
 
     console = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -3,7 +3,7 @@
 One function decides everywhere: :func:`decide`. The in-memory check
 (:func:`faux_checks.gate.check.run_check`), the streaming and sharded summary
 (:func:`faux_checks.gate.stream.run.summarize`), the Great Expectations suite outcome
-(``expectations.suite``) and the drift audit (:func:`faux_checks.audit.decision.decide_audit`)
+(``faux_checks_gx.suite``) and the drift audit (:func:`faux_checks.audit.decision.decide_audit`)
 each turn what they measured into rule rows (:func:`rule_row`) and call it; the fAux check's
 rows come from one builder, :func:`faux_checks.gate.check_rules.check_rules`, for both check paths.
 

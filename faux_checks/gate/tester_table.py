@@ -4,7 +4,7 @@
 entry's ``settings`` model and refuses names missing from the table (:class:`~faux_checks.gate.policy.Policy`);
 :func:`~faux_checks.gate.testers.run_baselines` runs the entries the policy enables; "not applicable" is derived
 from the entry's flags (:func:`not_applicable`), not written per tester; the Great Expectations metric and
-expectation of an entry are built from it (``expectations.testers.tester_expectation``).
+expectation of an entry are built from it (``faux_checks_gx.testers.tester_expectation``).
 
 A new tester is one module (its class in :mod:`faux_checks.baselines`, or anywhere) and one
 :func:`register_tester` call (or one line in :data:`TESTERS` for a shipped one)::

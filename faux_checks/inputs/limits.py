@@ -15,7 +15,7 @@ zip named ``model.pt`` that unpacked to 2.6 GB and passed; a 4.5 KB LightGBM tex
    time is limited (``probe_timeout_s``). A loader that aborts, is killed, runs out of memory or out of time
    there is refused with that cause, and the gate (which then records the version ``undecided``) goes on.
    TorchScript and ``torch.export`` files are probed too where ``probe_torch`` is set: in the gate's run
-   (:func:`flows.gate._operations`), where a crash would end the whole gate. Measured (issue 25 round 3): a
+   (:func:`faux_checks_flows.gate._operations`), where a crash would end the whole gate. Measured (issue 25 round 3): a
    1,937-byte TorchScript archive whose ``code/`` nests 200,000 parentheses passes :func:`check_archive`
    (400 KB unpacked) and kills ``torch.jit.load`` with ``SIGSEGV`` (the C++ parser recurses), so the
    structural checks alone cannot promise a torch load never crashes. Torch files are probed by the probe

@@ -115,7 +115,7 @@ def test_c10_pickled_aux_model_is_refused_too(cases, tmp_path, capsys):
 # ---------------------------------------------------------------------------- Great Expectations
 @pytest.fixture(scope="module")
 def gx_runs(cases):
-    import expectations as E
+    import faux_checks_gx as E
     from faux_checks.inputs.io import read_table
     from faux_checks.gate.policy import load_policy
 

@@ -47,7 +47,7 @@ def _record_flow(monkeypatch, module: str, name: str) -> dict:
         seen["policy"] = load_policy(path) if path else None
         raise Handed()
     monkeypatch.setattr(settings, "configure_environment", lambda: None)
-    monkeypatch.setattr(importlib.import_module(f"flows.{module}"), name, fake)
+    monkeypatch.setattr(importlib.import_module(f"faux_checks_flows.{module}"), name, fake)
     return seen
 
 

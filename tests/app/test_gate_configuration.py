@@ -185,7 +185,7 @@ def test_fixed_policy_regates_without_force_and_the_alias_stays_on_the_newest(fi
     """The journey of the issue: a version recorded undecided before its check could run (the flow called with the
     shipped policy, as before this change) is decided by the next gate with the fixed policy, no --force; the
     same run again has nothing to gate; re-gating the older passing version leaves the alias on the newer one."""
-    from flows.gate import gate
+    from faux_checks_flows.gate import gate
 
     from faux_checks.registry import Registry
     from faux_checks_app.cli import main
@@ -226,7 +226,7 @@ def test_fixed_policy_regates_without_force_and_the_alias_stays_on_the_newest(fi
 def test_every_version_undecided_is_not_exit_0(files, tmp_path, harness, capfd):
     """An undecided whose check ran (aux model too weak) under the same policy and data: not re-gated, reported as
     skipped in --json with its reason, and "nothing to gate" exits 2, not 0."""
-    from flows.gate import gate
+    from faux_checks_flows.gate import gate
 
     from faux_checks.registry import Registry
     from faux_checks_app.cli import main

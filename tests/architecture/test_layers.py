@@ -17,7 +17,7 @@ from pathlib import Path
 import faux_checks
 
 LIBRARY = Path(faux_checks.__file__).parent
-UPPER_LAYERS = ("flows", "expectations", "faux_checks_app")
+UPPER_LAYERS = ("faux_checks_flows", "faux_checks_gx", "faux_checks_app")
 HEAVY = ("prefect", "great_expectations", "mlflow", "evidently")
 
 
@@ -27,7 +27,7 @@ def test_import_faux_checks_loads_no_integration():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
     assert "faux_checks" in loaded
-    assert not loaded & {"flows", "expectations", "prefect", "great_expectations"}, loaded
+    assert not loaded & {"faux_checks_flows", "faux_checks_gx", "flows", "expectations", "prefect", "great_expectations"}, loaded
     assert not loaded & set(UPPER_LAYERS + HEAVY), loaded
 
 
@@ -55,3 +55,15 @@ def test_no_library_module_imports_an_upper_layer():
     offenders = {str(f.relative_to(LIBRARY)): sorted(_imported_modules(f) & set(UPPER_LAYERS))
                  for f in files if _imported_modules(f) & set(UPPER_LAYERS)}
     assert not offenders, offenders
+
+
+def test_the_integrations_import_under_the_projects_names_only():
+    """``faux_checks_flows`` and ``faux_checks_gx`` (the folders flows/ and expectations/, issue 21) never pull in a
+    second copy under the old top-level names, which a source checkout would still resolve from the working directory."""
+    code = ("import json, sys, faux_checks_flows.gate, faux_checks_flows.audit, faux_checks_gx, faux_checks_app.cli; "
+            "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300,
+                         cwd=Path(__file__).resolve().parents[2])
+    loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
+    assert {"faux_checks_flows", "faux_checks_gx", "faux_checks_app"} <= loaded
+    assert not loaded & {"flows", "expectations"}, sorted(loaded & {"flows", "expectations"})

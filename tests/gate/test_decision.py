@@ -235,7 +235,7 @@ def test_all_undefined_never_passes_run_check_and_the_stream(tmp_path):
 
 @pytest.mark.slow
 def test_all_undefined_never_passes_the_gx_suite_and_the_audit(tmp_path, monkeypatch):
-    import expectations as E
+    import faux_checks_gx as E
     from faux_checks.audit.drift import run_audit
     from faux_checks.inputs.models import save_torchscript
 
@@ -253,7 +253,7 @@ def test_all_undefined_never_passes_the_gx_suite_and_the_audit(tmp_path, monkeyp
 
 
 def test_an_empty_run_never_passes_any_path(tmp_path):
-    import expectations as E
+    import faux_checks_gx as E
     from faux_checks.audit.drift import run_audit
     from faux_checks.gate.stream.run import score_stream
     from faux_checks.inputs.models import save_torchscript
@@ -278,7 +278,7 @@ def test_one_decision_to_exit_code_mapping_for_every_result():
     import pathlib
     import re
 
-    from expectations.suite import SuiteOutcome
+    from faux_checks_gx.suite import SuiteOutcome
     from faux_checks.audit.results import AuditResult
     from faux_checks.gate.attributes import AttributesResult
     from faux_checks.gate.decision import EXIT_CODES, Decision, Outcome, exit_code_for

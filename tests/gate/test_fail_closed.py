@@ -144,25 +144,25 @@ def test_allow_pickle_is_the_explicit_opt_in(files, tmp_path, capsys):
 # ---------------------------------------------------------------------------- GX suite
 @pytest.fixture(scope="module")
 def suite(files):
-    import expectations as E
+    import faux_checks_gx as E
 
     return E.build_suite(load_policy(files["policy"]), model_path=str(files["model"]))
 
 
 GX_FAULTS = [
-    ("model-load", "expectations._inputs.load_model", lambda: _raise, "injected fault"),
+    ("model-load", "faux_checks_gx._inputs.load_model", lambda: _raise, "injected fault"),
     ("aux-training", "faux_checks.method.auxiliary.AuxiliaryModel.fit", lambda: _raise, "injected fault"),
     ("scoring-raises", "faux_checks.method.faux.FAuxTester.evaluate", lambda: _raise, "injected fault"),
     ("scoring-all-nan", "faux_checks.method.faux.FAuxTester.evaluate", lambda: _all_nan(False), "LIC scores are undefined"),
-    ("gx-run", "expectations.suite._run_gx", lambda: _raise, "GX validation could not run"),
-    ("gx-result", "expectations.suite._decide", lambda: _raise, "GX validation result could not be read"),
+    ("gx-run", "faux_checks_gx.suite._run_gx", lambda: _raise, "GX validation could not run"),
+    ("gx-result", "faux_checks_gx.suite._decide", lambda: _raise, "GX validation result could not be read"),
 ]
 
 
 @pytest.mark.parametrize("fault_id,target,factory,reason", GX_FAULTS, ids=[f[0] for f in GX_FAULTS])
 def test_expectation_fault_is_undecided(fault_id, target, factory, reason, files, suite, monkeypatch):
-    import expectations as E
-    from expectations._inputs import _load_model_cached
+    import faux_checks_gx as E
+    from faux_checks_gx._inputs import _load_model_cached
 
     _load_model_cached.cache_clear()  # a cached model would skip the patched loader
     monkeypatch.setattr(target, factory())

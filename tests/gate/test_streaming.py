@@ -182,7 +182,7 @@ def test_running_counts_exact_with_missing_protected_and_undefined_scores(tmp_pa
 
 
 def test_shard_functions_merge_to_the_single_process_result(files, tmp_path):
-    from flows.shard import plan_shards
+    from faux_checks_flows.shard import plan_shards
 
     source, policy, spec, target = (DataSource.open(files["dir"] / "data.parquet"), make_policy(), files["spec"],
                                     files["target"])
@@ -213,7 +213,7 @@ def test_shard_functions_merge_to_the_single_process_result(files, tmp_path):
 
 
 def test_plan_shards_covers_every_row_group_once():
-    from flows.shard import plan_shards
+    from faux_checks_flows.shard import plan_shards
 
     for sizes, k in [([10] * 7, 3), ([100, 1, 1, 1, 100], 4), ([5], 8), ([3, 3], 2)]:
         shards = plan_shards(sizes, k)
@@ -292,7 +292,7 @@ def test_cli_score_large_in_process(files, tmp_path, capsys):
 def test_dask_flow_two_workers_equals_single_process(files, tmp_path, harness):
     """CSV in (copied to Parquet, one row group per chunk), 2 Dask workers, same file as score_stream."""
     from faux_checks.inputs.models import load_model, save_torchscript
-    from flows.score_large import run_score_sharded
+    from faux_checks_flows.score_large import run_score_sharded
 
     model = save_torchscript(files["target"], tmp_path / "m.pt")
     spec = files["spec"].save(tmp_path / "spec.json")

@@ -156,7 +156,7 @@ def test_each_attribute_keeps_its_own_audited_rows_and_sample(case, tmp_path):
 
 def test_shard_functions_merge_to_the_single_process_result(case, both, tmp_path):
     """Key pass and sample pass per shard, merged per attribute; score per shard; = the one-process run."""
-    from flows.shard import plan_shards
+    from faux_checks_flows.shard import plan_shards
 
     policy, streamed, _ = both
     source = DataSource.open(case["dir"] / "data.parquet")
@@ -238,7 +238,7 @@ def test_cli_score_large_with_two_attributes(case, tmp_path, capsys):
 def test_dask_flow_two_attributes_equals_single_process(case, both, tmp_path, harness):
     """flows/shard.py with two attributes and their intersection: the same files and decision as in one process."""
     from faux_checks.inputs.models import save_torchscript
-    from flows.score_large import run_score_sharded
+    from faux_checks_flows.score_large import run_score_sharded
 
     policy, streamed, _ = both
     model = save_torchscript(case["model"], tmp_path / "m.pt")

@@ -13,7 +13,7 @@ import pytest
 import torch
 from pydantic import Field, ValidationError
 
-import expectations as E
+import faux_checks_gx as E
 from faux_checks.gate.check import run_check
 from faux_checks.gate.policy import Policy, TesterSettings
 from faux_checks.gate.tester_table import TESTERS, Tester, TesterCall, not_applicable, register_tester

@@ -113,11 +113,11 @@ def test_a_pipeline_logged_with_mlflow_sklearn_skops_gates_on_raw_rows(bank, pip
 @pytest.mark.slow
 def test_a_registered_pipeline_gates_through_the_registry_download_and_the_gate_suite(bank, pipe, in_memory, tmp_path,
                                                                                       monkeypatch):
-    """The gate flow's own steps without Prefect: Registry.download of version 1, then the GX suite (flows.gate.validate)."""
+    """The gate flow's own steps without Prefect: Registry.download of version 1, then the GX suite (faux_checks_flows.gate.validate)."""
     mlflow = pytest.importorskip("mlflow")
     pytest.importorskip("skops")
     pytest.importorskip("great_expectations")
-    from expectations import build_suite, validate_frame
+    from faux_checks_gx import build_suite, validate_frame
     from faux_checks.registry import Registry
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

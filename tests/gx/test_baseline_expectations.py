@@ -13,8 +13,8 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-import expectations as E
-from expectations.baselines import TESTER_PARAMS, UNFAIR_MAP_METRIC
+import faux_checks_gx as E
+from faux_checks_gx.baselines import TESTER_PARAMS, UNFAIR_MAP_METRIC
 from faux_checks.gate.check import run_check
 from faux_checks.inputs.models import load_model, save_torchscript
 from faux_checks.gate.policy import Policy

@@ -18,9 +18,9 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-import expectations as E  # noqa: E402
-from expectations.baselines import DP_METRIC, EO_METRIC, FTA_METRIC  # noqa: E402
-from expectations.faux import FAUX_METRIC  # noqa: E402
+import faux_checks_gx as E  # noqa: E402
+from faux_checks_gx.baselines import DP_METRIC, EO_METRIC, FTA_METRIC  # noqa: E402
+from faux_checks_gx.faux import FAUX_METRIC  # noqa: E402
 from faux_checks.gate.check import run_check  # noqa: E402
 from faux_checks.errors import InputError  # noqa: E402
 from faux_checks.inputs.models import load_model, save_torchscript  # noqa: E402

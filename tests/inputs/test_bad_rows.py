@@ -123,7 +123,7 @@ def test_same_first_error_with_two_workers(case, tmp_path):
     configure_environment()
     from prefect.testing.utilities import prefect_test_harness
 
-    from flows.score_large import run_score_sharded
+    from faux_checks_flows.score_large import run_score_sharded
 
     model = save_torchscript(torch.nn.Linear(case["spec"].n_features, 1), tmp_path / "m.pt")
     spec = case["spec"].save(tmp_path / "spec.json")

@@ -47,7 +47,7 @@ def _frame():
 def test_the_gate_decides_once_over_every_attribute_and_records_each(tmp_path, harness, capsys):
     from faux_checks.inputs.models import save_torchscript
     from faux_checks.registry import Registry
-    from flows.gate import gate
+    from faux_checks_flows.gate import gate
 
     frame = _frame()
     (tmp_path / "audit.csv").write_text(frame.to_csv(index=False))
@@ -111,7 +111,7 @@ def test_the_gate_decides_once_over_every_attribute_and_records_each(tmp_path, h
 def test_a_policy_declaring_one_attribute_gets_its_section_from_the_suite(tmp_path):
     """The GX suite has one fAux expectation then; the flow's validate step still gives the one section."""
     from faux_checks.inputs.models import save_torchscript
-    from flows.gate import validate
+    from faux_checks_flows.gate import validate
 
     frame = make_data(400, seed=5)
     save_torchscript(linear([1.0, 0.0, 0.0, 0.0, 2.0]), tmp_path / "unfair.pt")
@@ -131,7 +131,7 @@ def test_the_no_new_harm_rule_over_several_attributes_is_not_judged_never_skippe
     that passes every other rule is undecided (the rule named), never passed without it."""
     from faux_checks.inputs.models import save_torchscript
     from faux_checks.registry import Registry
-    from flows.gate import gate
+    from faux_checks_flows.gate import gate
 
     frame = _frame()
     (tmp_path / "audit.csv").write_text(frame.to_csv(index=False))

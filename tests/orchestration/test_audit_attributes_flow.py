@@ -58,7 +58,7 @@ def gated(tmp_path_factory, harness):
     """One version gated on sex and region (passed, promoted) on reference.csv."""
     from faux_checks.inputs.models import save_torchscript
     from faux_checks.registry import Registry
-    from flows.gate import gate
+    from faux_checks_flows.gate import gate
 
     d = tmp_path_factory.mktemp("audit-attributes")
     uri = f"sqlite:///{d}/mlflow.db"
@@ -78,7 +78,7 @@ def gated(tmp_path_factory, harness):
 
 
 def _audit(gated, name: str, frame: pd.DataFrame):
-    from flows.audit import audit
+    from faux_checks_flows.audit import audit
 
     path = gated["dir"] / f"{name}.csv"
     frame.to_csv(path, index=False)

@@ -40,7 +40,7 @@ def gated(tmp_path_factory, harness):
     """One version gated (passed, promoted) on reference.csv: its data_path is recorded."""
     from faux_checks.inputs.models import save_torchscript
     from faux_checks.registry import Registry
-    from flows.gate import gate
+    from faux_checks_flows.gate import gate
 
     d = tmp_path_factory.mktemp("audit")
     uri = f"sqlite:///{d}/mlflow.db"
@@ -61,7 +61,7 @@ def gated(tmp_path_factory, harness):
 
 
 def _audit(gated, name: str, frame: pd.DataFrame, **kwargs):
-    from flows.audit import audit
+    from faux_checks_flows.audit import audit
 
     path = gated["dir"] / f"{name}.csv"
     frame.to_csv(path, index=False)
@@ -175,7 +175,7 @@ def test_cli_audit_history_and_report(gated, capsys):
 
 
 def test_deployments_build_without_a_server():
-    from flows.deployments import _parser, build_deployments
+    from faux_checks_flows.deployments import _parser, build_deployments
 
     args = _parser().parse_args(["--model", "credit model", "--data", "/data/latest.parquet", "--gate-data",
                                  "/data/audit.csv", "--audit-cron", "30 2 * * 1"])

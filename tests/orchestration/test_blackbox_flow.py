@@ -20,7 +20,7 @@ def test_gate_flow_passes_a_fair_onnx_version_and_fails_an_xgboost_version_that_
     import xgboost as xgb
 
     from faux_checks.registry import Registry
-    from flows.gate import gate
+    from faux_checks_flows.gate import gate
 
     data = make_data(800, seed=0)
     data.to_csv(tmp_path / "audit.csv", index=False)
@@ -65,7 +65,7 @@ def test_a_skops_version_with_a_reviewed_type_is_registered_and_gated_only_with_
     from faux_checks.errors import InputError
     from faux_checks.registry import Registry
     from faux_checks_app.cli import main
-    from flows.gate import gate
+    from faux_checks_flows.gate import gate
 
     data = make_data(400, seed=0)
     data.to_csv(tmp_path / "audit.csv", index=False)

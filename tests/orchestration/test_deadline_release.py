@@ -19,7 +19,7 @@ from _support import FAIR, linear, make_data, write_policy
 def frozen(tmp_path, harness, monkeypatch):
     """A registered version, and a registry that freezes once the gate holds the lease."""
     import faux_checks.registry.operations as ops
-    import flows.gate_per_version as gate_flow
+    import faux_checks_flows.gate_per_version as gate_flow
     from faux_checks.inputs.models import save_torchscript
     from faux_checks.registry import Registry
 

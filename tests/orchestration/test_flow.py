@@ -40,7 +40,7 @@ def setup(tmp_path, harness):
 
 
 def test_gate_promotes_fair_blocks_unfair(setup):
-    from flows.gate import gate
+    from faux_checks_flows.gate import gate
 
     reg = setup["registry"]
     v_fair = reg.register_version("m", setup["dir"] / "fair.pt")
@@ -73,7 +73,7 @@ def test_gate_promotes_fair_blocks_unfair(setup):
 
 def test_bad_inputs_end_undecided_and_never_promote(setup):
     """C03 (missing protected column), C01 (missing values) and C10 (pickle) through the flow."""
-    from flows.gate import gate
+    from faux_checks_flows.gate import gate
 
     reg = setup["registry"]
     d = setup["dir"]

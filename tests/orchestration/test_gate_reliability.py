@@ -67,7 +67,7 @@ def gate_cli(env, name: str, data=None, policy=None) -> int:
 
 
 def gate_flow(env, name: str, versions=None, data=None, policy=None, aux=None):
-    from flows.gate import gate
+    from faux_checks_flows.gate import gate
 
     return gate(model_name=name, data_path=str(data or env["data"]), policy_path=str(policy or env["policy"]),
                 tracking_uri=env["uri"], report_root=str(env["reports"]), versions=versions,
@@ -97,11 +97,11 @@ def assert_alias_only_on_passed(env, name: str) -> None:
 # ---------------------------------------------------------------------------- faults before the decision
 FLOW_FAULTS = [
     ("model-download", "faux_checks.registry.Registry.download"),
-    ("model-load", "expectations._inputs.load_model"),
+    ("model-load", "faux_checks_gx._inputs.load_model"),
     ("aux-training", "faux_checks.method.auxiliary.AuxiliaryModel.fit"),
     ("scoring-raises", "faux_checks.method.faux.FAuxTester.evaluate"),
     ("scoring-all-nan", "faux_checks.method.faux.FAuxTester.evaluate"),
-    ("gx-validation", "expectations.validate_frame"),
+    ("gx-validation", "faux_checks_gx.validate_frame"),
     ("audit-data", "faux_checks.inputs.io.read_table"),
 ]
 
@@ -124,7 +124,7 @@ def _all_nan_evaluate():
 
 @pytest.mark.parametrize("fault_id,target", FLOW_FAULTS, ids=[f[0] for f in FLOW_FAULTS])
 def test_fault_before_the_decision_is_recorded_undecided(fault_id, target, env, monkeypatch):
-    from expectations._inputs import _load_model_cached
+    from faux_checks_gx._inputs import _load_model_cached
 
     reg = env["registry"]
     name = f"fault-{fault_id}"
@@ -145,7 +145,7 @@ def test_fault_before_the_decision_is_recorded_undecided(fault_id, target, env, 
 def test_artifact_fault_does_not_change_a_recorded_decision(env, monkeypatch):
     name = "fault-artifact"
     version = env["registry"].register_version(name, env["fair"])
-    monkeypatch.setattr("flows.gate_per_version.create_markdown_artifact", _raise)
+    monkeypatch.setattr("faux_checks_flows.gate_per_version.create_markdown_artifact", _raise)
     state = gate_flow(env, name)
     assert state.is_completed()
     assert row(env, name, version)["fairness_gate"] == "passed"
@@ -302,7 +302,7 @@ GATE_SCRIPT = textwrap.dedent("""
             os.kill(os.getpid(), signal.SIGKILL)          # between recording and promotion
 
         registry.Registry.record_decision = record_then_die
-    from flows.gate import gate
+    from faux_checks_flows.gate import gate
     state = gate(model_name=args["name"], data_path=args["data"], policy_path=args["policy"],
                  tracking_uri=args["uri"], report_root=args["reports"], versions=args["versions"],
                  return_state=True)

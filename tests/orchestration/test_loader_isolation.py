@@ -120,7 +120,7 @@ def test_register_refuses_a_payload_pt2_and_its_marker_is_never_created(tmp_path
 @pytest.mark.filterwarnings("ignore")
 def test_the_gate_records_a_crashing_and_a_payload_version_undecided_and_gates_the_next(tmp_path, harness):
     from faux_checks.registry import Registry
-    from flows.gate import gate
+    from faux_checks_flows.gate import gate
 
     marker = tmp_path / "pwned"
     deep = _deep_torchscript(tmp_path)

@@ -48,7 +48,7 @@ def test_retries_never_stack_on_an_unreachable_registry():
     from mlflow.exceptions import MlflowException
 
     from faux_checks.errors import InputError, RegistryUnreachableError
-    from flows.common import retry_io_only
+    from faux_checks_flows.common import retry_io_only
 
     class State:
         def __init__(self, exc):

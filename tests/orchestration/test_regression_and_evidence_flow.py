@@ -43,7 +43,7 @@ def adult(tmp_path_factory, harness):
     from faux_checks.registry import Registry
     from faux_checks_app.cli import main
     from faux_checks_app.demo import build_demo_versions
-    from flows.gate import gate
+    from faux_checks_flows.gate import gate
 
     d = tmp_path_factory.mktemp("adult")
     versions = {v.name: v for v in build_demo_versions(d / "models", seed=0, epochs=3)}
@@ -148,7 +148,7 @@ def test_verify_accepts_the_gate_pack_and_refuses_one_changed_byte(adult):
 def test_no_new_harm_fails_a_version_that_swaps_who_is_harmed(tmp_path, harness):
     from faux_checks.inputs.models import save_torchscript
     from faux_checks.registry import Registry
-    from flows.gate import gate
+    from faux_checks_flows.gate import gate
 
     frame = make_data(1200, seed=3)
     data = tmp_path / "audit.csv"

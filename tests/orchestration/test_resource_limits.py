@@ -231,7 +231,7 @@ def test_check_deadline_ends_a_check_that_hangs_with_exit_2_and_an_undecided_rep
 def test_an_aborting_loader_makes_its_version_undecided_and_the_next_version_is_gated(tmp_path, harness,
                                                                                       lightgbm_files):
     from faux_checks.registry import Registry
-    from flows.gate import gate
+    from faux_checks_flows.gate import gate
 
     good, bomb = lightgbm_files
     make_data(400).to_csv(tmp_path / "data.csv", index=False)

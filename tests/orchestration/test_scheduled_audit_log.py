@@ -1,6 +1,6 @@
 """A scheduled audit that ends Failed logs its decision, not a Prefect traceback (issue 25, item 8).
 
-Before: a deployment run of the audit flow (what ``python -m flows.deployments`` serves) that ended
+Before: a deployment run of the audit flow (what ``python -m faux_checks_flows.deployments`` serves) that ended
 Failed logged "Engine execution exited with unexpected exception" and a ``TypeError`` traceback
 ("Unexpected result for failed state: {...} —— dict cannot be resolved into an exception"): Prefect's
 runner resolves a Failed state into an exception, and the flow's state carried the summary dict.
@@ -34,7 +34,7 @@ def test_a_scheduled_audit_that_ends_failed_logs_no_traceback(tmp_path):
     from prefect.server.api.server import SubprocessASGIServer
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from flows.audit import audit
+    from faux_checks_flows.audit import audit
 
     (tmp_path / "batch.csv").write_text("x0,sex\n1.0,F\n2.0,M\n")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

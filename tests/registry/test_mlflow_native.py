@@ -107,7 +107,7 @@ def test_native_versions_load_without_unpickling_and_write_nothing_to_cwd(native
 
 @pytest.mark.slow
 def test_gate_decides_native_version_refuses_pickle_and_leaves_cwd_alone(native, tmp_path, monkeypatch, harness):
-    from flows.gate import gate
+    from faux_checks_flows.gate import gate
 
     from faux_checks.registry import Registry
 

@@ -30,7 +30,7 @@ def env(tmp_path, harness):
 
 
 def _gate(env, name):
-    from flows.gate import gate
+    from faux_checks_flows.gate import gate
 
     return gate(model_name=name, data_path=str(env["tmp"] / "data.csv"), policy_path=str(env["policy"]),
                 tracking_uri=env["uri"], report_root=str(env["tmp"] / "reports"), return_state=True)

@@ -92,7 +92,7 @@ def env(tmp_path_factory, harness):
 
 
 def _gate(env, name):
-    from flows.gate import gate
+    from faux_checks_flows.gate import gate
 
     return gate(model_name=name, data_path=str(env["data"]), policy_path=str(env["policy"]),
                 tracking_uri=env["uri"], report_root=str(env["reports"]), return_state=True)
@@ -153,7 +153,7 @@ def test_a_full_disk_on_the_first_attempt_is_rewritten_by_the_retry(env, monkeyp
 
 @pytest.mark.slow
 def test_a_disk_that_stays_full_records_nothing_and_moves_no_alias(env, monkeypatch):
-    from flows.gate import RECORDS
+    from faux_checks_flows.gate import RECORDS
 
     name = "whole-never"
     version = env["registry"].register_version(name, env["fair"])

@@ -451,9 +451,9 @@ def test_concurrent_registry_writers(reg, models):
 def test_a_regate_with_fewer_attributes_empties_the_other_attributes_tags(reg, two_versions):
     """Gate v1 with two protected attributes (sex, race), re-gate it with one (sex): every ``fairness_attr_race_*``
     tag (its record ``_uri`` tags included) is emptied; sex's are the new gate's; a single-attribute re-gate then
-    empties them all, ``fairness_attributes`` too. The tags are the gate flow's own (flows.gate helpers)."""
+    empties them all, ``fairness_attributes`` too. The tags are the gate flow's own (faux_checks_flows.gate helpers)."""
     from faux_checks.registry.records import record_uri_tag, tag_value
-    from flows.gate import _attribute_tags, _record_uris
+    from faux_checks_flows.gate import _attribute_tags, _record_uris
 
     def _record_uri_tags(run_id, records):   # the record URI tags the flow writes
         return {record_uri_tag(name): tag_value(uri) for name, uri in _record_uris(run_id, records).items()}

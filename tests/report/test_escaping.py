@@ -56,7 +56,7 @@ def test_markdown_text_leaves_no_html_link_or_cell_break():
 
 
 def test_gate_and_report_artifacts_escape_names_values_and_reasons():
-    from flows.gate import VersionOutcome, _markdown
+    from faux_checks_flows.gate import VersionOutcome, _markdown
 
     outcome = VersionOutcome(model_name="m<b>", version="3", decision="failed",
                              reasons=[f"column '{SCRIPT}' drifted"], flagged_fraction=0.5,
@@ -127,7 +127,7 @@ def test_check_prints_escape_sequences_from_a_column_name_as_text(tmp_path, caps
 def test_log_filter_escapes_the_args_and_the_formatted_message():
     import logging
 
-    from flows.log_text import EscapingFilter
+    from faux_checks_flows.log_text import EscapingFilter
 
     record = logging.LogRecord("prefect.flow_runs", logging.INFO, __file__, 1, "%s v%s: %s (%s)",
                                ("m\x1b[32mpassed\x1b[0m", 3, "failed", ValueError("col\u202eumn\nx")), None)
@@ -148,7 +148,7 @@ def test_flow_and_task_run_logs_show_escapes_as_text(harness):
 
     from prefect import flow, task
 
-    from flows.common import run_logger
+    from faux_checks_flows.common import run_logger
 
     name = "m\x1b[32mpassed\x1b[0m"
 
