@@ -38,6 +38,17 @@ def make_data(n: int = 400, seed: int = 0) -> pd.DataFrame:
     return df
 
 
+def sex_proxy_frame(n: int, seed: int) -> pd.DataFrame:
+    """x1, x2 independent of sex; x3 = 2·[sex = M] − 1 + noise (a proxy); y from x1 and sex (the GX tests' data)."""
+    rng = np.random.default_rng(seed)
+    sex = rng.choice(["F", "M"], n)
+    male = (sex == "M").astype(float)
+    df = pd.DataFrame({"x1": rng.normal(size=n), "x2": rng.normal(size=n),
+                       "x3": 2 * male - 1 + rng.normal(scale=0.5, size=n), "sex": sex})
+    df["y"] = ((df.x1 + male + rng.normal(scale=0.5, size=n)) > 0.5).astype(int)
+    return df
+
+
 def linear(weights, bias: float = 0.0) -> nn.Linear:
     lin = nn.Linear(len(weights), 1)
     with torch.no_grad():

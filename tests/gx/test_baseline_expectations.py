@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 from pydantic import ValidationError
 
+from _support import linear, sex_proxy_frame
 import faux_checks_gx as E
 from faux_checks_gx.baselines import TESTER_PARAMS, UNFAIR_MAP_METRIC
 from faux_checks.gate.check import run_check
@@ -39,24 +39,11 @@ def make_policy(testers, **changes) -> Policy:
     return Policy.model_validate(payload)
 
 
-def _linear(weights) -> torch.nn.Module:
-    layer = torch.nn.Linear(len(weights), 1)
-    with torch.no_grad():
-        layer.weight[:] = torch.tensor([weights])
-        layer.bias[:] = 0.0
-    return layer
 
 
 @pytest.fixture(scope="module")
 def frame() -> pd.DataFrame:
-    rng = np.random.default_rng(1)
-    n = 300
-    sex = rng.choice(["F", "M"], n)
-    male = (sex == "M").astype(float)
-    df = pd.DataFrame({"x1": rng.normal(size=n), "x2": rng.normal(size=n),
-                       "x3": 2 * male - 1 + rng.normal(scale=0.5, size=n), "sex": sex})
-    df["y"] = ((df.x1 + male + rng.normal(scale=0.5, size=n)) > 0.5).astype(int)
-    return df
+    return sex_proxy_frame(n=300, seed=1)
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +51,8 @@ def files(tmp_path_factory, frame) -> dict:
     d = tmp_path_factory.mktemp("gx-baselines")
     spec = FeatureSpec.fit(frame, ["x1", "x2", "x3", "sex"], name="with-sex")   # x1, x2, x3, sex=F, sex=M
     assert spec.n_features == 5
-    return {"unfair": str(save_torchscript(_linear([0.3, 0.0, 2.0, -1.0, 1.0]), d / "unfair.pt")),
-            "fair3": str(save_torchscript(_linear([1.0, -0.5, 0.0]), d / "fair3.pt")),
+    return {"unfair": str(save_torchscript(linear([0.3, 0.0, 2.0, -1.0, 1.0]), d / "unfair.pt")),
+            "fair3": str(save_torchscript(linear([1.0, -0.5, 0.0]), d / "fair3.pt")),
             "spec": str(spec.save(d / "spec.json"))}
 
 
@@ -234,7 +221,7 @@ def test_linked_columns_expectation_matches_run_check_and_gates(tmp_path):
     df = pd.DataFrame({"x1": rng.normal(size=n), "sex": sex,
                        "role": np.where(married, np.where(sex == "M", "Husband", "Wife"), "Single")})
     spec = FeatureSpec.fit(df, ["x1", "role"], name="role")           # x1, role=Husband, role=Single, role=Wife
-    model = save_torchscript(_linear([1.0, 2.0, 0.0, 0.0]), tmp_path / "husbands.pt")
+    model = save_torchscript(linear([1.0, 2.0, 0.0, 0.0]), tmp_path / "husbands.pt")
     links = {"role": {"M": "Husband", "F": "Wife"}}
     policy = make_policy({"linked_columns": {"threshold": 0.1, "max_flagged_fraction": 0.05, "gating": True}},
                          label=None, linked_columns=links, min_aux_quality=0.5)
@@ -250,6 +237,6 @@ def test_linked_columns_expectation_matches_run_check_and_gates(tmp_path):
     assert r["success"] is False and outcome.decision == "failed" == direct.decision
     # a model that cannot see Husband/Wife (aliased to one value) scores 0 and the declared values stay known
     canon = FeatureSpec.fit(df, ["x1", "role"], aliases={"role": {"Husband": "Spouse", "Wife": "Spouse"}}, name="c")
-    blind = save_torchscript(_linear([1.0] + [0.0] * (canon.n_features - 1)), tmp_path / "blind.pt")
+    blind = save_torchscript(linear([1.0] + [0.0] * (canon.n_features - 1)), tmp_path / "blind.pt")
     again = run_check(load_model(blind), df, policy=policy, feature_spec=canon)
     assert again.testers["linked_columns"]["value"] == 0.0 and again.testers["linked_columns"]["passed"]

@@ -18,6 +18,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+from _support import linear, sex_proxy_frame  # noqa: E402
 import faux_checks_gx as E  # noqa: E402
 from faux_checks_gx.baselines import DP_METRIC, EO_METRIC, FTA_METRIC  # noqa: E402
 from faux_checks_gx.faux import FAUX_METRIC  # noqa: E402
@@ -46,31 +47,18 @@ def make_policy(testers=None, **changes) -> Policy:
     return Policy.model_validate(payload)
 
 
-def _linear(weights, bias=0.0) -> torch.nn.Module:
-    layer = torch.nn.Linear(3, 1)
-    with torch.no_grad():
-        layer.weight[:] = torch.tensor([weights])
-        layer.bias[:] = bias
-    return layer
 
 
 @pytest.fixture(scope="module")
 def frame() -> pd.DataFrame:
-    rng = np.random.default_rng(0)
-    n = 600
-    sex = rng.choice(["F", "M"], n)
-    male = (sex == "M").astype(float)
-    df = pd.DataFrame({"x1": rng.normal(size=n), "x2": rng.normal(size=n),
-                       "x3": 2 * male - 1 + rng.normal(scale=0.5, size=n), "sex": sex})
-    df["y"] = ((df.x1 + male + rng.normal(scale=0.5, size=n)) > 0.5).astype(int)
-    return df
+    return sex_proxy_frame(n=600, seed=0)
 
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory, frame) -> dict:
     d = tmp_path_factory.mktemp("gx-models")
-    out = {"fair": str(save_torchscript(_linear([1.0, -0.5, 0.0]), d / "fair.pt")),
-           "unfair": str(save_torchscript(_linear([0.3, 0.0, 2.0]), d / "unfair.pt")),
+    out = {"fair": str(save_torchscript(linear([1.0, -0.5, 0.0]), d / "fair.pt")),
+           "unfair": str(save_torchscript(linear([0.3, 0.0, 2.0]), d / "unfair.pt")),
            "spec": str(FeatureSpec.fit(frame, ["x1", "x2", "x3"], name="synthetic").save(d / "spec.json"))}
     return out
 
