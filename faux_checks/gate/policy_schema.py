@@ -105,12 +105,12 @@ class Policy(_Strict):
 
     @model_validator(mode="after")
     def _known_testers(self) -> "Policy":
-        from .tester_table import TESTERS
+        from .tester_table import ENTRY_POINT_GROUP, TESTERS, find_tester
 
-        known = set(TESTERS)
-        unknown = set(self.testers) - known
+        unknown = [name for name in self.testers if find_tester(name) is None]
         if unknown:
-            raise ValueError(f"unknown tester(s) {sorted(unknown)}; known: {sorted(known)}")
+            raise ValueError(f"unknown tester(s) {sorted(unknown)}; known: {sorted(TESTERS)} and the installed "
+                             f"packages' {ENTRY_POINT_GROUP!r} entry points")
         if self.protected in self.faux.admissible:
             raise ValueError(f"the protected attribute '{self.protected}' cannot be admissible")
         if self.protected in self.linked_columns:

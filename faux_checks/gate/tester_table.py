@@ -12,6 +12,17 @@ A new tester is one module (its class in :mod:`faux_checks.baselines`, or anywhe
     register_tester(Tester("my_tester", scores=my_scores, needs_gradients=True, gx_name="MyTester"))
 
 where ``my_scores(call: TesterCall) -> (scores of shape (n,) or None, description)``.
+
+A tester shipped in another package needs no edit of this one: the package declares an entry point in the group
+:data:`ENTRY_POINT_GROUP` whose name is the tester's policy key and whose object is its :class:`Tester` (as MLflow
+finds evaluators, ``mlflow.model_evaluator``)::
+
+    # the plugin's pyproject.toml
+    [project.entry-points."faux_checks.testers"]
+    my_tester = "my_package.testers:MY_TESTER"
+
+A policy naming ``[testers.my_tester]`` then loads it (:func:`find_tester`); entry points are loaded only for the
+names a policy uses, so a broken plugin stops only the policies that name it.
 """
 
 from __future__ import annotations
@@ -25,7 +36,11 @@ from ..errors import InputError
 from ..kinds import protected_kind
 from .tester_settings import TesterSettings
 
-__all__ = ["TESTERS", "Tester", "TesterCall", "not_applicable", "register_tester", "validate_settings"]
+__all__ = ["ENTRY_POINT_GROUP", "TESTERS", "Tester", "TesterCall", "find_tester", "not_applicable", "register_tester",
+           "validate_settings"]
+
+#: The entry-point group third-party testers are declared in (entry point name = the tester's policy key).
+ENTRY_POINT_GROUP = "faux_checks.testers"
 
 
 #: Settings names a tester's ``params`` may not use: the fields every tester's GX expectation has already.
@@ -276,6 +291,48 @@ def register_tester(tester: Tester, *, replace: bool = False) -> Tester:
     return tester
 
 
+def find_tester(name: str) -> Tester | None:
+    """The tester named ``name``: from :data:`TESTERS`, else from an installed entry point of that name (registered).
+
+    Parameters
+    ----------
+    name : str
+        The policy key (``[testers.NAME]``).
+
+    Returns
+    -------
+    Tester or None
+        None when neither the table nor any installed package's :data:`ENTRY_POINT_GROUP` entry point has it.
+
+    Raises
+    ------
+    InputError
+        The entry point cannot be imported, its object is not a :class:`Tester`, or its tester's name differs from
+        the entry point's; the message names the entry point and the package that declares it.
+    """
+    if name in TESTERS:
+        return TESTERS[name]
+    from importlib.metadata import entry_points
+
+    found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
+    if not found:
+        return None
+    ep = found[0]
+    where = f"entry point {ep.name} = {ep.value!r} (group {ENTRY_POINT_GROUP!r}" + (
+        f", package {ep.dist.name} {ep.dist.version})" if ep.dist is not None else ")")
+    try:
+        tester = ep.load()
+    except Exception as exc:     # noqa: BLE001 - a plugin's import may raise anything; named and refused here
+        raise InputError(f"tester {name!r}: {where} failed to load: {type(exc).__name__}: {exc}") from None
+    if not isinstance(tester, Tester):
+        raise InputError(f"tester {name!r}: {where} is a {type(tester).__name__}, expected a "
+                         "faux_checks.gate.tester_table.Tester")
+    if tester.name != name:
+        raise InputError(f"tester {name!r}: {where} holds the tester {tester.name!r}; the entry point's name must be "
+                         "the tester's policy key")
+    return register_tester(tester)
+
+
 def validate_settings(value):
     """The policy's ``testers`` table with each known entry validated against its tester's settings model.
 
@@ -289,7 +346,7 @@ def validate_settings(value):
         return value
     out = {}
     for name, raw in value.items():
-        entry = TESTERS.get(name)
+        entry = find_tester(str(name))
         if entry is None or isinstance(raw, entry.settings):
             out[name] = raw
             continue
