@@ -77,7 +77,7 @@ class LendingData:
         DataFrame of shape (n, 10)
             ``race`` and :data:`LENDING_PROXIES` changed; every other column (label included) as in :attr:`frame`.
         """
-        flipped = 1 - self.c
+        flipped: np.ndarray = 1 - np.asarray(self.c)
         out = self.frame.copy()
         out["race"] = np.where(flipped == 1, "minority", "majority")
         share, median = _proxies(flipped, self.noise, self.strength)
