@@ -1,6 +1,6 @@
 """Forward-only targets: ground-truth ranking of an XGBoost target against an MLP, and the XGBoost scoring cost.
 
-Two measurements (docs: README "Gating other kinds of model", benchmarks/README.md):
+Two measurements (docs/using.md, "Gating other kinds of model", benchmarks/README.md):
 
 1. **Ranking** (``--part ap``): proxy injection (:mod:`faux_checks.groundtruth.proxy`) on the bundled UCI
    Adult rows, binary c, label bias ``--bias``. An MLP (PyTorch) and an XGBoost model are trained on the

@@ -3,7 +3,7 @@
 ``--json`` prints **one JSON object per line** on stdout (JSON Lines), one per model version, and
 nothing else: ``check`` and ``audit`` print one, ``gate`` one per version it gated (none when
 nothing was new), ``history`` one per registered version. Progress, library logs (Prefect, Great
-Expectations, MLflow) and errors go to stderr. Every object has these keys (README, "Output for
+Expectations, MLflow) and errors go to stderr. Every object has these keys (docs/output.md, "Output for
 machines"):
 
 - ``schema_version`` (:data:`RESULT_SCHEMA_VERSION`), ``command`` (check / gate / audit / history);

@@ -10,5 +10,5 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet "torch==2.13.0"
-.venv/bin/python -m pip install --quiet -e ".[gate,audit,baselines,blackbox,test]"
+.venv/bin/python -m pip install --quiet -e ".[gate,audit,baselines,blackbox,test,docs]"
 .venv/bin/python -m pip check

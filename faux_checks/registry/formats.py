@@ -43,7 +43,7 @@ __all__ = ["FLAVOR_MODEL_FILES", "SAFE_RECIPES", "SPEC_FILE_NAME", "feature_spec
 
 SPEC_FILE_NAME = "feature_spec.json"
 
-#: The fix every refusal names (README, "Registering versions").
+#: The fix every refusal names (docs/using.md, "Registering versions").
 SAFE_RECIPES = (
     "log the model again as a new version in a format that loads without unpickling: "
     "mlflow.pytorch.log_model(model, name='model', input_example=X[:64], registered_model_name=NAME, "

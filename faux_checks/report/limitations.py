@@ -1,11 +1,11 @@
-"""The report's limitations section, generated from what the run did (issue 22, item 8).
+"""The report's limitations section, generated from what the run did.
 
 Each statement is chosen by a fact recorded in ``report.json`` (the check's provenance, the policy, the per-group
 counts), never written once for every page: the reading in force and its unit, whether columns were declared
 admissible (and that declaring them is a value judgement), the kind of protected attribute (a continuous or
 multi-class c under-flags in measured cells), small groups and their interval width, undefined scores, a
 forward-only target, a given auxiliary model, and a pass with a group above the overall limit. The measurements
-quoted are the README's ("What a user should know about the cells it fails") and docs/method.md's.
+quoted are docs/benchmark.md's ("What the shipped reading fails") and docs/method.md's.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def limitations(report: dict[str, Any]) -> list[dict[str, str]]:
     else:
         out.append({"topic": "declarations", "text": (
             "no column is declared admissible: the score counts the use of every feature that differs between "
-            f"groups of '{protected}', not discrimination alone (README: 47–61% of every Adult model flagged without "
+            f"groups of '{protected}', not discrimination alone (docs/benchmark.md: 47–61% of every Adult model flagged without "
             "declarations). Which columns may differ is a value judgement for the policy's owner")})
     kind = prov.get("protected_kind") or policy.get("protected_kind")
     groups = prov.get("groups") or []

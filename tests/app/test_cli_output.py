@@ -15,7 +15,7 @@ from faux_checks_app.output import RESULT_SCHEMA_VERSION
 
 import _support
 
-#: keys every --json object has (faux_checks_app/output.py, README "Output for machines")
+#: keys every --json object has (faux_checks_app/output.py, docs/output.md)
 COMMON_KEYS = {"schema_version", "command", "model", "decision", "exit_code", "reasons", "attributes", "report"}
 ATTRIBUTE_KEYS = {"protected", "kind", "components", "cells", "decision", "flagged_fraction", "flagged_fraction_lower", "flagged_fraction_upper",
                   "confidence", "flagged_fraction_defined", "delta", "max_flagged_fraction", "n_individuals",

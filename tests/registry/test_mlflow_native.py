@@ -1,7 +1,7 @@
 """Versions logged with MLflow's own APIs (issue 15, item 1): what the gate loads, what it refuses, and that
 nothing is written to the working directory.
 
-Recipes (README, "Registering versions"): ``mlflow.pytorch.log_model`` with MLflow 3's default
+Recipes (docs/using.md, "Registering versions"): ``mlflow.pytorch.log_model`` with MLflow 3's default
 ``serialization_format="pt2"`` (a torch.export archive), a ``torch.jit.script``-ed model logged with
 ``serialization_format="pickle"`` (stored as a TorchScript archive), a TorchScript file logged into a
 LoggedModel (``MlflowClient.log_model_artifact``); an ``nn.Module`` logged with ``"pickle"`` is refused.
