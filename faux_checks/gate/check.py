@@ -25,6 +25,7 @@ import pandas as pd
 from .._validation import as_frame, fmt_count
 from ..errors import InputError
 from ..inputs.estimators import as_target
+from ..inputs.missing import MissingAsNaN, target_takes_missing
 from ..inputs.tabular import FeatureSpec
 from ..method._batching import as_tensor
 from ..method.faux import FAuxTester, LICResult
@@ -88,7 +89,8 @@ def run_check(
     Raises
     ------
     InputError
-        Missing columns, missing values, a feature count the model does not accept, an
+        Missing columns, missing values the target cannot take (policy ``missing_values``; every column named),
+        a feature count the model does not accept, an
         ambiguous output form, and every other bad input; the message names the column, the
         row count and the fix.
 
@@ -99,7 +101,10 @@ def run_check(
     """
     frame = as_frame(data)
     target_model, feature_spec = as_target(target_model, feature_spec)   # a Pipeline, booster, estimator as it is
-    audit = prepare_audit(frame, policy=policy, feature_spec=feature_spec)
+    audit = prepare_audit(frame, policy=policy, feature_spec=feature_spec,
+                          takes_missing=target_takes_missing(target_model, policy.missing_values))
+    if len(audit.feature_spec.missing_positions()):          # the target gets NaN where the indicator says missing
+        target_model = MissingAsNaN(target_model, audit.feature_spec.missing_positions())
     Xt = as_tensor(audit.X)
     check_model_accepts(target_model, Xt, audit.feature_spec)
     output = TargetOutput(form=policy.target_output, target_class=policy.target_class)
