@@ -27,7 +27,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["MissingAsNaN", "nan_inputs", "sklearn_takes_nan", "target_takes_missing"]
+__all__ = ["MISSINGNESS", "MissingAsNaN", "feature_columns", "nan_inputs", "sklearn_takes_nan", "target_takes_missing",
+           "with_nan_inputs"]
+
+#: How the report names a column's present/missing group (``savings (missing)``): a feature group of its own.
+MISSINGNESS = "{} (missing)"
 
 
 def _allows_nan(estimator) -> bool:
@@ -77,6 +81,17 @@ def target_takes_missing(target, policy_value: str = "auto") -> bool:
     if policy_value == "refuse":
         return False
     return bool(getattr(target, "takes_missing", False))
+
+
+def feature_columns(spec) -> np.ndarray:
+    """(d,) object: each encoded feature's source column; an indicator's present/missing pair named :data:`MISSINGNESS`.
+
+    The swap reading tests and holds a column's value and its missingness apart, so the report names them apart.
+    """
+    names = np.asarray(spec.source_columns, dtype=object)[spec.feature_to_column()]
+    for _, present, missing in spec.missing_positions():
+        names[[present, missing]] = MISSINGNESS.format(names[present])
+    return names
 
 
 def nan_inputs(x: torch.Tensor, positions: np.ndarray) -> torch.Tensor:
@@ -138,3 +153,9 @@ class MissingAsNaN(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.target(nan_inputs(x, self.positions))
+
+
+def with_nan_inputs(target, spec):
+    """``target`` read on ``spec``'s encoded rows: :class:`MissingAsNaN` when the spec has indicator columns, else itself."""
+    positions = spec.missing_positions()
+    return MissingAsNaN(target, positions) if len(positions) else target
