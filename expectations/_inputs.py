@@ -102,6 +102,10 @@ def audit_inputs(frame: pd.DataFrame, *, model_path: str, feature_spec_path: str
     from faux_checks.inputs.estimators import as_target
 
     model, spec = as_target(cached_model(model_path), FeatureSpec.load(feature_spec_path) if feature_spec_path else None)
-    rows = prepare_audit(frame, policy=policy, feature_spec=spec)
+    from faux_checks.inputs.missing import target_takes_missing, with_nan_inputs
+
+    rows = prepare_audit(frame, policy=policy, feature_spec=spec,
+                         takes_missing=target_takes_missing(model, policy.missing_values))
+    model = with_nan_inputs(model, rows.feature_spec)       # NaN where an indicator says missing
     return AuditInputs(policy, model, rows.X, rows.protected, rows.values, rows.row_index, rows.y_true,
                        rows.feature_spec, rows)

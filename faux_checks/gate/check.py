@@ -25,6 +25,7 @@ import pandas as pd
 from .._validation import as_frame, fmt_count
 from ..errors import InputError
 from ..inputs.estimators import as_target
+from ..inputs.missing import MISSINGNESS, feature_columns, target_takes_missing, with_nan_inputs
 from ..inputs.tabular import FeatureSpec
 from ..method._batching import as_tensor
 from ..method.faux import FAuxTester, LICResult
@@ -88,7 +89,8 @@ def run_check(
     Raises
     ------
     InputError
-        Missing columns, missing values, a feature count the model does not accept, an
+        Missing columns, missing values the target cannot take (policy ``missing_values``; every column named),
+        a feature count the model does not accept, an
         ambiguous output form, and every other bad input; the message names the column, the
         row count and the fix.
 
@@ -99,7 +101,9 @@ def run_check(
     """
     frame = as_frame(data)
     target_model, feature_spec = as_target(target_model, feature_spec)   # a Pipeline, booster, estimator as it is
-    audit = prepare_audit(frame, policy=policy, feature_spec=feature_spec)
+    audit = prepare_audit(frame, policy=policy, feature_spec=feature_spec,
+                          takes_missing=target_takes_missing(target_model, policy.missing_values))
+    target_model = with_nan_inputs(target_model, audit.feature_spec)   # NaN where the indicator says missing
     Xt = as_tensor(audit.X)
     check_model_accepts(target_model, Xt, audit.feature_spec)
     output = TargetOutput(form=policy.target_output, target_class=policy.target_class)
@@ -248,7 +252,7 @@ def _column_roles(tester: FAuxTester, spec: FeatureSpec, policy: Policy) -> list
     """
     if getattr(tester, "reference", None) is None:
         return []
-    columns = np.asarray(spec.source_columns, dtype=object)[spec.feature_to_column()[~spec.feature_mask(policy.single_protected("the in-memory check"))]]
+    columns = feature_columns(spec)[~spec.feature_mask(policy.single_protected("the in-memory check"))]
     stats: dict[str, dict] = {}
     for row in getattr(tester, "independence_", []):
         stats.setdefault(str(columns[row["features"][0]]), {})["p_value"] = row["p_value"]
@@ -257,7 +261,7 @@ def _column_roles(tester: FAuxTester, spec: FeatureSpec, policy: Policy) -> list
     out = []
     for name in dict.fromkeys(map(str, columns)):
         st = stats.get(name, {})
-        if name in policy.faux.admissible:
+        if name in policy.faux.admissible or name in {MISSINGNESS.format(c) for c in policy.faux.admissible}:
             role = "declared"
         elif st.get("p_value") is not None and st["p_value"] >= INDEPENDENCE_ALPHA:
             role = "independent"
@@ -294,8 +298,10 @@ def _sensitivity(target_model, aux: AuxFit, audit: AuditRows, policy: Policy, ou
         return []
     flagged = lic.flagged(faux.delta)
     rows = evidence[flagged] if flagged.any() else evidence
+    names = set(feature_columns(audit.feature_spec))           # a column is held whole when its missingness is too
+    whole = {c for c in held if MISSINGNESS.format(c) not in names or MISSINGNESS.format(c) in held}
     ranked = [c for c in rows.abs().mean().sort_values(ascending=False).index
-              if c != policy.protected and c not in held][:SENSITIVITY_COLUMNS]
+              if c != policy.protected and c not in whole][:SENSITIVITY_COLUMNS]
     out = []
     for column in ranked:
         declared = policy.model_copy(update={"faux": faux.model_copy(update={"admissible": (str(column),)})})
@@ -341,8 +347,9 @@ def _held_columns(tester: FAuxTester, spec: FeatureSpec, protected: str) -> list
     held = getattr(tester, "held_fixed_", None)
     if held is None or not held.any():
         return []
-    columns = np.asarray(spec.source_columns, dtype=object)[spec.feature_to_column()[~spec.feature_mask(protected)]]
-    return sorted(set(columns[held]), key=spec.source_columns.index)
+    columns = feature_columns(spec)[~spec.feature_mask(protected)]
+    order = list(dict.fromkeys(feature_columns(spec)))
+    return sorted(set(columns[held]), key=order.index)
 
 
 def _notes(policy: Policy, audit: AuditRows, lic: LICResult, n_undefined: int, uses_direct: bool,

@@ -73,6 +73,11 @@ class Policy(_Strict):
     missing_protected: Literal["error", "drop"] = Field(
         "error", description="Rows with a missing protected value: stop (error) or drop and count them."
     )
+    missing_values: Literal["auto", "pass", "refuse"] = Field(
+        "auto", description="Missing values in the target's input columns: 'auto' passes them as NaN to a target "
+        "that takes NaN (XGBoost, LightGBM, a scikit-learn estimator or Pipeline that allows or imputes NaN) and "
+        "refuses them, naming every column, for any other; 'pass' declares that the target takes NaN (an ONNX graph "
+        "or module that handles it); 'refuse' always refuses (faux_checks.inputs.missing).")
     protected_kind: Kind | None = None
     target_output: Literal["auto", "logit", "probability", "softmax", "logits"] = "auto"
     target_class: int = Field(1, ge=0)

@@ -176,7 +176,13 @@ def check_inputs_fit(model, frame: pd.DataFrame, policy, feature_spec=None, *, p
             require_columns(frame, spec.source_columns, what=f"FeatureSpec '{spec.name}'")
         first = next(iter(policy.attribute_policies().values()))   # every attribute's check feeds the model this X
         try:
-            rows = prepare_audit(frame, policy=first, feature_spec=spec)
+            from ..inputs.missing import target_takes_missing, with_nan_inputs
+
+            # without the model, missing input values are left to the check (the model may take NaN)
+            takes = (target_takes_missing(model, first.missing_values) if model is not None
+                     else first.missing_values != "refuse")
+            rows = prepare_audit(frame, policy=first, feature_spec=spec, takes_missing=takes)
+            model = with_nan_inputs(model, rows.feature_spec) if model is not None else None
         except InputError:
             if encoding_is_configuration:
                 raise

@@ -16,6 +16,7 @@ import torch
 
 from .._validation import fmt_count, require_columns
 from ..errors import InputError
+from ..inputs.column_values import missing_counts, missing_message
 from ..inputs.labels import encode_labels, label_like_columns
 from ..inputs.protected import ProtectedAttribute, encode_protected
 from ..inputs.tabular import FeatureSpec
@@ -24,7 +25,7 @@ from .direct import direct_derivative, encoded_level
 from .policy_schema import Policy
 
 __all__ = ["AuditRows", "SOFTMAX_TOLERANCE", "SwapLayout", "check_model_accepts", "check_model_outputs",
-           "direct_derivative", "encoded_level", "prepare_audit", "swap_layout"]
+           "direct_derivative", "encoded_level", "missing_inputs", "prepare_audit", "swap_layout"]
 
 #: How far a row of declared softmax probabilities may sum from 1 (float32 rounding is ~1e-6 per row;
 #: an unnormalised output is off by far more).
@@ -95,17 +96,22 @@ def check_levels(feature_spec: FeatureSpec, protected=None, *, max_levels: int) 
             "'__infrequent__'), encode the column as a number, or raise max_levels; nothing was scored")
 
 
-def prepare_audit(frame: pd.DataFrame, *, policy: Policy, feature_spec: FeatureSpec | None = None) -> AuditRows:
+def prepare_audit(frame: pd.DataFrame, *, policy: Policy, feature_spec: FeatureSpec | None = None,
+                  takes_missing: bool = False) -> AuditRows:
     """Select and encode the rows to audit: missing-protected rule, then the seeded ``max_rows`` sample.
 
     The one definition of "who is audited", shared by :func:`~faux_checks.gate.check.run_check`
     and the Great Expectations baseline metrics so that every tester scores the same individuals.
+    With ``takes_missing`` (the target takes NaN: :func:`~faux_checks.inputs.missing.target_takes_missing`)
+    the numeric input columns with missing values among the audited rows are encoded with an indicator
+    (:meth:`~faux_checks.inputs.tabular.FeatureSpec.with_missing_indicators`; the returned spec is that one).
 
     Raises
     ------
     InputError
         Empty data, missing columns (named, with what is present), missing protected values
-        (column and count), a label column among the features, or any encoding error.
+        (column and count), a label column among the features, missing input values (every column
+        named with its count, and the fix: :func:`missing_inputs`), or any encoding error.
     """
     if len(frame) == 0:
         raise InputError("the audit data has 0 rows")
@@ -125,11 +131,45 @@ def prepare_audit(frame: pd.DataFrame, *, policy: Policy, feature_spec: FeatureS
     if policy.max_rows is not None and len(row_index) > policy.max_rows:
         pick = np.sort(np.random.default_rng(policy.seed).choice(len(row_index), policy.max_rows, replace=False))
         row_index, values = row_index[pick], values[pick]
+    feature_spec = missing_inputs(frame.iloc[row_index], feature_spec, policy, takes_missing=takes_missing)
     X = feature_spec.encode(frame.iloc[row_index])
     y_true = (encode_labels(frame[policy.label], column=policy.label, positive_label=policy.positive_label)[row_index]
               if policy.label else None)
     return AuditRows(X=X, protected=protected, values=values, row_index=row_index, y_true=y_true,
                      feature_spec=feature_spec, source=frame)
+
+
+def missing_inputs(rows: pd.DataFrame, spec: FeatureSpec, policy: Policy, *, takes_missing: bool) -> FeatureSpec:
+    """The spec that encodes ``rows``: with an indicator on each numeric input column with missing values when the
+    target takes NaN; ``spec`` itself when no input column has missing values.
+
+    Raises
+    ------
+    InputError
+        Missing values the target cannot take: one message naming every such column with its count among the
+        audited rows, and the fix (drop or impute them; or declare a target that takes NaN:
+        ``missing_values = "pass"``). For a target that takes NaN, a categorical column with missing values
+        (its encoding has no level for them), every such column named.
+    """
+    counts = missing_counts(rows, spec.source_columns)
+    if not counts:
+        return spec
+    what = f"the audit data ({fmt_count(len(rows))} audited rows, FeatureSpec '{spec.name}')"
+    kinds = {c.name: c.kind for c in spec.columns}
+    if takes_missing:
+        text = {c: k for c, k in counts.items() if kinds[c] != "numeric" or k == len(rows)}
+        if text:
+            raise InputError(missing_message(text, len(rows), what=what, fix=(
+                "the target takes NaN, but these columns are categorical (their one-hot encoding has no level for a "
+                "missing value) or empty: impute them, or give missing values a level of their own (e.g. 'missing')")))
+        return spec.with_missing_indicators(list(counts))
+    if policy.missing_values == "refuse":
+        fix = "the policy refuses missing values (missing_values = \"refuse\"): drop or impute them before the check"
+    else:
+        fix = ("the target model is not known to take NaN (PyTorch, ONNX, a scikit-learn model whose tags refuse "
+               "NaN): drop or impute them before the check, or, if the model handles NaN itself, declare it with "
+               "the policy key missing_values = \"pass\"")
+    raise InputError(missing_message(counts, len(rows), what=what, fix=fix))
 
 
 def _refuse_label_like_inputs(spec: FeatureSpec, policy: Policy) -> None:
@@ -154,9 +194,10 @@ class SwapLayout:
     admissible : ndarray of shape (d_aux,), bool
         Encoded features of the policy's admissible columns, in the aux input space.
     categorical_groups : list of ndarray
-        Positions (aux input space) of each one-hot group.
+        Positions (aux input space) of each one-hot group (a missing-value indicator's present/missing pair is one).
     feature_groups : list of ndarray
-        Every source column's positions (aux input space): what the informativeness test permutes together.
+        Every source column's positions (aux input space): what the informativeness test permutes together
+        (a column with a missing-value indicator gives two: its value, and its present/missing pair).
     group_columns : list of str
         The source column of each entry of ``feature_groups``.
     direct_levels : ndarray of shape (m, d_c) or (1, d_c), or None
@@ -206,10 +247,11 @@ def swap_layout(spec: FeatureSpec, protected: ProtectedAttribute, admissible_col
     for enc in spec.columns:
         idx = np.arange(j, j + enc.width)
         if keep[idx].all():
-            feature_groups.append(positions[idx])
-            group_columns.append(enc.name)
-            if enc.kind == "categorical":
-                groups.append(positions[idx])
+            parts = [idx[:1], idx[1:]] if enc.missing == "indicator" else [idx]
+            feature_groups += [positions[part] for part in parts]
+            group_columns += [enc.name] * len(parts)
+            if enc.kind == "categorical" or enc.missing == "indicator":
+                groups.append(positions[parts[-1]])
         j += enc.width
     direct_levels = None
     if mask.any():

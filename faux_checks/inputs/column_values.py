@@ -18,7 +18,7 @@ from .._validation import fmt_count
 from ..errors import InputError
 
 __all__ = ["THOUSANDS", "as_level_strings", "check_finite", "check_no_missing", "is_numeric", "level_string",
-           "numbers_as_text"]
+           "missing_counts", "missing_message", "numbers_as_text"]
 
 
 def is_numeric(series: pd.Series) -> bool:
@@ -101,16 +101,29 @@ def check_finite(raw: np.ndarray, encoded: np.ndarray, column: str, *, what: str
                          "drop, clip or impute them before the check")
 
 
+def missing_counts(frame: pd.DataFrame, columns) -> dict[str, int]:
+    """Missing values per column of ``columns`` in ``frame``, for the columns that have any (in ``columns``' order)."""
+    counts = frame[list(columns)].isna().sum()
+    return {str(c): int(counts[c]) for c in columns if counts[c]}
+
+
+def missing_message(counts: dict[str, int], n: int, *, what: str, fix: str) -> str:
+    """One message naming every column of ``counts`` (column -> missing values) in ``n`` rows, then ``fix``.
+
+    A column missing in every row is named as entirely empty (drop it from the features).
+    """
+    parts = [f"column '{c}' is entirely empty ({fmt_count(n)} rows): drop it from the features" if k == n
+             else f"column '{c}' has {fmt_count(k)} missing values in {fmt_count(n)} rows" for c, k in counts.items()]
+    lead = f"{len(counts)} columns have missing values: " if len(counts) > 1 else ""
+    return f"{what}: {lead}{'; '.join(parts)}; {fix}"
+
+
+#: The fix a refusal of missing values names when the target's inputs are not known to take NaN.
+MISSING_FIX = "drop or impute them before the check"
+
+
 def check_no_missing(series: pd.Series, column: str, *, what: str) -> None:
     """Raise :class:`InputError` naming the column and the counts when ``series`` has missing values (all: drop it)."""
     missing = int(series.isna().sum())
     if missing:
-        n = len(series)
-        if missing == n:
-            raise InputError(
-                f"{what}: column '{column}' is entirely empty ({fmt_count(n)} rows); drop it from the features"
-            )
-        raise InputError(
-            f"{what}: column '{column}' has {fmt_count(missing)} missing values in {fmt_count(n)} rows; "
-            "drop or impute them before the check"
-        )
+        raise InputError(missing_message({column: missing}, len(series), what=what, fix=MISSING_FIX))

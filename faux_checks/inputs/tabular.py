@@ -18,14 +18,19 @@ Rules (documented, never silent):
   exists and is an :class:`~faux_checks.errors.InputError` otherwise (a column's ``unknown``
   setting can ask for all zeros or always an error instead, as scikit-learn's
   ``OneHotEncoder(handle_unknown=...)``: :func:`faux_checks.inputs.column_transformer.from_column_transformer`);
-- missing values are an :class:`~faux_checks.errors.InputError` naming the column and the
-  row count (drop or impute them first): they are never encoded as zeros.
+- missing values are an :class:`~faux_checks.errors.InputError` naming every such column and its
+  row count (drop or impute them first): they are never encoded as zeros. A numeric column marked
+  ``missing = "indicator"`` (:meth:`FeatureSpec.with_missing_indicators`, for a target that takes NaN)
+  encodes three features instead: its standardised value (0, the fitted mean, where missing) and a
+  two-level one-hot group ``column=__present__`` / ``column=__missing__``, so that missingness is a
+  level the auxiliary model reads and the counterfactual may switch; the target receives NaN where the
+  group says missing (:func:`faux_checks.inputs.missing.nan_inputs`).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Literal, Sequence
 
@@ -34,11 +39,14 @@ import pandas as pd
 
 from .._validation import as_frame, fmt_count, require_columns
 from ..errors import InputError
-from .column_values import as_level_strings, check_finite, check_no_missing, is_numeric, numbers_as_text
+from .column_values import (MISSING_FIX, as_level_strings, check_finite, is_numeric, missing_counts, missing_message,
+                            numbers_as_text)
 
-__all__ = ["ColumnEncoding", "FeatureSpec", "INFREQUENT", "UNKNOWN_RULES"]
+__all__ = ["ColumnEncoding", "FeatureSpec", "INFREQUENT", "MISSING_LEVELS", "UNKNOWN_RULES"]
 
 INFREQUENT = "__infrequent__"
+#: The two levels of a numeric column's missing-value indicator group, in encoded order.
+MISSING_LEVELS = ("__present__", "__missing__")
 SCHEMA_VERSION = 1
 #: What a categorical column does with a category unseen at fit time (``ColumnEncoding.unknown``):
 #: ``infrequent_or_error`` (the default) joins ``"__infrequent__"`` when the column has that level and is
@@ -68,6 +76,9 @@ class ColumnEncoding:
         the model never sees the difference between the values that share a canonical one.
     unknown : {"infrequent_or_error", "zeros", "error"}
         A categorical column's rule for categories unseen at fit time (:data:`UNKNOWN_RULES`).
+    missing : {"refuse", "indicator"}
+        A missing value is an error (``"refuse"``), or (numeric columns, for a target that takes NaN) the
+        column encodes its value and a present/missing one-hot group (:data:`MISSING_LEVELS`).
     """
 
     name: str
@@ -77,16 +88,19 @@ class ColumnEncoding:
     levels: tuple[str, ...] = ()
     aliases: tuple[tuple[str, str], ...] = ()
     unknown: UnknownRule = "infrequent_or_error"
+    missing: Literal["refuse", "indicator"] = "refuse"
 
     @property
     def width(self) -> int:
-        """Number of encoded features this column produces."""
-        return 1 if self.kind == "numeric" else len(self.levels)
+        """Number of encoded features this column produces (a numeric column with an indicator: 3)."""
+        if self.kind == "numeric":
+            return 3 if self.missing == "indicator" else 1
+        return len(self.levels)
 
     def feature_names(self) -> list[str]:
-        """Encoded feature names, ``col`` or ``col=level``."""
+        """Encoded feature names, ``col`` or ``col=level`` (an indicator's levels: :data:`MISSING_LEVELS`)."""
         if self.kind == "numeric":
-            return [self.name]
+            return [self.name] + ([f"{self.name}={lvl}" for lvl in MISSING_LEVELS] if self.missing == "indicator" else [])
         return [f"{self.name}={lvl}" for lvl in self.levels]
 
 
@@ -155,10 +169,12 @@ class FeatureSpec:
         if n == 0:
             raise InputError("FeatureSpec.fit: the data has 0 rows; pass the training rows")
         threshold = min_frequency * n if isinstance(min_frequency, float) and min_frequency < 1 else min_frequency
+        missing = missing_counts(frame, columns)
+        if missing:
+            raise InputError(missing_message(missing, n, what="FeatureSpec.fit", fix=MISSING_FIX))
         encodings: list[ColumnEncoding] = []
         for col in columns:
             s = frame[col]
-            check_no_missing(s, col, what="FeatureSpec.fit")
             if is_numeric(s) and col not in categorical:
                 values = s.to_numpy(dtype="float64")
                 std = float(values.std())
@@ -223,14 +239,16 @@ class FeatureSpec:
         frame = as_frame(data)
         require_columns(frame, self.source_columns, what=f"FeatureSpec '{self.name}'")
         n = len(frame)
+        missing = missing_counts(frame, [c.name for c in self.columns if c.missing != "indicator"])
+        if missing:
+            raise InputError(missing_message(missing, n, what=f"FeatureSpec '{self.name}'", fix=MISSING_FIX))
         out = np.zeros((n, self.n_features), dtype=dtype)
         j = 0
         for enc in self.columns:
             s = frame[enc.name]
-            check_no_missing(s, enc.name, what=f"FeatureSpec '{self.name}'")
             if enc.kind == "numeric":
                 values = pd.to_numeric(s, errors="coerce")
-                bad = values.isna()
+                bad = values.isna() & s.notna()
                 if bad.any():
                     example = s[bad].iloc[0]
                     raise InputError(
@@ -240,9 +258,12 @@ class FeatureSpec:
                     )
                 scale = enc.std if enc.std > 0 else 1.0  # constant column: centred only
                 raw = values.to_numpy(dtype="float64")
+                absent = np.isnan(raw)                    # only an indicator column gets here with missing values
                 with np.errstate(over="ignore", invalid="ignore"):
-                    out[:, j] = ((raw - enc.mean) / scale).astype(dtype)
-                check_finite(raw, out[:, j], enc.name, what=f"FeatureSpec '{self.name}'")
+                    out[:, j] = np.where(absent, 0.0, (raw - enc.mean) / scale).astype(dtype)
+                check_finite(raw[~absent], out[~absent, j], enc.name, what=f"FeatureSpec '{self.name}'")
+                if enc.missing == "indicator":
+                    out[:, j + 1], out[:, j + 2] = ~absent, absent
             else:
                 levels = _canonical(as_level_strings(s), enc.aliases)
                 index = {lvl: i for i, lvl in enumerate(enc.levels)}
@@ -284,6 +305,32 @@ class FeatureSpec:
     def n_features(self) -> int:
         """Number of encoded features d."""
         return sum(c.width for c in self.columns)
+
+    def with_missing_indicators(self, columns: Sequence[str]) -> "FeatureSpec":
+        """This spec with the numeric ``columns`` encoded as value and present/missing group (``missing = "indicator"``).
+
+        For a target that takes NaN: the encoded matrix stays finite (the auxiliary model's input) and the
+        target receives NaN where the group says missing (:func:`faux_checks.inputs.missing.nan_inputs`).
+        The spec itself is not changed.
+
+        Raises
+        ------
+        InputError
+            A column that is not a numeric column of the spec (each named).
+        """
+        kinds = {c.name: c.kind for c in self.columns}
+        wrong = [c for c in columns if kinds.get(c) != "numeric"]
+        if wrong:
+            raise InputError(f"FeatureSpec '{self.name}': missing-value indicators are for numeric input columns; "
+                             f"{wrong} {'is' if len(wrong) == 1 else 'are'} not")
+        marked = [replace(c, missing="indicator") if c.name in columns else c for c in self.columns]
+        return FeatureSpec(columns=marked, name=self.name, schema_version=self.schema_version)
+
+    def missing_positions(self) -> np.ndarray:
+        """(k, 3) int64: the encoded positions (value, present, missing) of each indicator column, in column order."""
+        starts = np.cumsum([0] + [c.width for c in self.columns])[:-1]
+        rows = [[s, s + 1, s + 2] for c, s in zip(self.columns, starts, strict=True) if c.missing == "indicator"]
+        return np.asarray(rows, dtype=np.int64).reshape(-1, 3)
 
     def feature_to_column(self) -> np.ndarray:
         """Array of shape (d,): index of the source column of each encoded feature."""
@@ -342,6 +389,7 @@ class FeatureSpec:
                 std=float(c.get("std", 1.0)), levels=tuple(c.get("levels", ())),
                 aliases=tuple((str(a), str(b)) for a, b in c.get("aliases", ())),
                 unknown=_unknown_rule(c.get("unknown", "infrequent_or_error"), c.get("name")),
+                missing=_missing_rule(c.get("missing", "refuse"), c.get("name")),
             )
             for c in payload["columns"]
         ]
@@ -404,12 +452,20 @@ def _column_dict(c: ColumnEncoding) -> dict:
     out = {**asdict(c), "levels": list(c.levels), "aliases": [list(a) for a in c.aliases]}
     if c.unknown == "infrequent_or_error":
         del out["unknown"]
+    if c.missing == "refuse":
+        del out["missing"]
     return out
 
 
 def _unknown_rule(value, column) -> UnknownRule:
     if value not in UNKNOWN_RULES:
         raise InputError(f"FeatureSpec column {column!r}: unknown = {value!r} is not one of {list(UNKNOWN_RULES)}")
+    return value
+
+
+def _missing_rule(value, column) -> Literal["refuse", "indicator"]:
+    if value not in ("refuse", "indicator"):
+        raise InputError(f"FeatureSpec column {column!r}: missing = {value!r} is not one of ['refuse', 'indicator']")
     return value
 
 

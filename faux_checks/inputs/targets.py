@@ -34,6 +34,7 @@ import numpy as np
 
 from ..errors import InputError, UnsafeModelError
 from ..method.forward import ForwardOnlyTarget
+from .missing import sklearn_takes_nan
 
 __all__ = ["lightgbm_target", "load_lightgbm", "load_onnx", "load_skops", "load_xgboost", "sklearn_target",
            "xgboost_target"]
@@ -144,7 +145,7 @@ def xgboost_target(booster, *, where: str, access: str) -> ForwardOnlyTarget:
 
     return ForwardOnlyTarget(predict, access=access, output_form=form,
                              n_features=booster.num_features() or None, dtype=np.float32, source=booster,
-                             piecewise_constant=True)
+                             piecewise_constant=True, takes_missing=True)
 
 
 def load_lightgbm(path: str | Path) -> ForwardOnlyTarget:
@@ -181,7 +182,8 @@ def lightgbm_target(booster, *, where: str, access: str) -> ForwardOnlyTarget:
         return booster.predict(x, raw_score=True)
 
     return ForwardOnlyTarget(predict, access=access, output_form=form,
-                             n_features=booster.num_feature(), dtype=np.float64, source=booster, piecewise_constant=True)
+                             n_features=booster.num_feature(), dtype=np.float64, source=booster, piecewise_constant=True,
+                             takes_missing=True)
 
 
 def load_skops(path: str | Path, *, trusted_types: Sequence[str] = ()) -> ForwardOnlyTarget:
@@ -266,6 +268,6 @@ def sklearn_target(model, *, access: str) -> ForwardOnlyTarget:
 
     target = ForwardOnlyTarget(predict, access=access, output_form="softmax",
                                n_features=int(n_features) if n_features is not None else None, dtype=np.float64,
-                               source=model, piecewise_constant=trees)
+                               source=model, piecewise_constant=trees, takes_missing=sklearn_takes_nan(rest))
     target.feature_spec = spec
     return target

@@ -63,6 +63,9 @@ class ForwardOnlyTarget(torch.nn.Module):
     piecewise_constant : bool
         A tree model (its output changes only where a split is crossed): the check then notes that
         ``swap_categorical = "snap"`` is the reading for one-hot inputs (docs/method.md, "Forward-only targets").
+    takes_missing : bool
+        The model takes NaN in its input as it does in production (a booster, an estimator whose tags allow
+        NaN): the check then passes missing values (:mod:`faux_checks.inputs.missing`).
 
     Notes
     -----
@@ -76,9 +79,10 @@ class ForwardOnlyTarget(torch.nn.Module):
 
     def __init__(self, predict: Callable[[np.ndarray], np.ndarray], *, access: str, output_form: str = "auto",
                  n_features: int | None = None, dtype=np.float32, batch_size: int = PREDICT_BATCH, source=None,
-                 piecewise_constant: bool = False):
+                 piecewise_constant: bool = False, takes_missing: bool = False):
         super().__init__()
         self.piecewise_constant = bool(piecewise_constant)
+        self.takes_missing = bool(takes_missing)
         self._predict = predict
         self.access = access
         self.output_form = output_form
