@@ -266,6 +266,8 @@ class Policy(_Strict):
         for key in ("attributes", "intersections", "positive_label"):
             if not payload[key]:
                 payload.pop(key)
+        if payload.get("missing_values") == "auto":       # the default: a policy that does not set it keeps its hash
+            payload.pop("missing_values")
         if payload["decision"].get("max_newly_flagged_fraction") is None:   # the hash it had before the rule existed
             payload["decision"].pop("max_newly_flagged_fraction", None)
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
