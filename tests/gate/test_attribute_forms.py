@@ -28,7 +28,8 @@ ONE_TABLE = {**BASE, "attributes": [{"column": "sex"}]}
 
 def _dump_sha(policy: Policy) -> str:
     dump = policy.model_dump(mode="json")
-    assert dump["scale"].pop("device") == "auto"   # added after the pin (issue 23's [scale] device, not hashed)
+    assert dump["scale"].pop("device") == "auto"   # added after the pin ([scale] device, not hashed)
+    assert dump.pop("missing_values") == "auto"    # added after the pin (hashed only when set otherwise)
     return hashlib.sha256(json.dumps(dump, sort_keys=True).encode()).hexdigest()
 
 
