@@ -1,8 +1,12 @@
 """The evidence-pack commands: ``faux-checks keygen``, ``faux-checks verify`` and the ``check`` command's pack.
 
 The pack itself (hashes, canonical JSON, Ed25519) is :mod:`faux_checks.report.evidence`; the gate flow writes one
-per decision (:func:`faux_checks_flows.gate.record`). Exit codes of ``verify``: 0 every file and the signature hold, 1 a check
-failed (a changed file, a missing file, a wrong or absent signature), 2 the pack cannot be read.
+per decision (:func:`faux_checks_flows.gate.record`); :mod:`faux_checks.report.verify` checks one. Exit codes of
+``verify``: 0 every check holds and the signer is pinned (``--public-key``), or the caller accepted less explicitly
+(``--trust-embedded-key``: the key inside the pack; ``--allow-unsigned``: no signature, hashes only); 1 a check failed
+(a changed, missing or unlisted file, a decision that is not the report's, a wrong or absent signature) or the signer is
+not pinned; 2 unusable input (the pack or the ``--public-key`` file cannot be read). Every string from the pack is
+printed with its control characters escaped.
 """
 
 from __future__ import annotations
@@ -28,14 +32,19 @@ def add_parsers(sub, parents: dict) -> None:
     p.add_argument("path", help="new private key file (PEM, mode 0600); the public key goes to PATH.pub")
     p.set_defaults(func=cmd_keygen, decides=False)
 
-    p = sub.add_parser("verify", help="re-check an evidence pack: every file's sha256 and the signature; exit 0 "
-                                      "when all hold, 1 when any does not", **parents)
+    p = sub.add_parser("verify", help="re-check an evidence pack: every file's sha256, the decision against its report, "
+                                      "the signature; exit 0 when all hold and the signer is pinned, 1 otherwise, "
+                                      "2 when the pack or the key cannot be read", **parents)
     p.add_argument("pack", help="evidence.json, or the run folder holding it")
     p.add_argument("--public-key", metavar="PEM", help="the signer's public key as you know it (pins the signer; "
-                   "without it the key inside the pack is used: integrity only)")
+                   "without it the key inside the pack is used: integrity only, exit 1 unless --trust-embedded-key)")
+    p.add_argument("--trust-embedded-key", action="store_true",
+                   help="accept a pack checked with the key inside it (integrity only: anyone can re-sign an edited "
+                        "pack with a new key); exit 0 when every check holds")
     p.add_argument("--file", action="append", metavar="ROLE=PATH", default=[],
                    help="where a file of the pack is now (e.g. model=/models/v3/model.pt2); repeatable")
-    p.add_argument("--allow-unsigned", action="store_true", help="accept a pack without signature (hashes only)")
+    p.add_argument("--allow-unsigned", action="store_true",
+                   help="accept a pack without signature (hashes only); never with --public-key")
     p.add_argument("--json", action="store_true", help="print the verification as one JSON object on stdout")
     p.set_defaults(func=cmd_verify, decides=False)
 
@@ -51,9 +60,11 @@ def cmd_keygen(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    """Verify an evidence pack: 0 all checks ok, 1 any failed or missing."""
+    """Verify an evidence pack: 0 accepted (:meth:`~faux_checks.report.verify.PackVerification.accepted`), 1 not."""
     from faux_checks.errors import InputError
-    from faux_checks.report.evidence import verify_pack
+    from faux_checks.report.verify import verify_pack
+
+    from .console import say
 
     files = {}
     for item in args.file:
@@ -62,18 +73,21 @@ def cmd_verify(args) -> int:
             raise InputError(f"--file {item!r}: write ROLE=PATH, e.g. --file model=/models/v3/model.pt2")
         files[role] = path
     result = verify_pack(args.pack, public_key=args.public_key, files=files, allow_unsigned=args.allow_unsigned)
+    accepted = result.accepted(trust_embedded_key=getattr(args, "trust_embedded_key", False))
     if getattr(args, "json", False):
-        print(json.dumps({"pack": result.pack, "ok": result.ok, "decision": result.decision, "signed": result.signed,
-                          "pinned": result.pinned,
+        print(json.dumps({"pack": result.pack, "ok": result.ok, "outcome": result.outcome, "accepted": accepted,
+                          "decision": result.decision, "model": result.model, "signed": result.signed,
+                          "pinned": result.pinned, "key_fingerprint": result.key_fingerprint,
                           "checks": [{"item": c.item, "status": c.status, "detail": c.detail} for c in result.checks]}))
     else:
-        print(f"evidence pack {result.pack}: decision {result.decision}")
+        say(f"evidence pack {result.pack}: decision {result.decision}; model {result.model_identity()}")
         for line in result.lines():
-            print(f"  {line}")
-        failed = [c for c in result.checks if c.status != "ok"]
-        print("verified: every file matches and the signature holds" if result.ok else
-             f"NOT verified: {len(failed)} of {len(result.checks)} checks did not hold")
-    return 0 if result.ok else 1
+            say(f"  {line}")
+        summary = result.summary()
+        if result.outcome == "integrity-only" and not accepted:
+            summary += " (exit 1; --trust-embedded-key accepts integrity only)"
+        say(summary)
+    return 0 if accepted else 1
 
 
 def write_check_pack(report_dir: Path, args) -> Path | None:

@@ -7,29 +7,48 @@ another code: the loader died.
 ``python _probe_child.py serve``: the torch probe server of :mod:`faux_checks.inputs.torch_probe`. It
 imports torch once (with every ``torch.load`` forced to ``weights_only``: ``TORCH_FORCE_WEIGHTS_ONLY_LOAD``,
 set before the import), prints ``ready``, then for each JSON request line ``{"fmt", "path",
-"memory_mib", "timeout_s"}`` forks a process that limits its address space and loads the file
-(``torchscript``: ``torch.jit.load`` on the CPU; ``torch.export``: ``torch.export.load(...).module()``,
-after the caller's :func:`~faux_checks.inputs.export_archive.check_export_archive`; nothing is called),
-and answers one JSON line ``{"status": "exit" | "signal" | "timeout", "code", "stderr"}``. It ends at
+"memory_mib", "timeout_s", "sha256"}`` forks a process that limits its address space, reads the file once,
+exits :data:`CHANGED_EXIT` when those bytes' sha256 is not the request's (the caller checked other bytes) and
+loads that copy from memory (``torchscript``: ``torch.jit.load`` on the CPU; ``torch.export``:
+``torch.export.load(...).module()``, after the caller's
+:func:`~faux_checks.inputs.export_archive.check_export_archive`; nothing is called), and answers one JSON line ``{"status": "exit" | "signal" | "timeout", "code", "stderr"}``. It ends at
 the end of its input (its parent gone); a load still running when the parent goes is killed at once.
 """
 
+import hashlib
+import io
 import json
 import os
 import resource
 import sys
 import time
 
+#: Exit code of a probe whose file's bytes are not those the caller checked (``limits.CHANGED_EXIT``).
+CHANGED_EXIT = 4
 
-def _load(fmt: str, path: str, trusted: list) -> None:
+
+class _Changed(Exception):
+    """The file's bytes are not those whose sha256 the request carries."""
+
+
+def _checked_copy(path: str, sha256: str | None):
+    """The file's bytes, read once, as a file object; :class:`_Changed` when their sha256 is not ``sha256``."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
+        raise _Changed(f"{path} changed after it was checked")
+    return io.BytesIO(data)
+
+
+def _load(fmt: str, path: str, trusted: list, sha256: str | None = None) -> None:
     if fmt == "torchscript":
         import torch
 
-        torch.jit.load(path, map_location="cpu")
+        torch.jit.load(_checked_copy(path, sha256), map_location="cpu")
     elif fmt == "torch.export":
         import torch
 
-        torch.export.load(path).module()
+        torch.export.load(_checked_copy(path, sha256)).module()
     elif fmt == "lightgbm":
         import lightgbm
 
@@ -79,7 +98,10 @@ def _probe_forked(request: dict) -> dict:
         code = 0
         try:
             _limit(int(request["memory_mib"]))
-            _load(request["fmt"], request["path"], [])
+            _load(request["fmt"], request["path"], [], request.get("sha256"))
+        except _Changed as exc:
+            os.write(write_end, f"{type(exc).__name__}: {exc}".encode("utf-8", "replace"))
+            code = CHANGED_EXIT
         except BaseException as exc:  # noqa: BLE001 - reported to the parent, which decides
             os.write(write_end, f"{type(exc).__name__}: {str(exc)[:500]}".encode("utf-8", "replace"))
             code = 3

@@ -31,6 +31,7 @@ whether one is reached): :func:`set_model_limits` applies them to this process, 
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import re
 import signal
@@ -46,7 +47,7 @@ from ..errors import InputError
 if TYPE_CHECKING:                                   # imported when a torch file is probed (probe_load)
     from .torch_probe import ProbeResult
 
-__all__ = ["ModelLimits", "PROBED_FORMATS", "PROBED_TORCH_FORMATS", "check_archive", "check_tree_model", "model_limits", "probe_load", "read_ubjson",
+__all__ = ["CHANGED_EXIT", "ModelLimits", "PROBED_FORMATS", "PROBED_TORCH_FORMATS", "check_archive", "check_tree_model", "model_limits", "probe_load", "read_ubjson",
            "set_model_limits"]
 
 #: Formats whose loader is a native library loaded first in the probe process.
@@ -56,6 +57,8 @@ PROBED_TORCH_FORMATS = ("torchscript", "torch.export")
 #: An archive smaller than this unpacked is never refused for its compression ratio.
 RATIO_FLOOR_BYTES = 16 << 20
 _PROBE_SCRIPT = Path(__file__).with_name("_probe_child.py")
+#: Exit code of a torch probe whose file no longer has the sha256 it was given (``_probe_child.CHANGED_EXIT``).
+CHANGED_EXIT = 4
 _LABEL = {"lightgbm": "LightGBM", "xgboost": "XGBoost", "onnx": "ONNX", "skops": "skops", "torchscript": "TorchScript",
           "torch.export": "torch.export"}
 #: (format, sha256, trusted types, memory MiB, time limit) of files whose probe load succeeded in this process.
@@ -106,8 +109,10 @@ def model_limits() -> ModelLimits:
     return _current
 
 
-def check_archive(path: str | Path, limits: ModelLimits | None = None) -> None:
+def check_archive(path: str | Path | bytes, limits: ModelLimits | None = None, *, name: str | None = None) -> None:
     """Refuse a zip archive that would unpack past the limits, from its central directory only.
+
+    ``path`` is the file, or its bytes as read once (then ``name`` is the file's name in messages).
 
     Raises
     ------
@@ -116,8 +121,9 @@ def check_archive(path: str | Path, limits: ModelLimits | None = None) -> None:
         ``max_compression_ratio``: sizes, ratio, the largest member and the setting to change.
     """
     limits = limits or _current
+    label = name or ("<archive>" if isinstance(path, bytes) else str(path))
     try:
-        with zipfile.ZipFile(path) as zf:
+        with zipfile.ZipFile(io.BytesIO(path) if isinstance(path, bytes) else path) as zf:
             infos = zf.infolist()
     except (zipfile.BadZipFile, OSError):
         return                                      # not an archive: the loader says what it is
@@ -128,12 +134,12 @@ def check_archive(path: str | Path, limits: ModelLimits | None = None) -> None:
     where = f" (largest member {biggest.filename!r}: {biggest.file_size:,} bytes)" if biggest is not None else ""
     if unpacked > limits.max_model_bytes:
         raise InputError(
-            f"refused to load {path}: its {len(infos)} archive members unpack to {unpacked:,} bytes, more than the "
+            f"refused to load {label}: its {len(infos)} archive members unpack to {unpacked:,} bytes, more than the "
             f"limit of {limits.max_model_bytes:,} bytes ([operations] max_model_bytes){where}; a tabular model is far "
             "smaller, so this is a damaged or hostile file. Nothing from it was unpacked.")
     if unpacked > RATIO_FLOOR_BYTES and ratio > limits.max_compression_ratio:
         raise InputError(
-            f"refused to load {path}: its archive members unpack to {unpacked:,} bytes from {packed:,} ({ratio:,.0f} "
+            f"refused to load {label}: its archive members unpack to {unpacked:,} bytes from {packed:,} ({ratio:,.0f} "
             f"times){where}, over the limit of {limits.max_compression_ratio:g} times ([operations] "
             "max_compression_ratio): a zip bomb, or a model to save without compression. Nothing from it was unpacked.")
 
@@ -341,7 +347,7 @@ def _depth(left: list, right: list) -> int:
 
 
 def probe_load(path: str | Path, fmt: str, *, trusted_types: Sequence[str] = (),
-               limits: ModelLimits | None = None) -> None:
+               limits: ModelLimits | None = None, sha256: str | None = None) -> None:
     """Load ``path`` with its library in a child process limited in memory and time; raise if that load dies.
 
     The child (``_probe_child.py``, run by path: it imports the model's library only, not this package)
@@ -353,16 +359,22 @@ def probe_load(path: str | Path, fmt: str, *, trusted_types: Sequence[str] = (),
     exited 0 is remembered by its sha256 (with the format, trusted types and both limits) and not probed
     again in this process: the gate loads one version's file several times.
 
+    A torch file is loaded by the probe from the bytes whose sha256 is ``sha256`` (the caller's checked copy;
+    default the file's hash when the probe starts): the child reads the file once, compares its hash, and loads
+    from that copy in memory, so a file swapped after the caller's checks is never loaded.
+
     Raises
     ------
     InputError
         The loader was killed by a signal (``SIGABRT``: exit 134 in the issue; ``SIGSEGV``, ``SIGKILL``), ran
-        out of the memory limit, or did not finish within ``probe_timeout_s``; nothing of it reached this process.
+        out of the memory limit, or did not finish within ``probe_timeout_s``; or the file's bytes are no longer
+        those of ``sha256``. Nothing of it reached this process.
     """
     limits = limits or _current
     if not limits.probe or not (fmt in PROBED_FORMATS or (limits.probe_torch and fmt in PROBED_TORCH_FORMATS)):
         return
-    key = (fmt, _sha256(path), tuple(trusted_types), int(limits.probe_memory_mb), float(limits.probe_timeout_s))
+    key = (fmt, sha256 or _sha256(path), tuple(trusted_types), int(limits.probe_memory_mb),
+           float(limits.probe_timeout_s))
     if key in _PASSED:
         return
     command = [sys.executable, str(_PROBE_SCRIPT), fmt, str(path), str(int(limits.probe_memory_mb)),
@@ -374,7 +386,7 @@ def probe_load(path: str | Path, fmt: str, *, trusted_types: Sequence[str] = (),
         if fmt in PROBED_TORCH_FORMATS:     # torch imported once per process, each load forked (torch_probe.py)
             from .torch_probe import probe_torch_file
 
-            done = probe_torch_file(path, fmt, limits.probe_memory_mb, limits.probe_timeout_s)
+            done = probe_torch_file(path, fmt, limits.probe_memory_mb, limits.probe_timeout_s, sha256=key[1])
         else:
             done = subprocess.run(command, capture_output=True, timeout=limits.probe_timeout_s,
                                   stdin=subprocess.DEVNULL)
@@ -386,6 +398,9 @@ def probe_load(path: str | Path, fmt: str, *, trusted_types: Sequence[str] = (),
         return
     if done.returncode == 3 and not _out_of_memory(done.stderr):
         return
+    if done.returncode == CHANGED_EXIT:
+        raise InputError(f"refused to load {path}: the file changed after it was checked (its bytes no longer have "
+                         f"the sha256 {key[1][:16]}… of the copy checked); the changed file was not loaded")
     tail = _last_line(done.stderr)
     if done.returncode < 0:
         try:

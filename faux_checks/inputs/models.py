@@ -24,6 +24,8 @@ Size: a zip archive (TorchScript, torch.export) whose members unpack to more tha
 
 from __future__ import annotations
 
+import hashlib
+import io
 import pickle
 import zipfile
 from pathlib import Path
@@ -62,6 +64,20 @@ def _zip_names(path: Path, max_bytes: int | None = None) -> list[str]:
                 "this is a damaged or hostile file. Nothing from it was read."
             )
     return [i.filename for i in infos]
+
+
+def _read_once(path: Path, limits) -> bytes:
+    """A zip model file's bytes, read once: the size and archive limits are checked on them, and every later
+    check and the load use them (a file swapped on disk meanwhile is never read again)."""
+    from .limits import check_archive
+
+    with open(path, "rb") as fh:
+        data = fh.read(limits.max_model_bytes + 1)
+    if len(data) > limits.max_model_bytes:
+        raise InputError(f"refused to load {path}: it has more than the limit of {limits.max_model_bytes:,} bytes "
+                         "(max_bytes) for a model file. Nothing from it was loaded.")
+    check_archive(data, limits, name=str(path))
+    return data
 
 
 def model_format(path: str | Path) -> str:
@@ -169,9 +185,11 @@ def load_model(
         return load_forward_only(path, fmt, trusted_types=trusted_types)
     names = _zip_names(path, max_bytes)
     if _is_torchscript(names):
-        probe_load(path, "torchscript", limits=limits)     # the gate's run only (limits.probe_torch): a crash isolated
+        data = _read_once(path, limits)
+        # the gate's run only (limits.probe_torch): a crash isolated, the probe loads these same bytes
+        probe_load(path, "torchscript", limits=limits, sha256=hashlib.sha256(data).hexdigest())
         try:
-            model = torch.jit.load(str(path), map_location="cpu")
+            model = torch.jit.load(io.BytesIO(data), map_location="cpu")
         except Exception as exc:
             raise InputError(f"cannot load TorchScript model {path}: {exc}") from exc
         model.eval()
@@ -184,10 +202,10 @@ def load_model(
                 raise InputError(f"cannot load torch.export model {path}: {exc}") from exc
         from .export_archive import check_export_archive, load_export_archive
 
-        data = path.read_bytes()
+        data = _read_once(path, limits)        # checked, probed and loaded: these bytes, never the path again
         if limits.probe_torch:                 # the gate's run: checked here, then loaded once in the probe child
             check_export_archive(data, str(path))
-            probe_load(path, "torch.export", limits=limits)
+            probe_load(path, "torch.export", limits=limits, sha256=hashlib.sha256(data).hexdigest())
         return load_export_archive(data, str(path))
     if allow_pickle:
         model = torch.load(str(path), map_location="cpu", weights_only=False)  # noqa: S614 - explicit opt-in

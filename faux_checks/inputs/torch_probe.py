@@ -63,7 +63,8 @@ def stop_server() -> None:
             _server = None
 
 
-def probe_torch_file(path: str | Path, fmt: str, memory_mib: int, timeout_s: float) -> ProbeResult:
+def probe_torch_file(path: str | Path, fmt: str, memory_mib: int, timeout_s: float, *,
+                     sha256: str | None = None) -> ProbeResult:
     """Load ``path`` (``"torchscript"`` or ``"torch.export"``) in a forked process of the probe server.
 
     Parameters
@@ -78,6 +79,9 @@ def probe_torch_file(path: str | Path, fmt: str, memory_mib: int, timeout_s: flo
         Address-space limit of the forked process (MiB).
     timeout_s : float
         Limit on the load (seconds); the server's start (its torch import) gets the same again.
+    sha256 : str, optional
+        Hex sha256 of the bytes the caller checked: the forked process reads the file once, exits 4
+        (:data:`~faux_checks.inputs.limits.CHANGED_EXIT`) when its hash differs, and loads that copy from memory.
 
     Returns
     -------
@@ -89,7 +93,8 @@ def probe_torch_file(path: str | Path, fmt: str, memory_mib: int, timeout_s: flo
         The server did not start, or the load did not finish, within ``timeout_s``.
     """
     global _server
-    request = json.dumps({"fmt": fmt, "path": str(path), "memory_mib": int(memory_mib), "timeout_s": timeout_s})
+    request = json.dumps({"fmt": fmt, "path": str(path), "memory_mib": int(memory_mib), "timeout_s": timeout_s,
+                          "sha256": sha256})
     with _LOCK:
         for _attempt in (0, 1):                      # a server that died (killed from outside) is started again
             if _server is None or _server.poll() is not None:

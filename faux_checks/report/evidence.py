@@ -4,9 +4,9 @@
 the machine that made it: the sha256 of the model file, the audit data, the feature spec, the policy, the
 report itself and the records, the code that ran (the version and a hash of the ``faux_checks`` source
 files), the decision and every rule with its status. With a signing key (an Ed25519 private key in PEM,
-e.g. ``faux-checks keygen``) the pack carries a signature over its canonical JSON; :func:`verify_pack`
-re-hashes every file and checks the signature (against a public key the reviewer pins, or the one in the
-pack: integrity only).
+e.g. ``faux-checks keygen``) the pack carries a signature over its canonical JSON;
+:func:`faux_checks.report.verify.verify_pack` re-hashes every file, checks the decision against the report it
+hashes and checks the signature (against a public key the reviewer pins, or the one in the pack: integrity only).
 
 Signatures: Ed25519 (RFC 8032) through ``cryptography``; canonical JSON: keys sorted, no whitespace,
 ASCII (what is signed is exactly :func:`canonical_bytes` of the ``evidence`` object).
@@ -18,16 +18,16 @@ import base64
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
 from ..errors import InputError
 from ..provenance import installed_versions, utc_now
 
-__all__ = ["EVIDENCE_FILE", "EVIDENCE_SCHEMA", "KEY_PASSWORD_ENV", "SIGNING_KEY_ENV", "PackCheck", "PackVerification", "build_evidence",
-           "canonical_bytes", "code_sha256", "file_sha256", "generate_key", "load_private_key", "load_public_key",
-           "sign_evidence", "signing_key_path", "verify_pack", "write_evidence_pack"]
+__all__ = ["EVIDENCE_FILE", "EVIDENCE_SCHEMA", "KEY_PASSWORD_ENV", "SIGNING_KEY_ENV", "build_evidence",
+           "canonical_bytes", "code_sha256", "decision_fields", "embedded_public_key", "file_sha256", "generate_key",
+           "key_fingerprint", "load_private_key", "load_public_key", "sign_evidence", "signing_key_path",
+           "write_evidence_pack"]
 
 #: The pack's file name in a run folder.
 EVIDENCE_FILE = "evidence.json"
@@ -94,6 +94,25 @@ def canonical_bytes(obj) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode("ascii")
 
 
+def decision_fields(report: Mapping) -> dict:
+    """What a pack states about the decision, read from a report: ``decision``, ``exit_code``, ``rule``, ``rules``
+    (rule, status, value, limit, detail of each), ``model`` (its scalar fields: name, version, sha256...) and
+    ``policy_sha256``. :func:`build_evidence` stores these; the verification reads them again from the hashed
+    ``report.json`` and compares."""
+    rules = [{k: r.get(k) for k in ("rule", "status", "value", "limit", "detail") if k in r}
+             for r in report.get("rules") or [] if isinstance(r, Mapping)]
+    model = report.get("model")
+    return {
+        "decision": report.get("decision"),
+        "exit_code": report.get("exit_code"),
+        "rule": report.get("rule"),
+        "rules": rules,
+        "model": {k: v for k, v in dict(model if isinstance(model, Mapping) else {}).items()
+                  if isinstance(v, (str, int, float, bool))},
+        "policy_sha256": report.get("policy_sha256"),
+    }
+
+
 def _entry(role: str, path: Path, pack_dir: Path) -> dict:
     path = Path(path)
     if not path.is_file():
@@ -137,19 +156,12 @@ def build_evidence(*, report: Mapping, files: Mapping[str, str | Path], pack_dir
     if "decision" not in report:
         raise InputError("evidence: the report has no decision; a pack is written only for a decided run")
     pack_dir = Path(pack_dir)
-    rules = [{k: r.get(k) for k in ("rule", "status", "value", "limit", "detail") if k in r}
-             for r in report.get("rules") or []]
     versions = installed_versions(["faux-checks", "torch", "numpy", "pandas", "scikit-learn", "mlflow",
                                    "great-expectations", "prefect"])
     return {
         "schema": EVIDENCE_SCHEMA,
         "created_at": utc_now(),
-        "decision": report["decision"],
-        "exit_code": report.get("exit_code"),
-        "rule": report.get("rule"),
-        "rules": rules,
-        "model": {k: v for k, v in dict(report.get("model") or {}).items() if isinstance(v, (str, int, float, bool))},
-        "policy_sha256": report.get("policy_sha256"),
+        **decision_fields(report),
         "files": {str(role): _entry(str(role), Path(p), pack_dir) for role, p in files.items() if p is not None},
         "code": {"versions": versions, "faux_checks_source_sha256": code_sha256()},
         "context": dict(extra or {}),
@@ -157,7 +169,8 @@ def build_evidence(*, report: Mapping, files: Mapping[str, str | Path], pack_dir
 
 
 def generate_key(path: str | Path) -> tuple[Path, Path]:
-    """Write a new Ed25519 private key (PEM, PKCS8, unencrypted, mode 0600) and its public key (``.pub``, PEM).
+    """Write a new Ed25519 private key (PEM, PKCS8, unencrypted, mode 0600) and its public key (``.pub``, PEM, mode
+    0644), each mode set explicitly whatever the process's umask.
 
     Raises
     ------
@@ -177,11 +190,17 @@ def generate_key(path: str | Path) -> tuple[Path, Path]:
                                 serialization.NoEncryption())
     public = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(private)
-    pub.write_bytes(public)
+    _write_new(path, private, 0o600)
+    _write_new(pub, public, 0o644)
     return path, pub
+
+
+def _write_new(path: Path, data: bytes, mode: int) -> None:
+    """Create ``path`` (never an existing file) with exactly ``mode``: the umask only narrows ``os.open``'s mode."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    with os.fdopen(fd, "wb") as fh:
+        os.fchmod(fh.fileno(), mode)
+        fh.write(data)
 
 
 def load_private_key(path: str | Path):
@@ -211,29 +230,61 @@ def load_private_key(path: str | Path):
 
 
 def load_public_key(source: str | Path | bytes):
-    """An Ed25519 public key from a PEM file, PEM bytes, or the pack's base64 raw key.
+    """An Ed25519 public key from a PEM file, PEM bytes, or a base64 raw key (32 bytes).
+
+    A ``str`` or ``Path`` naming a file is read as PEM; any other ``str`` must be a base64 raw key.
 
     Raises
     ------
     InputError
-        Not an Ed25519 public key.
+        No such file (and not a base64 raw key), a file that cannot be read (the path and the reason), or not
+        an Ed25519 public key.
     """
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+    if isinstance(source, bytes):
+        raw = source
+    else:
+        path = Path(str(source))
+        if not path.exists():
+            try:
+                return embedded_public_key(str(source))
+            except InputError:
+                raise InputError(f"public key {str(source)[:200]!r}: no such file, and not a base64 raw Ed25519 "
+                                 "public key (give the signer's PEM file, e.g. keys/gate.pem.pub)") from None
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise InputError(f"public key {path}: cannot be read ({exc.strerror or type(exc).__name__})") from None
     try:
-        if isinstance(source, bytes):
-            raw = source
-        elif Path(str(source)).is_file():
-            raw = Path(source).read_bytes()
-        else:
-            return Ed25519PublicKey.from_public_bytes(base64.b64decode(str(source), validate=True))
         key = serialization.load_pem_public_key(raw)
     except (ValueError, TypeError) as exc:
-        raise InputError(f"public key {str(source)[:80]!r}: not an Ed25519 public key ({exc})") from None
+        raise InputError(f"public key {str(source)[:200]!r}: not a PEM public key ({exc})") from None
     if not isinstance(key, Ed25519PublicKey):
-        raise InputError(f"public key: a {type(key).__name__}, expected Ed25519")
+        raise InputError(f"public key {str(source)[:200]!r}: a {type(key).__name__}, expected Ed25519")
     return key
+
+
+def embedded_public_key(value: object):
+    """The Ed25519 public key of a pack's ``signature.public_key`` (base64 of the 32 raw bytes; never a path).
+
+    Raises
+    ------
+    InputError
+        Not base64 of a 32-byte Ed25519 public key.
+    """
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    try:
+        return Ed25519PublicKey.from_public_bytes(base64.b64decode(str(value), validate=True))
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"not a base64 raw Ed25519 public key ({exc})") from None
+
+
+def key_fingerprint(key) -> str:
+    """Hex sha256 of an Ed25519 public key's 32 raw bytes (what ``faux-checks keygen`` keys are known by)."""
+    return hashlib.sha256(_raw_public(key)).hexdigest()
 
 
 def _raw_public(key) -> bytes:
@@ -246,7 +297,7 @@ def sign_evidence(evidence: Mapping, private_key) -> dict:
     """The ``signature`` object: algorithm, the public key (base64 raw), its sha256 fingerprint, the signature (base64)."""
     raw = _raw_public(private_key.public_key())
     return {"algorithm": "Ed25519", "public_key": base64.b64encode(raw).decode(),
-            "fingerprint": hashlib.sha256(raw).hexdigest(),
+            "fingerprint": key_fingerprint(private_key.public_key()),
             "value": base64.b64encode(private_key.sign(canonical_bytes(evidence))).decode()}
 
 
@@ -271,125 +322,3 @@ def write_evidence_pack(pack_dir: str | Path, evidence: Mapping, *, signing_key:
         payload["signature"] = sign_evidence(evidence, load_private_key(signing_key))
     write_whole(path, json.dumps(payload, indent=2, allow_nan=False, sort_keys=True))
     return path
-
-
-@dataclass(frozen=True)
-class PackCheck:
-    """One line of a verification: what was checked, ``ok`` / ``failed`` / ``missing``, and why."""
-
-    item: str
-    status: str
-    detail: str
-
-
-@dataclass(frozen=True)
-class PackVerification:
-    """Result of :func:`verify_pack`: ``ok`` only when every file matches and the signature holds."""
-
-    pack: str
-    decision: str | None
-    signed: bool
-    pinned: bool
-    checks: list[PackCheck] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return bool(self.checks) and all(c.status == "ok" for c in self.checks)
-
-    def lines(self) -> list[str]:
-        return [f"{c.status:>7}  {c.item}: {c.detail}" for c in self.checks]
-
-
-def verify_pack(pack: str | Path, *, public_key: str | Path | None = None, files: Mapping[str, str | Path] | None = None,
-                allow_unsigned: bool = False) -> PackVerification:
-    """Re-hash every file of an evidence pack and check its signature.
-
-    Parameters
-    ----------
-    pack : path
-        ``evidence.json`` or the folder holding it.
-    public_key : path or base64, optional
-        The signer's public key as the reviewer knows it (PEM file). Without it the pack's own key is used:
-        the files are checked against what was signed, but anyone could have re-signed them with a new key
-        (the check line says so, and ``pinned`` is False).
-    files : mapping role -> path, optional
-        Where to find a file now (e.g. the model file on the reviewer's machine); default the recorded path
-        (relative paths from the pack's folder).
-    allow_unsigned : bool
-        Accept a pack without a signature (the files are still re-hashed).
-
-    Returns
-    -------
-    PackVerification
-        One check per file (``ok``, ``failed``: another hash, ``missing``: not found), one for the signature.
-
-    Raises
-    ------
-    InputError
-        The pack cannot be read as an evidence pack, or ``files`` names a role the pack does not hold.
-    """
-    path = Path(pack)
-    if path.is_dir():
-        path = path / EVIDENCE_FILE
-    try:
-        payload = json.loads(path.read_text())
-        evidence = payload["evidence"]
-        recorded = evidence["files"]
-    except FileNotFoundError:
-        raise InputError(f"{path}: no evidence pack there (a gate run writes {EVIDENCE_FILE} beside report.json)") from None
-    except (ValueError, KeyError, TypeError) as exc:
-        raise InputError(f"{path}: not an evidence pack ({type(exc).__name__}: {exc})") from None
-    if evidence.get("schema") != EVIDENCE_SCHEMA:
-        raise InputError(f"{path}: schema {evidence.get('schema')!r}, this version reads {EVIDENCE_SCHEMA!r}")
-    overrides = {str(k): Path(v) for k, v in (files or {}).items()}
-    unknown = sorted(set(overrides) - set(recorded))
-    if unknown:
-        raise InputError(f"--file names {unknown}, but the pack holds {sorted(recorded)}")
-    checks = []
-    for role, entry in sorted(recorded.items()):
-        where = overrides.get(role) or (path.parent / entry["path"] if entry.get("relative") else Path(entry["path"]))
-        if not where.is_file():
-            checks.append(PackCheck(role, "missing", f"{where} not found; pass --file {role}=PATH where it is now"))
-            continue
-        digest = file_sha256(where)
-        if digest != entry["sha256"]:
-            checks.append(PackCheck(role, "failed", f"{where}: sha256 {digest[:16]}…, the pack recorded "
-                                                    f"{entry['sha256'][:16]}… (the file changed since the decision)"))
-        else:
-            checks.append(PackCheck(role, "ok", f"{where} sha256 {digest[:16]}…"))
-    signature = payload.get("signature")
-    pinned = public_key is not None
-    if not signature:
-        checks.append(PackCheck("signature", "ok" if allow_unsigned else "failed",
-                                "the pack is not signed" + (" (accepted: --allow-unsigned)" if allow_unsigned else
-                                                            "; anyone could have written it (sign with --signing-key, "
-                                                            "or pass --allow-unsigned to check the hashes only)")))
-    else:
-        checks.append(_signature_check(evidence, signature, public_key))
-    return PackVerification(pack=str(path), decision=evidence.get("decision"), signed=bool(signature),
-                            pinned=pinned, checks=checks)
-
-
-def _signature_check(evidence: Mapping, signature: Mapping, public_key) -> PackCheck:
-    from cryptography.exceptions import InvalidSignature
-
-    if signature.get("algorithm") != "Ed25519":
-        return PackCheck("signature", "failed", f"algorithm {signature.get('algorithm')!r}; only Ed25519 is read")
-    try:
-        embedded = load_public_key(signature["public_key"])
-        key = load_public_key(public_key) if public_key is not None else embedded
-        value = base64.b64decode(signature["value"], validate=True)
-    except (InputError, KeyError, ValueError) as exc:
-        return PackCheck("signature", "failed", f"unreadable signature block ({exc})")
-    fingerprint = hashlib.sha256(_raw_public(key)).hexdigest()
-    if public_key is not None and _raw_public(key) != _raw_public(embedded):
-        return PackCheck("signature", "failed", f"signed by key {signature.get('fingerprint', '')[:16]}…, not by the "
-                                                f"pinned key {fingerprint[:16]}…")
-    try:
-        key.verify(value, canonical_bytes(evidence))
-    except InvalidSignature:
-        return PackCheck("signature", "failed", "the signature does not match the evidence (the pack was edited after "
-                                                "signing, or signed by another key)")
-    how = "the pinned public key" if public_key is not None else \
-        "the key in the pack (integrity only: pin the signer with --public-key)"
-    return PackCheck("signature", "ok", f"Ed25519, key {fingerprint[:16]}…, checked with {how}")

@@ -213,3 +213,56 @@ def test_check_cli_refuses_a_hostile_archive_with_exit_2(tmp_path):
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "refused to load torch.export archive" in proc.stderr + proc.stdout
     assert not marker.exists()
+
+
+def _swap_after_the_check(monkeypatch, path, replacement):
+    """The first check of the archive passes on the file's bytes, then the file on disk becomes ``replacement``."""
+    from faux_checks.inputs import export_archive
+
+    real = export_archive.check_export_archive
+    swapped = []
+
+    def check_then_swap(data, name="<archive>"):
+        real(data, name)
+        if not swapped:
+            path.write_bytes(replacement.read_bytes())
+            swapped.append(name)
+    monkeypatch.setattr(export_archive, "check_export_archive", check_then_swap)
+    return swapped
+
+
+def test_a_file_swapped_after_the_check_is_never_loaded_in_process(tmp_path, monkeypatch):
+    """The loaded program is the checked one: the network on disk after the check is another one."""
+    path, net = _archive(tmp_path)
+    other = tmp_path / "other"
+    other.mkdir()
+    other_path, other_net = _archive(other)
+    swapped = _swap_after_the_check(monkeypatch, path, other_path)
+    model = load_model(path)
+    assert swapped == [str(path)] and path.read_bytes() == other_path.read_bytes()
+    x = torch.randn(6, 4)
+    torch.testing.assert_close(model(x), net(x))
+    assert not torch.allclose(model(x), other_net(x))
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_a_file_swapped_after_the_check_never_reaches_the_probe_load(tmp_path, monkeypatch):
+    """The gate's run (probe on): the archive is checked, then swapped for one whose symbolic expression creates a
+    marker when torch reads it (torch's deserializer ``sympify``-s it); the probe reads the file once, sees other
+    bytes than those checked, and refuses. Loaded by path, the probe process ran the payload (marker created)."""
+    from faux_checks.inputs.limits import ModelLimits, set_model_limits
+
+    marker = tmp_path / "pwned"
+    path, _ = _archive(tmp_path)
+    clean = path.read_bytes()
+    hostile = _hostile("expr_str", tmp_path, marker)
+    path.write_bytes(clean)                           # _hostile rewrote clean.pt2's neighbour; the clean file stays
+    swapped = _swap_after_the_check(monkeypatch, path, hostile)
+    set_model_limits(ModelLimits(probe_torch=True))
+    try:
+        with pytest.raises(InputError, match=r"the file changed after it was checked .*the changed file was not loaded"):
+            load_model(path)
+    finally:
+        set_model_limits(ModelLimits())
+    assert swapped == [str(path)]
+    assert not marker.exists()

@@ -12,8 +12,8 @@ import torch
 from faux_checks.baselines.group_metrics import group_table
 from faux_checks.errors import InputError
 from faux_checks.method.decomposition import grouped_shapley
-from faux_checks.report.evidence import (build_evidence, canonical_bytes, generate_key, verify_pack,
-                                         write_evidence_pack)
+from faux_checks.report.evidence import build_evidence, canonical_bytes, generate_key, write_evidence_pack
+from faux_checks.report.verify import verify_pack
 
 
 # ----------------------------------------------------------------------------------------- decomposition
@@ -110,7 +110,8 @@ def test_edited_pack_wrong_key_unsigned_and_moved_files(gate_folder, tmp_path):
     run, data, policy, report = gate_folder
     key, _ = generate_key(tmp_path / "k1")
     _, other_pub = generate_key(tmp_path / "k2")
-    ev = build_evidence(report=report, files={"data": data, "policy": policy}, pack_dir=run)
+    ev = build_evidence(report=report, files={"data": data, "policy": policy, "report": run / "report.json"},
+                        pack_dir=run)
     path = write_evidence_pack(run, ev, signing_key=key)
     with pytest.raises(InputError, match="never overwritten"):
         write_evidence_pack(run, ev, signing_key=key)
@@ -123,7 +124,9 @@ def test_edited_pack_wrong_key_unsigned_and_moved_files(gate_folder, tmp_path):
     # unsigned: refused unless the reviewer accepts hashes only
     unsigned = tmp_path / "unsigned"
     unsigned.mkdir()
-    write_evidence_pack(unsigned, build_evidence(report=report, files={"data": data}, pack_dir=unsigned))
+    (unsigned / "report.json").write_text(json.dumps(report))
+    write_evidence_pack(unsigned, build_evidence(report=report, files={"data": data, "report": unsigned / "report.json"},
+                                                 pack_dir=unsigned))
     assert not verify_pack(unsigned).ok
     assert verify_pack(unsigned, allow_unsigned=True).ok
     # a moved file: missing, then found with files=

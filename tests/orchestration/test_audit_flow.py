@@ -101,7 +101,7 @@ def test_no_drift_completes_and_tags_passed(gated):
     assert run["decision"] == "passed" and run["run_id"] == row["fairness_audit_run_id"]
     artifacts = gated["registry"].client.list_artifacts(run["run_id"])
     assert {"report.json", "report.html", "evidently_drift.html", "evidence.json"} <= {a.path for a in artifacts}
-    from faux_checks.report.evidence import verify_pack
+    from faux_checks.report.verify import verify_pack
 
     checked = verify_pack(report_dir, allow_unsigned=True)         # the audit's evidence pack: every file re-hashed
     assert checked.ok and checked.decision == "passed", checked.lines()

@@ -123,7 +123,8 @@ def test_verify_accepts_the_gate_pack_and_refuses_one_changed_byte(adult):
     where = ["--file", f"model={model_now}", "--file", f"spec={spec_now}"]
     pub = str(d / "signer.pem.pub")
     assert main(["verify", str(pack), "--public-key", pub, *where]) == 0
-    assert main(["verify", str(pack), *where]) == 0                      # integrity only, the pack's own key
+    assert main(["verify", str(pack), *where]) == 1                      # integrity only: the signer not pinned
+    assert main(["verify", str(pack), "--trust-embedded-key", *where]) == 0   # accepted as such, explicitly
     assert main(["verify", str(pack), "--public-key", pub]) == 1         # the model not where it was: missing
 
     for target in (adult["data"], folder / "records" / "policy.toml"):
