@@ -111,7 +111,8 @@ def _check(args, report_dir: Path | None) -> int:
     aux = load_model(args.aux_model, allow_pickle=args.allow_pickle) if args.aux_model else None
     spec = FeatureSpec.load(args.feature_spec) if args.feature_spec else None
     eprint(f"[2/4] reading data {args.data}")
-    frame = read_table(args.data, sep=getattr(args, "sep", None), thousands=getattr(args, "thousands", None))
+    frame = read_table(args.data, sep=getattr(args, "sep", None), thousands=getattr(args, "thousands", None),
+                       decimal=getattr(args, "decimal", None))
     _check_configuration(args, policy, model, spec, frame)
     from .output import library_output_to_stderr
 
@@ -232,15 +233,21 @@ def cmd_score_large(args) -> int:
             feature_spec=FeatureSpec.load(args.feature_spec) if args.feature_spec else None,
             **({} if several else {"aux_model": aux}),
             chunk_rows=chunk_rows, progress=sys.stderr.isatty(), sep=args.sep, thousands=args.thousands,
+            decimal=args.decimal,
             model_info={"model_path": str(args.model), "model_sha256": model_sha256(args.model)})
     else:
-        from faux_checks.inputs.io import sniff_sep
+        from faux_checks.inputs.io import csv_number_marks, sniff_sep
         from faux_checks.settings import configure_environment
 
         if args.sep is not None and sniff_sep(args.data, args.sep) != sniff_sep(args.data):
             raise FauxChecksError(f"--sep {args.sep!r}: the sharded scorer reads the delimiter it sniffs from "
                                   f"{args.data} ({sniff_sep(args.data)!r}); score in this process (--workers 0) to "
                                   "force another, or convert the file to Parquet")
+        if (args.decimal is not None and not str(args.data).endswith(".parquet")
+                and csv_number_marks(args.data, sniff_sep(args.data))[1] != args.decimal):
+            raise FauxChecksError(f"--decimal {args.decimal!r}: the sharded scorer reads the decimal mark it sniffs "
+                                  f"from {args.data}; score in this process (--workers 0) to read it with another, "
+                                  "or convert the file to Parquet")
         if args.thousands is not None:
             raise FauxChecksError(f"--thousands {args.thousands!r}: the sharded scorer reads numbers without a thousands "
                                   "mark; score in this process (--workers 0) to read them with it, or write the "

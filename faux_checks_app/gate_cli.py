@@ -95,6 +95,7 @@ def cmd_gate(args) -> int:
                              versions=versions, deadline_s=deadline, trusted_types=args.trust_type or None,
                              regate=plan.regate or None, allow_rollback=args.allow_rollback,
                              signing_key=args.signing_key, sep=args.sep, thousands=args.thousands,
+                             decimal=args.decimal,
                              return_state=True)
             lost = None
             with contextlib.suppress(Exception):
@@ -318,7 +319,7 @@ def cmd_audit(args) -> int:
         state = audit(model_name=args.model_name, data_path=args.data, reference_path=args.reference,
                       policy_path=args.policy, tracking_uri=args.tracking_uri, alias=args.alias,
                       report_root=args.report_dir, retrain_aux=args.retrain_aux, signing_key=args.signing_key,
-                      sep=args.sep, thousands=args.thousands, positive_label=args.positive_label,
+                      sep=args.sep, thousands=args.thousands, positive_label=args.positive_label, decimal=args.decimal,
                       return_state=True)
     try:
         summary = state.result(raise_on_failure=False)

@@ -192,10 +192,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _sep(p) -> None:
-    """``--sep`` and ``--thousands``: how a CSV file's fields and numbers are read."""
+    """``--sep``, ``--thousands`` and ``--decimal``: how a CSV file's fields and numbers are read."""
     p.add_argument("--sep", help="CSV delimiter, e.g. ';' or tab (default: sniffed from the file's head among , ; tab |)")
     p.add_argument("--thousands", help="the thousands mark of the CSV's numbers, e.g. ',' to read 1,234.5 as 1234.5 "
                    "(or 'space'); quoted where it is also the delimiter (default: none, such a column is refused)")
+    p.add_argument("--decimal", choices=[",", "."], help="the decimal mark of the CSV's numbers: ',' reads 0,189 as "
+                   "0.189 (default: ',' when the file is not ','-separated and its head holds decimal commas such as "
+                   "0,189 and no thousands-marked number such as 1,234.5; else '.')")
 
 
 def _data_format(p) -> None:
