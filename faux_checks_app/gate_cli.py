@@ -20,7 +20,7 @@ from pathlib import Path
 from faux_checks.errors import EXIT_CONFIGURATION, ConfigurationError, FauxChecksError
 
 from . import lifecycle
-from .arguments import check_outputs, policy_name
+from .arguments import check_outputs, deadline_seconds, policy_name
 from .console import EXIT_FAILED, EXIT_PASSED, EXIT_UNDECIDED, eprint, error, say, wants_json
 from .lifecycle import on_deadline
 
@@ -57,7 +57,8 @@ def cmd_gate(args) -> int:
         operations = load_policy(args.policy).operations
     except FauxChecksError as exc:   # a policy that does not load: configuration, before anything (exit 3)
         raise ConfigurationError(f"{policy_name(args)}: {exc}; nothing was recorded") from None
-    deadline = float(args.deadline or operations.deadline_s)
+    given = deadline_seconds(args.deadline, nothing="nothing was recorded")
+    deadline = float(given if given is not None else operations.deadline_s)
     apply_client_settings(operations)
     uri = args.tracking_uri or default_tracking_uri()
     started = time.monotonic()
