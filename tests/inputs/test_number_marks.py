@@ -168,3 +168,18 @@ def test_decimal_mark_that_is_not_one_is_refused(files):
     with pytest.raises(InputError, match=r"^--decimal ',' and --thousands ',' are the same mark"):
         DataSource.open(files["decimal"], decimal=",", thousands=",")
     assert read_table(files["decimal"], decimal=",", thousands=".")["f0"].dtype == np.float64  # 1.234,5 style allowed
+
+
+def test_streaming_scorer_sniffs_the_decimal_comma_too(files, tmp_path, capsys):
+    """score-large in this process: the decimal-comma file scores row for row as the plain file."""
+    base = ["score-large", "--model", str(files["unfair"]), "--policy", str(files["policy"]), "--workers", "0"]
+    assert main(base + ["--data", str(files["plain"]), "--out", str(tmp_path / "plain.csv")]) == 1
+    plain_out = capsys.readouterr().out
+    assert main(base + ["--data", str(files["decimal"]), "--out", str(tmp_path / "decimal.csv")]) == 1
+    assert capsys.readouterr().out.splitlines()[0] == plain_out.splitlines()[0]
+    plain, decimal = pd.read_csv(tmp_path / "plain.csv"), pd.read_csv(tmp_path / "decimal.csv")
+    assert len(plain) == 400 and plain["flagged"].sum() > 0
+    pd.testing.assert_frame_equal(decimal, plain)
+    assert main(base + ["--data", str(files["decimal"]), "--out", str(tmp_path / "t.csv"), "--thousands", ","]) == 2
+    assert "--thousands ',' would misread numbers" in capsys.readouterr().err
+    assert not (tmp_path / "t.csv").exists()
