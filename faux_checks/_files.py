@@ -20,8 +20,8 @@ import uuid
 from pathlib import Path
 from typing import Callable, Iterator
 
-__all__ = ["IncompleteRecordError", "TEMP_SUFFIX", "check_records", "record_problem", "remove_temporaries",
-           "whole_file", "write_whole"]
+__all__ = ["IncompleteRecordError", "TEMP_SUFFIX", "check_records", "record_problem", "refuse_existing",
+           "remove_temporaries", "whole_file", "write_whole"]
 
 #: Temporary files end with this (and start with a dot); :func:`remove_temporaries` removes leftovers.
 TEMP_SUFFIX = ".tmp"
@@ -75,7 +75,8 @@ def write_whole(path: str | Path, data: str | bytes, *, replace: bool = True) ->
         Text is written as UTF-8.
     replace : bool
         Replace an existing file (a retry rewrites, never trusts what an earlier attempt left);
-        False refuses one (:class:`FileExistsError`).
+        False refuses one (:class:`FileExistsError`), and a symbolic link at ``path``, dangling or not (never
+        written through, never replaced: the file is linked into place, :func:`whole_file`).
 
     Returns
     -------
@@ -89,16 +90,44 @@ def write_whole(path: str | Path, data: str | bytes, *, replace: bool = True) ->
     """
     path = Path(path)
     raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
-    if not replace and path.exists():
-        raise FileExistsError(errno.EEXIST, "exists already; nothing is overwritten", str(path))
-    with whole_file(path, size=len(raw)) as tmp:
+    if not replace:
+        refuse_existing(path)
+    with whole_file(path, size=len(raw), replace=replace) as tmp:
         _write_bytes(tmp, raw)
     return path
 
 
+def refuse_existing(path: str | Path) -> None:
+    """Raise :class:`FileExistsError` when anything is at ``path``: a file, a folder or a symbolic link (a dangling
+    link too, which :meth:`Path.exists` does not see and ``open`` would write through), naming what it is."""
+    path = Path(path)
+    if path.is_symlink():
+        raise FileExistsError(errno.EEXIST, f"is a symbolic link (to {os.readlink(path)}), and nothing is written "
+                              "through a link", str(path))
+    if path.exists():
+        raise FileExistsError(errno.EEXIST, "exists already", str(path))
+
+
+def _link_new(tmp: Path, path: Path) -> None:
+    """Put ``tmp`` at ``path`` only if nothing is there (a hard link: ``EEXIST`` for a file or link that appeared
+    meanwhile), then remove ``tmp``; a file system without hard links takes a checked rename."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        refuse_existing(path)
+        raise
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+            raise
+        refuse_existing(path)
+        os.replace(tmp, path)
+        return
+    tmp.unlink()
+
+
 @contextlib.contextmanager
 def whole_file(path: str | Path, *, size: int | None = None,
-               check: Callable[[Path], str | None] | None = None) -> Iterator[Path]:
+               check: Callable[[Path], str | None] | None = None, replace: bool = True) -> Iterator[Path]:
     """Yield a temporary path beside ``path`` for a writer (``torch.jit.save``, ``to_parquet``); on exit sync
     it, check it and rename it to ``path``; on any error remove it and raise.
 
@@ -108,6 +137,9 @@ def whole_file(path: str | Path, *, size: int | None = None,
         The byte count the file must have.
     check : callable, optional
         ``Path -> problem or None``; default :func:`record_problem` for the final name's kind.
+    replace : bool
+        Rename over ``path`` (default); False puts the file there only if nothing is there, a symbolic link
+        included (:func:`refuse_existing`: :class:`FileExistsError`).
     """
     path = Path(path)
     tmp = _temporary(path)
@@ -121,7 +153,10 @@ def whole_file(path: str | Path, *, size: int | None = None,
         problem = (check or (lambda p: record_problem(p, kind=path.suffix)))(tmp)
         if problem:
             raise IncompleteRecordError(f"{path}: {problem}; nothing was kept")
-        os.replace(tmp, path)
+        if replace:
+            os.replace(tmp, path)
+        else:
+            _link_new(tmp, path)
         _sync_folder(path.parent)
     except BaseException:
         with contextlib.suppress(OSError):

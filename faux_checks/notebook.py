@@ -77,7 +77,8 @@ def check(model, data: pd.DataFrame, *, protected: str | Sequence[str] | None = 
 
     result = check_attributes(target, data, policy=policy, feature_spec=spec, progress=progress)
     # a protected = "..." policy shows its one check, as it always did (Policy.reports_per_attribute)
-    return FairnessCheck(result if policy.reports_per_attribute else result.deciding.check, policy)
+    return FairnessCheck(result if policy.reports_per_attribute else result.deciding.check, policy,
+                         index=data.index if isinstance(data, pd.DataFrame) else None)
 
 
 def _policy(policy, protected, label, positive_label) -> Policy:
@@ -116,13 +117,16 @@ class FairnessCheck:
         The engine's result, unchanged.
     policy : Policy
         The policy as used.
+    index : pandas Index or None
+        The index of the ``data`` checked (its labels label :attr:`scores`'s rows); None: positions 0..n-1.
     decision, exit_code, reasons
         As the engine's (``"passed"`` 0, ``"failed"`` 1, ``"undecided"`` 2).
     """
 
-    def __init__(self, result, policy: Policy):
+    def __init__(self, result, policy: Policy, index: pd.Index | None = None):
         self.result = result
         self.policy = policy
+        self.index = index
 
     # ---------------------------------------------------------------- the engine's outcome
     @property
@@ -173,16 +177,17 @@ class FairnessCheck:
 
     @property
     def scores(self) -> pd.DataFrame:
-        """One row per input row of ``data`` (its position): ``lic_score`` (NaN: not audited or undefined) and
-        ``flag_probability`` (1/0, a probability for coupled levels; NaN: not audited or undefined), per attribute
-        with several (columns ``lic_score[sex]``...)."""
+        """One row per input row of ``data``, indexed as ``data`` is (a filtered or shuffled frame keeps its labels,
+        so ``df.assign(s=result.scores["lic_score"])`` and joins align each person with their own score):
+        ``lic_score`` (NaN: not audited or undefined) and ``flag_probability`` (1/0, a probability for coupled
+        levels; NaN: not audited or undefined), per attribute with several (columns ``lic_score[sex]``...)."""
         checks = self._checks
         out = {}
         for name, res in checks.items():
             suffix = "" if len(checks) == 1 else f"[{name}]"
             out[f"lic_score{suffix}"] = np.asarray(res.scores, dtype=np.float64)
             out[f"flag_probability{suffix}"] = np.asarray(res.flag_probability, dtype=np.float64)
-        return pd.DataFrame(out)
+        return pd.DataFrame(out, index=self.index)
 
     # ---------------------------------------------------------------- display
     def __repr__(self) -> str:
@@ -262,17 +267,22 @@ class FairnessCheck:
         return ax
 
     def save_html(self, path: str | Path) -> Path:
-        """Write the full, self-contained report page (the CLI's ``report.html``) to ``path``; never overwrites.
+        """Write the full, self-contained report page (the CLI's ``report.html``) to ``path``, whole or not at all;
+        never overwrites, never writes through a symbolic link (:func:`faux_checks._files.write_whole`).
 
         Raises
         ------
         InputError
-            ``path`` exists already.
+            Something is at ``path`` already: a file, a folder or a symbolic link (a dangling one too).
         """
+        from ._files import refuse_existing, write_whole
         from .report.html import render_html
 
         path = Path(path)
-        if path.exists():
-            raise InputError(f"{path} exists already; choose another path (nothing is overwritten)")
-        path.write_text(render_html(self._report()), encoding="utf-8")
+        try:
+            refuse_existing(path)
+            page = render_html(self._report())
+            write_whole(path, page, replace=False)
+        except FileExistsError as exc:
+            raise InputError(f"{path} {exc.strerror}; choose another path (nothing is overwritten)") from None
         return path

@@ -1,13 +1,50 @@
 """What the commands take from their parsed arguments before anything runs: the policy with the command line's
-overrides on top (:func:`command_policy`), its name in messages (:func:`policy_name`), and the output paths, checked
-writable before anything is read or scored (:func:`check_outputs`).
+overrides on top (:func:`command_policy`), its name in messages (:func:`policy_name`), the output paths, checked
+writable before anything is read or scored (:func:`check_outputs`), and ``--deadline`` (:func:`deadline_seconds`).
 """
 
 from __future__ import annotations
 
-from faux_checks.errors import FauxChecksError
+import math
 
-__all__ = ["check_outputs", "command_policy", "policy_name"]
+from faux_checks.errors import ConfigurationError, FauxChecksError
+
+__all__ = ["check_outputs", "command_policy", "deadline_seconds", "policy_name"]
+
+
+def deadline_seconds(text: str | None, *, nothing: str = "nothing was run") -> float | None:
+    """``--deadline`` (``check``, ``gate``) as seconds, in the range of the policy's ``[operations] deadline_s``.
+
+    The range, greater than 0 and at most 86,400 s (24 h), is read from
+    :class:`faux_checks.gate.policy.OperationsSettings` (pydantic ``gt``/``le``), so the option and the policy key
+    accept the same values.
+
+    Returns
+    -------
+    float or None
+        None when the option was not given (the policy's ``deadline_s`` applies).
+
+    Raises
+    ------
+    ConfigurationError
+        Not a number, NaN, infinite, 0 or less, or above the limit (exit 3; the option, the value and the range named).
+    """
+    if text is None:
+        return None
+    from faux_checks.gate.policy import OperationsSettings
+
+    bounds = {type(m).__name__: m for m in OperationsSettings.model_fields["deadline_s"].metadata}
+    low, high = float(bounds["Gt"].gt), float(bounds["Le"].le)
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not (math.isfinite(value) and low < value <= high):
+        raise ConfigurationError(
+            f"--deadline {text!r} is not a deadline: give the seconds the command may run, a number greater than "
+            f"{low:g} and at most {high:,.0f} ({high / 3600:g} h; the range of the policy's [operations] "
+            f"deadline_s), e.g. --deadline 600; {nothing}")
+    return value
 
 
 def command_policy(args):

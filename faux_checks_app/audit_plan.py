@@ -63,7 +63,8 @@ def prepare_audit_run(args, tracking_uri: str | None) -> None:
     if policy is None:
         policy, policy_name = _recorded_or_shipped(rows[version], positive_label)
     try:
-        frame = read_table(args.data, sep=getattr(args, "sep", None), thousands=getattr(args, "thousands", None))
+        frame = read_table(args.data, sep=getattr(args, "sep", None), thousands=getattr(args, "thousands", None),
+                       decimal=getattr(args, "decimal", None))
     except (InputError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
         raise ConfigurationError(f"--data {args.data}: {exc}; nothing was recorded") from None
     except Exception:   # noqa: BLE001 - I/O trouble, not configuration: the flow reads it again and records the cause

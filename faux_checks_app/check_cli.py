@@ -15,7 +15,7 @@ from pathlib import Path
 from faux_checks.errors import ConfigurationError, FauxChecksError
 
 from . import lifecycle
-from .arguments import check_outputs, command_policy, policy_name
+from .arguments import check_outputs, command_policy, deadline_seconds, policy_name
 from .console import eprint, error, quiet, say, wants_json
 from .lifecycle import Stop, time_limit
 
@@ -24,6 +24,7 @@ __all__ = ["cmd_check", "cmd_score_large"]
 
 def cmd_check(args) -> int:
     """One model file + one data file, no registry; any error exits 2 (with an undecided report if asked for)."""
+    deadline = _check_deadline(args)             # a --deadline out of range: exit 3 before anything is read
     report_dir = Path(args.report_dir) if args.report_dir else None
     if report_dir is not None and (report_dir / "report.json").exists():
         raise FauxChecksError(f"{report_dir} already holds a report; choose a new --report-dir (nothing is overwritten)")
@@ -37,7 +38,7 @@ def cmd_check(args) -> int:
     if report_dir is not None:
         signing_key_path(args.signing_key)     # a wrong key stops the check before it scores
     try:
-        with time_limit(_check_deadline(args), "check"):
+        with time_limit(deadline, "check"):
             code = _check(args, report_dir)
             if report_dir is not None:
                 from .evidence_cli import write_check_pack
@@ -54,12 +55,13 @@ def cmd_check(args) -> int:
 
 
 def _check_deadline(args) -> float:
-    """``check --deadline``, else the policy's ``[operations] deadline_s`` (the default's when the policy
-    does not load: ``_check`` then reports why)."""
+    """``check --deadline`` (:func:`~faux_checks_app.arguments.deadline_seconds`: exit 3 out of range), else the
+    policy's ``[operations] deadline_s`` (the default's when the policy does not load: ``_check`` then reports why)."""
     from faux_checks.gate.policy import OperationsSettings, load_policy
 
-    if args.deadline:
-        return float(args.deadline)
+    given = deadline_seconds(args.deadline, nothing="nothing was written")
+    if given is not None:
+        return given
     try:
         return float(load_policy(args.policy).operations.deadline_s)
     except Exception:  # noqa: BLE001 - an unreadable policy: the default deadline; the run reports the policy
@@ -111,7 +113,8 @@ def _check(args, report_dir: Path | None) -> int:
     aux = load_model(args.aux_model, allow_pickle=args.allow_pickle) if args.aux_model else None
     spec = FeatureSpec.load(args.feature_spec) if args.feature_spec else None
     eprint(f"[2/4] reading data {args.data}")
-    frame = read_table(args.data, sep=getattr(args, "sep", None), thousands=getattr(args, "thousands", None))
+    frame = read_table(args.data, sep=getattr(args, "sep", None), thousands=getattr(args, "thousands", None),
+                       decimal=getattr(args, "decimal", None))
     _check_configuration(args, policy, model, spec, frame)
     from .output import library_output_to_stderr
 
@@ -232,15 +235,21 @@ def cmd_score_large(args) -> int:
             feature_spec=FeatureSpec.load(args.feature_spec) if args.feature_spec else None,
             **({} if several else {"aux_model": aux}),
             chunk_rows=chunk_rows, progress=sys.stderr.isatty(), sep=args.sep, thousands=args.thousands,
+            decimal=args.decimal,
             model_info={"model_path": str(args.model), "model_sha256": model_sha256(args.model)})
     else:
-        from faux_checks.inputs.io import sniff_sep
+        from faux_checks.inputs.io import csv_number_marks, sniff_sep
         from faux_checks.settings import configure_environment
 
         if args.sep is not None and sniff_sep(args.data, args.sep) != sniff_sep(args.data):
             raise FauxChecksError(f"--sep {args.sep!r}: the sharded scorer reads the delimiter it sniffs from "
                                   f"{args.data} ({sniff_sep(args.data)!r}); score in this process (--workers 0) to "
                                   "force another, or convert the file to Parquet")
+        if (args.decimal is not None and not str(args.data).endswith(".parquet")
+                and csv_number_marks(args.data, sniff_sep(args.data))[1] != args.decimal):
+            raise FauxChecksError(f"--decimal {args.decimal!r}: the sharded scorer reads the decimal mark it sniffs "
+                                  f"from {args.data}; score in this process (--workers 0) to read it with another, "
+                                  "or convert the file to Parquet")
         if args.thousands is not None:
             raise FauxChecksError(f"--thousands {args.thousands!r}: the sharded scorer reads numbers without a thousands "
                                   "mark; score in this process (--workers 0) to read them with it, or write the "

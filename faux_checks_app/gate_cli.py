@@ -20,7 +20,7 @@ from pathlib import Path
 from faux_checks.errors import EXIT_CONFIGURATION, ConfigurationError, FauxChecksError
 
 from . import lifecycle
-from .arguments import check_outputs, policy_name
+from .arguments import check_outputs, deadline_seconds, policy_name
 from .console import EXIT_FAILED, EXIT_PASSED, EXIT_UNDECIDED, eprint, error, say, wants_json
 from .lifecycle import on_deadline
 
@@ -57,7 +57,8 @@ def cmd_gate(args) -> int:
         operations = load_policy(args.policy).operations
     except FauxChecksError as exc:   # a policy that does not load: configuration, before anything (exit 3)
         raise ConfigurationError(f"{policy_name(args)}: {exc}; nothing was recorded") from None
-    deadline = float(args.deadline or operations.deadline_s)
+    given = deadline_seconds(args.deadline, nothing="nothing was recorded")
+    deadline = float(given if given is not None else operations.deadline_s)
     apply_client_settings(operations)
     uri = args.tracking_uri or default_tracking_uri()
     started = time.monotonic()
@@ -95,6 +96,7 @@ def cmd_gate(args) -> int:
                              versions=versions, deadline_s=deadline, trusted_types=args.trust_type or None,
                              regate=plan.regate or None, allow_rollback=args.allow_rollback,
                              signing_key=args.signing_key, sep=args.sep, thousands=args.thousands,
+                             decimal=args.decimal,
                              return_state=True)
             lost = None
             with contextlib.suppress(Exception):
@@ -318,7 +320,7 @@ def cmd_audit(args) -> int:
         state = audit(model_name=args.model_name, data_path=args.data, reference_path=args.reference,
                       policy_path=args.policy, tracking_uri=args.tracking_uri, alias=args.alias,
                       report_root=args.report_dir, retrain_aux=args.retrain_aux, signing_key=args.signing_key,
-                      sep=args.sep, thousands=args.thousands, positive_label=args.positive_label,
+                      sep=args.sep, thousands=args.thousands, positive_label=args.positive_label, decimal=args.decimal,
                       return_state=True)
     try:
         summary = state.result(raise_on_failure=False)

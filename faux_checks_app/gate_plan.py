@@ -78,7 +78,8 @@ def prepare_gate(args, tracking_uri: str | None, versions: list[str] | None = No
     except (InputError, ValueError, OSError) as exc:
         raise ConfigurationError(f"{policy_name}: {exc}; nothing was recorded") from None
     try:
-        frame = read_table(args.data, sep=getattr(args, "sep", None), thousands=getattr(args, "thousands", None))
+        frame = read_table(args.data, sep=getattr(args, "sep", None), thousands=getattr(args, "thousands", None),
+                       decimal=getattr(args, "decimal", None))
     except (InputError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
         raise ConfigurationError(f"--data {args.data}: {exc}; nothing was recorded") from None
     except Exception:   # noqa: BLE001 - I/O trouble, not configuration: the flow reads it again (with retries) and records the cause

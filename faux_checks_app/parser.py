@@ -68,8 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="DANGEROUS: load pickled models (runs code from the file); only for files you trust")
     _trust_type(p)
     _device_option(p)
-    p.add_argument("--deadline", type=float, metavar="SECONDS",
-                   help="stop the check after this many seconds and exit 2 (undecided) "
+    p.add_argument("--deadline", metavar="SECONDS",
+                   help="stop the check after this many seconds (more than 0, at most 86400) and exit 2 (undecided) "
                         "(default: the policy's [operations] deadline_s, 600)")
     signing_key_option(p)
     p.set_defaults(func=cmd_check)
@@ -82,8 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tracking-uri", help="MLflow URI (default: $MLFLOW_TRACKING_URI or the embedded sqlite file)")
     p.add_argument("--alias", default="deployable", help="alias moved to versions that pass")
     p.add_argument("--report-dir", help="root folder for per-version reports")
-    p.add_argument("--deadline", type=float, metavar="SECONDS",
-                   help="stop the whole gate after this many seconds, exit 2, record nothing unfinished "
+    p.add_argument("--deadline", metavar="SECONDS",
+                   help="stop the whole gate after this many seconds (more than 0, at most 86400), exit 2, record "
+                        "nothing unfinished "
                         "(default: the policy's [operations] deadline_s, 600)")
     p.add_argument("--version", action="append", metavar="N",
                    help="gate this version (repeatable) instead of the new ones; one already decided needs --force")
@@ -192,10 +193,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _sep(p) -> None:
-    """``--sep`` and ``--thousands``: how a CSV file's fields and numbers are read."""
+    """``--sep``, ``--thousands`` and ``--decimal``: how a CSV file's fields and numbers are read."""
     p.add_argument("--sep", help="CSV delimiter, e.g. ';' or tab (default: sniffed from the file's head among , ; tab |)")
     p.add_argument("--thousands", help="the thousands mark of the CSV's numbers, e.g. ',' to read 1,234.5 as 1234.5 "
                    "(or 'space'); quoted where it is also the delimiter (default: none, such a column is refused)")
+    p.add_argument("--decimal", choices=[",", "."], metavar="MARK", help="the decimal mark of the CSV's numbers: ',' reads 0,189 as "
+                   "0.189 (default: ',' when the file is not ','-separated and its head holds decimal commas such as "
+                   "0,189 and no thousands-marked number such as 1,234.5; else '.')")
 
 
 def _data_format(p) -> None:

@@ -133,7 +133,8 @@ def cmd_spec(args) -> int:
     out = Path(args.out)
     if out.exists():
         raise FauxChecksError(f"{out} exists already; choose another --out (nothing is overwritten)")
-    frame = read_table(args.data, sep=getattr(args, "sep", None), thousands=getattr(args, "thousands", None))
+    frame = read_table(args.data, sep=getattr(args, "sep", None), thousands=getattr(args, "thousands", None),
+                       decimal=getattr(args, "decimal", None))
     exclude, categorical = _names(args.exclude), _names(args.categorical)
     present = [str(c) for c in frame.columns]
     unknown = [c for c in exclude + categorical + _names(args.columns) if c not in present]

@@ -92,12 +92,13 @@ def fetch_gate_records(run_id: str | None, tracking_uri: str | None, workdir: st
 
 
 @task(**IO_TASK)
-def load_table(path: str, sep: str | None = None, thousands: str | None = None):
+def load_table(path: str, sep: str | None = None, thousands: str | None = None, decimal: str | None = None):
     """Read a batch (CSV/Parquet; the CSV delimiter ``sep`` or sniffed; the numbers' thousands mark
-    ``thousands``, CLI ``--thousands``); the file is never modified."""
+    ``thousands``, CLI ``--thousands``, and decimal mark ``decimal``, CLI ``--decimal``, else sniffed); the file is
+    never modified."""
     from faux_checks.inputs.io import read_table
 
-    return read_table(path, sep=sep, thousands=thousands)
+    return read_table(path, sep=sep, thousands=thousands, decimal=decimal)
 
 
 @task(**TASK)
@@ -253,7 +254,7 @@ def record_audit(model_name: str, version: str, tracking_uri: str | None, report
 def audit(model_name: str, data_path: str, reference_path: str | None = None, policy_path: str | None = None,
           tracking_uri: str | None = None, alias: str = "deployable", report_root: str | None = None,
           retrain_aux: bool = False, signing_key: str | None = None, sep: str | None = None,
-          positive_label: str | None = None, thousands: str | None = None):
+          positive_label: str | None = None, thousands: str | None = None, decimal: str | None = None):
     """Audit the deployed version of ``model_name`` on the current batch at ``data_path``.
 
     Parameters
@@ -281,6 +282,8 @@ def audit(model_name: str, data_path: str, reference_path: str | None = None, po
         The current batch's CSV delimiter (CLI ``--sep``); sniffed when None.
     thousands : str, optional
         The current batch's thousands mark (CLI ``--thousands``: ``","`` reads ``1,234.5`` as 1234.5).
+    decimal : str, optional
+        The current batch's decimal mark (CLI ``--decimal``: ``","`` reads ``0,189`` as 0.189); sniffed when None.
     positive_label : str, optional
         The label value of the positive class (CLI ``--positive-label``); replaces the policy's ``positive_label``.
 
@@ -318,7 +321,7 @@ def audit(model_name: str, data_path: str, reference_path: str | None = None, po
 
                 model_info["sha256"] = model_sha256(model_path)
             reference = load_table(target["reference_path"])
-            current = load_table(data_path, sep, thousands)   # the current batch: CLI --sep/--thousands
+            current = load_table(data_path, sep, thousands, decimal)   # the current batch: CLI --sep/--thousands/--decimal
             records = None if retrain_aux else fetch_gate_records(target["gate_record"].get("run_id"), tracking_uri,
                                                                   workdir)
             data = [summarise_data(reference, path=target["reference_path"], name="reference"),

@@ -46,7 +46,7 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
          alias: str = "deployable", report_root: str | None = None, versions: list[str] | None = None,
          aux_model_path: str | None = None, deadline_s: float | None = None, trusted_types: list[str] | None = None,
          regate: list[str] | None = None, allow_rollback: bool = False, signing_key: str | None = None,
-         sep: str | None = None, thousands: str | None = None):
+         sep: str | None = None, thousands: str | None = None, decimal: str | None = None):
     """Gate every new version of ``model_name`` on the audit data at ``data_path``.
 
     Parameters
@@ -108,7 +108,7 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
         logger.info("no new versions of %s to gate", model_name)
         return []
     try:
-        frame = load_audit_data(data_path, sep, thousands)   # CLI --sep (None = sniffed) and --thousands
+        frame = load_audit_data(data_path, sep, thousands, decimal)   # CLI --sep, --thousands, --decimal
         load_error = None
     except Exception as exc:  # noqa: BLE001 - fail closed: the load error makes each version undecided
         frame, load_error = None, exc

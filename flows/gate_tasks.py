@@ -55,12 +55,14 @@ def fetch_version(model_name: str, version: str, tracking_uri: str | None, workd
 
 
 @task(**IO_TASK)
-def load_audit_data(data_path: str, sep: str | None = None, thousands: str | None = None):
+def load_audit_data(data_path: str, sep: str | None = None, thousands: str | None = None,
+                    decimal: str | None = None):
     """Read the audit data (CSV/Parquet; the CSV delimiter ``sep`` or sniffed; the numbers' thousands mark
-    ``thousands``, CLI ``--thousands``); the file is never modified."""
+    ``thousands``, CLI ``--thousands``, and decimal mark ``decimal``, CLI ``--decimal``, else sniffed); the file is
+    never modified."""
     from faux_checks.inputs.io import read_table
 
-    return read_table(data_path, sep=sep, thousands=thousands)
+    return read_table(data_path, sep=sep, thousands=thousands, decimal=decimal)
 
 
 @task(**TASK)

@@ -16,6 +16,7 @@ import pandas as pd
 
 from .._validation import fmt_count
 from ..errors import InputError
+from .number_marks import comma_reading
 
 __all__ = ["THOUSANDS", "as_level_strings", "check_finite", "check_no_missing", "is_numeric", "level_string",
            "missing_counts", "missing_message", "numbers_as_text"]
@@ -34,10 +35,12 @@ def numbers_as_text(series: pd.Series, column) -> str | None:
     """Why a non-numeric column holds numbers (one phrase), or None for a numeric column or genuine text.
 
     A column is read as text when a single value in it is not a number: ``'1,234.5'`` (a thousands
-    separator), ``'?'``, ``'n/a '``. It holds numbers when at least one of its values parses as a number
-    or is one written with a thousands separator (:data:`THOUSANDS`); then the phrase names the count of
-    values that do not parse, the first of them and its row (0-based, in the frame's order). A column of
-    numbers stored as text (every value parses, object dtype) is named too. Counted over unique values.
+    separator), ``'-162,4'`` (a decimal comma), ``'?'``, ``'n/a '``. It holds numbers when at least one of its
+    values parses as a number or is one written with a thousands separator (:data:`THOUSANDS`) or a decimal comma
+    (:func:`faux_checks.inputs.number_marks.comma_reading`); then the phrase names the count of values that do not
+    parse, the first of them and its row (0-based, in the frame's order), and the option that reads them
+    (:func:`_mark_hint`: only one that reads every such value of the column as written). A column of numbers
+    stored as text (every value parses, object dtype) is named too. Counted over unique values.
     """
     if is_numeric(series) or pd.api.types.is_bool_dtype(series):
         return None
@@ -47,8 +50,9 @@ def numbers_as_text(series: pd.Series, column) -> str | None:
     values = pd.Series(counts.index, dtype=object)
     flags = values.map(lambda v: isinstance(v, (bool, np.bool_))).to_numpy(dtype=bool)   # True/False: not numbers
     parsed = pd.to_numeric(values, errors="coerce").notna().to_numpy() & ~flags
+    commas = values.map(comma_reading)
     thousands = values.map(lambda v: isinstance(v, str) and THOUSANDS.match(v) is not None).to_numpy(dtype=bool)
-    if not (parsed | thousands).any():
+    if not (parsed | thousands | commas.notna().to_numpy()).any():
         return None                                                # genuine text, e.g. a categorical
     rows = counts.to_numpy()
     n_values, n_bad = int(rows.sum()), int(rows[~parsed].sum())
@@ -57,16 +61,37 @@ def numbers_as_text(series: pd.Series, column) -> str | None:
                 "values parse as numbers): convert it to a numeric dtype")
     first = int(np.flatnonzero(series.isin(set(values[~parsed])).to_numpy())[0])
     example = series.iloc[first]
-    hint = ""
-    found = re.search(r"\d([^\d])\d{3}", example) if isinstance(example, str) and THOUSANDS.match(example) else None
-    if found is not None:                                 # THOUSANDS matched, so a digit group is there
-        mark = found.group(1)
-        option = "space" if mark == " " else repr(mark)
-        hint = f", written with a thousands separator: read it with --thousands {option}"
+    hint = _mark_hint(example, commas[~parsed])
     verb = "is not a number" if n_bad == 1 else "are not numbers"
     return (f"column {column!r} is read as text: {fmt_count(n_bad)} of its {fmt_count(n_values)} values {verb} "
             f"(e.g. {example!r} in row {fmt_count(first)}{hint}; {fmt_count(n_values - n_bad)} "
             f"{'is a number' if n_values - n_bad == 1 else 'are numbers'})")
+
+
+def _mark_hint(example, commas: pd.Series) -> str:
+    """The option that reads a text column's numbers, for its refusal; never one that would misread a value.
+
+    ``commas`` holds :func:`~faux_checks.inputs.number_marks.comma_reading` of the column's unparsed values: a
+    comma read only as a thousands mark (``1,234.5``) gives ``--thousands ','``, only as a decimal comma
+    (``-162,4``) ``--decimal ','``; ``1,234`` alone (1234 or 1.234) and a column with both are named as
+    ambiguous. Other thousands separators (``1 234``, ``1_000``) give ``--thousands`` with that mark.
+    """
+    readings = set(commas.dropna())
+    if readings:
+        if {"thousands", "decimal"} <= readings:
+            return (", written with commas that are thousands marks in some values (1,234.5) and decimal commas in "
+                    "others (0,5): write the numbers plainly (1234.5)")
+        if "thousands" in readings:
+            return ", written with a thousands separator: read it with --thousands ','"
+        if "decimal" in readings:
+            return ", written with a decimal comma: read it with --decimal ','"
+        return (", written with a comma that may mark thousands (1,234 = 1234: --thousands ',') or decimals "
+                "(1,234 = 1.234: --decimal ','); give the one the file means")
+    found = re.search(r"\d([^\d])\d{3}", example) if isinstance(example, str) and THOUSANDS.match(example) else None
+    if found is None:
+        return ""
+    mark = found.group(1)                                   # THOUSANDS matched, so a digit group is there
+    return f", written with a thousands separator: read it with --thousands {'space' if mark == ' ' else repr(mark)}"
 
 
 def level_string(value) -> str:

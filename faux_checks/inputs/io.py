@@ -12,9 +12,10 @@ import pandas as pd
 
 from .._validation import check_column_names, fmt_count
 from ..errors import InputError
+from .number_marks import ThousandsCheck, decimal_mark, sniff_decimal
 
-__all__ = ["MalformedRows", "check_header", "check_output_path", "csv_field_count_errors", "read_table", "sniff_sep",
-           "write_scores"]
+__all__ = ["MalformedRows", "check_header", "check_output_path", "check_thousands", "csv_field_count_errors",
+           "csv_number_marks", "read_table", "sniff_sep", "write_scores"]
 
 #: Malformed rows named in an error message (the count covers all of them).
 SHOWN_ROWS = 5
@@ -116,23 +117,52 @@ def sniff_sep(path: str | Path, sep: str | None = None) -> str:
         if len(sep) != 1:
             raise InputError(f"--sep {sep!r} is not one character; give the delimiter itself, e.g. --sep ';' or --sep tab")
         return sep
-    handle = _open_text(Path(path))
-    if handle is None:
+    head = _head(Path(path))
+    if not head:
         return ","
-    try:
-        with handle:
-            head = handle.read(SNIFF_BYTES)
-    except (OSError, UnicodeDecodeError):
-        return ","
-    if len(head) == SNIFF_BYTES and "\n" in head:
-        head = head[: head.rindex("\n")]
     try:
         return csv.Sniffer().sniff(head, delimiters=SNIFF_DELIMITERS).delimiter
     except csv.Error:
         return ","
 
 
-def thousands_mark(thousands: str | None, sep: str) -> str | None:
+def _head(path: Path) -> str:
+    """The first :data:`SNIFF_BYTES` characters of a CSV file, whole lines; ``""`` for a head that cannot be read."""
+    handle = _open_text(path)
+    if handle is None:
+        return ""
+    try:
+        with handle:
+            head = handle.read(SNIFF_BYTES)
+    except (OSError, UnicodeDecodeError):
+        return ""
+    if len(head) == SNIFF_BYTES and "\n" in head:
+        head = head[: head.rindex("\n")]
+    return head
+
+
+def csv_number_marks(path: str | Path, sep: str, thousands: str | None = None,
+                     decimal: str | None = None) -> tuple[str | None, str]:
+    """The ``(thousands, decimal)`` marks a CSV file's numbers are read with (CLI ``--thousands``, ``--decimal``).
+
+    Given marks are checked (:func:`thousands_mark`, :func:`faux_checks.inputs.number_marks.decimal_mark`); with
+    neither given, the decimal mark is sniffed from the file's head together with its delimiter ``sep``
+    (:func:`faux_checks.inputs.number_marks.sniff_decimal`: a ``;``-separated file of ``0,189`` reads with
+    ``","``), else ``"."``.
+
+    Raises
+    ------
+    InputError
+        A mark that is not one (the value named), or the same mark given for thousands and decimals.
+    """
+    point = decimal_mark(decimal, thousands)
+    mark = thousands_mark(thousands, sep, point)
+    if point is None and mark is None:
+        point = sniff_decimal(_head(Path(path)), sep)
+    return mark, point or "."
+
+
+def thousands_mark(thousands: str | None, sep: str, decimal: str | None = None) -> str | None:
     """The thousands mark of a CSV file's numbers (CLI ``--thousands``), checked against its delimiter ``sep``.
 
     Passed to pandas as ``read_csv(thousands=...)``, so ``1,234.5`` is read as the number 1234.5. The mark may
@@ -141,20 +171,52 @@ def thousands_mark(thousands: str | None, sep: str) -> str | None:
     ``tests/inputs/test_misread_columns.py``); an unquoted ``1,234`` there is two fields, and the row is refused by
     the field-count check (:func:`csv_field_count_errors`). None leaves the numbers as pandas reads them (a
     column holding ``1,234.5`` is text, and refused without a feature spec:
-    :meth:`faux_checks.inputs.tabular.FeatureSpec.passthrough`).
+    :meth:`faux_checks.inputs.tabular.FeatureSpec.passthrough`). ``.`` marks thousands only with ``decimal``
+    ``","`` (``1.234,5``). Every marked value is checked for groups of 3 digits when the file is read
+    (:func:`check_thousands`).
 
     Raises
     ------
     InputError
-        ``thousands`` is not one character, or is a digit or the decimal point ``.``.
+        ``thousands`` is not one character, or is a digit or the decimal mark.
     """
     if thousands is None:
         return None
     thousands = {"space": " ", "nbsp": "\u00a0"}.get(thousands, thousands)
-    if len(thousands) != 1 or thousands.isdigit() or thousands == ".":
+    point = decimal or "."
+    if len(thousands) != 1 or thousands.isdigit() or thousands == point:
         raise InputError(f"--thousands {thousands!r} is not a thousands mark; give one character other than a digit "
-                         "or the decimal point, e.g. --thousands ',' or --thousands space")
+                         f"or the decimal mark {point!r}, e.g. --thousands ',' or --thousands space")
     return thousands
+
+
+def check_thousands(path: str | Path, sep: str, thousands: str | None, decimal: str = ".", *,
+                    columns: list[str] | None = None, chunk_rows: int = 65_536) -> None:
+    """Refuse a CSV file whose values the thousands mark would misread (``12,34`` read as 1234), before it is used.
+
+    One pass over ``columns`` (all when None) read as text, in chunks
+    (:class:`faux_checks.inputs.number_marks.ThousandsCheck`); nothing when ``thousands`` is None.
+
+    Raises
+    ------
+    InputError
+        Naming every such column, its count of values and the first one with its row.
+    """
+    if thousands is None:
+        return
+    found = ThousandsCheck(thousands, decimal)
+    try:
+        with pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, skipinitialspace=True, usecols=columns,
+                         chunksize=chunk_rows) as reader:
+            start = 0
+            for frame in reader:
+                found.scan(frame, start)
+                start += len(frame)
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"cannot read data file {path}: {type(exc).__name__}: {exc}") from exc
+    error = found.error(path)
+    if error is not None:
+        raise error
 
 
 def csv_field_count_errors(path: str | Path, sep: str = ",") -> MalformedRows:
@@ -240,12 +302,16 @@ def check_header(path: str | Path, sep: str = ",") -> None:
         check_column_names(names, what=f"data file {path}")
 
 
-def read_table(path: str | Path, *, sep: str | None = None, thousands: str | None = None) -> pd.DataFrame:
+def read_table(path: str | Path, *, sep: str | None = None, thousands: str | None = None,
+               decimal: str | None = None) -> pd.DataFrame:
     """Read a CSV (any of ``.csv``, ``.csv.gz``, ``.txt``) or Parquet file into a DataFrame.
 
     The CSV delimiter is ``sep`` (CLI ``--sep``) or sniffed from the file's head (:func:`sniff_sep`: ``,`` ``;``
     tab ``|``). ``thousands`` (CLI ``--thousands``) is the thousands mark of the CSV's numbers, read by pandas
-    (``read_csv(thousands=...)``: ``1,234.5`` -> 1234.5; :func:`thousands_mark`); Parquet ignores it.
+    (``read_csv(thousands=...)``: ``1,234.5`` -> 1234.5; :func:`thousands_mark`), every marked value checked for
+    groups of 3 digits (:func:`check_thousands`). ``decimal`` (CLI ``--decimal``) is their decimal mark, ``","``
+    or ``"."``; with neither mark given it is sniffed with the delimiter (:func:`csv_number_marks`: a
+    ``;``-separated file of ``0,189`` reads 0.189). Parquet ignores both.
 
     Raises
     ------
@@ -254,22 +320,24 @@ def read_table(path: str | Path, *, sep: str | None = None, thousands: str | Non
         with a repeated, empty or whitespace-ambiguous column name (:func:`check_header`: the
         names and their positions), or CSV records whose field count differs from the header's
         (:func:`csv_field_count_errors`: the first rows named and counted; never read as missing values);
-        a ``thousands`` mark that is not one character, a digit or ``.`` (:func:`thousands_mark`).
+        a ``thousands`` mark that is not one character, a digit or the decimal mark (:func:`thousands_mark`), a
+        ``decimal`` mark other than ``,`` and ``.``, or values the thousands mark would misread (:func:`check_thousands`).
     """
     path = Path(path)
     if not path.is_file():
         raise InputError(f"data file {path} does not exist")
     delimiter = sniff_sep(path, sep) if path.suffix != ".parquet" else ","
-    mark = thousands_mark(thousands, delimiter) if path.suffix != ".parquet" else None
+    mark, point = csv_number_marks(path, delimiter, thousands, decimal) if path.suffix != ".parquet" else (None, ".")
     check_header(path, delimiter)
     if path.suffix != ".parquet":
         bad = csv_field_count_errors(path, delimiter)
         if bad.count:
             raise bad.error()
+        check_thousands(path, delimiter, mark, point)
     try:
         if path.suffix == ".parquet":
             return pd.read_parquet(path)
-        return pd.read_csv(path, skipinitialspace=True, sep=delimiter, thousands=mark)
+        return pd.read_csv(path, skipinitialspace=True, sep=delimiter, thousands=mark, decimal=point)
     except Exception as exc:
         raise InputError(f"cannot read data file {path}: {type(exc).__name__}: {exc}") from exc
 

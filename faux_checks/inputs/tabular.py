@@ -425,8 +425,9 @@ class FeatureSpec:
         ------
         InputError
             If no numeric column is left, or a column other than ``exclude`` is read as text although
-            it holds numbers: some values unparsable (``'1,234.5'``, ``'?'``: the column, their count,
-            an example and its row), or all of them numbers stored as text.
+            it holds numbers: some values unparsable (``'1,234.5'``, ``'-162,4'``, ``'?'``: every such column,
+            its count, an example and its row, and the ``--thousands``/``--decimal`` option that reads it),
+            or all of them numbers stored as text.
         """
         frame = as_frame(data)
         problems = [p for c in frame.columns if c not in exclude for p in [numbers_as_text(frame[c], c)] if p]
@@ -434,8 +435,8 @@ class FeatureSpec:
             raise InputError(
                 f"{'; '.join(problems)}. Without a feature spec the model receives the numeric columns only, in "
                 "file order, so such a column would be left out and every input after it would shift by one. "
-                "Name the numbers' thousands mark (--thousands ',') or write them plainly (1234.5), fix or "
-                "remove the other values, or "
+                "Read the numbers with the option named for each column, or write them plainly (1234.5), fix "
+                "or remove the other values, or "
                 "pass the feature spec the model was trained with (--feature-spec); nothing was scored"
             )
         cols = [c for c in frame.columns if c not in exclude and is_numeric(frame[c])]

@@ -78,3 +78,47 @@ def test_check_takes_a_pipeline_as_it_is_and_never_shows_progress_outside_a_note
     assert res.result.provenance["target_access"].startswith("forward (scikit-learn, in memory)")
     assert "%|" not in capsys.readouterr().err                               # no tqdm lines
     assert isinstance(res.rules, pd.DataFrame) and repr(res) == repr(res.result)
+
+
+def test_scores_keep_the_callers_index_on_a_filtered_shuffled_frame_and_a_join(data):
+    """``df.assign(s=res.scores["lic_score"])`` and joins give each person their own score, never a neighbour's."""
+    model = linear([1.0, 0, 0, 0, 2.0])
+    frame = data.drop(columns=["y", "race"])
+    sub = frame[frame["f0"] > -0.5].sample(frac=1.0, random_state=3)           # filtered and shuffled labels
+    sub.index = sub.index + 1000                                               # and none of them 0..n-1
+    res = faux_checks.check(model, sub, protected="sex", policy=_policy())
+    engine = res.result.scores                                                 # the engine's: by position in sub
+    assert len(sub) < len(frame) and np.isfinite(engine).sum() > 100
+    assert res.scores.index.equals(sub.index)
+    assigned = sub.assign(s=res.scores["lic_score"])["s"].to_numpy()
+    np.testing.assert_array_equal(assigned, engine)                           # row i of sub gets engine score i
+    joined = frame.set_axis(frame.index + 1000).join(res.scores, how="inner")  # the unfiltered frame, by label
+    assert len(joined) == len(sub)
+    position = {label: i for i, label in enumerate(sub.index)}
+    np.testing.assert_array_equal(joined["lic_score"].to_numpy(),
+                                  engine[[position[label] for label in joined.index]])
+    np.testing.assert_array_equal(joined["proxy"].to_numpy(), sub.loc[joined.index, "proxy"].to_numpy())
+
+
+def test_save_html_never_writes_through_a_symlink(data, tmp_path):
+    import os
+
+    res = faux_checks.check(linear([1.0, 0, 0, 0, 2.0]), data.drop(columns=["y", "race"]).head(200),
+                            protected="sex", policy=_policy())
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    dangling = tmp_path / "page.html"
+    os.symlink(elsewhere / "target.html", dangling)                            # points at nothing yet
+    with pytest.raises(InputError, match=r"page.html is a symbolic link \(to .*target.html\), and nothing is written "
+                                         r"through a link; choose another path"):
+        res.save_html(dangling)
+    assert not (elsewhere / "target.html").exists() and dangling.is_symlink()
+    existing = elsewhere / "kept.html"
+    existing.write_text("mine")
+    os.symlink(existing, tmp_path / "live.html")
+    with pytest.raises(InputError, match="is a symbolic link"):
+        res.save_html(tmp_path / "live.html")
+    assert existing.read_text() == "mine"
+    out = res.save_html(tmp_path / "new.html")
+    assert not out.is_symlink() and "Limitations of this run" in out.read_text()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary left behind

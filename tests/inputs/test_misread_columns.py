@@ -125,8 +125,8 @@ def test_a_number_with_a_thousands_separator_is_refused_not_dropped(files, capsy
         "faux-checks: could not decide: column 'f2' is read as text: 1 of its 400 values is not a number (e.g. "
         "'1,234.5' in row 17, written with a thousands separator: read it with --thousands ','; 399 are numbers). "
         "Without a feature spec the model receives the numeric columns only, in file order, so such a column would be left out and every input after "
-        "it would shift by one. Name the numbers' thousands mark (--thousands ',') or write them plainly (1234.5), "
-        "fix or remove the other values, or pass the feature spec the model was trained with (--feature-spec); "
+        "it would shift by one. Read the numbers with the option named for each column, or write them plainly "
+        "(1234.5), fix or remove the other values, or pass the feature spec the model was trained with (--feature-spec); "
         "nothing was scored"), err
 
 
@@ -139,11 +139,16 @@ def test_unparsable_markers_and_numbers_as_text_are_named():
         "column 'b' is read as text: 2 of its 4 values are not numbers (e.g. '?' in row 1; 2 are numbers); "
         "column 'c' holds numbers stored as text (dtype object; all 4 values parse as numbers): convert it to a "
         "numeric dtype. Without a feature spec")
-    # every value written with separators: still numbers, still refused
+    # every value written with separators: still numbers, still refused; '1,000' is 1000 or 1.000, never guessed
     with pytest.raises(InputError, match=r"^column 'b' is read as text: 4 of its 4 values are not numbers \(e.g. "
-                                         r"'1,000' in row 0, written with a thousands separator: read it with --thousands ','; "
-                                         r"0 are numbers\)"):
+                                         r"'1,000' in row 0, written with a comma that may mark thousands \(1,234 = "
+                                         r"1234: --thousands ','\) or decimals \(1,234 = 1.234: --decimal ','\); give "
+                                         r"the one the file means; 0 are numbers\)"):
         FeatureSpec.passthrough(frame.assign(b=["1,000", "2,500", "1 234", "9_999"], c=1), exclude=["sex"])
+    with pytest.raises(InputError, match=r"^column 'b' is read as text: 4 of its 4 values are not numbers \(e.g. "
+                                         r"'1 234' in row 0, written with a thousands separator: read it with "
+                                         r"--thousands space; 0 are numbers\)"):
+        FeatureSpec.passthrough(frame.assign(b=["1 234", "2 500", "1 000", "9 999"], c=1), exclude=["sex"])
 
 
 def test_a_genuine_text_column_is_left_out_as_before(files, tmp_path, capsys):
@@ -203,7 +208,7 @@ def test_thousands_option_reads_the_marked_numbers_as_the_plain_ones(files, caps
     assert main(_check(files, files["marked"])) == 2                     # without it: still refused, naming it
     err = capsys.readouterr().err
     assert "column 'f0' is read as text: 1 of its 400 values is not a number (e.g. '-2,000,000.25' in row 90" in err
-    assert "read it with --thousands ','" in err and "Name the numbers' thousands mark (--thousands ',')" in err
+    assert "read it with --thousands ','" in err and "Read the numbers with the option named for each column" in err
 
 
 def test_thousands_mark_equal_to_the_delimiter_reads_quoted_numbers(files, tmp_path, capsys):

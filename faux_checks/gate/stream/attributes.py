@@ -278,12 +278,13 @@ def score_stream_attributes(
     model_info: dict | None = None,
     sep: str | None = None,
     thousands: str | None = None,
+    decimal: str | None = None,
 ) -> StreamAttributesResult:
     """Score every row of a large Parquet/CSV file for every protected attribute of the policy, in this process.
 
     Parameters
     ----------
-    target_model, source_path, feature_spec, chunk_rows, progress, model_info, sep, thousands
+    target_model, source_path, feature_spec, chunk_rows, progress, model_info, sep, thousands, decimal
         As :func:`~.run.score_stream`. Without a feature spec the target receives the numeric
         columns less **every** declared protected column and the label.
     policy : Policy
@@ -312,7 +313,7 @@ def score_stream_attributes(
     chunk_rows = int(chunk_rows or policy.scale.chunk_rows)
     paths = attribute_paths(out_path, policy.attribute_names, per_attribute=policy.reports_per_attribute)
     target_model, feature_spec = as_target(target_model, feature_spec)
-    source = DataSource.open(source_path, sep=sep, thousands=thousands)
+    source = DataSource.open(source_path, sep=sep, thousands=thousands, decimal=decimal)
     spec = resolve_feature_spec(source, policy, feature_spec, chunk_rows=chunk_rows)
     check_rows(source, spec, chunk_rows=max(chunk_rows, 65_536))
     attributes = stream_attributes(policy, source.columns)

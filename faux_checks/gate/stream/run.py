@@ -178,6 +178,7 @@ def score_stream(
     model_info: dict | None = None,
     sep: str | None = None,
     thousands: str | None = None,
+    decimal: str | None = None,
 ) -> StreamSummary:
     """Score every row of a large Parquet/CSV file with fAux in bounded memory, in this process.
 
@@ -208,7 +209,11 @@ def score_stream(
         CSV delimiter; default sniffed from the file's head (:func:`faux_checks.inputs.io.sniff_sep`).
     thousands : str, optional
         The CSV numbers' thousands mark (``","`` reads ``1,234.5`` as 1234.5; pandas ``read_csv(thousands=...)``);
-        it may equal the delimiter for quoted numbers (:func:`faux_checks.inputs.io.thousands_mark`).
+        it may equal the delimiter for quoted numbers (:func:`faux_checks.inputs.io.thousands_mark`); every marked
+        value is checked for groups of 3 digits (``12,34`` is refused: :func:`faux_checks.inputs.io.check_thousands`).
+    decimal : str, optional
+        The CSV numbers' decimal mark, ``","`` or ``"."``; default sniffed with the delimiter
+        (:func:`faux_checks.inputs.io.csv_number_marks`: a ``;``-separated file of ``0,189`` reads 0.189).
 
     Returns
     -------
@@ -237,7 +242,7 @@ def score_stream(
     from ...inputs.estimators import as_target
 
     target_model, feature_spec = as_target(target_model, feature_spec)   # a skops Pipeline brings its own spec
-    source = DataSource.open(source_path, sep=sep, thousands=thousands)
+    source = DataSource.open(source_path, sep=sep, thousands=thousands, decimal=decimal)
     spec = resolve_feature_spec(source, policy, feature_spec, chunk_rows=chunk_rows)
     check_rows(source, spec, chunk_rows=max(chunk_rows, 65_536))
     sample = sample_pass(source, policy=policy, feature_spec=spec, chunk_rows=chunk_rows)

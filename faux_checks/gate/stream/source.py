@@ -16,7 +16,8 @@ import pandas as pd
 
 from ..._validation import fmt_count
 from ...errors import InputError
-from ...inputs.io import MalformedRows, check_header, csv_field_count_errors, sniff_sep, thousands_mark
+from ...inputs.io import (MalformedRows, check_header, check_thousands, csv_field_count_errors, csv_number_marks,
+                          sniff_sep)
 from ...inputs.tabular import FeatureSpec
 
 __all__ = ["DataSource", "check_rows", "columns_to_read", "csv_to_parquet", "encode_chunk", "read_chunks"]
@@ -39,6 +40,8 @@ class DataSource:
         The CSV delimiter (given, or sniffed from the head: :func:`faux_checks.inputs.io.sniff_sep`).
     thousands : str or None
         The CSV numbers' thousands mark (CLI ``--thousands``; pandas ``read_csv(thousands=...)``), None for none.
+    decimal : str
+        The CSV numbers' decimal mark (CLI ``--decimal``, else sniffed: :func:`faux_checks.inputs.io.csv_number_marks`).
     """
 
     path: str
@@ -47,9 +50,11 @@ class DataSource:
     row_group_rows: tuple[int, ...] = ()
     sep: str = ","
     thousands: str | None = None
+    decimal: str = "."
 
     @classmethod
-    def open(cls, path: str | Path, *, sep: str | None = None, thousands: str | None = None) -> "DataSource":
+    def open(cls, path: str | Path, *, sep: str | None = None, thousands: str | None = None,
+             decimal: str | None = None) -> "DataSource":
         """Read the file's schema (Parquet metadata or the CSV header), not its rows.
 
         Raises
@@ -57,13 +62,15 @@ class DataSource:
         InputError
             Missing or unreadable file, a repeated, empty or whitespace-ambiguous column name
             (:func:`faux_checks.inputs.io.check_header`), or a ``thousands`` mark that is not one character,
-            a digit or ``.`` (:func:`faux_checks.inputs.io.thousands_mark`; Parquet ignores it).
+            a digit or the decimal mark, a decimal mark other than ``,`` and ``.``
+            (:func:`faux_checks.inputs.io.csv_number_marks`; Parquet ignores both).
         """
         path = Path(path)
         if not path.is_file():
             raise InputError(f"data file {path} does not exist")
         delimiter = sniff_sep(path, sep) if path.suffix != ".parquet" else ","
-        mark = thousands_mark(thousands, delimiter) if path.suffix != ".parquet" else None
+        mark, point = (csv_number_marks(path, delimiter, thousands, decimal) if path.suffix != ".parquet"
+                       else (None, "."))
         check_header(path, delimiter)
         try:
             if path.suffix == ".parquet":
@@ -72,7 +79,8 @@ class DataSource:
                 rows = tuple(meta.row_group(i).num_rows for i in range(meta.num_row_groups))
                 return cls(str(path), "parquet", tuple(pf.schema_arrow.names), rows)
             header = pd.read_csv(path, nrows=0, skipinitialspace=True, sep=delimiter)
-            return cls(str(path), "csv", tuple(map(str, header.columns)), sep=delimiter, thousands=mark)
+            return cls(str(path), "csv", tuple(map(str, header.columns)), sep=delimiter, thousands=mark,
+                       decimal=point)
         except InputError:
             raise
         except Exception as exc:
@@ -119,7 +127,7 @@ class DataSource:
                 raise InputError("a CSV file has no row groups to shard by; convert it with csv_to_parquet first")
             try:
                 with pd.read_csv(self.path, chunksize=chunk_rows, skipinitialspace=True, usecols=columns,
-                                 sep=self.sep, thousands=self.thousands) as reader:
+                                 sep=self.sep, thousands=self.thousands, decimal=self.decimal) as reader:
                     start = 0
                     for frame in reader:
                         yield start, frame[columns]
@@ -217,12 +225,14 @@ def csv_to_parquet(source: DataSource, dest: str | Path, *, columns: Sequence[st
 def check_rows(source: DataSource, spec: FeatureSpec, *, chunk_rows: int = 65_536) -> None:
     """Refuse a file with malformed rows before anything is scored, naming the first rows and the count.
 
-    Two checks, in this order, each over the whole file (so the first rows named do not depend on
+    Three checks, in this order, each over the whole file (so the first rows named do not depend on
     the chunk size or on how many workers score the file):
 
     1. CSV: every record has the header's field count (:func:`faux_checks.inputs.io.csv_field_count_errors`;
        pandas would read a truncated line as missing values, e.g. a missing protected value).
-    2. Every value of the spec's numeric columns parses as a number (pandas' missing-value markers
+    2. CSV read with a thousands mark: no value of the spec's columns is misread by it
+       (:func:`faux_checks.inputs.io.check_thousands`: ``12,34`` is refused, not read as 1234).
+    3. Every value of the spec's numeric columns parses as a number (pandas' missing-value markers
        are missing, not malformed). Parquet columns stored as numbers are not read.
 
     Raises
@@ -232,6 +242,9 @@ def check_rows(source: DataSource, spec: FeatureSpec, *, chunk_rows: int = 65_53
         (line 9); row 12: column 'age' has 'abc', not a number ...``
     """
     fields = csv_field_count_errors(source.path, source.sep) if source.format == "csv" else MalformedRows(source.path)
+    if source.format == "csv" and not fields.count:     # values the thousands mark would misread (12,34 -> 1234)
+        check_thousands(source.path, source.sep, source.thousands, source.decimal, columns=spec.source_columns,
+                        chunk_rows=chunk_rows)
     numeric = [c.name for c in spec.columns if c.kind == "numeric"]
     if source.format == "parquet":
         import pyarrow as pa
@@ -279,7 +292,7 @@ def _raw_chunks(source: DataSource, columns: list[str], chunk_rows: int):
         return
     try:
         with pd.read_csv(source.path, chunksize=chunk_rows, skipinitialspace=True, usecols=columns,
-                         sep=source.sep, thousands=source.thousands) as reader:
+                         sep=source.sep, thousands=source.thousands, decimal=source.decimal) as reader:
             start = 0
             for frame in reader:
                 yield start, frame
