@@ -73,9 +73,8 @@ def label_meaning(column: str, values: list[str]) -> tuple[str, str, str] | None
     if len(good) == 1 and not bad:
         i = good[0]
         return values[1 - i], values[i], f"the value '{values[i]}' names a favourable outcome ('{marks[i][1]}')"
-    lowered = [v.strip().lower() for v in values]
-    yes = [v for v, low in zip(values, lowered) if low in _YES]
-    no = [v for v, low in zip(values, lowered) if low in _NO]
+    yes = [v for v in values if v.strip().lower() in _YES]
+    no = [v for v in values if v.strip().lower() in _NO]
     if len(yes) != 1 or len(no) != 1:
         return None
     bad_name, good_name = _names_word(column, ADVERSE_WORDS), _names_word(column, FAVOURABLE_WORDS)

@@ -16,6 +16,8 @@ gives ``"probability"``; a softmax ``"softmax"`` (one column of it: ``"probabili
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 
 __all__ = ["final_output_form", "final_op_name"]
@@ -24,7 +26,8 @@ __all__ = ["final_output_form", "final_op_name"]
 _SHAPE_OPS = frozenset({"squeeze", "unsqueeze", "view", "reshape", "flatten", "contiguous", "clone", "detach",
                         "alias", "to", "_to_copy", "select", "slice", "_unsafe_view", "expand", "type_as", "float",
                         "double", "getitem", "dropout", "identity"})
-_ACTIVATIONS = {"sigmoid": "probability", "softmax": "softmax", "_softmax": "softmax", "log_softmax": "logits",
+_Declared = Literal["probability", "softmax", "logits"]
+_ACTIVATIONS: dict[str, _Declared] = {"sigmoid": "probability", "softmax": "softmax", "_softmax": "softmax", "log_softmax": "logits",
                 "_log_softmax": "logits"}
 _MODULES = {torch.nn.Sigmoid: "sigmoid", torch.nn.Softmax: "softmax", torch.nn.LogSoftmax: "log_softmax"}
 
@@ -113,7 +116,7 @@ def final_op_name(model, X_probe: torch.Tensor) -> str | None:
     return None
 
 
-def final_output_form(model, X_probe: torch.Tensor, n_outputs: int) -> str | None:
+def final_output_form(model, X_probe: torch.Tensor, n_outputs: int) -> _Declared | None:
     """The output form the model's last operation declares, or None.
 
     Parameters
