@@ -37,7 +37,7 @@ def _in_notebook() -> bool:
 
 def check(model, data: pd.DataFrame, *, protected: str | Sequence[str] | None = None,
           policy: Policy | str | Path | None = None, label: str | None = None, positive_label: str | None = None,
-          feature_spec=None, progress: bool | None = None) -> "FairnessCheck":
+          favourable_label: str | None = None, feature_spec=None, progress: bool | None = None) -> "FairnessCheck":
     """Check ``model`` for individual fairness on ``data`` and return a result that displays itself.
 
     Parameters
@@ -54,6 +54,9 @@ def check(model, data: pd.DataFrame, *, protected: str | Sequence[str] | None = 
         Default: the shipped policy (its demo label dropped unless ``label`` is given).
     label, positive_label : str, optional
         The label column (kept out of the model's inputs) and, for text labels, the positive class.
+    favourable_label : str, optional
+        The label value that is good for the person (``"no"`` on a deny label): the direction of the group table
+        and of the per-group sentences (policy ``favourable_label``).
     feature_spec : FeatureSpec, optional
         The encoding; not needed for a Pipeline with a ColumnTransformer.
     progress : bool, optional
@@ -68,7 +71,7 @@ def check(model, data: pd.DataFrame, *, protected: str | Sequence[str] | None = 
     InputError
         No protected attribute named anywhere; everything :func:`~faux_checks.gate.check.run_check` refuses.
     """
-    policy = _policy(policy, protected, label, positive_label)
+    policy = _policy(policy, protected, label, positive_label, favourable_label)
     progress = _in_notebook() if progress is None else bool(progress)
     from .inputs.estimators import as_target
 
@@ -81,7 +84,7 @@ def check(model, data: pd.DataFrame, *, protected: str | Sequence[str] | None = 
                          index=data.index if isinstance(data, pd.DataFrame) else None)
 
 
-def _policy(policy, protected, label, positive_label) -> Policy:
+def _policy(policy, protected, label, positive_label, favourable_label=None) -> Policy:
     """The policy as used: given (object or path) or shipped, with ``protected``/``label`` applied."""
     given = policy is not None
     if policy is None or isinstance(policy, (str, Path)):
@@ -105,6 +108,8 @@ def _policy(policy, protected, label, positive_label) -> Policy:
         changes["label"] = None       # the shipped policy names the demo's label; the user's data need not have it
     if positive_label is not None:
         changes["positive_label"] = positive_label
+    if favourable_label is not None:
+        changes["favourable_label"] = favourable_label
     return policy.with_overrides(**changes) if changes else policy
 
 

@@ -54,23 +54,29 @@ def group_metrics(y_pred: np.ndarray, groups: np.ndarray, y_true: np.ndarray | N
     return out
 
 
-def group_table(selected: np.ndarray, probability: np.ndarray, sensitive, *, flagged: np.ndarray | None = None,
-                min_count: int = 1) -> list[dict]:
+def group_table(selected: np.ndarray, probability: np.ndarray, sensitive, *, favourable: bool | None = None,
+                flagged: np.ndarray | None = None, min_count: int = 1) -> list[dict]:
     """The group-level table auditors are asked for: per group and intersection, counts, rates and impact ratios.
 
     Descriptive only: the gate's decision stays individual-level (the flagged fraction); this table is the
     shape of the tables bias audits ask for (selection rates and impact ratios against the most favoured
     category, e.g. NYC Local Law 144's rules, 6 RCNY § 5-301), computed with fairlearn's ``MetricFrame``.
+    The selection rate there is the rate of the favourable outcome: on an adverse label (deny, default) it is
+    1 − the rate of the predicted event, and the most favoured group is the one denied least.
 
     Parameters
     ----------
     selected : ndarray of shape (n,)
-        0/1 outcome (e.g. ŷ > 0.5, "selected").
+        0/1: the target's class predicted (e.g. ŷ > 0.5).
     probability : ndarray of shape (n,)
         The target's P(y = target class | x), probability points.
     sensitive : DataFrame of shape (n, a)
         One column per protected attribute (the category of each row); with a ≥ 2 columns the
         intersections are added.
+    favourable : bool or None
+        Whether the target's class is the favourable outcome (policy ``favourable_label``,
+        :func:`faux_checks.gate.outcome.outcome_direction`); None (not declared): no favourable rate, impact
+        ratio or most favoured group.
     flagged : ndarray of shape (n,), optional
         Each row's weight in the flagged count (fAux), reported per group beside the rates.
     min_count : int
@@ -80,9 +86,10 @@ def group_table(selected: np.ndarray, probability: np.ndarray, sensitive, *, fla
     -------
     list of dict
         ``attribute`` (a column name, or the names joined by ``" × "``), ``group``, ``count``,
-        ``selection_rate``, ``mean_score``, ``impact_ratio`` (selection rate / the highest selection rate of
-        that attribute's groups; None when that is 0), ``most_favoured`` (bool) and, with ``flagged``,
-        ``flagged_fraction``.
+        ``predicted_rate`` (share with the target's class predicted), ``favourable_rate`` (share with the
+        favourable outcome predicted), ``mean_score`` (mean ``probability``), ``impact_ratio`` (favourable rate /
+        the highest favourable rate of that attribute's groups; None when that is 0), ``most_favoured`` (bool;
+        None when the direction is not declared) and, with ``flagged``, ``flagged_fraction``.
 
     Raises
     ------
@@ -118,16 +125,18 @@ def group_table(selected: np.ndarray, probability: np.ndarray, sensitive, *, fla
         scores = by_group(arrays["probability"], mean, cols)
         flags = by_group(arrays["flagged"], mean, cols) if flagged is not None else None
         enough = table["count"] >= min_count
-        best = table.loc[enough, "selection_rate"].max() if enough.any() else np.nan
+        rates = table["selection_rate"] if favourable is not False else 1.0 - table["selection_rate"]
+        best = rates[enough].max() if enough.any() and favourable is not None else np.nan
         for key, row in table.iterrows():
             key = key if isinstance(key, tuple) else (key,)
             ok = bool(row["count"] >= min_count)
-            rate = float(row["selection_rate"]) if ok else None
+            rate = float(rates.loc[key if len(key) > 1 else key[0]]) if ok and favourable is not None else None
             entry = {"attribute": " × ".join(map(str, cols)), "group": " × ".join(map(str, key)),
-                     "count": int(row["count"]), "selection_rate": rate,
+                     "count": int(row["count"]), "predicted_rate": float(row["selection_rate"]) if ok else None,
+                     "favourable_rate": rate,
                      "mean_score": float(scores.loc[key if len(key) > 1 else key[0]]) if ok else None,
-                     "impact_ratio": (rate / best) if rate is not None and best and np.isfinite(best) and best > 0 else None,
-                     "most_favoured": bool(ok and rate == best)}
+                     "impact_ratio": (rate / best) if rate is not None and np.isfinite(best) and best > 0 else None,
+                     "most_favoured": None if favourable is None else bool(ok and rate == best)}
             if flags is not None:
                 entry["flagged_fraction"] = float(flags.loc[key if len(key) > 1 else key[0]]) if ok else None
             rows.append(entry)

@@ -38,6 +38,7 @@ from .power import capacity_statement, detectable_fraction
 from .check_rules import CheckEvidence, check_rules
 from .decision import decide, missing_protected_note, undefined_note
 from .decompose import column_parts, decompose_change, reason_list
+from .outcome import OutcomeDirection, outcome_direction, outcome_record
 from .policy_schema import Policy
 from .result import CheckResult, delta_curve
 from .rows import AuditRows, check_model_accepts, check_model_outputs, prepare_audit
@@ -104,6 +105,7 @@ def run_check(
     audit = prepare_audit(frame, policy=policy, feature_spec=feature_spec,
                           takes_missing=target_takes_missing(target_model, policy.missing_values))
     target_model = with_nan_inputs(target_model, audit.feature_spec)   # NaN where the indicator says missing
+    direction = outcome_direction(policy, frame)                          # favourable_label checked on the label
     Xt = as_tensor(audit.X)
     check_model_accepts(target_model, Xt, audit.feature_spec)
     output = TargetOutput(form=policy.target_output, target_class=policy.target_class)
@@ -145,7 +147,7 @@ def run_check(
     column_evidence = pd.DataFrame(spec.aggregate(lic.evidence.astype(np.float64)), columns=spec.source_columns,
                                    index=audit.row_index)                # (n, source columns)
     sensitivity = _sensitivity(target_model, aux, audit, policy, output, lic, column_evidence, held, outcome.decision)
-    groups_table = _group_table(lic, group_labels, worst, column, audit.protected.n_missing)
+    groups_table = _group_table(lic, group_labels, worst, column, audit.protected.n_missing, direction)
     decomposition = decompose_change(target_model, resolved, audit.X, lic, spec, column, faux.admissible,
                                      audit.row_index) if faux.variant == "swap" else None
     reasons += _sensitivity_note(sensitivity, policy)
@@ -193,23 +195,26 @@ def run_check(
         aux_model=aux.model, aux_seed_models=seed_models, swap_reference=getattr(tester, "reference", None),
         decomposition=decomposition,
         group_table=groups_table,
+        outcome=outcome_record(direction, lic, group_labels, names, faux.delta, column),
     )
 
 
 def _group_table(lic: LICResult, group_labels: np.ndarray, worst: np.ndarray, protected: str,
-                 n_missing: int) -> list[dict]:
-    """The descriptive group-level table (:func:`faux_checks.baselines.group_metrics.group_table`): selection at
-    ŷ > 0.5, mean ŷ, impact ratios, the flagged fraction per group, and the rows whose protected value is unknown
-    (not audited: a count only). Empty when fairlearn is not installed (it comes with the ``gate`` extra)."""
+                 n_missing: int, direction: OutcomeDirection) -> list[dict]:
+    """The descriptive group-level table (:func:`faux_checks.baselines.group_metrics.group_table`): the target's
+    class at ŷ > 0.5, the favourable outcome's rate and impact ratios in the declared direction, mean ŷ, the flagged
+    fraction per group, and the rows whose protected value is unknown (not audited: a count only). Empty when
+    fairlearn is not installed (it comes with the ``gate`` extra)."""
     try:
         from ..baselines.group_metrics import group_table
         rows = group_table(lic.probability > 0.5, lic.probability, pd.DataFrame({protected: group_labels}),
-                           flagged=worst)
+                           favourable=direction.target_favourable, flagged=worst)
     except ImportError:
         return []
     if n_missing:
         rows.append({"attribute": protected, "group": "(unknown: not audited)", "count": int(n_missing),
-                     "selection_rate": None, "mean_score": None, "impact_ratio": None, "most_favoured": False,
+                     "predicted_rate": None, "favourable_rate": None, "mean_score": None, "impact_ratio": None,
+                     "most_favoured": None if direction.target_favourable is None else False,
                      "flagged_fraction": None})
     return rows
 

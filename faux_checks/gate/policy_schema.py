@@ -70,6 +70,12 @@ class Policy(_Strict):
     positive_label: str | None = Field(
         None, description="The label value meaning the positive class (text labels such as 'yes'); labels become 1 "
         "where equal, 0 elsewhere. Text labels without it are refused.")
+    favourable_label: str | None = Field(
+        None, min_length=1, description="The label value that is the favourable outcome for the person (\"no\" on a "
+        "deny/default/fraud label, \">50K\" or \"1\" on an income label; compared as text, numbers by value). It "
+        "sets the direction of the group table (rate of the favourable outcome, impact ratios, most favoured group) "
+        "and of the report's sentences; unset, no group is called favoured. A value no row of the label holds is "
+        "refused (faux_checks.gate.outcome).")
     missing_protected: Literal["error", "drop"] = Field(
         "error", description="Rows with a missing protected value: stop (error) or drop and count them."
     )
@@ -256,14 +262,14 @@ class Policy(_Strict):
     def sha256(self) -> str:
         """Hash of the canonical JSON form (provenance).
 
-        ``attributes``, ``intersections`` and ``positive_label`` count only when set, so a one-attribute policy keeps the
-        hash it had before they existed (recorded decisions still match their policy); ``operations``
-        never counts.
+        ``attributes``, ``intersections``, ``positive_label`` and ``favourable_label`` count only when set, so a
+        one-attribute policy keeps the hash it had before they existed (recorded decisions still match their
+        policy); ``operations`` never counts.
         """
         payload = self.model_dump(mode="json")
         payload.pop("operations")           # deadlines and timeouts never change a decision
         payload["scale"].pop("device", None)  # nor does the device (recorded in the provenance; issue 23)
-        for key in ("attributes", "intersections", "positive_label"):
+        for key in ("attributes", "intersections", "positive_label", "favourable_label"):
             if not payload[key]:
                 payload.pop(key)
         if payload.get("missing_values") == "auto":       # the default: a policy that does not set it keeps its hash

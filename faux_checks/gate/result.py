@@ -76,6 +76,10 @@ class CheckResult(DecidedResult):
         (probability points, index: input row; :mod:`faux_checks.gate.decompose`); summarised in :meth:`to_dict`.
     group_table : list of dict
         The descriptive group-level table (:func:`faux_checks.baselines.group_metrics.group_table`).
+    outcome : dict
+        The outcome's direction (:func:`faux_checks.gate.outcome.outcome_record`): the probability's name
+        (``P(deny = yes)``), whether the target's class is favourable (None: not declared), per group the flagged
+        people whose probability would rise / fall, and the report's sentences; empty when the check did not run.
     """
 
     decision: Decision
@@ -109,6 +113,7 @@ class CheckResult(DecidedResult):
     swap_reference: Any = field(default=None, repr=False, compare=False)
     decomposition: pd.DataFrame | None = field(default=None, repr=False, compare=False)
     group_table: list[dict] = field(default_factory=list)
+    outcome: dict = field(default_factory=dict)
 
     @classmethod
     def undecided(cls, reason: str, *, delta: float = float("nan"), max_flagged_fraction: float = float("nan"),
@@ -149,6 +154,7 @@ class CheckResult(DecidedResult):
             "evidence_summary": self.evidence_summary(),
             "decomposition_summary": self.decomposition_summary(),
             "group_table": self.group_table,
+            "outcome": self.outcome,
             "flagged_fraction_vs_delta": self.curve,
             "score_histogram": self.score_histogram(),
             "aux_roc": self.aux_roc,

@@ -86,26 +86,37 @@ def resolve_output_form(model, X_probe: torch.Tensor, output: TargetOutput) -> T
     ----------
     X_probe : Tensor of shape (n_probe, d)
 
+    ``"auto"`` takes, in turn: a forward-only target's known form, the form a torch target's last operation
+    declares (a final sigmoid or softmax, :func:`faux_checks.method.final_op.final_output_form`), and the probe's
+    values (a single column outside [0, 1] is a logit; columns summing to 1 are softmax probabilities).
+
     Raises
     ------
     InputError
         The form does not fit the output's width, ``target_class`` is out of range, or
-        ``"auto"`` cannot tell a probability from a logit.
+        ``"auto"`` cannot tell a probability from a logit (the message names the policy key ``target_output``).
     """
+    from .final_op import final_op_name, final_output_form
+
     with torch.no_grad(), eval_mode(model):
         out = raw_output(model, X_probe.float())
-    m = out.shape[1]
-    form = output.form
-    if form == "auto" and getattr(model, "output_form", "auto") != "auto":
-        form = model.output_form          # a forward-only target whose loader knows its output (method/forward.py)
+        m = out.shape[1]
+        form = output.form
+        if form == "auto" and getattr(model, "output_form", "auto") != "auto":
+            form = model.output_form          # a forward-only target whose loader knows its output (method/forward.py)
+        elif form == "auto":
+            form = final_output_form(model, X_probe.float(), m) or "auto"    # a final sigmoid / softmax says it
+        last = final_op_name(model, X_probe.float()) if form == "auto" else None
     if form == "auto":
         if m == 1:
             inside = bool(((out >= 0) & (out <= 1)).all())
             if inside:
+                ends = f" (its last operation, '{last}', does not say which)" if last else ""
                 raise InputError(
-                    "the target model's single output lies in [0, 1] on every probe row: it could be a "
-                    "probability or a logit. Declare it: output form 'probability' or 'logit' "
-                    "(policy target_output = '...', CLI --output-form)"
+                    f"the target model's single output lies in [0, 1] on every probe row: it could be a "
+                    f"probability or a logit{ends}. Declare it: output form 'probability' or 'logit' "
+                    "(policy target_output = '...', CLI --output-form); a model whose last module is nn.Sigmoid or "
+                    "nn.Softmax, or a scripted or exported model ending in a sigmoid or softmax, is read without it"
                 )
             form = "logit"
         else:

@@ -31,8 +31,8 @@ def limitations(report: dict[str, Any]) -> list[dict[str, str]]:
     Returns
     -------
     list of dict
-        ``topic`` (``reading``, ``declarations``, ``attribute``, ``groups``, ``undefined``, ``target``, ``aux``,
-        ``decision``) and ``text``; one ``decision`` entry only, saying nothing was measured, when the check did
+        ``topic`` (``reading``, ``declarations``, ``attribute``, ``groups``, ``outcome``, ``undefined``, ``target``,
+        ``aux``, ``decision``) and ``text``; one ``decision`` entry only, saying nothing was measured, when the check did
         not run.
     """
     check = report.get("check") or {}
@@ -45,9 +45,11 @@ def limitations(report: dict[str, Any]) -> list[dict[str, str]]:
     out: list[dict[str, str]] = []
     protected = policy.get("protected") or "c"
     variant = prov.get("variant") or faux.get("variant")
+    outcome = check.get("outcome") or {}
+    name = outcome.get("probability") or "P(y)"
     if variant in (None, "swap"):
         out.append({"topic": "reading", "text": (
-            f"the score is an estimate of how much P(y) would change if only '{protected}' were swapped, the other "
+            f"the score is an estimate of how much {name} would change if only '{protected}' were swapped, the other "
             "features moving as the auxiliary model and the matched move say they go with it (probability points). "
             "It is a model of the counterfactual, not an observed one: a proxy the data do not show is not seen")})
     else:
@@ -77,6 +79,11 @@ def limitations(report: dict[str, Any]) -> list[dict[str, str]]:
             "the other groups; small groups carry wide intervals, and a multi-class c under-flagged in an earlier "
             "reading (2.4% against 4.0% on default_credit_card; the shipped reading 3.9%)")})
     out += _group_statements(check, policy, report.get("decision") or check.get("decision"))
+    if outcome and not outcome.get("declared"):
+        out.append({"topic": "outcome", "text": (
+            f"which outcome is favourable is not declared (policy {outcome.get('key') or 'favourable_label'}): the "
+            f"report says in which direction {name} moves, not whether that is a gain or a loss, and calls no group "
+            "most favoured")})
     n_undefined = check.get("n_undefined") or 0
     if n_undefined:
         out.append({"topic": "undefined", "text": (

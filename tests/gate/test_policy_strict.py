@@ -160,7 +160,7 @@ def test_integers_are_numbers_but_nan_inf_and_out_of_bounds_are_not(tmp_path):
 
 
 #: Keys of a shipped policy that declare the bundled data rather than choose a setting.
-DECLARATIONS = {"name", "protected", "label", "admissible", "testers", "linked_columns"}
+DECLARATIONS = {"name", "protected", "label", "favourable_label", "admissible", "testers", "linked_columns"}
 
 
 @pytest.mark.parametrize("shipped", ["default", "adult"])
@@ -270,6 +270,7 @@ def test_a_single_attribute_policy_keeps_its_hash():
     del payload["attributes"], payload["intersections"], payload["operations"]   # operations never count
     assert payload["decision"].pop("max_newly_flagged_fraction") is None           # an unset no-new-harm rule neither
     assert payload.pop("positive_label") is None                                   # unset: as before it existed
+    assert payload["favourable_label"] == "1"                                      # set: it counts
     assert payload["scale"].pop("device") == "auto"                                # the device never counts (issue 23)
     import hashlib
     import json

@@ -149,18 +149,19 @@ def test_group_table_rates_impact_ratios_and_intersections_match_direct_counts()
                               "race": ["a", "b", "a", "a", "b", "b", "a", "a"]})
     selected = np.array([1, 0, 0, 1, 1, 0, 1, 1])
     prob = np.array([0.9, 0.2, 0.4, 0.8, 0.7, 0.3, 0.6, 0.9])
-    rows = group_table(selected, prob, sensitive, flagged=np.array([1, 0, 0, 0, 0, 0, 0, 1.0]))
+    rows = group_table(selected, prob, sensitive, favourable=True, flagged=np.array([1, 0, 0, 0, 0, 0, 0, 1.0]))
     by = {(r["attribute"], r["group"]): r for r in rows}
-    assert by[("sex", "F")]["count"] == 3 and by[("sex", "F")]["selection_rate"] == pytest.approx(1 / 3)
-    assert by[("sex", "M")]["selection_rate"] == pytest.approx(4 / 5) and by[("sex", "M")]["most_favoured"]
+    assert by[("sex", "F")]["count"] == 3 and by[("sex", "F")]["favourable_rate"] == pytest.approx(1 / 3)
+    assert by[("sex", "F")]["predicted_rate"] == pytest.approx(1 / 3)
+    assert by[("sex", "M")]["favourable_rate"] == pytest.approx(4 / 5) and by[("sex", "M")]["most_favoured"]
     assert by[("sex", "F")]["impact_ratio"] == pytest.approx((1 / 3) / (4 / 5))
     assert by[("sex", "F")]["mean_score"] == pytest.approx(0.5)
     assert by[("sex", "F")]["flagged_fraction"] == pytest.approx(1 / 3)
     inter = by[("sex × race", "M × b")]
-    assert inter["count"] == 2 and inter["selection_rate"] == pytest.approx(0.5)
+    assert inter["count"] == 2 and inter["favourable_rate"] == pytest.approx(0.5)
     assert by[("sex × race", "M × a")]["impact_ratio"] == pytest.approx(1.0)
-    rows = group_table(selected, prob, sensitive, min_count=3)
-    assert {r["group"]: r["selection_rate"] for r in rows if r["attribute"] == "sex × race"}["F × b"] is None
+    rows = group_table(selected, prob, sensitive, favourable=True, min_count=3)
+    assert {r["group"]: r["favourable_rate"] for r in rows if r["attribute"] == "sex × race"}["F × b"] is None
     with pytest.raises(InputError, match="rows"):
         group_table(selected[:3], prob, sensitive)
 
@@ -261,7 +262,7 @@ def test_the_check_s_group_table_counts_match_the_audit_rows():
     target = _LinearProbability([0.06, 0.01, 0.04])
     policy = Policy.model_validate({
         "protected": "sex", "target_output": "probability", "min_aux_quality": 0.5, "missing_protected": "drop",
-        "faux": {"delta": 0.05, "max_flagged_fraction": 0.05}, "aux": {"epochs": 5},
+        "favourable_label": "1", "faux": {"delta": 0.05, "max_flagged_fraction": 0.05}, "aux": {"epochs": 5},
         "decision": {"min_group_rows": 50, "aux_seeds": 1}})
     result = run_check(target, df, policy=policy, feature_spec=spec)
     table = {r["group"]: r for r in result.to_dict()["group_table"]}
@@ -270,8 +271,8 @@ def test_the_check_s_group_table_counts_match_the_audit_rows():
     for g in ("F", "M"):
         rows = (audited["sex"] == g).to_numpy()
         assert table[g]["count"] == rows.sum()
-        assert table[g]["selection_rate"] == pytest.approx(np.mean(p[rows] > 0.5), abs=1e-9)
+        assert table[g]["favourable_rate"] == pytest.approx(np.mean(p[rows] > 0.5), abs=1e-9)
         assert table[g]["mean_score"] == pytest.approx(p[rows].mean(), abs=1e-5)
-    best = max(table["F"]["selection_rate"], table["M"]["selection_rate"])
-    assert table["F"]["impact_ratio"] == pytest.approx(table["F"]["selection_rate"] / best)
+    best = max(table["F"]["favourable_rate"], table["M"]["favourable_rate"])
+    assert table["F"]["impact_ratio"] == pytest.approx(table["F"]["favourable_rate"] / best)
     assert table["(unknown: not audited)"]["count"] == 10
