@@ -108,7 +108,7 @@ def configure_environment(root: Path) -> dict[str, str]:
         "DO_NOT_TRACK": "true",
         "MLFLOW_DISABLE_TELEMETRY": "true",
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "300",
         "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
     }
     for key in ("PREFECT_API_URL", "PREFECT_PROFILES_PATH"):
@@ -820,7 +820,7 @@ def configure_environment_env(root: Path) -> dict[str, str]:
     home = root / "home"
     return {"FAUX_CHECKS_HOME": str(home), "MLFLOW_TRACKING_URI": f"sqlite:///{home / 'mlflow.db'}",
             "PREFECT_HOME": str(root / "prefect"), "DO_NOT_TRACK": "true", "MLFLOW_DISABLE_TELEMETRY": "true",
-            "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
+            "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "300",
             "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false", "TMPDIR": str(root / "tmp")}
 
 

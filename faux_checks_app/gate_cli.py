@@ -23,6 +23,7 @@ from . import lifecycle
 from .arguments import check_outputs, deadline_seconds, policy_name
 from .console import EXIT_FAILED, EXIT_PASSED, EXIT_UNDECIDED, eprint, error, say, wants_json
 from .lifecycle import on_deadline
+from .prefect_start import start_temporary_server
 
 __all__ = ["cmd_audit", "cmd_demo", "cmd_gate"]
 
@@ -68,15 +69,17 @@ def cmd_gate(args) -> int:
         signal.setitimer(signal.ITIMER_REAL, deadline)
     stack = contextlib.ExitStack()
     try:
+        _signing_key_or_configuration_error(args.signing_key)
+        inputs = _gate_inputs(args)   # the data judged with the policy: no registry, no model, no Prefect (exit 3)
         check_reachable(uri)  # an MLflow server that does not answer: no Prefect server started at all
         if args.force and not args.version:
             raise FauxChecksError("--force re-decides the versions named by --version N; name at least one")
         versions = _versions_to_regate(args) if args.version else None
-        _signing_key_or_configuration_error(args.signing_key)
         policy_path = _flow_policy(args, stack)   # --positive-label: a copy of the policy with it set
-        plan = _plan_gate(args, uri, versions)   # configuration checked, nothing recorded, no Prefect yet (exit 3)
+        plan = _plan_gate(args, uri, versions, inputs)   # configuration checked, nothing recorded, no Prefect yet (exit 3)
         if versions is None and not plan.todo and not plan.regate:
             return _nothing_to_gate(args, plan)
+        _say_findings(inputs)
         configure_environment()
         lifecycle.guard_temporary_server(say=error)
         from faux_checks_flows.gate import PROGRESS, gate
@@ -86,6 +89,7 @@ def cmd_gate(args) -> int:
         what = f"version(s) {', '.join(versions)}" if versions else "new versions"
         eprint(f"gating {what} of '{args.model_name}' ({_prefect_api()}; "
                f"deadline {deadline:g} s)")
+        start_temporary_server(deadline - (time.monotonic() - started))   # bounded, named on expiry (exit 2)
         from .prefect_outage import is_outage, report_outage
 
         PROGRESS.start(args.model_name, [str(v) for v in versions or plan.todo or []], [])   # nothing of an earlier run
@@ -155,14 +159,33 @@ def _signing_key_or_configuration_error(path: str | None) -> None:
         raise ConfigurationError(f"{exc}; nothing was recorded") from None
 
 
-def _plan_gate(args, uri: str, versions: list[str] | None):
-    """:func:`faux_checks_app.gate_plan.prepare_gate`; with ``--json`` a configuration error is also one JSON object."""
-    from faux_checks.errors import ConfigurationError
+def _gate_inputs(args):
+    """:func:`faux_checks_app.gate_plan.read_gate_inputs`; with ``--json`` a configuration error is also one JSON object."""
+    from .gate_plan import read_gate_inputs
 
+    return _json_configuration_error(args, read_gate_inputs, args)
+
+
+def _say_findings(inputs) -> None:
+    """What the data holds and needs (:func:`faux_checks.gate.preflight_data.finding_lines`), on stderr before the flow."""
+    if inputs.findings is not None:
+        from faux_checks.gate.preflight_data import finding_lines
+
+        for line in finding_lines(inputs.findings, inputs.policy):
+            eprint(line)
+
+
+def _plan_gate(args, uri: str, versions: list[str] | None, inputs=None):
+    """:func:`faux_checks_app.gate_plan.prepare_gate`; with ``--json`` a configuration error is also one JSON object."""
     from .gate_plan import prepare_gate
 
+    return _json_configuration_error(args, prepare_gate, args, uri, versions, inputs)
+
+
+def _json_configuration_error(args, step, *step_args):
+    """``step(*step_args)``; with ``--json`` a configuration error it raises is also printed as one JSON object."""
     try:
-        return prepare_gate(args, uri, versions)
+        return step(*step_args)
     except ConfigurationError as exc:
         if wants_json(args):
             from .output import emit_json, gate_error_object
@@ -314,6 +337,7 @@ def cmd_audit(args) -> int:
 
     eprint(f"auditing the '{args.alias}' version of '{args.model_name}' on {args.data} "
            f"({_prefect_api()})")
+    start_temporary_server()
     from .output import library_output_to_stderr
 
     with library_output_to_stderr():
@@ -369,6 +393,7 @@ def cmd_demo(args) -> int:
 
     configure_environment()
     lifecycle.guard_temporary_server(say=error)
+    start_temporary_server()   # before the training: a server that cannot start is said in minutes, not after
     from .demo import build_demo_versions, definitional_truth
     from faux_checks.gate.policy import load_policy, policy_path
     from faux_checks.registry import Registry

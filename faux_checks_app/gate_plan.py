@@ -1,7 +1,8 @@
 """``faux-checks gate`` before the flow: configuration checked, versions planned, nothing recorded (issue 22, items 3, 6).
 
-:func:`prepare_gate` loads the policy and the audit data, checks the policy's columns against the
-data, asks the registry which versions to gate (new ones, and undecided ones whose check never
+:func:`read_gate_inputs` loads the policy and the audit data and judges them together without the registry
+(the policy's columns, the label, the protected attributes, missing values, group sizes and rows needed:
+:mod:`faux_checks.gate.preflight_data`); :func:`prepare_gate` then asks the registry which versions to gate (new ones, and undecided ones whose check never
 ran once the policy or data changed: :meth:`~faux_checks.registry.Registry.gate_plan`), and
 checks each such version's feature spec and model against the data. It reads the registry and
 downloads files but claims, leases or tags nothing, and imports neither Prefect nor Great
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from faux_checks.errors import ConfigurationError, InputError
 
-__all__ = ["GatePlan", "prepare_gate", "skipped_objects"]
+__all__ = ["GateInputs", "GatePlan", "prepare_gate", "read_gate_inputs", "skipped_objects"]
 
 
 @dataclass
@@ -42,35 +43,37 @@ class GatePlan:
             r.get("decision") == "undecided" for r in self.rows)
 
 
-def prepare_gate(args, tracking_uri: str | None, versions: list[str] | None = None) -> GatePlan:
-    """Check the configuration of ``faux-checks gate`` and plan the versions; raise before anything is recorded.
+@dataclass
+class GateInputs:
+    """The policy and the audit data of a gate run, judged without the registry (:func:`read_gate_inputs`).
 
-    Parameters
-    ----------
-    args : argparse.Namespace
-        The gate command's options (``model_name``, ``data``, ``policy``, ``trust_type``).
-    tracking_uri : str or None
-        The registry.
-    versions : list of str, optional
-        ``--version N``: check exactly these (already known to exist) instead of planning.
+    ``frame`` and ``findings`` are None when the data could not be read for a reason that is not configuration
+    (I/O trouble: the flow reads it again, with retries, and records the cause).
+    """
 
-    Returns
-    -------
-    GatePlan
+    policy: object
+    policy_name: str
+    frame: object = None
+    findings: object = None
+
+
+def read_gate_inputs(args) -> GateInputs:
+    """Load the policy and the audit data and judge them together, before the registry is asked anything.
+
+    The data is read once; :func:`faux_checks.gate.preflight.check_policy_columns` and
+    :func:`faux_checks.gate.preflight_data.inspect_data` run on it (seconds), so a label, protected attribute or
+    column that stops every version is found before any model is downloaded or Prefect is started.
 
     Raises
     ------
     ConfigurationError
-        The policy does not load, the data cannot be read or lacks a policy column, the model is
-        not registered, or a version's spec/model does not take the data (one line each, with the fix).
+        The policy does not load, the data cannot be read, lacks a policy column, or does not fit the policy
+        (:func:`faux_checks.gate.preflight_data.check_data`: every offending column named).
     """
     from faux_checks.gate.policy import load_policy
-    from faux_checks.gate.preflight import check_policy_columns, check_version_fits
+    from faux_checks.gate.preflight import check_policy_columns
+    from faux_checks.gate.preflight_data import check_data, inspect_data
     from faux_checks.inputs.io import read_table
-    from faux_checks.provenance import data_sha256
-    from faux_checks.registry import Registry
-
-    from .output import library_output_to_stderr
 
     policy_name = f"the policy {args.policy}" if args.policy else "the shipped policy (no --policy given)"
     try:
@@ -83,9 +86,46 @@ def prepare_gate(args, tracking_uri: str | None, versions: list[str] | None = No
     except (InputError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
         raise ConfigurationError(f"--data {args.data}: {exc}; nothing was recorded") from None
     except Exception:   # noqa: BLE001 - I/O trouble, not configuration: the flow reads it again (with retries) and records the cause
-        frame = None
-    if frame is not None:
-        check_policy_columns(frame, policy, data_name=str(args.data), policy_name=policy_name)
+        return GateInputs(policy, policy_name)
+    check_policy_columns(frame, policy, data_name=str(args.data), policy_name=policy_name)
+    findings = inspect_data(frame, policy, name=str(args.data))
+    check_data(findings, policy_name=policy_name)
+    return GateInputs(policy, policy_name, frame, findings)
+
+
+def prepare_gate(args, tracking_uri: str | None, versions: list[str] | None = None,
+                 inputs: GateInputs | None = None) -> GatePlan:
+    """Check the configuration of ``faux-checks gate`` and plan the versions; raise before anything is recorded.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The gate command's options (``model_name``, ``data``, ``policy``, ``trust_type``).
+    tracking_uri : str or None
+        The registry.
+    versions : list of str, optional
+        ``--version N``: check exactly these (already known to exist) instead of planning.
+    inputs : GateInputs, optional
+        :func:`read_gate_inputs` already called (else called here).
+
+    Returns
+    -------
+    GatePlan
+
+    Raises
+    ------
+    ConfigurationError
+        The policy does not load, the data cannot be read or lacks a policy column, the model is
+        not registered, or a version's spec/model does not take the data (one line each, with the fix).
+    """
+    from faux_checks.gate.preflight import check_version_fits
+    from faux_checks.provenance import data_sha256
+    from faux_checks.registry import Registry
+
+    from .output import library_output_to_stderr
+
+    inputs = inputs if inputs is not None else read_gate_inputs(args)
+    policy, frame = inputs.policy, inputs.frame
     registry = Registry(tracking_uri)
     with library_output_to_stderr():
         try:

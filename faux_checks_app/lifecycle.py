@@ -30,7 +30,7 @@ from typing import Callable
 from faux_checks.gate.decision import exit_code_for
 
 __all__ = ["Stop", "on_signal", "on_deadline", "time_limit", "started_services", "stop_started_services", "flush_prefect", "exit_now",
-           "guard_temporary_server", "reap_orphaned_servers", "SERVER_MARK", "PID_FOLDER"]
+           "guard_temporary_server", "reap_orphaned_servers", "uses_temporary_server", "SERVER_MARK", "PID_FOLDER"]
 
 #: Folder under ``PREFECT_HOME`` holding one ``<pid>.json`` per temporary server a command started.
 PID_FOLDER = "faux-checks-temporary-servers"
@@ -330,7 +330,7 @@ def reap_orphaned_servers(home: str | os.PathLike | None = None, say: Callable[[
     return stopped
 
 
-def _uses_temporary_server() -> bool:
+def uses_temporary_server() -> bool:
     """True when Prefect's client would start its temporary server (no API URL set, ephemeral mode allowed)."""
     if os.environ.get("PREFECT_API_URL"):
         return False
@@ -358,7 +358,7 @@ def guard_temporary_server(home: str | os.PathLike | None = None, say: Callable[
     object per port (``None`` = the client's temporary server), ``start`` calls
     ``_run_uvicorn_command`` (also to retry on another port) and registers ``self.stop`` at exit.
     """
-    if not _uses_temporary_server():
+    if not uses_temporary_server():
         return False
     reap_orphaned_servers(home, say)
     from prefect.server.api.server import SubprocessASGIServer

@@ -80,9 +80,9 @@ def test_forgotten_policy_records_nothing_and_exits_3(files, tmp_path, capfd, mo
     assert (obj["exit_code"], obj["error"], obj["decision"]) == (3, "configuration", None)
     assert "'sex' (protected attribute), 'income' (label)" in obj["reasons"][0]
 
-    # --version of a version the model lacks: configuration too
-    assert main(["gate", "m", "--data", str(files / "gate.csv"), "--tracking-uri", uri, "--version", "9",
-                 "--force"]) == 3
+    # --version of a version the model lacks (with a policy that fits the data, which is judged first): configuration too
+    assert main(["gate", "m", "--data", str(files / "gate.csv"), "--policy", str(files / "own.toml"),
+                 "--tracking-uri", uri, "--version", "9", "--force"]) == 3
     assert capfd.readouterr().err.strip().endswith(f"registered model 'm' has no version '9'; existing versions: "
                                                    f"{versions}; nothing was recorded")
 
