@@ -101,7 +101,7 @@ def fold_assignment(values: np.ndarray, k: int, seed: int, *, grouped: bool) -> 
     seeded random order, the round continuing across groups so that folds differ by at most one row."""
     values = np.asarray(values)
     rng = np.random.default_rng(seed)
-    folds = np.empty(len(values), dtype=np.int64)
+    folds: np.ndarray = np.empty(len(values), dtype=np.int64)
     strata = np.unique(values.astype(np.int64)) if grouped else [None]
     offset = 0
     for s in strata:
