@@ -21,7 +21,8 @@ from .aux_cache import new_aux, trained_aux
 from .bounds import quality_intervals
 from .policy_schema import Policy
 
-__all__ = ["AuxFit", "aux_training", "fit_aux", "given_aux", "holdout_scores", "new_aux", "quality_on", "roc_curve"]
+__all__ = ["AuxFit", "aux_training", "fit_aux", "given_aux", "holdout_scores", "new_aux", "quality_on", "roc_curve",
+           "single_holdout", "training_sample"]
 
 
 class AuxFit(NamedTuple):
@@ -33,6 +34,9 @@ class AuxFit(NamedTuple):
     inform it about c.
     ``intervals``: :func:`~faux_checks.gate.bounds.quality_intervals` on those held-out rows.
     ``reused``: the model is a copy of one this process trained on the same inputs (:mod:`.aux_cache`).
+    ``cross``: the :class:`~faux_checks.gate.crossfit.CrossFit` of a cross-fitted check (None for the single split);
+    then quality, intervals and ROC read every audited row out of fold, ``model``/``rows``/``holdout`` are fold 0's,
+    and ``fold_quality`` lists each fold model's quality on its own fold.
     """
 
     model: AuxiliaryModel
@@ -43,6 +47,8 @@ class AuxFit(NamedTuple):
     holdout: np.ndarray
     intervals: list | tuple = ()
     reused: bool = False
+    cross: Any = None
+    fold_quality: tuple = ()
 
 
 def given_aux(aux_model, policy: Policy, protected: ProtectedAttribute, n_features: int) -> AuxiliaryModel:
@@ -73,12 +79,8 @@ def fit_aux(X_aux: np.ndarray, protected: ProtectedAttribute, values: np.ndarray
     Trained on at most ``policy.aux.max_train_rows`` audited rows, a sample seeded with
     ``policy.seed + 1`` (the audit sample used ``policy.seed``); quality on its held-out rows.
     """
-    n = len(X_aux)
     confidence = policy.decision.confidence
-    rng = np.random.default_rng(policy.seed + 1)   # aux training sample; the audit sample used seed
-    train = np.arange(n)
-    if n > policy.aux.max_train_rows:
-        train = np.sort(rng.choice(n, policy.aux.max_train_rows, replace=False))
+    train = training_sample(len(X_aux), policy)
     if aux_model is not None:
         # the rows the gate's own aux model would have trained on and held out (the same seeded split), so that a
         # gate's recorded aux model given back reproduces the gate's reference, holds and score (issue 25, item 4)
@@ -96,6 +98,21 @@ def fit_aux(X_aux: np.ndarray, protected: ProtectedAttribute, values: np.ndarray
     return AuxFit(aux, aux.quality_, aux.quality_metric_, roc_curve(y, score, aux.kind), train,
                   train[aux.holdout_rows_], quality_intervals(aux.kind, y, score, protected.groups, confidence,
                                                               seed=policy.seed), reused)
+
+
+def training_sample(n: int, policy: Policy) -> np.ndarray:
+    """The audited rows (sorted positions of n) the auxiliary model trains on: all, or at most ``[aux]
+    max_train_rows`` drawn with ``policy.seed + 1`` (the audit sample used ``policy.seed``)."""
+    if n <= policy.aux.max_train_rows:
+        return np.arange(n)
+    return np.sort(np.random.default_rng(policy.seed + 1).choice(n, policy.aux.max_train_rows, replace=False))
+
+
+def single_holdout(values: np.ndarray, policy: Policy, kind: str) -> np.ndarray:
+    """The audited rows (positions) the single split holds out: :func:`gate_split` of :func:`training_sample`."""
+    train = training_sample(len(values), policy)
+    _, hold = gate_split(len(train), np.asarray(values)[train], policy, kind)
+    return train[hold]
 
 
 def gate_split(n: int, values: np.ndarray, policy: Policy, kind: str) -> tuple[np.ndarray, np.ndarray]:

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..kinds import protected_kind
-__all__ = ["FlaggedInterval", "auc_interval", "clopper_pearson", "flagged_interval", "quality_intervals",
-           "r2_interval", "rows_needed"]
+__all__ = ["FlaggedInterval", "auc_interval", "auc_rows_needed", "clopper_pearson", "flagged_interval",
+           "quality_intervals", "r2_interval", "rows_needed"]
 
 
 def clopper_pearson(k: int, n: int, confidence: float) -> tuple[float, float]:
@@ -178,6 +178,35 @@ def auc_interval(auc: float, n_pos: int, n_neg: int, confidence: float) -> tuple
     var = (auc * (1 - auc) + (n_pos - 1) * (q1 - auc**2) + (n_neg - 1) * (q2 - auc**2)) / (n_pos * n_neg)
     half = float(norm.ppf(0.5 + confidence / 2)) * math.sqrt(max(var, 0.0))
     return max(0.0, auc - half), min(1.0, auc + half)
+
+
+def auc_rows_needed(auc: float, n_pos: int, n_neg: int, floor: float, confidence: float) -> tuple[int, int] | None:
+    """About how many positive and negative rows would lift the AUC interval's lower bound to ``floor``.
+
+    The smallest factor m (searched by bisection to 1%) for which :func:`auc_interval` of the same AUC on
+    ``ceil(m · n_pos)`` positive and ``ceil(m · n_neg)`` negative rows has its lower bound at or above the floor: the
+    Hanley–McNeil variance with both classes grown in their observed proportion.
+
+    Returns
+    -------
+    (n_pos, n_neg) or None
+        None when no number of rows can: the AUC itself is at or below the floor (or not finite, or a class empty).
+    """
+    if not math.isfinite(auc) or auc <= floor or n_pos < 1 or n_neg < 1:
+        return None
+
+    def clears(m: float) -> bool:
+        return auc_interval(auc, math.ceil(m * n_pos), math.ceil(m * n_neg), confidence)[0] >= floor
+
+    lo, hi = 0.0, 1.0
+    while not clears(hi):
+        lo, hi = hi, hi * 2
+        if hi > 1e9:
+            return None
+    while hi - lo > 0.01 * hi:
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if clears(mid) else (mid, hi)
+    return math.ceil(hi * n_pos), math.ceil(hi * n_neg)
 
 
 def r2_interval(y: np.ndarray, pred: np.ndarray, confidence: float, *, seed: int = 0) -> tuple[float, float]:

@@ -31,7 +31,8 @@ from ..method._batching import as_tensor
 from ..method.faux import FAuxTester, LICResult
 from ..method.output import TargetOutput, resolve_output_form
 from ..method.held import INDEPENDENCE_ALPHA, INFORMATIVE_Z
-from .aux_model import AuxFit, fit_aux, free_column_quality
+from .aux_model import AuxFit, free_column_quality
+from .crossfit import check_aux, cross_fit_record, cross_fit_scores, cross_fit_seed_spread, oof_free_quality
 from .bounds import flagged_interval
 from .check_provenance import check_provenance, target_access_record
 from .power import capacity_statement, detectable_fraction
@@ -112,27 +113,33 @@ def run_check(
     resolved = resolve_output_form(target_model, Xt[:256], output)
     check_model_outputs(target_model, Xt, resolved, rows=audit.row_index)   # every row, before any training
     uses_direct, mask = _direct_term(audit, policy)
-    aux = fit_aux(audit.X[:, ~mask], audit.protected, audit.values, policy, aux_model=aux_model, progress=progress)
-    lic, tester = _faux_scores(target_model, aux, audit, policy, output, progress=progress)
+    group_labels = audit.protected.group_labels(audit.values)
+    names = list(audit.protected.groups) or sorted(set(group_labels))
+    aux = check_aux(audit, policy, mask, group_labels, names, aux_model=aux_model, progress=progress)
+    lic, tester = _faux_scores(target_model, aux, audit, policy, output, mask, progress=progress)
 
     faux = policy.faux
     n, n_undefined = len(audit.X), int(lic.undefined.sum())
     flagged = lic.flagged(faux.delta)                                     # (n,) bool: flagged defined rows (lists)
     weights = lic.flag_probability(faux.delta)                            # (n,) what each defined row adds (0/1 or P)
     worst = lic.decision_weights(faux.delta)                              # (n,) undefined counted as flagged
-    group_labels = audit.protected.group_labels(audit.values)
     testers = run_baselines(policy, target_model, resolved, audit.X, lic, group_labels, audit.y_true, audit=audit)
     sample = seed_sample(n, policy)
     seed_models: list = []                                                # (seed, aux model): recorded for re-gates
-    seeds = None if aux_model is not None else seed_spread(
-        target_model, policy, resolved, audit.feature_spec, audit.protected, audit.X, audit.values, train=aux.rows,
-        sample=sample, used_flagged=worst[sample], models=seed_models)
+    if aux_model is not None:
+        seeds = None
+    elif aux.cross is not None:
+        seeds = cross_fit_seed_spread(target_model, aux.cross, audit, policy, resolved, mask, sample=sample,
+                                      used_flagged=worst[sample], models=seed_models)
+    else:
+        seeds = seed_spread(target_model, policy, resolved, audit.feature_spec, audit.protected, audit.X, audit.values,
+                            train=aux.rows, sample=sample, used_flagged=worst[sample], models=seed_models)
     interval = flagged_interval(int(round(float(worst.sum()))), n, policy.decision.confidence, seeds)
     n_flagged = int(round(float(weights.sum())))
-    names = list(audit.protected.groups) or sorted(set(group_labels))
+    held_out = np.arange(n) if aux.cross is not None else aux.holdout     # cross-fitted: every row held out once
     evidence = CheckEvidence(
         n=n, n_flagged=n_flagged, n_undefined=n_undefined, group_rows=_group_counts(group_labels, names),
-        holdout_rows=_group_counts(group_labels[aux.holdout], names), aux_metric=aux.metric,
+        holdout_rows=_group_counts(group_labels[held_out], names), aux_metric=aux.metric,
         aux_intervals=aux.intervals, interval=interval, testers=testers, nothing_free=_nothing_free(tester),
         group_flagged=_group_sums(group_labels, worst, names))
     outcome = decide(check_rules(evidence, policy))
@@ -146,7 +153,8 @@ def run_check(
     assert lic.evidence is not None, "_faux_scores asks the tester for evidence"
     column_evidence = pd.DataFrame(spec.aggregate(lic.evidence.astype(np.float64)), columns=spec.source_columns,
                                    index=audit.row_index)                # (n, source columns)
-    sensitivity = _sensitivity(target_model, aux, audit, policy, output, lic, column_evidence, held, outcome.decision)
+    sensitivity = _sensitivity(target_model, aux, audit, policy, output, lic, column_evidence, held, outcome.decision,
+                               mask)
     groups_table = _group_table(lic, group_labels, worst, column, audit.protected.n_missing, direction)
     decomposition = decompose_change(target_model, resolved, audit.X, lic, spec, column, faux.admissible,
                                      audit.row_index) if faux.variant == "swap" else None
@@ -173,6 +181,7 @@ def run_check(
     provenance["aux_seeds_reused_from"] = {str(k): getattr(m, "reused_from_", None) for k, m in seed_models}
     provenance["device"] = getattr(tester, "device_used_", "cpu")    # where the scores ran ([scale] device, issue 23)
     provenance["proxy_capacity"] = capacity
+    provenance["cross_fit"] = cross_fit_record(aux)       # None: the single split
     if provenance["swap"] is not None:
         provenance["swap"]["held_fixed_uninformative"] = held
         provenance["swap"]["sensitivity"] = sensitivity
@@ -226,9 +235,15 @@ def _direct_term(audit: AuditRows, policy: Policy) -> tuple[bool, np.ndarray]:
     return uses_direct, audit.feature_spec.feature_mask(column)
 
 
-def _faux_scores(target_model, aux: AuxFit, audit: AuditRows, policy: Policy, output: TargetOutput, *,
-                 progress: bool) -> tuple[LICResult, FAuxTester]:
-    """The policy's fAux variant on every audited row, with evidence; undefined scores kept undefined."""
+def _faux_scores(target_model, aux: AuxFit, audit: AuditRows, policy: Policy, output: TargetOutput,
+                 mask: np.ndarray, *, progress: bool) -> tuple[LICResult, FAuxTester]:
+    """The policy's fAux variant on every audited row, with evidence; undefined scores kept undefined.
+
+    Cross-fitted: each fold's rows by its fold's tester; the tester returned is fold 0's (its holds are every
+    fold's: :func:`~faux_checks.gate.crossfit.pooled_holds`)."""
+    if aux.cross is not None:
+        lic, testers = cross_fit_scores(target_model, aux.cross, audit, policy, output, mask, progress=progress)
+        return _fail_closed_scores(lic, len(audit.X)), testers[0]
     # a gate's recorded aux model carries the gate's reference (faux_checks.report.records.read_aux_record)
     reference = getattr(aux.model, "swap_reference_", None) if policy.faux.variant == "swap" else None
     tester = faux_tester(target_model, aux.model, policy, output, audit.feature_spec, audit.protected,
@@ -283,7 +298,7 @@ SENSITIVITY_COLUMNS = 3
 
 
 def _sensitivity(target_model, aux: AuxFit, audit: AuditRows, policy: Policy, output: TargetOutput, lic: LICResult,
-                 evidence: pd.DataFrame, held: list[str], decision: str) -> list[dict]:
+                 evidence: pd.DataFrame, held: list[str], decision: str, mask: np.ndarray) -> list[dict]:
     """What a declaration would change, for a policy that declares no admissible column and did not pass.
 
     The swap reading with no declaration counts the use of every feature that varies with c. For the
@@ -311,10 +326,13 @@ def _sensitivity(target_model, aux: AuxFit, audit: AuditRows, policy: Policy, ou
     for column in ranked:
         declared = policy.model_copy(update={"faux": faux.model_copy(update={"admissible": (str(column),)})})
         try:
-            tester = faux_tester(target_model, aux.model, declared, output, audit.feature_spec, audit.protected,
-                                 reference_rows=audit.X[aux.rows], reference_values=audit.values[aux.rows],
-                                 holdout_rows=audit.X[aux.holdout], holdout_values=audit.values[aux.holdout])
-            again = tester.evaluate(audit.X, audit.values, evidence=False)
+            if aux.cross is not None:
+                again, _ = cross_fit_scores(target_model, aux.cross, audit, declared, output, mask, evidence=False)
+            else:
+                tester = faux_tester(target_model, aux.model, declared, output, audit.feature_spec, audit.protected,
+                                     reference_rows=audit.X[aux.rows], reference_values=audit.values[aux.rows],
+                                     holdout_rows=audit.X[aux.holdout], holdout_values=audit.values[aux.holdout])
+                again = tester.evaluate(audit.X, audit.values, evidence=False)
         except InputError:
             continue
         out.append({"column": str(column), "flagged_fraction": float(np.mean(again.decision_weights(faux.delta))),
@@ -342,9 +360,12 @@ def _free_quality(tester: FAuxTester, aux: AuxFit, audit: AuditRows, mask: np.nd
     reference = getattr(tester, "reference", None)
     if reference is None or reference.nothing_free or not len(aux.holdout):
         return None
-    q = free_column_quality(aux.model, audit.X[aux.holdout][:, ~mask], audit.values[aux.holdout], audit.protected,
-                            reference.admissible)
-    return None if not np.isfinite(q) else q
+    if aux.cross is not None:      # every audited row, each read by the fold model that did not train on it
+        q = oof_free_quality(aux.cross, audit, mask, reference.admissible)
+    else:
+        q = free_column_quality(aux.model, audit.X[aux.holdout][:, ~mask], audit.values[aux.holdout],
+                                audit.protected, reference.admissible)
+    return None if q is None or not np.isfinite(q) else q
 
 
 def _held_columns(tester: FAuxTester, spec: FeatureSpec, protected: str) -> list[str]:

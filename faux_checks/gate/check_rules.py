@@ -13,10 +13,15 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from .._validation import fmt_count
-from .bounds import FlaggedInterval, clopper_pearson, rows_needed
+from .bounds import FlaggedInterval, auc_rows_needed, clopper_pearson, rows_needed
 from .decision import rule_row
 
-__all__ = ["CheckEvidence", "check_rules", "group_flagged_rules", "group_intervals"]
+__all__ = ["GUARD_RULES", "CheckEvidence", "check_rules", "group_flagged_rules", "group_intervals"]
+
+#: Rules that keep a model from passing but not from failing: a weak auxiliary model or a small group biases the
+#: flagged count downwards (:func:`check_rules`), so a lower bound over the limit fails the model even where they
+#: are not met.
+GUARD_RULES = ("min_group_rows", "min_aux_quality")
 
 
 @dataclass(frozen=True)
@@ -72,7 +77,15 @@ def check_rules(evidence: CheckEvidence, policy) -> list[dict]:
       matters (:func:`~faux_checks.gate.bounds.quality_intervals`), reaches the floor; else ``not met``;
     - ``max_undefined_fraction``: undefined scores within the limit and at least one defined; else ``not met``;
     - ``max_flagged_fraction``: the fraction counts an undefined score as flagged, over every audited
-      individual. ``not judged`` when a rule above is not met; otherwise (rule ``interval``) ``ok``
+      individual. When only the guards (:data:`GUARD_RULES`: ``min_group_rows``, ``min_aux_quality``) are not
+      met, ``exceeded`` if the lower bound is above the limit, else ``not judged``: the guards keep a model from
+      passing, never from failing. A weaker auxiliary model reads less of c from the features, so the holds'
+      tests find fewer features informative (more are held), its log-odds separate the groups less, and the
+      move it drives (or the matched values of features it reads) carries fewer people across δ: the count is
+      biased downwards, and a lower bound already over the limit stays over it with a better model
+      (benchmarks/bench_crossfit.py --weak: epochs 30, 3, 1 on ground truth). A small group's own evidence is
+      its Clopper-Pearson interval, which the per-group rule reads at its size. ``not judged`` when another rule
+      above is not met; otherwise (rule ``interval``) ``ok``
       when the upper bound is at or below the limit, ``exceeded`` when the lower bound is above it,
       ``inconclusive`` in between (with the rows that would decide it); rule ``upper_bound``:
       ``ok`` or ``exceeded`` on the upper bound;
@@ -94,7 +107,8 @@ def check_rules(evidence: CheckEvidence, policy) -> list[dict]:
     if evidence.n == 0:
         return [rule_row("min_group_rows", "not computed", "no audited rows: there is nothing to decide on", 0,
                          policy.decision.min_group_rows)]
-    rows = [_group_rule(evidence, policy.decision.min_group_rows), _aux_rule(evidence, policy.min_aux_quality),
+    rows = [_group_rule(evidence, policy.decision.min_group_rows),
+            _aux_rule(evidence, policy.min_aux_quality, policy.decision.confidence),
             _undefined_rule(evidence, policy.faux.max_undefined_fraction)]
     unmet = [r for r in rows if r["status"] != "ok"]
     rows.append(_flagged_rule(evidence, policy, unmet))
@@ -102,12 +116,13 @@ def check_rules(evidence: CheckEvidence, policy) -> list[dict]:
     return rows + _tester_rules(evidence)
 
 
-def group_intervals(ev: CheckEvidence, policy) -> list[dict]:
+def group_intervals(ev: CheckEvidence, policy, *, every: bool = False) -> list[dict]:
     """Per protected group: rows, flagged count, fraction and its Clopper-Pearson interval, and whether it is judged.
 
     The interval's confidence is Bonferroni-adjusted over the judged groups (1 − (1 − confidence)/m), so that a
     fair model fails the per-group rule through any of m groups with probability at most 1 − confidence. A group
-    with fewer than ``decision.min_group_rows`` audited rows is listed with ``judged = False``.
+    with fewer than ``decision.min_group_rows`` audited rows is listed with ``judged = False``; with ``every`` every
+    group with a row is judged (the Bonferroni over all of them): the rule that may fail a model under its guards.
 
     Returns
     -------
@@ -117,7 +132,7 @@ def group_intervals(ev: CheckEvidence, policy) -> list[dict]:
     """
     if not ev.group_flagged:
         return []
-    minimum = policy.decision.min_group_rows
+    minimum = 1 if every else policy.decision.min_group_rows
     judged = [g for g, n in ev.group_rows.items() if n >= minimum and n > 0]
     confidence = 1.0 - (1.0 - policy.decision.confidence) / max(len(judged), 1)
     out = []
@@ -171,8 +186,7 @@ def group_flagged_rules(ev: CheckEvidence, policy, unmet: Sequence[Mapping] = ()
     def show(g):
         return f"'{g['group']}' {g['fraction']:.2%} ({g['flagged']}/{fmt_count(g['n'])}, CI {g['lower']:.2%}–{g['upper']:.2%})"
     if unmet:
-        rows.append(rule_row("max_group_flagged_fraction", "not judged", f"flagged fraction per group not judged: "
-                             f"{', '.join(r['rule'] for r in unmet)} not met", observed, limit))
+        rows.append(_group_rule_unmet(ev, policy, unmet, limit, observed, show))
     elif not judged:
         rows.append(rule_row("max_group_flagged_fraction", "not computed", "no protected group has min_group_rows "
                              f"{settings.min_group_rows} audited rows{small_text}", observed, limit))
@@ -208,18 +222,47 @@ def group_flagged_rules(ev: CheckEvidence, policy, unmet: Sequence[Mapping] = ()
     return rows
 
 
+def _group_rule_unmet(ev: CheckEvidence, policy, unmet: Sequence[Mapping], limit: float, observed, show) -> dict:
+    """The per-group rule under unmet rules: ``exceeded`` when only guards are unmet and some group's lower bound
+    (every group with a row judged, Bonferroni over them) is above the limit; else ``not judged``."""
+    names = ", ".join(r["rule"] for r in unmet)
+    if all(r["rule"] in GUARD_RULES for r in unmet):
+        every = group_intervals(ev, policy, every=True)
+        over = [g for g in every if g["judged"] and g["lower"] > limit]
+        if over:
+            conf = f"{over[0]['confidence']:.2%} Clopper-Pearson per group, Bonferroni over {len(every)} groups"
+            return rule_row("max_group_flagged_fraction", "exceeded", "flagged fraction of group(s) "
+                            f"{'; '.join(show(g) for g in over)} > max_group_flagged_fraction {limit:.2%}: even the "
+                            f"lower bound exceeds it ({conf}), though {names} not met: a weak auxiliary model or a "
+                            "small group biases the count downwards, so these guards keep a model from passing, not "
+                            "from failing", max(g["fraction"] for g in over), limit)
+    return rule_row("max_group_flagged_fraction", "not judged", f"flagged fraction per group not judged: {names} not "
+                    "met (the rows a decision needs are in those rules)", observed, limit)
+
+
+def _group_short(ev: CheckEvidence, group: str, have: int, total: int, minimum: int, held: bool) -> str:
+    """One group under the minimum, with the audited rows a decision would need at the audit's shares."""
+    where = "of the auxiliary model's held-out rows" if held else "rows"
+    text = f"insufficient evidence: group '{group}' has {fmt_count(have)} of {fmt_count(total)} {where} (minimum {minimum})"
+    audited = ev.group_rows.get(group, 0)
+    if not audited or not ev.n or (held and not have):
+        return text + f"; a decision needs at least {minimum} audited rows of '{group}'"
+    group_needed = math.ceil(minimum * audited / have) if held else minimum   # held-out rows grow with the group
+    total_needed = math.ceil(group_needed * ev.n / audited)
+    return (text + f"; a decision needs about {fmt_count(group_needed)} audited rows of '{group}' (about "
+            f"{fmt_count(total_needed)} audited rows at its share of {audited / ev.n:.1%})")
+
+
 def _group_rule(ev: CheckEvidence, minimum: int) -> dict:
     short = []
     for group, n in ev.group_rows.items():
         if n < minimum:
-            short.append(f"insufficient evidence: group '{group}' has {fmt_count(n)} of {fmt_count(ev.n)} rows "
-                         f"(minimum {minimum})")
+            short.append(_group_short(ev, group, n, ev.n, minimum, held=False))
     held_total = sum(ev.holdout_rows.values())
     for group in ev.group_rows:
         n = ev.holdout_rows.get(group, 0)
         if n < minimum:
-            short.append(f"insufficient evidence: group '{group}' has {fmt_count(n)} of {fmt_count(held_total)} of "
-                         f"the auxiliary model's held-out rows (minimum {minimum})")
+            short.append(_group_short(ev, group, n, held_total, minimum, held=True))
     smallest = min(min(ev.group_rows.values(), default=0), min(ev.holdout_rows.values(), default=0))
     if short:
         return rule_row("min_group_rows", "not met", "; ".join(short), smallest, minimum)
@@ -227,7 +270,28 @@ def _group_rule(ev: CheckEvidence, minimum: int) -> dict:
                     f"of the auxiliary model's held-out rows (smallest: {fmt_count(smallest)})", smallest, minimum)
 
 
-def _aux_rule(ev: CheckEvidence, floor: float) -> dict:
+def _aux_needed(ev: CheckEvidence, weak: Sequence[Mapping], floor: float, confidence: float) -> str:
+    """The audited rows at which each weak AUC's lower bound would reach the floor at the observed AUC
+    (:func:`~faux_checks.gate.bounds.auc_rows_needed`, held-out rows scaled to audited rows by their share)."""
+    held = sum(ev.holdout_rows.values())
+    scale = ev.n / held if held else 1.0
+    parts = []
+    for r in weak:
+        if r.get("metric") == "r2" or r.get("n_negative") is None:
+            parts.append("R²'s bootstrap interval narrows with more rows; no estimate of how many")
+            continue
+        q = r.get("quality")
+        need = auc_rows_needed(q if q is not None else float("nan"), int(r.get("n_positive") or 0),
+                               int(r.get("n_negative") or 0), floor, confidence)
+        if need is None:
+            parts.append(f"{r.get('what')}: no number of rows, the AUC itself is not above {floor:g}")
+        else:
+            parts.append(f"{r.get('what')}: about {fmt_count(math.ceil(sum(need) * scale))} audited rows at this AUC "
+                         f"(Hanley-McNeil, both classes in their observed proportion)")
+    return "; a decision needs " + "; ".join(parts) if parts else ""
+
+
+def _aux_rule(ev: CheckEvidence, floor: float, confidence: float = 0.95) -> dict:
     lows = [r.get("lower") for r in ev.aux_intervals]
     weak = [r for r, lo in zip(ev.aux_intervals, lows, strict=True) if lo is None or not math.isfinite(lo) or lo < floor]
     observed = min((lo for lo in lows if lo is not None and math.isfinite(lo)), default=float("nan"))
@@ -246,7 +310,7 @@ def _aux_rule(ev: CheckEvidence, floor: float) -> dict:
         return rule_row("min_aux_quality", "not met",
                         f"auxiliary model too weak: {ev.aux_metric} {shown}: the interval's lower bound is below "
                         f"min_aux_quality {floor:g}; fAux cannot estimate how the features depend on the protected "
-                        "attribute", observed, floor)
+                        f"attribute{_aux_needed(ev, weak, floor, confidence)}", observed, floor)
     held = (": the data show the protected attribute, and nothing outside the held columns carries it"
             if ev.nothing_free else "")
     return rule_row("min_aux_quality", "ok", f"auxiliary model {ev.aux_metric} "
@@ -277,8 +341,17 @@ def _flagged_rule(ev: CheckEvidence, policy, unmet: list[dict]) -> dict:
         counted += f"; {_seed_text(iv.seeds)}"
     head = f"flagged fraction {iv.text()}"
     if unmet:
-        return rule_row("max_flagged_fraction", "not judged", f"{head} not judged: "
-                        f"{', '.join(r['rule'] for r in unmet)} not met ({counted})", iv.fraction, limit)
+        names = ", ".join(r["rule"] for r in unmet)
+        guards = all(r["rule"] in GUARD_RULES for r in unmet)
+        if guards and iv.lower > limit:
+            return rule_row("max_flagged_fraction", "exceeded", f"{head} > max_flagged_fraction {limit:.2%}: even the "
+                            f"lower bound exceeds it, though {names} not met: a weak auxiliary model or a small group "
+                            "biases the count downwards, so these guards keep a model from passing, not from failing "
+                            f"({counted})", iv.fraction, limit)
+        why = ("; within the limit, but a model is not passed under unmet guards" if guards and iv.upper <= limit
+               else "")
+        return rule_row("max_flagged_fraction", "not judged", f"{head} not judged: {names} not met{why} (the rows a "
+                        f"decision needs are in those rules; {counted})", iv.fraction, limit)
     if iv.upper <= limit:
         return rule_row("max_flagged_fraction", "ok", f"{head} <= max_flagged_fraction {limit:.2%}: the upper bound is "
                         f"within the limit ({counted})", iv.fraction, limit)

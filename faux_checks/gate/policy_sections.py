@@ -66,6 +66,11 @@ class AuxSettings(_Strict):
         "logit", description="Aux output differentiated for J (docs/method.md, open point 1)."
     )
     max_train_rows: int = Field(200_000, ge=100, description="Rows sampled (seeded) to train the aux model.")
+    cross_fit_folds: int = Field(
+        5, ge=0, le=20, description="Folds of the cross-fitted auxiliary model on a small audit (the single split's "
+        "held-out part leaves a protected group under decision.min_group_rows): one aux model per fold, trained on "
+        "the other folds, scores the fold's rows; quality, held-out counts and the holds' tests read every audited "
+        "row out of fold (faux_checks.gate.crossfit). 0 or 1 = always the single split.")
 
     @field_validator("hidden")
     @classmethod

@@ -53,7 +53,7 @@ def faux_tester(target_model, aux: AuxiliaryModel, policy: Policy, output: Targe
                 reference_rows: np.ndarray | None = None, reference_values: np.ndarray | None = None,
                 holdout_rows: np.ndarray | None = None, holdout_values: np.ndarray | None = None,
                 c_std: float = 1.0, chunk_size: int | None = None, progress: bool = False,
-                probe_batches: bool = True) -> FAuxTester:
+                probe_batches: bool = True, holds: tuple | None = None) -> FAuxTester:
     """The policy's fAux tester for a target with this feature spec.
 
     Parameters
@@ -79,6 +79,10 @@ def faux_tester(target_model, aux: AuxiliaryModel, policy: Policy, output: Targe
         ``reference_values`` when they are given.
     probe_batches : bool
         Probe both models for batch dependence on every evaluation (:class:`~faux_checks.FAuxTester`).
+    holds : (held, informativeness, independence), optional
+        Variant swap: the features held besides the declared ones (bool (d_aux,)) and the tests' tables, judged
+        elsewhere (:func:`faux_checks.gate.crossfit.pooled_holds`, on every audited row); the reference is fitted
+        with them held and ``holdout_rows`` is not read.
 
     Raises
     ------
@@ -112,6 +116,15 @@ def faux_tester(target_model, aux: AuxiliaryModel, policy: Policy, output: Targe
         tester.reference = reference
         return tester
     assert reference_rows is not None               # every caller passes a reference or the rows to fit one on
+    if holds is not None:
+        held, informativeness, independence = holds
+        fitted_reference(tester, reference_rows[:, layout.keep], reference_values,
+                         admissible=layout.admissible | np.asarray(held, dtype=bool), metric=faux.swap_metric,
+                         holdout=None, feature_groups=layout.feature_groups, guard=faux.swap_guard,
+                         continuous_matching=faux.continuous_matching, hold_independent=False)
+        tester.held_fixed_ = np.asarray(held, dtype=bool).copy()
+        tester.informativeness_, tester.independence_ = list(informativeness), list(independence)
+        return tester
     holdout = None
     if faux.hold_uninformative and holdout_rows is not None and len(holdout_rows) >= 2:
         holdout = (holdout_rows[:, layout.keep], holdout_values)

@@ -143,7 +143,10 @@ def test_an_intersection_cell_under_min_group_rows_is_reported_not_merged(truth_
     result = check_attributes(model, small, policy=policy)
     section = result.sections[2]
     assert section.attribute == "A×B" and section.components == ("A", "B") and section.kind == "multiclass"
-    assert section.check.decision == "undecided"
+    # the small cell is a guard: it keeps A×B from passing, but A's unfairness shows through the intersection too
+    flagged = next(r for r in result.rules if r["rule"] == "A×B/max_flagged_fraction")
+    assert section.check.decision == "failed" and flagged["status"] == "exceeded"
+    assert "though min_group_rows not met" in flagged["detail"]
     groups = {g["group"]: g["audited"] for g in section.check.group_rows}
     assert len(groups) == 6 and groups["g1×g2"] == 40                   # its own group, not merged
     rule = next(r for r in result.rules if r["rule"] == "A×B/min_group_rows")

@@ -106,8 +106,11 @@ def test_insufficient_evidence_and_weak_aux_are_undecided_never_passed():
     tiny = evidence(n=1000, flagged=0, groups={"A": 997, "B": 3}, holdout={"A": 199, "B": 1})
     out = decide(check_rules(tiny, p))
     assert out.decision == "undecided"
-    assert out.reasons[0] == ("insufficient evidence: group 'B' has 3 of 1,000 rows (minimum 30); insufficient "
-                              "evidence: group 'B' has 1 of 200 of the auxiliary model's held-out rows (minimum 30)")
+    assert out.reasons[0] == ("insufficient evidence: group 'B' has 3 of 1,000 rows (minimum 30); a decision needs "
+                              "about 30 audited rows of 'B' (about 10,000 audited rows at its share of 0.3%); "
+                              "insufficient evidence: group 'B' has 1 of 200 of the auxiliary model's held-out rows "
+                              "(minimum 30); a decision needs about 90 audited rows of 'B' (about 30,000 audited rows "
+                              "at its share of 0.3%)")   # 1 of B's 3 rows held out: 30 held out need 90 of B
     rules = {r["rule"]: r["status"] for r in out.rules}
     assert rules == {"min_group_rows": "not met", "min_aux_quality": "ok", "max_undefined_fraction": "ok",
                      "max_flagged_fraction": "not judged", "max_group_flagged_fraction": "not judged"}
@@ -161,8 +164,10 @@ def test_issue_case_tiny_group_through_run_check():
     assert result.decision == "undecided" and result.exit_code == 2
     assert result.reasons[0].startswith("insufficient evidence: group 'B' has 3 of 1,000 rows (minimum 30)")
     held = {g["group"]: g for g in result.group_rows}
-    assert held["B"]["audited"] == 3 and held["B"]["holdout"] <= 1
-    assert result.aux_intervals[0]["n_positive"] + result.aux_intervals[0]["n_negative"] == 200
+    # the single split would hold out 1 of B's rows: cross-fitted, in as many folds as B has rows (3), every row once
+    assert held["B"]["audited"] == 3 and held["B"]["holdout"] == 3
+    assert result.provenance["cross_fit"]["folds"] == 3
+    assert result.aux_intervals[0]["n_positive"] + result.aux_intervals[0]["n_negative"] == 1000
 
 
 def test_seeds_widen_the_interval_reproducibly_and_the_report_says_how_far_they_moved(tmp_path):
