@@ -51,7 +51,7 @@ def _folds(c: np.ndarray, kind: str, folds: int, seed: int) -> np.ndarray:
 
     splitter = (StratifiedKFold(folds, shuffle=True, random_state=seed) if protected_kind(kind).grouped
                 else KFold(folds, shuffle=True, random_state=seed))
-    fold = np.empty(len(c), dtype=np.int64)
+    fold: np.ndarray = np.empty(len(c), dtype=np.int64)
     for k, (_, test) in enumerate(splitter.split(np.zeros(len(c)), c)):
         fold[test] = k
     return fold
@@ -83,7 +83,7 @@ def _one_openmp_thread():
 def _cross_fit(X: np.ndarray, c: np.ndarray, fold: np.ndarray, kind: str, m: int, seed: int):
     """Out-of-fold predictions ((n,) or (n, m)) and each fold's model; without columns, the training prior."""
     pred = np.zeros(len(c)) if kind == "continuous" else np.zeros((len(c), m))
-    models = []
+    models: list = []
     for k in range(int(fold.max()) + 1):
         train, test = fold != k, fold == k
         if X.shape[1] == 0:
