@@ -237,7 +237,7 @@ def fitted_reference(tester, X_ref, c_ref, **settings):
 
     The fit is deterministic given what :func:`_reference_key` hashes (the aux model, rows, values, categorical groups
     and settings; its permutation tests are seeded), so the stored reference is the one a new fit would give. Sets
-    ``reference``, ``held_fixed_``, ``informativeness_``, ``independence_`` (copies of the stored ones) and
+    ``reference``, ``held_fixed_``, ``informativeness_``, ``independence_``, ``joint_hold_`` (copies of the stored ones) and
     ``reference_reused_`` (True on a hit).
 
     Raises
@@ -254,7 +254,8 @@ def fitted_reference(tester, X_ref, c_ref, **settings):
         tester.fit_reference(X_ref, c_ref, **settings)
         fitted = {"reference": tester.reference, "held_fixed_": tester.held_fixed_.copy(),
                   "informativeness_": copy.deepcopy(tester.informativeness_),
-                  "independence_": copy.deepcopy(tester.independence_)}
+                  "independence_": copy.deepcopy(tester.independence_),
+                  "joint_hold_": copy.deepcopy(getattr(tester, "joint_hold_", None))}
         with _LOCK:
             _REFERENCES[key] = fitted
             _STATS["reference_fits"] += 1
@@ -266,5 +267,6 @@ def fitted_reference(tester, X_ref, c_ref, **settings):
     tester.held_fixed_ = hit["held_fixed_"].copy()
     tester.informativeness_ = copy.deepcopy(hit["informativeness_"])
     tester.independence_ = copy.deepcopy(hit["independence_"])
+    tester.joint_hold_ = copy.deepcopy(hit["joint_hold_"])
     tester.reference_reused_ = True
     return tester

@@ -37,6 +37,7 @@ from .bounds import flagged_interval
 from .check_provenance import check_provenance, target_access_record
 from .power import capacity_statement, detectable_fraction
 from .check_rules import CheckEvidence, check_rules
+from .joint_block import held_block_summary
 from .decision import decide, missing_protected_note, undefined_note
 from .decompose import column_parts, decompose_change, reason_list
 from .outcome import OutcomeDirection, outcome_direction, outcome_record
@@ -141,7 +142,8 @@ def run_check(
         n=n, n_flagged=n_flagged, n_undefined=n_undefined, group_rows=_group_counts(group_labels, names),
         holdout_rows=_group_counts(group_labels[held_out], names), aux_metric=aux.metric,
         aux_intervals=aux.intervals, interval=interval, testers=testers, nothing_free=_nothing_free(tester),
-        group_flagged=_group_sums(group_labels, worst, names))
+        group_flagged=_group_sums(group_labels, worst, names),
+        held_block=held_block_summary(tester, audit.feature_spec, policy.single_protected("the in-memory check")))
     outcome = decide(check_rules(evidence, policy))
     reasons = list(outcome.reasons)
     column = policy.single_protected("the in-memory check")    # prepare_audit refused several attributes already
@@ -267,8 +269,9 @@ def _column_roles(tester: FAuxTester, spec: FeatureSpec, policy: Policy) -> list
     carried the move and why").
 
     ``role``: ``declared`` (admissible), ``independent`` (distributed alike in every group: chi-square p ≥ 0.01),
-    ``uninformative`` (permuting it does not raise the aux model's held-out loss), or ``moves``; with the test
-    figures (``p_value``, ``informative_z``) where they were computed.
+    ``uninformative`` (permuting it does not raise the aux model's held-out loss), or ``moves`` (``released``
+    says why when the joint test of the held columns released it); with the test figures (``p_value``,
+    ``informative_z``) where they were computed.
     """
     if getattr(tester, "reference", None) is None:
         return []
@@ -278,11 +281,15 @@ def _column_roles(tester: FAuxTester, spec: FeatureSpec, policy: Policy) -> list
         stats.setdefault(str(columns[row["features"][0]]), {})["p_value"] = row["p_value"]
     for row in getattr(tester, "informativeness_", []):
         stats.setdefault(str(columns[row["features"][0]]), {})["informative_z"] = row["z"]
+    released = {str(columns[g[0]]) for g in (getattr(tester, "joint_hold_", None) or {}).get("released", [])}
     out = []
     for name in dict.fromkeys(map(str, columns)):
         st = stats.get(name, {})
         if name in policy.faux.admissible or name in {MISSINGNESS.format(c) for c in policy.faux.admissible}:
             role = "declared"
+        elif name in released:
+            role = "moves"
+            st = {**st, "released": "carries the protected attribute jointly with other held columns"}
         elif st.get("p_value") is not None and st["p_value"] >= INDEPENDENCE_ALPHA:
             role = "independent"
         elif st.get("informative_z") is not None and not st["informative_z"] > INFORMATIVE_Z:

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from .._validation import fmt_count
-from .bounds import FlaggedInterval, auc_rows_needed, clopper_pearson, rows_needed
+from .bounds import FlaggedInterval, auc_interval, auc_rows_needed, clopper_pearson, rows_needed
 from .decision import rule_row
 
-__all__ = ["GUARD_RULES", "CheckEvidence", "check_rules", "group_flagged_rules", "group_intervals"]
+__all__ = ["GUARD_RULES", "CheckEvidence", "check_rules", "group_flagged_rules", "group_intervals", "held_block_rule"]
 
 #: Rules that keep a model from passing but not from failing: a weak auxiliary model or a small group biases the
 #: flagged count downwards (:func:`check_rules`), so a lower bound over the limit fails the model even where they
@@ -50,8 +50,12 @@ class CheckEvidence:
         the per-group rules; None on a path that does not count them (the rules are then not computed).
     nothing_free : bool
         The swap reading held every feature (declared, uninformative or independent of c): nothing moves and
-        every score is 0 by definition. The aux-quality floor still applies: an auxiliary model that cannot read
-        c at all leaves the holds' tests without evidence of power (fail closed).
+        every score is 0 by definition. When the held block is jointly free of c (``held_block``), the aux-quality
+        floor does not apply (it concerns what the move uses, and nothing moves); otherwise it applies.
+    held_block : dict, optional
+        The joint test of the columns the tool's own tests hold
+        (:func:`faux_checks.method.joint_hold.jointly_free_hold`'s summary, with ``columns``: their source
+        names); None on a path without it (no rule then).
     """
 
     n: int
@@ -66,6 +70,7 @@ class CheckEvidence:
     nothing_free: bool = False
     testers_not_run: tuple[str, ...] = ()
     group_flagged: Mapping[str, float] | None = None
+    held_block: Mapping[str, Any] | None = None
 
 
 def check_rules(evidence: CheckEvidence, policy) -> list[dict]:
@@ -90,6 +95,8 @@ def check_rules(evidence: CheckEvidence, policy) -> list[dict]:
       ``inconclusive`` in between (with the rows that would decide it); rule ``upper_bound``:
       ``ok`` or ``exceeded`` on the upper bound;
     - ``max_group_flagged_fraction`` and, when set, ``max_group_flagged_ratio``: :func:`group_flagged_rules`;
+    - ``held_jointly_free``: :func:`held_block_rule` (the report's own numbers must not say that the auxiliary
+      model's evidence about c sits in what the counterfactual holds);
     - ``tester:<name>`` for each gating baseline tester: ``exceeded`` over its limit, ``not computed``
       when it could not run (or is not run on this path) and when it is not applicable to this model
       (e.g. a gradient tester on a forward-only target): a gating tester that cannot judge never passes.
@@ -113,6 +120,7 @@ def check_rules(evidence: CheckEvidence, policy) -> list[dict]:
     unmet = [r for r in rows if r["status"] != "ok"]
     rows.append(_flagged_rule(evidence, policy, unmet))
     rows += group_flagged_rules(evidence, policy, unmet)
+    rows += held_block_rule(evidence)
     return rows + _tester_rules(evidence)
 
 
@@ -305,6 +313,13 @@ def _aux_rule(ev: CheckEvidence, floor: float, confidence: float = 0.95) -> dict
             return f"{name}n/a ({r.get('what')})"
         ci = "CI n/a" if lo is None or not math.isfinite(lo) else f"CI {lo:.3f}–{hi:.3f}"
         return f"{name}{q:.3f} ({ci}; {r.get('what')})"
+    if ev.nothing_free and _block_free(ev.held_block):
+        shown = "; ".join(text(r) for r in ev.aux_intervals) or "quality not measured"
+        return rule_row("min_aux_quality", "ok", f"not applied: nothing is free to move (every column is declared "
+                        f"admissible or held, and the held block is jointly free of the protected attribute: "
+                        f"{_block_text(ev.held_block)}), so every score is 0 by definition and the floor, which "
+                        f"concerns what the move uses, has nothing to judge; auxiliary model {ev.aux_metric} {shown} "
+                        f"(min_aux_quality {floor:g})", observed, floor)
     if not ev.aux_intervals or weak:
         shown = "; ".join(text(r) for r in (weak or ev.aux_intervals)) or "quality not measured"
         return rule_row("min_aux_quality", "not met",
@@ -316,6 +331,78 @@ def _aux_rule(ev: CheckEvidence, floor: float, confidence: float = 0.95) -> dict
     return rule_row("min_aux_quality", "ok", f"auxiliary model {ev.aux_metric} "
                     f"{'; '.join(text(r) for r in ev.aux_intervals)}: lower bound >= min_aux_quality {floor:g}{held}",
                     observed, floor)
+
+
+def held_block_rule(ev: CheckEvidence, confidence: float = 0.95) -> list[dict]:
+    """Self-consistency: the columns the counterfactual holds by the tool's own tests must not carry c jointly.
+
+    - ``held_jointly_free``: ``ok`` when the block of columns held because they are uninformative about c or
+      independent of it, tested together (the declared admissible columns are not in it)
+      (:func:`faux_checks.method.joint_hold.jointly_free_hold`), tells a cross-fitted classifier nothing about c; ``not met`` when it carries
+      c (the counterfactual would hold what the protected attribute moves, and a score of 0 there is not evidence
+      of fairness) or when it could not be tested (too few rows): the check can then never end ``passed``.
+
+    No row when the path gives no joint test (``ev.held_block`` None: another reading than swap, a reference fitted
+    before). The declared columns are held by the policy's choice and are not tested.
+
+    Parameters
+    ----------
+    ev : CheckEvidence
+    confidence : float
+        Of the ROC-AUC interval shown (Hanley–McNeil, :func:`~faux_checks.gate.bounds.auc_interval`).
+
+    Returns
+    -------
+    list of dict
+        Zero or one :func:`rule_row` row.
+    """
+    from ..method.joint_hold import JOINT_Z
+
+    block = ev.held_block
+    if block is None:
+        return []
+    z = block.get("z")
+    observed = float(z) if z is not None else float("nan")
+    if not block.get("tested", False):
+        return [rule_row("held_jointly_free", "not met", "the columns the counterfactual holds beyond the declared ones "
+                         f"({_names(block)}) could not be tested together for the protected attribute: "
+                         f"{block.get('reason', 'no test')}; whether they carry it jointly is unknown", observed, JOINT_Z)]
+    if not block.get("free", False):
+        return [rule_row("held_jointly_free", "not met", "the report's own numbers say the auxiliary model reads the "
+                         "protected attribute from what the counterfactual holds: the columns held beyond the declared "
+                         f"ones carry it jointly ({_block_text(block, confidence)}), so a score of 0 on them is not "
+                         "evidence of fairness", observed, JOINT_Z)]
+    return [rule_row("held_jointly_free", "ok", "the columns held beyond the declared ones are jointly free of the "
+                     f"protected attribute ({_block_text(block, confidence)})", observed, JOINT_Z)]
+
+
+def _block_free(block: Mapping[str, Any] | None) -> bool:
+    return block is not None and bool(block.get("tested")) and bool(block.get("free"))
+
+
+def _names(block: Mapping[str, Any]) -> str:
+    return ", ".join(map(str, block.get("columns") or ())) or "none"
+
+
+def _block_text(block: Mapping[str, Any] | None, confidence: float = 0.95) -> str:
+    """The held block's figures: its columns, the cross-fitted quality (and AUC interval), the loss gain, releases."""
+    from ..method.joint_hold import JOINT_Z
+
+    if block is None:
+        return "not tested"
+    released = "; ".join(", ".join(map(str, r)) for r in block.get("released_columns") or ())
+    tail = f"; released from the hold as carrying it jointly: {released}" if released else ""
+    if not block.get("columns"):
+        return "no column is held by the tests" + tail
+    q, metric = block.get("quality"), block.get("metric", "quality")
+    shown = f"{metric} n/a" if q is None or not math.isfinite(q) else f"{metric} {q:.3f}"
+    if metric == "roc_auc" and q is not None and math.isfinite(q):
+        lo, hi = auc_interval(q, int(block.get("n_positive", 0)), int(block.get("n_negative", 0)), confidence)
+        shown += f" (CI {lo:.3f}–{hi:.3f})"
+    rel = ">" if block.get("z", 0.0) > JOINT_Z else "<="
+    return (f"held columns {_names(block)}: cross-fitted {shown} from them, loss gain {block.get('gain', 0.0):+.4f} "
+            f"per row over the prior (z {block.get('z', 0.0):.2f} {rel} {JOINT_Z:g}) on "
+            f"{fmt_count(int(block.get('rows', 0)))} rows{tail}")
 
 
 def _undefined_rule(ev: CheckEvidence, limit: float) -> dict:

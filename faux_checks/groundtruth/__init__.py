@@ -8,4 +8,5 @@
   regenerates the proxies for another c.
 - ``definitional``: UCI Adult's definitional counterfactual (sex flipped, relationship Husband ↔ Wife).
 - ``labels``: historical label bias against a protected group.
+- ``joint``: joint-only proxies: a pair of columns, each alike in every group, that carries c together.
 """

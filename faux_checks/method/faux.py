@@ -26,6 +26,7 @@ from .forward import FD_STEP, directional_change, forward_attribution, is_forwar
 from .gradients import path_averaged_gradients, target_probability_and_gradient
 from .counterfactual import SwapSettings, fit_floors
 from .held import independent_features, uninformative_features
+from .joint_hold import jointly_free_hold
 from .levels import fit_level_models
 from .lic import faux_ng_scores, faux_projection_scores, faux_scores, pseudo_inverse_rows
 from .output import TargetOutput, float64_copy, predict_probability, probability, raw_output, resolve_output_form
@@ -262,7 +263,7 @@ class FAuxTester:
 
     def fit_reference(self, X_ref, c_ref, *, admissible=None, metric: str = "matched", holdout=None,
                       feature_groups=None, guard: float = 0.1, continuous_matching: Literal["rank", "slope"] = "rank",
-                      hold_independent: bool = True) -> "FAuxTester":
+                      hold_independent: bool = True, hold_jointly: bool = True) -> "FAuxTester":
         """Fit the swap reading's reference (metric and group shifts) on rows in the aux input space; returns self.
 
         Parameters
@@ -287,6 +288,9 @@ class FAuxTester:
         hold_independent : bool
             Also hold the feature groups whose distribution does not depend on c
             (:func:`faux_checks.method.held.independent_features`).
+        hold_jointly : bool
+            Release from those holds the feature groups the held block needs to be jointly free of c
+            (:func:`faux_checks.method.joint_hold.jointly_free_hold`); False measures the block without releasing.
         continuous_matching : {"rank", "slope"}
             Continuous c: :func:`faux_checks.method.swap.fit_swap_reference`.
 
@@ -297,6 +301,8 @@ class FAuxTester:
             Features held fixed because they are uninformative about c (not the declared ones).
         informativeness_ : list of dict
             The permutation test per group (empty without ``holdout``).
+        joint_hold_ : dict or None
+            The joint test of the held block (:func:`faux_checks.method.joint_hold.jointly_free_hold`'s summary).
 
         Raises
         ------
@@ -318,6 +324,9 @@ class FAuxTester:
             independent, self.independence_ = independent_features(X_ref.numpy(), c_ref, kind=self.aux_model.kind,
                                                                    groups=groups)
             self.held_fixed_ |= independent & ~declared
+        self.held_fixed_, self.joint_hold_ = jointly_free_hold(X_ref.numpy(), c_ref, kind=self.aux_model.kind,
+                                                               groups=groups, held=self.held_fixed_,
+                                                               declared=declared, release=hold_jointly)
         with torch.no_grad():
             raw = self.aux_model.net_(X_ref)
         held = declared | self.held_fixed_

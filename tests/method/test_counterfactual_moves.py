@@ -146,7 +146,32 @@ def test_an_admissible_only_target_scores_zero_and_the_check_says_why():
     roles = {r["column"]: r["role"] for r in result.provenance["swap"]["columns"]}
     assert roles == {"z": "independent", "w": "independent", "mediator": "declared"}
     aux_rule = next(r for r in result.rules if r["rule"] == "min_aux_quality")
-    assert aux_rule["status"] == "ok" and "nothing outside the held columns carries it" in aux_rule["detail"]
+    assert aux_rule["status"] == "ok" and "not applied: nothing is free to move" in aux_rule["detail"]
+    assert "roc_auc 0." in aux_rule["detail"] and "held columns z, w: cross-fitted roc_auc" in aux_rule["detail"]
+    assert next(r for r in result.rules if r["rule"] == "held_jointly_free")["status"] == "ok"
+
+
+def test_an_admissible_only_target_passes_under_a_weak_auxiliary_model():
+    """The mediator carries c weakly (aux ROC-AUC under the 0.7 floor): nothing is free, so the floor does not apply."""
+    from faux_checks.gate.check import run_check
+    from faux_checks.gate.policy import Policy
+
+    rng = np.random.default_rng(5)
+    n = 3000
+    sex = rng.integers(0, 2, n)
+    z = rng.normal(size=n)
+    df = pd.DataFrame({"z": z, "w": rng.normal(size=n), "mediator": z + 0.3 * sex + 0.3 * rng.normal(size=n),
+                       "sex": np.where(sex == 1, "M", "F")})
+    spec = FeatureSpec.fit(df, ["z", "w", "mediator"], name="mediated")
+    policy = Policy.model_validate({
+        "protected": "sex", "target_output": "logit", "min_aux_quality": 0.7,
+        "faux": {"delta": 0.1, "max_flagged_fraction": 0.05, "admissible": ["mediator"]},
+        "aux": {"epochs": 10}, "decision": {"min_group_rows": 50, "aux_seeds": 1}})
+    result = run_check(_Logistic([1.0, 0.5, 2.0]), df, policy=policy, feature_spec=spec)
+    aux_rule = next(r for r in result.rules if r["rule"] == "min_aux_quality")
+    assert aux_rule["observed"] < 0.7                                      # the floor would not be met
+    assert result.decision == "passed" and result.flagged_fraction == 0.0
+    assert aux_rule["status"] == "ok" and aux_rule["detail"].startswith("not applied: nothing is free to move")
 
 
 # ---------------------------------------------------------------------------- level couplings

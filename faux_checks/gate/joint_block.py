@@ -1,0 +1,43 @@
+"""The joint test of the held columns as the gate reports it: feature indices named by their source columns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..inputs.tabular import FeatureSpec
+
+__all__ = ["held_block_summary"]
+
+
+def held_block_summary(tester, spec: FeatureSpec, protected: str) -> dict[str, Any] | None:
+    """The tester's joint test of the held block (``joint_hold_``) with ``columns`` and ``released_columns`` named.
+
+    Parameters
+    ----------
+    tester : FAuxTester
+        After :meth:`~faux_checks.method.faux.FAuxTester.fit_reference` (``joint_hold_``, feature indices in the
+        aux input space: the spec's features without the protected attribute's own columns).
+    spec : FeatureSpec
+    protected : str
+        The protected column (its own columns are not aux inputs).
+
+    Returns
+    -------
+    dict or None
+        :func:`faux_checks.method.joint_hold.jointly_free_hold`'s summary (``steps`` left out) with ``columns``
+        (source columns of the final held block) and ``released_columns`` (one list per release); None when the
+        tester has no joint test (another reading than swap, a reference fitted before).
+    """
+    block = getattr(tester, "joint_hold_", None)
+    if block is None:
+        return None
+    columns = np.asarray(spec.source_columns, dtype=object)[spec.feature_to_column()[~spec.feature_mask(protected)]]
+
+    def named(features) -> list[str]:
+        return list(dict.fromkeys(str(columns[j]) for j in features))
+    out = {k: v for k, v in block.items() if k != "steps"}
+    out["columns"] = named(block.get("features", []))
+    out["released_columns"] = [named(r) for r in block.get("released", [])]
+    return out
