@@ -29,6 +29,7 @@ from ..kinds import protected_kind
 from ..method._batching import as_tensor
 from ..method.auxiliary import AuxiliaryModel
 from ..method.faux import FAuxTester, LICResult
+from ..method.joint_hold import jointly_free_hold
 from ..method.held import independent_features, uninformative_features
 from ..method.output import TargetOutput
 from .aux_cache import trained_aux
@@ -246,12 +247,16 @@ def cross_fit_aux(X_aux: np.ndarray, protected: ProtectedAttribute, values: np.n
                   intervals, cf.reused, cross=cf, fold_quality=tuple(per_fold))
 
 
-def pooled_holds(cf: CrossFit, audit: AuditRows, policy: Policy, mask: np.ndarray) -> tuple[np.ndarray, list, list]:
-    """The swap reading's holds judged on every audited row: ``(held (d_aux,) bool, informativeness, independence)``.
+def pooled_holds(cf: CrossFit, audit: AuditRows, policy: Policy,
+                 mask: np.ndarray) -> tuple[np.ndarray, list, list, dict]:
+    """The swap reading's holds judged on every audited row: ``(held (d_aux,) bool, informativeness, independence,
+    joint)``.
 
     The informativeness test (:func:`~faux_checks.method.held.uninformative_features`) reads each row's loss from
-    the fold model that did not train on it (:class:`FoldNet`); the independence test reads every audited row.
-    The declared columns are not in ``held``.
+    the fold model that did not train on it (:class:`FoldNet`); the independence test reads every audited row; the
+    held block is then tested jointly on every audited row and released until it is jointly free of c
+    (:func:`~faux_checks.method.joint_hold.jointly_free_hold`; ``joint`` its summary). The declared columns are not
+    in ``held``.
     """
     faux, protected = policy.faux, audit.protected
     c_std = float(np.std(audit.values)) if not protected_kind(protected.kind).grouped else 1.0
@@ -269,7 +274,9 @@ def pooled_holds(cf: CrossFit, audit: AuditRows, policy: Policy, mask: np.ndarra
         independent, independence = independent_features(X_aux, audit.values, kind=protected.kind,
                                                          groups=layout.feature_groups)
         held |= independent
-    return held & ~layout.admissible, informativeness, independence
+    held, joint = jointly_free_hold(X_aux, audit.values, kind=protected.kind, groups=layout.feature_groups,
+                                    held=held & ~layout.admissible, declared=layout.admissible)
+    return held, informativeness, independence, joint
 
 
 def cross_fit_scores(target_model, cf: CrossFit, audit: AuditRows, policy: Policy, output: TargetOutput,

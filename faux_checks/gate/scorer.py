@@ -79,8 +79,8 @@ def faux_tester(target_model, aux: AuxiliaryModel, policy: Policy, output: Targe
         ``reference_values`` when they are given.
     probe_batches : bool
         Probe both models for batch dependence on every evaluation (:class:`~faux_checks.FAuxTester`).
-    holds : (held, informativeness, independence), optional
-        Variant swap: the features held besides the declared ones (bool (d_aux,)) and the tests' tables, judged
+    holds : (held, informativeness, independence, joint), optional
+        Variant swap: the features held besides the declared ones (bool (d_aux,)) and the tests' tables (``joint``: the held block's joint test), judged
         elsewhere (:func:`faux_checks.gate.crossfit.pooled_holds`, on every audited row); the reference is fitted
         with them held and ``holdout_rows`` is not read.
 
@@ -117,13 +117,14 @@ def faux_tester(target_model, aux: AuxiliaryModel, policy: Policy, output: Targe
         return tester
     assert reference_rows is not None               # every caller passes a reference or the rows to fit one on
     if holds is not None:
-        held, informativeness, independence = holds
+        held, informativeness, independence, joint = holds
         fitted_reference(tester, reference_rows[:, layout.keep], reference_values,
                          admissible=layout.admissible | np.asarray(held, dtype=bool), metric=faux.swap_metric,
                          holdout=None, feature_groups=layout.feature_groups, guard=faux.swap_guard,
                          continuous_matching=faux.continuous_matching, hold_independent=False)
         tester.held_fixed_ = np.asarray(held, dtype=bool).copy()
         tester.informativeness_, tester.independence_ = list(informativeness), list(independence)
+        tester.joint_hold_ = joint                     # the held block's joint test, on every audited row
         return tester
     holdout = None
     if faux.hold_uninformative and holdout_rows is not None and len(holdout_rows) >= 2:
