@@ -25,26 +25,26 @@ import pandas as pd
 from .._validation import as_frame, fmt_count
 from ..errors import InputError
 from ..inputs.estimators import as_target
-from ..inputs.missing import MISSINGNESS, feature_columns, target_takes_missing, with_nan_inputs
+from ..inputs.missing import target_takes_missing, with_nan_inputs
 from ..inputs.tabular import FeatureSpec
 from ..method._batching import as_tensor
 from ..method.faux import FAuxTester, LICResult
 from ..method.output import TargetOutput, resolve_output_form
-from ..method.held import INDEPENDENCE_ALPHA, INFORMATIVE_Z
 from .aux_model import AuxFit, free_column_quality
 from .crossfit import check_aux, cross_fit_record, cross_fit_scores, cross_fit_seed_spread, oof_free_quality
 from .bounds import flagged_interval
 from .check_provenance import check_provenance, target_access_record
 from .power import capacity_statement, detectable_fraction
+from .check_notes import check_notes, column_roles, held_columns, sensitivity, sensitivity_note, tree_note
 from .check_rules import CheckEvidence, check_rules
 from .joint_block import held_block_summary
-from .decision import decide, missing_protected_note, undefined_note
+from .decision import decide
 from .decompose import column_parts, decompose_change, reason_list
 from .outcome import OutcomeDirection, outcome_direction, outcome_record
 from .policy_schema import Policy
 from .result import CheckResult, delta_curve
 from .rows import AuditRows, check_model_accepts, check_model_outputs, prepare_audit
-from .scorer import faux_tester, swap_categorical
+from .scorer import faux_tester
 from .seeds import seed_sample, seed_spread
 from .testers import run_baselines
 
@@ -147,22 +147,22 @@ def run_check(
     outcome = decide(check_rules(evidence, policy))
     reasons = list(outcome.reasons)
     column = policy.single_protected("the in-memory check")    # prepare_audit refused several attributes already
-    held = _held_columns(tester, audit.feature_spec, column)
-    reasons += _notes(policy, audit, lic, n_undefined, uses_direct, held, _nothing_free(tester))
-    reasons += _tree_note(target_model, policy, audit.feature_spec)
+    held = held_columns(tester, audit.feature_spec, column)
+    reasons += check_notes(policy, audit, lic, n_undefined, uses_direct, held, _nothing_free(tester))
+    reasons += tree_note(target_model, policy, audit.feature_spec)
 
     spec = audit.feature_spec
     assert lic.evidence is not None, "_faux_scores asks the tester for evidence"
     column_evidence = pd.DataFrame(spec.aggregate(lic.evidence.astype(np.float64)), columns=spec.source_columns,
                                    index=audit.row_index)                # (n, source columns)
-    sensitivity = _sensitivity(target_model, aux, audit, policy, output, lic, column_evidence, held, outcome.decision,
+    sensitivities = sensitivity(target_model, aux, audit, policy, output, lic, column_evidence, held, outcome.decision,
                                mask)
     groups_table = _group_table(lic, group_labels, worst, column, audit.protected.n_missing, direction)
     decomposition = decompose_change(target_model, resolved, audit.X, lic, spec, column, faux.admissible,
                                      audit.row_index) if faux.variant == "swap" else None
-    reasons += _sensitivity_note(sensitivity, policy)
+    reasons += sensitivity_note(sensitivities, policy)
     power = _power(interval, faux.max_flagged_fraction, policy.decision.confidence)
-    roles = _column_roles(tester, audit.feature_spec, policy) if faux.variant == "swap" else []
+    roles = column_roles(tester, audit.feature_spec, policy) if faux.variant == "swap" else []
     free_quality = _free_quality(tester, aux, audit, mask) if faux.variant == "swap" else None
     first = (aux.intervals or [{}])[0]
     capacity = capacity_statement(aux.metric.split(" ")[0], aux.quality, (first.get("lower"), first.get("upper"))
@@ -186,7 +186,7 @@ def run_check(
     provenance["cross_fit"] = cross_fit_record(aux)       # None: the single split
     if provenance["swap"] is not None:
         provenance["swap"]["held_fixed_uninformative"] = held
-        provenance["swap"]["sensitivity"] = sensitivity
+        provenance["swap"]["sensitivity"] = sensitivities
         provenance["swap"]["columns"] = roles
         provenance["swap"]["aux_quality_free_columns"] = free_quality
     return CheckResult(
@@ -264,99 +264,6 @@ def _power(interval, limit: float, confidence: float, power: float = 0.95) -> di
     return {"detectable_fraction": p, "power": power, "n": interval.n, "limit": limit, "statement": statement}
 
 
-def _column_roles(tester: FAuxTester, spec: FeatureSpec, policy: Policy) -> list[dict]:
-    """Per source column the aux model sees: whether the move may change it, and why (the report's "which columns
-    carried the move and why").
-
-    ``role``: ``declared`` (admissible), ``independent`` (distributed alike in every group: chi-square p ≥ 0.01),
-    ``uninformative`` (permuting it does not raise the aux model's held-out loss), or ``moves`` (``released``
-    says why when the joint test of the held columns released it); with the test figures (``p_value``,
-    ``informative_z``) where they were computed.
-    """
-    if getattr(tester, "reference", None) is None:
-        return []
-    columns = feature_columns(spec)[~spec.feature_mask(policy.single_protected("the in-memory check"))]
-    stats: dict[str, dict] = {}
-    for row in getattr(tester, "independence_", []):
-        stats.setdefault(str(columns[row["features"][0]]), {})["p_value"] = row["p_value"]
-    for row in getattr(tester, "informativeness_", []):
-        stats.setdefault(str(columns[row["features"][0]]), {})["informative_z"] = row["z"]
-    released = {str(columns[g[0]]) for g in (getattr(tester, "joint_hold_", None) or {}).get("released", [])}
-    out = []
-    for name in dict.fromkeys(map(str, columns)):
-        st = stats.get(name, {})
-        if name in policy.faux.admissible or name in {MISSINGNESS.format(c) for c in policy.faux.admissible}:
-            role = "declared"
-        elif name in released:
-            role = "moves"
-            st = {**st, "released": "carries the protected attribute jointly with other held columns"}
-        elif st.get("p_value") is not None and st["p_value"] >= INDEPENDENCE_ALPHA:
-            role = "independent"
-        elif st.get("informative_z") is not None and not st["informative_z"] > INFORMATIVE_Z:
-            role = "uninformative"
-        else:
-            role = "moves"
-        out.append({"column": name, "role": role, **st})
-    return out
-
-
-#: Source columns the sensitivity report re-scores (the ones carrying the most evidence over flagged rows).
-SENSITIVITY_COLUMNS = 3
-
-
-def _sensitivity(target_model, aux: AuxFit, audit: AuditRows, policy: Policy, output: TargetOutput, lic: LICResult,
-                 evidence: pd.DataFrame, held: list[str], decision: str, mask: np.ndarray) -> list[dict]:
-    """What a declaration would change, for a policy that declares no admissible column and did not pass.
-
-    The swap reading with no declaration counts the use of every feature that varies with c. For the
-    ``SENSITIVITY_COLUMNS`` source columns carrying the most evidence over the flagged individuals, the flagged
-    fraction is recomputed with that column declared admissible (same auxiliary model, the reference refitted).
-    Our reading of issue 20, item 6: it names the columns on whose declaration the decision depends; declaring
-    one is a value judgement the policy's owner makes, not something the data can settle.
-
-    Returns
-    -------
-    list of dict
-        ``column``, ``flagged_fraction`` (undefined counted as flagged) and ``mean_abs_evidence`` per column;
-        empty when the policy declares admissible columns, the variant is not swap, or the check passed.
-    """
-    faux = policy.faux
-    if faux.variant != "swap" or faux.admissible or decision == "passed" or lic.evidence is None:
-        return []
-    flagged = lic.flagged(faux.delta)
-    rows = evidence[flagged] if flagged.any() else evidence
-    names = set(feature_columns(audit.feature_spec))           # a column is held whole when its missingness is too
-    whole = {c for c in held if MISSINGNESS.format(c) not in names or MISSINGNESS.format(c) in held}
-    ranked = [c for c in rows.abs().mean().sort_values(ascending=False).index
-              if c != policy.protected and c not in whole][:SENSITIVITY_COLUMNS]
-    out = []
-    for column in ranked:
-        declared = policy.model_copy(update={"faux": faux.model_copy(update={"admissible": (str(column),)})})
-        try:
-            if aux.cross is not None:
-                again, _ = cross_fit_scores(target_model, aux.cross, audit, declared, output, mask, evidence=False)
-            else:
-                tester = faux_tester(target_model, aux.model, declared, output, audit.feature_spec, audit.protected,
-                                     reference_rows=audit.X[aux.rows], reference_values=audit.values[aux.rows],
-                                     holdout_rows=audit.X[aux.holdout], holdout_values=audit.values[aux.holdout])
-                again = tester.evaluate(audit.X, audit.values, evidence=False)
-        except InputError:
-            continue
-        out.append({"column": str(column), "flagged_fraction": float(np.mean(again.decision_weights(faux.delta))),
-                    "mean_abs_evidence": float(rows[column].abs().mean())})
-    return out
-
-
-def _sensitivity_note(sensitivity: list[dict], policy: Policy) -> list[str]:
-    if not sensitivity:
-        return []
-    parts = "; ".join(f"'{s['column']}' admissible: {s['flagged_fraction']:.1%} flagged" for s in sensitivity)
-    return [f"no column is declared admissible, so the score counts the use of every feature that varies with "
-            f"'{policy.protected}'. The columns carrying most of the move, each declared on its own: {parts} "
-            f"(limit {policy.faux.max_flagged_fraction:.1%}). Whether a column may differ between groups is a value "
-            "judgement for the policy's owner ([faux] admissible; docs/method.md, 'Admissible features')"]
-
-
 def _nothing_free(tester: FAuxTester) -> bool:
     reference = getattr(tester, "reference", None)
     return reference is not None and reference.nothing_free
@@ -373,65 +280,6 @@ def _free_quality(tester: FAuxTester, aux: AuxFit, audit: AuditRows, mask: np.nd
         q = free_column_quality(aux.model, audit.X[aux.holdout][:, ~mask], audit.values[aux.holdout],
                                 audit.protected, reference.admissible)
     return None if q is None or not np.isfinite(q) else q
-
-
-def _held_columns(tester: FAuxTester, spec: FeatureSpec, protected: str) -> list[str]:
-    """Source columns the swap reading held fixed beyond the declared ones: uninformative about c, or independent of it."""
-    held = getattr(tester, "held_fixed_", None)
-    if held is None or not held.any():
-        return []
-    columns = feature_columns(spec)[~spec.feature_mask(protected)]
-    order = list(dict.fromkeys(feature_columns(spec)))
-    return sorted(set(columns[held]), key=order.index)
-
-
-def _notes(policy: Policy, audit: AuditRows, lic: LICResult, n_undefined: int, uses_direct: bool,
-           held: list[str], nothing_free: bool = False) -> list[str]:
-    """What follows the decision's reasons: undefined scores, rows not audited, the direct term, columns held fixed."""
-    notes = []
-    if policy.faux.variant == "swap":
-        fixed = [f"{', '.join(policy.faux.admissible)} (admissible)"] if policy.faux.admissible else []
-        extra = [c for c in held if c not in policy.faux.admissible]
-        if extra:
-            fixed.append(f"{', '.join(extra)} (uninformative about '{policy.protected}' on the auxiliary model's "
-                         "held-out rows, or distributed alike in every group)")
-        how = ("each to the value of the person's own rank in the other group among people with the same held "
-               "columns, categorical levels switched with their probabilities" if policy.faux.swap_metric == "matched"
-               else "as the auxiliary model says they go with it")
-        notes.append(f"LIC score = the estimated change of the predicted probability if only '{policy.protected}' "
-                     f"changed, the other features moving with it ({how})"
-                     + (f"; held fixed: {'; '.join(fixed)}" if fixed else ""))
-        if nothing_free:
-            notes.append(f"nothing outside the declared columns carries '{policy.protected}': every other column is "
-                         "uninformative about it or independent of it, so the counterfactual moves no feature and every "
-                         "score is 0 by definition")
-    if lic.no_split_crossed is not None and lic.no_split_crossed.any():
-        notes.append(f"{fmt_count(int(lic.no_split_crossed.sum()))} of {fmt_count(len(lic.scores))} scores are 0 only "
-                     f"because the forward-only target's prediction did not change within ± the finite-difference "
-                     f"step (a tree crossed no split), not by evidence")
-    if n_undefined:
-        notes.append(undefined_note(n_undefined))
-    if audit.protected.n_missing:
-        notes.append(missing_protected_note(audit.protected.n_missing))
-    if uses_direct:
-        effect = ("the counterfactual sets it to the other group too" if policy.faux.variant == "swap"
-                  else "its direct effect is added to the LIC score")
-        notes.append(
-            f"the target model takes the protected attribute '{policy.protected}' as an input: {effect} (largest "
-            f"change from that column alone {np.nanmax(lic.direct) if lic.direct is not None and len(lic.direct) else float('nan'):.3g})"
-        )
-    return notes
-
-
-def _tree_note(target_model, policy: Policy, spec: FeatureSpec) -> list[str]:
-    """A tree target read with soft one-hot moves: its splits read a fractional level as 0 or 1 (docs/method.md)."""
-    if not (getattr(target_model, "piecewise_constant", False) and policy.faux.variant == "swap"
-            and swap_categorical(policy.faux, target_model) == "soft" and any(c.kind == "categorical" for c in spec.columns)):
-        return []
-    return ["the target is a tree model read with swap_categorical = 'soft': its splits read the moved, fractional "
-            "one-hot values by threshold. On Adult this flagged 5.4% (XGBoost) and 27.7% (LightGBM) against 12.2% and "
-            "11.9% definitionally affected; swap_categorical = 'snap' in [faux] flagged 12.2% and 11.9% "
-            "(docs/method.md, 'Forward-only targets')"]
 
 
 def _fail_closed_scores(lic: LICResult, n: int) -> LICResult:

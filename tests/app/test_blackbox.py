@@ -264,7 +264,7 @@ def test_tree_targets_snap_one_hot_moves_by_default_and_an_explicit_soft_gets_a_
     from sklearn.linear_model import LogisticRegression
 
     from faux_checks import FeatureSpec
-    from faux_checks.gate.check import _tree_note
+    from faux_checks.gate.check_notes import tree_note
     from faux_checks.gate.scorer import swap_categorical
     from faux_checks.gate.policy import load_policy
 
@@ -278,16 +278,16 @@ def test_tree_targets_snap_one_hot_moves_by_default_and_an_explicit_soft_gets_a_
     default = load_policy(write_policy(tmp_path / "auto.toml"))
     assert default.faux.swap_categorical == "coupled"                  # discrete levels for every target (issue 20)
     assert swap_categorical(default.faux, tree) == swap_categorical(default.faux, linear) == "coupled"
-    assert _tree_note(tree, default, spec) == []
+    assert tree_note(tree, default, spec) == []
     auto = default.model_copy(update={"faux": default.faux.model_copy(update={"swap_categorical": "auto"})})
     soft = auto.model_copy(update={"faux": auto.faux.model_copy(update={"swap_categorical": "soft"})})
     snap = auto.model_copy(update={"faux": auto.faux.model_copy(update={"swap_categorical": "snap"})})
     # 'auto': snap for the tree, soft for the logistic regression; explicit settings are kept
     assert (swap_categorical(auto.faux, tree), swap_categorical(auto.faux, linear)) == ("snap", "soft")
     assert (swap_categorical(soft.faux, tree), swap_categorical(snap.faux, linear)) == ("soft", "snap")
-    assert _tree_note(tree, auto, spec) == []
-    assert "swap_categorical = 'snap'" in _tree_note(tree, soft, spec)[0]
-    assert _tree_note(tree, snap, spec) == [] and _tree_note(linear, soft, spec) == [] and _tree_note(tree, soft, numeric) == []
+    assert tree_note(tree, auto, spec) == []
+    assert "swap_categorical = 'snap'" in tree_note(tree, soft, spec)[0]
+    assert tree_note(tree, snap, spec) == [] and tree_note(linear, soft, spec) == [] and tree_note(tree, soft, numeric) == []
 
 
 @pytest.mark.slow
