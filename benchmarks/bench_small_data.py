@@ -164,7 +164,7 @@ def one(family: str, target: str, n: int, seed: int, sources) -> dict:
         "calibrated": bool(lo - 0.02 <= true_share <= hi + 0.02), "decision": result.decision,
         "aux_quality": result.aux_quality, "not_ok": [r["rule"] for r in result.rules if r["status"] != "ok"],
         "undecided_reasons": [r["detail"] for r in result.rules if r["status"] not in ("ok", "exceeded")],
-        "crossfit": (result.provenance.get("aux_cross_fit") or {}).get("folds"), "wall_s": round(wall, 1),
+        "crossfit": (result.provenance.get("cross_fit") or {}).get("folds"), "wall_s": round(wall, 1),
     }
 
 
