@@ -274,6 +274,8 @@ class Policy(_Strict):
                 payload.pop(key)
         if payload.get("missing_values") == "auto":       # the default: a policy that does not set it keeps its hash
             payload.pop("missing_values")
+        if payload["aux"].get("cross_fit_folds") == 5:    # the default, likewise
+            payload["aux"].pop("cross_fit_folds")
         if payload["decision"].get("max_newly_flagged_fraction") is None:   # the hash it had before the rule existed
             payload["decision"].pop("max_newly_flagged_fraction", None)
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()

@@ -30,6 +30,7 @@ def _dump_sha(policy: Policy) -> str:
     dump = policy.model_dump(mode="json")
     assert dump["scale"].pop("device") == "auto"   # added after the pin ([scale] device, not hashed)
     assert dump.pop("missing_values") == "auto"    # added after the pin (hashed only when set otherwise)
+    assert dump["aux"].pop("cross_fit_folds") == 5  # added after the pin (hashed only when set otherwise)
     assert dump.pop("favourable_label") is None     # added after the pin; unset, not hashed
     return hashlib.sha256(json.dumps(dump, sort_keys=True).encode()).hexdigest()
 

@@ -271,7 +271,9 @@ def test_a_single_attribute_policy_keeps_its_hash():
     assert payload["decision"].pop("max_newly_flagged_fraction") is None           # an unset no-new-harm rule neither
     assert payload.pop("positive_label") is None                                   # unset: as before it existed
     assert payload["favourable_label"] == "1"                                      # set: it counts
-    assert payload["scale"].pop("device") == "auto"                                # the device never counts (issue 23)
+    assert payload["scale"].pop("device") == "auto"                                # the device never counts
+    assert payload.pop("missing_values") == "auto"                                 # defaults added later: not counted
+    assert payload["aux"].pop("cross_fit_folds") == 5
     import hashlib
     import json
 

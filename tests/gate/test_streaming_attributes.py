@@ -46,7 +46,9 @@ def case(tmp_path_factory):
 @pytest.fixture(scope="module")
 def both(case):
     """The stream and the in-memory layer on the same data and policy (A, B and A×B)."""
-    policy = _policy(intersections=[["A", "B"]], decision={"aux_seeds": 1, "min_group_rows": 100})
+    # one aux split on both paths: the streaming scorer does not cross-fit, so the in-memory check is held to it
+    policy = _policy(intersections=[["A", "B"]], decision={"aux_seeds": 1, "min_group_rows": 100},
+                     aux={"epochs": 20, "cross_fit_folds": 0})
     out = case["dir"] / "scores.parquet"
     streamed = score_stream_attributes(case["model"], case["dir"] / "data.parquet", policy=policy, out_path=out,
                                        chunk_rows=400)

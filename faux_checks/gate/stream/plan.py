@@ -21,6 +21,7 @@ from ...kinds import Kind, protected_kind
 from ...method.auxiliary import AuxiliaryModel
 from ...method.faux import FAuxTester, probe_batch_independence
 from ...method.swap import SwapReference
+from ..joint_block import held_block_summary
 from ..scorer import faux_tester
 from ...method.output import TargetOutput, resolve_output_form
 from ..aux_model import given_aux, holdout_scores, new_aux, quality_on
@@ -270,9 +271,11 @@ def prepare_scoring(target_model, sample: SamplePart, *, policy: Policy, feature
     if policy.faux.variant == "ig" and ig_baseline == "mean":
         ig_baseline = X.astype(np.float64).mean(axis=0).astype(np.float32)
     swap_reference, c_std = None, float(np.std(values)) if not protected_kind(protected.kind).grouped else 1.0
+    held_block = None
     if policy.faux.variant == "swap":
-        swap_reference = faux_tester(target_model, aux, policy, output, feature_spec, protected, reference_rows=X,
-                                     reference_values=values, holdout_rows=X[hold], holdout_values=values[hold]).reference
+        fitted = faux_tester(target_model, aux, policy, output, feature_spec, protected, reference_rows=X,
+                             reference_values=values, holdout_rows=X[hold], holdout_values=values[hold])
+        swap_reference, held_block = fitted.reference, held_block_summary(fitted, feature_spec, str(name))
     plan = ScoringPlan(
         policy=policy, feature_spec=feature_spec, codec=codec, output=output,
         protected_mask=mask if uses_direct else None, dx_dc=dx_dc, ig_baseline=ig_baseline, chunk_rows=chunk_rows,
@@ -282,7 +285,8 @@ def prepare_scoring(target_model, sample: SamplePart, *, policy: Policy, feature
              "epochs_run": getattr(aux, "epochs_run_", None), "given": aux_model is not None,
              "intervals": intervals, "seeds": None,
              "holdout_groups": {g: int(k) for g, k in zip(codec.groups, held_per_group, strict=False)},
-             "batch_probe": batch_probe},
+             "batch_probe": batch_probe, "held_block": held_block,
+             "nothing_free": bool(swap_reference is not None and swap_reference.nothing_free)},
         swap_reference=swap_reference, c_std=c_std,
     )
     if aux_model is None and policy.decision.aux_seeds > 1:

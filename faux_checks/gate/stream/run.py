@@ -119,6 +119,7 @@ def summarize(counts: StreamCounts, plan: ScoringPlan, *, source: DataSource, ou
         n=n, n_flagged=n_flagged, n_undefined=n_undefined,
         group_rows={g: int(k) for g, k in zip(counts.groups, counts.n, strict=False)}, holdout_rows=plan.aux["holdout_groups"],
         aux_metric=plan.aux["metric"], aux_intervals=plan.aux["intervals"], interval=interval, testers_not_run=gating,
+        nothing_free=bool(plan.aux.get("nothing_free")), held_block=plan.aux.get("held_block"),
         group_flagged={g: float(f + u) for g, f, u in zip(counts.groups, counts.flagged, counts.undefined, strict=False)})
     outcome = decide(check_rules(evidence, policy))
     reasons = list(outcome.reasons)
