@@ -16,7 +16,7 @@ scores bit for bit (one training instead of k).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Mapping
 
 import numpy as np
@@ -38,7 +38,7 @@ from .bounds import quality_intervals
 from .policy_schema import Policy
 from .rows import AuditRows, swap_layout
 
-__all__ = ["CROSS_FIT_SEED_OFFSET", "CrossFit", "FoldNet", "check_aux", "cross_fit_aux", "cross_fit_k", "cross_fit_record",
+__all__ = ["CROSS_FIT_MAX_ROWS", "CROSS_FIT_SEED_OFFSET", "CrossFit", "FLOOR_REASON", "GROUP_REASON", "FoldNet", "check_aux", "cross_fit_aux", "cross_fit_k", "cross_fit_record",
            "cross_fit_scores", "cross_fit_seed_spread", "fit_folds", "fold_assignment", "oof_free_quality", "oof_scores", "pooled_holds",
            "stack_results"]
 
@@ -89,12 +89,35 @@ def check_aux(audit: AuditRows, policy: Policy, mask: np.ndarray, group_labels: 
     """
     labels = np.asarray(group_labels, dtype=object)
     held = labels[single_holdout(audit.values, policy, audit.protected.kind)]
-    k = cross_fit_k(policy, {str(g): int((held == g).sum()) for g in names},
-                    {str(g): int((labels == g).sum()) for g in names}, given=aux_model is not None)
+    group_rows = {str(g): int((labels == g).sum()) for g in names}
+    k = cross_fit_k(policy, {str(g): int((held == g).sum()) for g in names}, group_rows, given=aux_model is not None)
     X_aux = audit.X[:, ~mask]
     if k:
         return cross_fit_aux(X_aux, audit.protected, audit.values, policy, k, progress=progress)
-    return fit_aux(X_aux, audit.protected, audit.values, policy, aux_model=aux_model, progress=progress)
+    single = fit_aux(X_aux, audit.protected, audit.values, policy, aux_model=aux_model, progress=progress)
+    k = min(int(policy.aux.cross_fit_folds), min(group_rows.values(), default=0))
+    if aux_model is None and k >= 2 and len(audit.X) <= CROSS_FIT_MAX_ROWS and _under_floor(single, policy):
+        return cross_fit_aux(X_aux, audit.protected, audit.values, policy, k, progress=progress,
+                             reason=FLOOR_REASON)
+    return single
+
+
+#: Audits of at most this many rows are cross-fitted when the single split's auxiliary-model quality interval does
+#: not clear ``min_aux_quality`` (its held-out fifth is what leaves the floor unmet; above it the k trainings cost
+#: more than a small audit's seconds).
+CROSS_FIT_MAX_ROWS = 20_000
+#: Why a check was cross-fitted (the provenance's ``rule``).
+GROUP_REASON = ("cross-fitted: the single split's held-out part would leave a protected group under [decision] "
+                "min_group_rows ([aux] cross_fit_folds; 0 or 1 = single split)")
+FLOOR_REASON = ("cross-fitted: on the single split's held-out part the auxiliary model's quality interval did not "
+                f"clear min_aux_quality, and the audit has at most {CROSS_FIT_MAX_ROWS:,} rows ([aux] cross_fit_folds; "
+                "0 or 1 = single split)")
+
+
+def _under_floor(aux: AuxFit, policy: Policy) -> bool:
+    """Whether any quality interval's lower bound of ``aux`` is missing or under ``policy.min_aux_quality``."""
+    lows = [r.get("lower") for r in aux.intervals]
+    return not lows or any(lo is None or not np.isfinite(lo) or lo < policy.min_aux_quality for lo in lows)
 
 
 def fold_assignment(values: np.ndarray, k: int, seed: int, *, grouped: bool) -> np.ndarray:
@@ -169,6 +192,7 @@ class CrossFit:
     seed: int
     fold_seed: int
     reused: bool = False
+    reason: str = ""
 
     @property
     def k(self) -> int:
@@ -217,19 +241,20 @@ def oof_scores(cf: CrossFit, X_aux: np.ndarray, kind: str) -> np.ndarray:
 
 
 def cross_fit_aux(X_aux: np.ndarray, protected: ProtectedAttribute, values: np.ndarray, policy: Policy, k: int, *,
-                  progress: bool = False) -> AuxFit:
+                  progress: bool = False, reason: str = "") -> AuxFit:
     """The cross-fitted auxiliary model as an :class:`~faux_checks.gate.aux_model.AuxFit`.
 
     ``quality``, ``intervals`` and ``roc`` are read on the out-of-fold scores of every audited row; ``model``,
     ``rows`` and ``holdout`` are fold 0's (the model a report records, its training rows and its fold); ``cross``
-    holds the :class:`CrossFit` and ``fold_quality`` each fold model's quality on its own fold.
+    holds the :class:`CrossFit` (``reason``: why the check was cross-fitted, default :data:`GROUP_REASON`) and
+    ``fold_quality`` each fold model's quality on its own fold.
 
     Raises
     ------
     InputError
         As :meth:`AuxiliaryModel.fit` on a fold's training rows.
     """
-    cf = fit_folds(X_aux, protected, values, policy, k, progress=progress)
+    cf = replace(fit_folds(X_aux, protected, values, policy, k, progress=progress), reason=reason or GROUP_REASON)
     kind = protected.kind
     score = oof_scores(cf, X_aux, kind)
     intervals = quality_intervals(kind, values, score, protected.groups, policy.decision.confidence, seed=policy.seed)
@@ -381,8 +406,7 @@ def cross_fit_record(aux: AuxFit) -> dict | None:
     if cf is None:
         return None
     return {"folds": cf.k, "fold_seed": cf.fold_seed, "aux_seed": cf.seed, "per_fold": list(aux.fold_quality),
-            "rule": "cross-fitted: the single split's held-out part would leave a protected group under "
-                    "[decision] min_group_rows ([aux] cross_fit_folds; 0 or 1 = single split)",
+            "rule": cf.reason,
             "recorded_model": "fold 0's (trained on folds 1..k-1): a valid aux model for new rows (the audit); a "
                               "re-gate restores it by its key and trains folds 1..k-1 again"}
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from _support import UNFAIR, linear, make_data
@@ -174,3 +175,27 @@ def test_rows_needed_is_monotone_in_the_floor(auc):
     small = auc_rows_needed(auc, 50, 300, 0.65, 0.95)
     large = auc_rows_needed(auc, 50, 300, 0.7, 0.95)
     assert small is not None and large is not None and sum(small) <= sum(large)
+
+
+def test_an_audit_whose_single_split_misses_the_aux_floor_is_cross_fitted():
+    """1,500 rows, a proxy with ROC-AUC about 0.76 (a shift of 1 sd): each group has ~150 held-out rows (the group
+    rule is met) but the AUC interval on 300 held-out rows reaches below 0.7. Cross-fitted, every row is
+    held out once and the interval clears the floor; a single split (``cross_fit_folds = 0``) stays undecided."""
+    from faux_checks.gate.crossfit import FLOOR_REASON
+
+    rng = np.random.default_rng(7)
+    n = 1500
+    sex = rng.choice(["F", "M"], n)
+    data = pd.DataFrame({"x1": rng.normal(size=n), "x2": rng.normal(size=n),
+                         "proxy": 1.0 * (sex == "M") + rng.normal(size=n), "sex": sex, "y": 0})
+    target = linear([0.0, 0.0, 0.0])                 # a fair target: reads nothing
+    single = run_check(target, data, policy=policy(aux={"epochs": 30, "cross_fit_folds": 0}))
+    aux_rule = {r["rule"]: r for r in single.rules}["min_aux_quality"]
+    assert single.provenance.get("cross_fit") is None and aux_rule["status"] == "not met", aux_rule
+    assert single.decision == "undecided"
+    crossed = run_check(target, data, policy=policy())
+    assert crossed.provenance["cross_fit"]["rule"] == FLOOR_REASON
+    assert crossed.aux_intervals[0]["n_positive"] + crossed.aux_intervals[0]["n_negative"] == n
+    assert {r["rule"]: r["status"] for r in crossed.rules}["min_aux_quality"] == "ok"
+    assert crossed.aux_intervals[0]["lower"] > aux_rule["observed"]      # the narrower interval of every row
+    assert crossed.decision == "passed"
