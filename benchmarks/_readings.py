@@ -1,7 +1,7 @@
 """The readings the tester benchmark compares, each run on a :class:`_cells.Cell`.
 
 Library readings (``faux_checks``): eq. 9 as printed (``eq9``: Δŷ per unit of aux log-odds, not
-probability points) and the swap reading with its options (the second round's candidates, issue 20;
+probability points) and the swap reading with its options (the second round's candidates;
 benchmark_notes.md). A coupled reading's score is the expected |Δŷ| over level configurations and its
 flag a probability. Baselines: FTA, weighted FTA, Unfair Map, FlipTest; LIC-UB on fused data.
 """
@@ -13,11 +13,11 @@ import torch
 
 #: name -> (label, options). Every reading runs with the family's admissible declaration ("declared") and without
 #: ("none"); each option is explicit (SwapSettings fields, and metric / hold / hold_independent / guard /
-#: continuous_matching for the reference). ``swap`` is the reading shipped before issue 20.
+#: continuous_matching for the reference). ``swap`` is the first round's reading.
 _OLD = {"categorical": "soft", "line_search": 0, "continuous_matching": "slope", "hold_independent": False}
 _COUPLED = {"categorical": "coupled", "line_search": 2, "continuous_matching": "rank", "hold_independent": True}
 SWAP_READINGS = {
-    "swap": ("swap as shipped before issue 20 (covariance, soft one-hot move, one linear step)", _OLD),
+    "swap": ("swap, the first round's reading (covariance, soft one-hot move, one linear step)", _OLD),
     "swap_search": ("swap + 2 secant iterations of the line search", {**_OLD, "line_search": 2}),
     "swap_indep": ("swap + search + columns independent of c held", {**_OLD, "line_search": 2, "hold_independent": True}),
     "coupled": ("coupled: + level switches by the level model (auto coupling) + rank matching (candidate)", _COUPLED),

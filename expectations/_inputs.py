@@ -44,14 +44,14 @@ def trusting(types):
         _TRUSTED.reset(token)
 
 
-@functools.lru_cache(maxsize=4)   # one version's model and aux model (and the previous ones): issue 25, fault 7
+@functools.lru_cache(maxsize=4)   # one version's model and aux model (and the previous ones)
 def _load_model_cached(path: str, mtime_ns: int, size: int, trusted: tuple[str, ...] = ()):
     return load_model(path, trusted_types=trusted)
 
 
 def clear_model_cache() -> None:
     """Forget the models :func:`cached_model` loaded (the gate does after each version: a gate over many
-    versions kept up to 16 loaded models alive, issue 25 fault 7)."""
+    versions kept up to 16 loaded models alive)."""
     _load_model_cached.cache_clear()
 
 

@@ -7,7 +7,7 @@ predictions P(y|x) > 0.5 across protected groups). Each depends on the suite's `
 computes it once per validation) and reads the tester's result that ``run_check`` already computed
 (``check["testers"]``); only a metric whose settings differ from its policy's, or whose tester the check did
 not run, scores the rows itself (``faux_checks_gx._inputs.audit_inputs``, one call into the tester). The
-expectations that read these metrics are :mod:`faux_checks_gx.baselines`. Split out of it (issue 21, item 4).
+expectations that read these metrics are :mod:`faux_checks_gx.baselines`. Split out of it.
 """
 
 from __future__ import annotations

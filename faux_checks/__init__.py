@@ -21,7 +21,7 @@ In a notebook, with the model as you hold it (a fitted Pipeline on raw rows, a b
 """
 
 # Public names are imported on first use (PEP 562): `import faux_checks` (and so every CLI error path) does not
-# pay for torch, pandas or the gate until a name is used (issue 22, item 6).
+# pay for torch, pandas or the gate until a name is used.
 _LAZY = {
     "run_audit": ".audit.drift",
     "AuditResult": ".audit.results",
@@ -50,7 +50,7 @@ _LAZY = {
     "faux_scores": ".method.lic",
     "lic_upper_bound": ".method.lic",
     "TargetOutput": ".method.output",
-    "as_target": ".inputs.estimators",            # issue 22, items 1 and 2
+    "as_target": ".inputs.estimators",          
     "ForwardOnlyTarget": ".method.forward",
     "FairnessCheck": ".notebook",
     "check": ".notebook",

@@ -1,4 +1,4 @@
-"""The torch device the scoring and the auxiliary-model training run on (private; issue 23, item 4).
+"""The torch device the scoring and the auxiliary-model training run on (private).
 
 The setting is the policy's ``[scale] device`` ("auto", "cpu" or "cuda"); the CLI's ``--device`` sets
 :data:`DEVICE_ENV` for the process (and the flows it runs in-process), which wins over the policy. "auto" is CUDA

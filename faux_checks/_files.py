@@ -1,7 +1,7 @@
 """Records are whole or absent: every file written under a temporary name, synced, checked, then renamed (private).
 
 A full disk, a killed process or a quota stops a write half-way; the file it leaves must never pass
-for a record (issue 25: ``report.json`` of 0 bytes and a ``gx_validation.json`` cut mid-way were
+for a record (``report.json`` of 0 bytes and a ``gx_validation.json`` cut mid-way were
 logged and tagged ``passed`` + ``deployable``, because a retry saw them and did not rewrite them).
 So a record is written to ``.<name>.<random>.tmp`` in its own folder, flushed and ``fsync``-ed, its size
 compared with what was written and its content read back (:func:`record_problem`), and only then

@@ -3,10 +3,9 @@
 A protected attribute c is *binary* (two groups), *multiclass* (2 to ``MAX_GROUPS`` groups when declared; detected from 3) or
 *continuous* (a real number, e.g. age). The kind decides the auxiliary model's head and loss, its
 quality metric, whether rows can be split into groups (group testers, stratified holdouts, the
-per-group table) and how a counterfactual value is chosen. Before issue 21 each of these was an
-``if kind == "continuous"`` spelled where it was needed and the ``Kind`` literal was written in
-seven modules; the capability flags below are now read instead (``grouped``, ``n_outputs``,
-``group_counts``, ``quality_metric``).
+per-group table) and how a counterfactual value is chosen. Code outside the maths reads the capability
+flags below (``grouped``, ``n_outputs``, ``group_counts``, ``quality_metric``) instead of comparing kind
+strings, and ``Kind`` is written here alone.
 
 Adding a kind is one entry here plus its maths: the auxiliary model's head/loss
 (``method/auxiliary.py``), the counterfactual value (``method/counterfactual.py``, ``goals.py``,

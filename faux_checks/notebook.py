@@ -1,4 +1,4 @@
-"""One in-memory verb with a rich result, for notebooks: :func:`check` -> :class:`FairnessCheck` (issue 22, item 2).
+"""One in-memory verb with a rich result, for notebooks: :func:`check` -> :class:`FairnessCheck`.
 
 ``faux_checks.check(model, df, protected="sex")`` takes the model as the data scientist holds it
 (:func:`~faux_checks.inputs.estimators.as_target`: a Pipeline on raw rows, a booster, a torch module), one or

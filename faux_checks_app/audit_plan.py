@@ -1,4 +1,4 @@
-"""``faux-checks audit`` before the flow: its configuration checked, nothing recorded, no Prefect (issue 22, item 3).
+"""``faux-checks audit`` before the flow: its configuration checked, nothing recorded, no Prefect.
 
 The same checks as the gate's (:mod:`faux_checks_app.gate_plan`): the policy loads, the model is
 registered, the current batch can be read and has every column the policy names, and the deployed

@@ -73,7 +73,7 @@ def _write_undecided_report(report_dir: Path, args, exc: BaseException) -> None:
     from faux_checks.report.build import write_report
 
     given = {}
-    try:                       # the page shows the policy it was given (issue 22, item 8), when it can be read
+    try:                       # the page shows the policy it was given, when it can be read
         policy = command_policy(args)
         given = {"policy": policy.model_dump(mode="json"), "policy_sha256": policy.sha256()}
     except Exception:  # noqa: BLE001 - best effort: the page shows the policy when it reads
@@ -102,7 +102,7 @@ def _check(args, report_dir: Path | None) -> int:
     policy = _check_policy(args)
     from faux_checks.inputs.limits import set_model_limits
 
-    set_model_limits(policy.operations)   # size, tree and probe limits on the model files (issue 25)
+    set_model_limits(policy.operations)   # size, tree and probe limits on the model files
     names, sectioned = policy.attribute_names, policy.reports_per_attribute
     if args.aux_model and len(names) > 1:
         raise FauxChecksError(f"--aux-model gives one auxiliary model, but the policy checks {len(names)} protected "
@@ -156,7 +156,7 @@ def _check_policy(args):
 
 
 def _check_configuration(args, policy, model, spec, frame) -> None:
-    """``check``'s inputs against each other before scoring (issue 22): the policy's columns, the spec's columns and
+    """``check``'s inputs against each other before scoring: the policy's columns, the spec's columns and
     the model's input width (:func:`faux_checks.gate.preflight.check_inputs_fit`, probed on the first 256 rows);
     a mismatch is a :class:`ConfigurationError` (exit 3, nothing written). Errors of the encoding itself (missing
     protected values, an empty column) are left to the check (undecided, exit 2, with its report)."""

@@ -1,4 +1,4 @@
-"""``faux-checks gate`` before the flow: configuration checked, versions planned, nothing recorded (issue 22, items 3, 6).
+"""``faux-checks gate`` before the flow: configuration checked, versions planned, nothing recorded.
 
 :func:`read_gate_inputs` loads the policy and the audit data and judges them together without the registry
 (the policy's columns, the label, the protected attributes, missing values, group sizes and rows needed:

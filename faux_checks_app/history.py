@@ -3,7 +3,7 @@
 Reads each version's tags through the registry's record codec (:class:`~faux_checks.registry.records.VersionRecord`,
 :class:`~faux_checks.registry.records.GateRecord`) and its report (``report.json`` beside the recorded
 ``report.html``) for the per-group and baseline cells; the δ, policy and decided-at columns show the tags' text as
-written. Split out of :mod:`faux_checks_app.cli` (issue 21, item 4).
+written. Split out of :mod:`faux_checks_app.cli`.
 """
 
 from __future__ import annotations

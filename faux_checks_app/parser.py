@@ -203,7 +203,7 @@ def _sep(p) -> None:
 
 
 def _data_format(p) -> None:
-    """``--sep`` and ``--positive-label`` (issue 22, item 7)."""
+    """``--sep`` and ``--positive-label``."""
     _sep(p)
     p.add_argument("--positive-label", help="the label value meaning the positive class, for text labels such as "
                    "yes/no; takes precedence over the policy key positive_label; text labels without either are "

@@ -1,4 +1,4 @@
-"""The policy file a flow command runs under when a CLI option overrides a policy key (issue 22: ``--positive-label``).
+"""The policy file a flow command runs under when a CLI option overrides a policy key (``--positive-label``).
 
 The gate flow reads its policy from a path (every task loads it again, and records the file as the run's
 ``policy`` artifact), so an override given on the command line becomes a copy of the user's policy TOML, in

@@ -1,4 +1,4 @@
-"""``faux-checks gate`` when the Prefect API is lost mid-run (issue 25, fault 2): exit 2 naming what was decided.
+"""``faux-checks gate`` when the Prefect API is lost mid-run: exit 2 naming what was decided.
 
 Before: a Prefect server killed mid-gate let the gate go on without Prefect (every Prefect call
 retried 60-70 s), record the next versions, then end with "internal error, could not decide" while

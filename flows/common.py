@@ -20,7 +20,7 @@ def run_logger():
 
     Every flow and task of this package logs through it, so a model, column or group name holding
     terminal control codes or bidi characters reaches the terminal and the Prefect UI as visible
-    escapes (``\\x1b[32m``), never as a redrawn line (issue 25, item 3). The filter is attached
+    escapes (``\\x1b[32m``), never as a redrawn line. The filter is attached
     once to the flow- and task-run loggers (prints of ``log_prints=True`` flows go through them too).
 
     Raises
@@ -44,7 +44,7 @@ def retry_io_only(task, task_run, state) -> bool:
 
     Never for an unreachable registry either (:func:`faux_checks.registry.operations.is_unreachable`):
     MLflow's client has already retried within the policy's ``[operations]`` budget, and Prefect's
-    retries on top multiplied an outage (issue 14: 12.5 minutes).
+    retries on top multiplied an outage (12.5 minutes).
     """
     from faux_checks.registry.operations import is_unreachable
 
@@ -84,7 +84,7 @@ def prefect_unreachable() -> str | None:
     One ``GET /health`` through Prefect's client, so bounded by its timeout and retries
     (``PREFECT_API_REQUEST_TIMEOUT`` / ``PREFECT_CLIENT_MAX_RETRIES``, set from the policy's
     ``[operations] prefect_timeout_s`` / ``prefect_retries``). The gate calls it between versions: a
-    Prefect server killed mid-gate (issue 25, fault 2) stops the run there instead of gating on
+    Prefect server killed mid-gate stops the run there instead of gating on
     without Prefect.
     """
     from prefect.client.orchestration import get_client
@@ -116,7 +116,7 @@ def is_prefect_unreachable(exc: BaseException) -> bool:
 
 
 class PrefectUnreachableError(FauxChecksError):
-    """The Prefect API stopped answering mid-run; the message names what was decided before (issue 25, fault 2)."""
+    """The Prefect API stopped answering mid-run; the message names what was decided before."""
 
 
 class FlowBlocked(Exception):
@@ -124,7 +124,7 @@ class FlowBlocked(Exception):
 
     The data of a deployment run's ``Failed`` state (:func:`failed_state`): Prefect's runner resolves a
     Failed state into an exception, and a summary dict there raised ``TypeError`` with a traceback in
-    every scheduled run's log (issue 25, item 8). ``data``: the flow's summary (dict or list).
+    every scheduled run's log. ``data``: the flow's summary (dict or list).
     """
 
     def __init__(self, message: str, data=None):

@@ -1,4 +1,4 @@
-"""Run-log text that cannot drive a terminal: control codes and bidi characters escaped (issue 25, item 3).
+"""Run-log text that cannot drive a terminal: control codes and bidi characters escaped.
 
 Model names, column names, group values and the reasons that quote them reach the flows' Prefect
 run logs (``logger.info("%s v%s: %s", model_name, ...)``), which Prefect prints to the terminal and

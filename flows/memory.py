@@ -1,4 +1,4 @@
-"""Memory handed back between versions of one gate call (issue 25, fault 7: RSS grew ~5-10 MB per version).
+"""Memory handed back between versions of one gate call (RSS grew ~5-10 MB per version).
 
 Our reading of what grew (measured with ``benchmarks/bench_load.py``, 12 tiny TorchScript versions, and
 tracemalloc / an object census between versions): not live Python objects (tracemalloc's diff between

@@ -1,6 +1,6 @@
 """The gate's adapter for version-to-version regression: the candidate against earlier versions, per individual.
 
-Two comparisons per gated version (issue 24, item 1), both on the audit rows both versions scored:
+Two comparisons per gated version, both on the audit rows both versions scored:
 
 - ``deployed``: the version holding the alias, the baseline of the "no new harm" rule
   (``[decision] max_newly_flagged_fraction``); with the rule set, a deployed version gated on other audit data

@@ -15,7 +15,7 @@ __all__ = ["run_score_sharded"]
 
 def _sharded_flow(policy):
     """:func:`score_sharded` for ``protected = "..."``; a policy with ``[[attributes]]`` takes
-    :func:`faux_checks_flows.shard_attributes.score_sharded_attributes` (one pass for every attribute, issue 21)."""
+    :func:`faux_checks_flows.shard_attributes.score_sharded_attributes` (one pass for every attribute)."""
     return score_sharded_attributes if policy.reports_per_attribute else score_sharded
 
 

@@ -1,4 +1,4 @@
-"""Prefect 3 flow: fAux scores of a large file, sharded over Dask workers (issue 7).
+"""Prefect 3 flow: fAux scores of a large file, sharded over Dask workers.
 
 Recipe (every step calls :mod:`faux_checks.gate.stream`):
 
@@ -148,7 +148,7 @@ def score_shard(model_path: str, aux_path: str, data_path: str, plan, row_groups
 
 
 def _carried_spec(model_path: str, trusted_types: tuple[str, ...]):
-    """The feature spec a skops Pipeline brings (its ColumnTransformer; issue 22, item 1), else None."""
+    """The feature spec a skops Pipeline brings (its ColumnTransformer), else None."""
     from faux_checks.inputs.formats import sniff_format
 
     if sniff_format(model_path) != "skops":

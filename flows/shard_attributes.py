@@ -1,4 +1,4 @@
-"""Prefect 3 flow: sharded fAux scores for a policy with several protected attributes (issue 21, item 1).
+"""Prefect 3 flow: sharded fAux scores for a policy with several protected attributes.
 
 The recipe of :func:`faux_checks_flows.shard.score_sharded`, every step over all the attributes at once
 (:mod:`faux_checks.gate.stream.attributes`):

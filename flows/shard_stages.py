@@ -1,4 +1,4 @@
-"""Stages of the sharded flow (:mod:`faux_checks_flows.shard`) that keep its driver free of serial work (issue 23, item 3).
+"""Stages of the sharded flow (:mod:`faux_checks_flows.shard`) that keep its driver free of serial work.
 
 - :func:`start_aux`: the auxiliary model trains **on a worker** (task :func:`prepare_task`), and each extra aux
   seed on a worker of its own (task :func:`seed_task`), submitted together: the driver only waits for the

@@ -26,7 +26,7 @@ _TARGET, _PREDICTION = "__target__", "__prediction__"  # classification columns 
 
 
 def _binary_labels(series: pd.Series, name: str, positive_label: str | None = None) -> tuple[np.ndarray | None, str]:
-    if positive_label is not None:          # text labels mapped with the declared positive class (issue 22, item 7)
+    if positive_label is not None:          # text labels mapped with the declared positive class
         from ..inputs.labels import encode_labels
 
         try:

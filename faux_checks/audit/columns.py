@@ -271,7 +271,7 @@ def html_safe(ref: pd.DataFrame, cur: pd.DataFrame, kinds: dict[str, str]
 
     Evidently writes its page's data as JSON inside a ``<script>`` element and renders some of it as
     HTML, so a column named ``</script><script>...`` or a category ``<img onerror=...>`` ran as script
-    in ``evidently_drift.html`` (issue 25). :func:`html.escape` is one-to-one, so the drift statistics
+    in ``evidently_drift.html``. :func:`html.escape` is one-to-one, so the drift statistics
     are those of the data as given; the page shows the escaped spelling.
 
     Returns

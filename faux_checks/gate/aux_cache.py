@@ -4,7 +4,7 @@ A gate run over several versions trains the auxiliary model (and its extra seeds
 for every version whose encoded inputs are the same (the Adult demo: v1-v4 share their audit rows, v1/v2 and v3/v4
 their encodings). Training is deterministic given its inputs (tested: identical weights twice), so a model keyed
 by the sha256 of everything its training reads — the encoded rows and protected values, the groups, the kind,
-the ``[aux]`` settings and the seed — is the model a new training would give. Issue 23, item 1.
+the ``[aux]`` settings and the seed — is the model a new training would give.
 
 Across processes: a gate records its auxiliary model in its run's records (``aux_model.pt`` + ``aux_model.json``,
 which carries this key) and tags the run ``fairness_aux_key``; its extra seeds likewise (``aux_model_seed<k>.*``,
@@ -232,7 +232,7 @@ def _reference_key(tester, X_ref, c_ref, settings: dict) -> str:
 
 def fitted_reference(tester, X_ref, c_ref, **settings):
     """``tester`` with its swap reference: :meth:`~faux_checks.method.faux.FAuxTester.fit_reference` ``(X_ref, c_ref,
-    **settings)``, or the reference this process fitted on the same inputs (issue 23, item 1: the demo fitted 15
+    **settings)``, or the reference this process fitted on the same inputs (the demo fitted 15
     references where its 3 seeds x 2 encodings make 6 distinct).
 
     The fit is deterministic given what :func:`_reference_key` hashes (the aux model, rows, values, categorical groups

@@ -83,7 +83,7 @@ def fit_aux(X_aux: np.ndarray, protected: ProtectedAttribute, values: np.ndarray
     train = training_sample(len(X_aux), policy)
     if aux_model is not None:
         # the rows the gate's own aux model would have trained on and held out (the same seeded split), so that a
-        # gate's recorded aux model given back reproduces the gate's reference, holds and score (issue 25, item 4)
+        # gate's recorded aux model given back reproduces the gate's reference, holds and score
         _, hold = gate_split(len(train), values[train], policy, protected.kind)
         rows, holdout = train, train[hold]
         aux = given_aux(aux_model, policy, protected, X_aux.shape[1])
@@ -93,7 +93,7 @@ def fit_aux(X_aux: np.ndarray, protected: ProtectedAttribute, values: np.ndarray
         return AuxFit(aux, quality, metric.replace("the audit rows", "the audit rows it would have held out"), roc,
                       rows, holdout, intervals)
     aux, reused = trained_aux(policy, protected.kind, X_aux[train], values[train], groups=protected.groups,
-                              progress=progress)        # trained once per process on the same inputs (issue 23)
+                              progress=progress)        # trained once per process on the same inputs
     y, score = aux.holdout_
     return AuxFit(aux, aux.quality_, aux.quality_metric_, roc_curve(y, score, aux.kind), train,
                   train[aux.holdout_rows_], quality_intervals(aux.kind, y, score, protected.groups, confidence,
@@ -172,7 +172,7 @@ def free_column_quality(aux: AuxiliaryModel, X_aux: np.ndarray, values: np.ndarr
 
     Notes
     -----
-    Our reading of issue 20 (item 3): reported next to the aux model's own quality, so that a reader sees how
+    Our reading: reported next to the aux model's own quality, so that a reader sees how
     much of c the columns that move carry.
     """
     X = np.asarray(X_aux, dtype=np.float32).copy()

@@ -181,7 +181,7 @@ def run_check(
     provenance["aux_reused_from"] = getattr(aux.model, "reused_from_", None)   # "run <id>": restored from a record
     provenance["aux_seed_keys"] = {str(k): getattr(m, "cache_key_", None) for k, m in seed_models}   # extra seeds
     provenance["aux_seeds_reused_from"] = {str(k): getattr(m, "reused_from_", None) for k, m in seed_models}
-    provenance["device"] = getattr(tester, "device_used_", "cpu")    # where the scores ran ([scale] device, issue 23)
+    provenance["device"] = getattr(tester, "device_used_", "cpu")    # where the scores ran ([scale] device)
     provenance["proxy_capacity"] = capacity
     provenance["cross_fit"] = cross_fit_record(aux)       # None: the single split
     if provenance["swap"] is not None:

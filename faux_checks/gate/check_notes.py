@@ -75,7 +75,7 @@ def sensitivity(target_model, aux: AuxFit, audit: AuditRows, policy: Policy, out
     The swap reading with no declaration counts the use of every feature that varies with c. For the
     ``SENSITIVITY_COLUMNS`` source columns carrying the most evidence over the flagged individuals, the flagged
     fraction is recomputed with that column declared admissible (same auxiliary model, the reference refitted).
-    Our reading of issue 20, item 6: it names the columns on whose declaration the decision depends; declaring
+    Our reading: it names the columns on whose declaration the decision depends; declaring
     one is a value judgement the policy's owner makes, not something the data can settle.
 
     Returns

@@ -11,7 +11,7 @@ groups by their exact grouped Shapley value (:func:`faux_checks.method.decomposi
 
 in probability points, adding up to ``total`` = f(x′) − f(x) for each person. :func:`reason_list` names the
 columns that carry each part (the per-column evidence, ranked by size, ties by name), the stable list an
-adverse-action reviewer reads. Our construction (issue 24, item 2).
+adverse-action reviewer reads. Our construction.
 """
 
 from __future__ import annotations

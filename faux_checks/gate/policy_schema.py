@@ -132,7 +132,7 @@ class Policy(_Strict):
     def _one_or_several_attributes(self) -> "Policy":
         """Read ``protected`` (with ``protected_kind``, ``linked_columns``) as ``attributes = (that one,)``.
 
-        Our reading of issue 21, item 1 (fairlearn normalises ``sensitive_features`` at its face): after
+        Our reading (fairlearn normalises ``sensitive_features`` at its face): after
         validation :attr:`attributes` always lists every declared attribute, so consumers loop over it.
         The single-attribute form stays visible in :attr:`protected` (set only there) and is what the
         policy dumps and hashes (:meth:`_as_written`, :meth:`sha256`): recorded hashes and reports keep
@@ -268,7 +268,7 @@ class Policy(_Strict):
         """
         payload = self.model_dump(mode="json")
         payload.pop("operations")           # deadlines and timeouts never change a decision
-        payload["scale"].pop("device", None)  # nor does the device (recorded in the provenance; issue 23)
+        payload["scale"].pop("device", None)  # nor does the device (recorded in the provenance)
         for key in ("attributes", "intersections", "positive_label", "favourable_label"):
             if not payload[key]:
                 payload.pop(key)

@@ -113,7 +113,7 @@ class FauxSettings(_Strict):
         "value of the person's own rank in the other group among people with the same held columns. Otherwise the "
         "auxiliary model's minimum-norm move (eq. 7–8) in a metric: the covariance c explains ('between': the groups' "
         "mean differences; 'explained': the same given the held columns), the covariance given the held columns "
-        "('covariance', the reading before issue 20), its within-group part, its diagonal, or the identity.")
+        "('covariance', the first round's reading), its within-group part, its diagonal, or the identity.")
     swap_guard: float = Field(
         0.1, ge=0, le=10, description="Variant swap: Δx = M a Δv / (aᵀMa + guard × median aᵀMa): bounds the move of a row "
         "whose aux gradient barely meets the metric (0 = eq. 7–8's exact solve).")
@@ -232,7 +232,7 @@ class DecisionSettings(_Strict):
     def group_flagged_limit(self, max_flagged_fraction: float) -> float:
         """``max_group_flagged_fraction`` as used: the given value, else ``min(1, 2 × max_flagged_fraction)``.
 
-        Our reading of issue 22, item 5 for the default. The overall limit is a mean over the groups, so a
+        Our reading for the default. The overall limit is a mean over the groups, so a
         small group can sit far above it under a pass (34% of a group holding 4.8% of the rows, at 4.6% overall).
         A per-group limit equal to the overall one would fail fair models by sampling alone in groups near the
         limit; twice the limit, judged on the lower bound, fails only a group clearly worse than what the
@@ -295,8 +295,8 @@ class OperationsSettings(_Strict):
         "20 s, not the registry's 10: the temporary Prefect server answers slowly on a loaded 2-core machine.")
     prefect_retries: int = Field(
         2, ge=0, le=10, description="Prefect API retries per call (PREFECT_CLIENT_MAX_RETRIES; client default 5, "
-        "exponential backoff: 60-70 s of retrying per call against a killed Prefect server, issue 25 fault 2).")
-    # resource limits on what a user gives (issue 25, bad input 5): a file or column past them is refused, not read
+        "exponential backoff: 60-70 s of retrying per call against a killed Prefect server).")
+    # resource limits on what a user gives: a file or column past them is refused, not read
     max_model_bytes: int = Field(
         1 << 30, ge=1 << 20, le=1 << 40, description="Largest model file, and largest total unpacked size of a model "
         "archive (.pt, .pt2, .skops), in bytes (1 GiB: a tabular model is far smaller; a 2 MB zip bomb once unpacked "

@@ -13,7 +13,7 @@ have seen. Two statements answer it, both from what the run measured:
   near-chance capacity says the data cannot carry proxy discrimination (and the aux-quality floor then
   keeps the gate undecided).
 
-Pure functions of counts; our construction (issue 24, item 3).
+Pure functions of counts; our construction.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Configuration checked before a gate touches the registry (issue 22, item 3).
+"""Configuration checked before a gate touches the registry.
 
 A gate's configuration is the policy, the audit data and, per version, the feature spec and
 model it downloads. When they do not fit together (a policy column the data lacks, a spec that
@@ -95,7 +95,7 @@ def check_version_fits(model_name: str, version: str, model_path: str | Path, sp
 
     The version's model is loaded (safely) and its spec read, then :func:`check_inputs_fit` runs on them,
     for one attribute or several: a fitted scikit-learn Pipeline with no spec attached is encoded by its own
-    ColumnTransformer, as the check does (issue 22: the first hour's skops Pipeline was refused here,
+    ColumnTransformer, as the check does (the first hour's skops Pipeline was refused here,
     "expects 28 encoded features but X has 10", until this read the pipeline's spec). A model that does not
     load (unsafe file, missing extra) is *not* a configuration error: it is left to the gate, which records
     that version ``undecided`` with the cause; the spec's columns and encoding are still checked.

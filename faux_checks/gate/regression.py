@@ -13,7 +13,7 @@ still flagged individuals (counts, shares, per group), with
   inconclusive when the interval straddles it.
 
 Flags may be probabilities (the swap reading's coupled levels): the counts are then expected counts,
-rounded for the intervals (as the decision does). Pure functions; our construction (issue 24, item 1).
+rounded for the intervals (as the decision does). Pure functions; our construction.
 """
 
 from __future__ import annotations

@@ -74,8 +74,8 @@ def check_levels(feature_spec: FeatureSpec, protected=None, *, max_levels: int) 
     """Refuse a categorical input column, or a multi-class protected attribute, with more than ``max_levels`` levels.
 
     Every level is one encoded feature (one aux-model output for the protected attribute), so the check's
-    memory and time grow with it: a column of ~8,600 levels ran 15 minutes at ~10 GB with no decision
-    (issue 25, bad input 5). Refused before anything is encoded.
+    memory and time grow with it: a column of ~8,600 levels ran 15 minutes at ~10 GB with no decision.
+    Refused before anything is encoded.
 
     Raises
     ------

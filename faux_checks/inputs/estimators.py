@@ -22,7 +22,7 @@ only; the swap reading, the default, needs nothing else). A skops file holding s
 way (:func:`~faux_checks.inputs.targets.load_skops`), so a version logged with ``mlflow.sklearn.log_model`` gates
 on raw rows without a separate spec.
 
-Our reading of issue 22, item 1: deriving the spec from the pipeline's own transformer keeps the counterfactual
+Our reading: deriving the spec from the pipeline's own transformer keeps the counterfactual
 moves in the space where the protected attribute's correlates are encoded (one-hot levels, standardised numbers),
 which is where the swap reading is defined; wrapping the whole pipeline around raw columns would need the
 moves decoded back into categories.

@@ -56,7 +56,7 @@ class MalformedRows:
 
     def merge(self, other: "MalformedRows") -> "MalformedRows":
         """This scan's rows and ``other``'s: a row with problems in both counts once, the first rows by number
-        are shown, and the error names every kind of problem with its rows (issue 25, item 8: "1 malformed
+        are shown, and the error names every kind of problem with its rows ("1 malformed
         rows" named only the first kind)."""
         rows = self.rows | other.rows
         first = sorted({row: problem for row, problem in reversed(self.first + other.first)}.items())[:SHOWN_ROWS]
@@ -95,7 +95,7 @@ def _open_text(path: Path):
     return open(path, newline="", encoding="utf-8")
 
 
-#: Delimiters the sniffer chooses among (issue 22, item 7: bank-marketing's CSV is ';'-separated).
+#: Delimiters the sniffer chooses among (bank-marketing's CSV is ';'-separated).
 SNIFF_DELIMITERS = ",;\t|"
 #: Characters of the file's head the sniffer reads.
 SNIFF_BYTES = 64 * 1024

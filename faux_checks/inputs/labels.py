@@ -1,4 +1,4 @@
-"""Labels as class indices, and label-like columns kept out of the model's inputs (issue 22, item 7).
+"""Labels as class indices, and label-like columns kept out of the model's inputs.
 
 A label column holds class indices (0/1, booleans) or text (``yes``/``no``, ``>50K``/``<=50K``). Text labels are
 mapped with a declared positive class (policy ``positive_label``, CLI ``--positive-label``): 1 where the label

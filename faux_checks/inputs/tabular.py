@@ -416,7 +416,7 @@ class FeatureSpec:
     def passthrough(cls, data: pd.DataFrame, *, exclude: Sequence[str] = (), name: str = "passthrough") -> "FeatureSpec":
         """Numeric columns as they are (no scaling), in file order, minus ``exclude``.
 
-        Used by the CLI when no feature spec is given (issue 3): the model receives the data's
+        Used by the CLI when no feature spec is given: the model receives the data's
         numeric columns unchanged. Text and boolean columns whose values are not numbers (a
         categorical such as ``job``) are not inputs; a text column that holds numbers is refused
         (:func:`~faux_checks.inputs.column_values.numbers_as_text`), since leaving it out would shift every later input.

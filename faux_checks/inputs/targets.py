@@ -224,7 +224,7 @@ def load_skops(path: str | Path, *, trusted_types: Sequence[str] = ()) -> Forwar
         raise InputError(f"the scikit-learn object in {path} ({type(model).__name__}) has no predict_proba; "
                          "the gate tests classifiers")
 
-    # a Pipeline starting with a ColumnTransformer carries that transformer as its feature spec (issue 22, item 1)
+    # a Pipeline starting with a ColumnTransformer carries that transformer as its feature spec
     return sklearn_target(model, access="forward (scikit-learn via skops)")
 
 

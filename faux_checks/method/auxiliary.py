@@ -175,7 +175,7 @@ class AuxiliaryModel:
         Everything but the training runs as in :meth:`fit` (the seeded split, the standardisation, the held-out
         quality, ROC and loss), so a model restored from the weights a ``fit(X, c)`` with the same settings
         learnt is that model: the same ``net_`` (an :class:`AuxNet`), ``quality_``, ``holdout_`` and scores
-        (tested bit for bit in tests/gate/test_aux_store.py). Issue 23, item 1: the gate's recorded model reused.
+        (tested bit for bit in tests/gate/test_aux_store.py). The gate's recorded model is reused so.
 
         Parameters
         ----------

@@ -136,7 +136,7 @@ def fit_floors(aux_raw, X_ref, c_ref, reference: SwapReference, *, scale: float,
 
     Notes
     -----
-    Our reading (issue 20): a row whose aux gradient barely meets the metric's directions moves less than
+    Our reading: a row whose aux gradient barely meets the metric's directions moves less than
     eq. 7–8 would move it (a ridge relative to what is typical on the reference rows), never without bound.
     """
     if scale <= 0 or reference.nothing_free:

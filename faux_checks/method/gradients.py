@@ -196,7 +196,7 @@ PROBE_RTOL_FLOAT64 = 1e-6
 PROBE_RTOL_FLOAT32 = 1e-3
 """Tolerance when the model cannot run in float64 (float32 kernels differ by batch size by ~1e-7 of
 the intermediate values, which can be 1,000× the output: a logit of 1.2e-3 read 1.2077e-3 in a
-batch and 1.2063e-3 alone on Adult, issue 14)."""
+batch and 1.2063e-3 alone on Adult)."""
 
 
 def check_batch_independence(fn: Callable[..., torch.Tensor], X: torch.Tensor, *, n_rows: int = 8,

@@ -43,7 +43,7 @@ def independent_features(X_ref, c_ref, *, kind: Kind, groups, alpha: float = IND
                          ) -> tuple[np.ndarray, list[dict]]:
     """Feature groups whose distribution does not depend on c: a chi-square test of independence per group.
 
-    The counterfactual moves only what the protected attribute moves (issue 20). A feature whose
+    The counterfactual moves only what the protected attribute moves. A feature whose
     distribution is the same in every group is not caused by c, even where the auxiliary model reads c
     from it *given* other features (a proxy built multiplicatively from a legitimate feature makes that
     feature informative given the proxy; a declared mediator makes the features that predict it

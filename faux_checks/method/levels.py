@@ -20,7 +20,7 @@ snapping to the largest value moves nobody or everybody. This module reads the j
    forward passes) and the score is a distribution: the expected change and the probability that the
    change exceeds δ.
 
-Our reading (issue 20, item 4); evidence in docs/benchmark.md. Every function here is pure.
+Our reading; evidence in docs/benchmark.md. Every function here is pure.
 """
 
 from __future__ import annotations

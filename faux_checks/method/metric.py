@@ -68,7 +68,7 @@ def covariance_metric(X_ref, *, admissible=None, c=None, kind: str | None = None
     Our reading of fAux eq. 7–8 in the Mahalanobis metric: minimising ``Δxᵀ M⁺ Δx`` subject to
     ``aᵀΔx = Δv`` and ``Δx_A = 0`` gives ``Δx = M a Δv / (aᵀ M a)``. With "total", features that covary for
     reasons other than c (a proxy built from a legitimate feature and that feature) move together; with
-    "explained", only along directions in which the groups' means differ given A (issue 20; evidence in
+    "explained", only along directions in which the groups' means differ given A (evidence in
     docs/benchmark.md). The three satisfy total = explained + within (the law of total covariance, with
     linear conditioning), each regression by least squares on the reference rows.
     """

@@ -202,7 +202,7 @@ def fit_swap_reference(raw_ref, X_ref, c_ref, *, kind: Kind, admissible=None, me
         identity (eq. 7–8 as printed). Admissible rows and columns are zero in every metric.
     continuous_matching : {"rank", "slope"}
         Continuous c: match each person's rank at c ± 1 sd (:class:`~faux_checks.method.shifts.ContinuousShift`) or move everyone's
-        aux output by one global regression slope (the reading before issue 20).
+        aux output by one global regression slope (the first round's reading).
     matched : bool array of shape (d,), optional
         ``metric = "matched"``: the features moved to their own matched value (:class:`~faux_checks.method.matching.FeatureMatching`), the free
         numeric ones; the metric is then "between" (kept for the shapes and the guard, not used by the move).
@@ -280,7 +280,7 @@ def swap_displacement(grad: torch.Tensor, metric: torch.Tensor, delta: torch.Ten
         The guard (≥ 0, squared aux-output units): with it, a row whose gradient has almost no component the
         metric can move gets a move bounded by |Δv| / (2 √floor) in the metric's norm instead of an
         unbounded one (the posterior mean of Δx under the prior N(0, M) given aᵀΔx = Δv observed with variance
-        ``floor``; our reading, issue 20). 0: eq. 7–8's exact solve.
+        ``floor``; our reading). 0: eq. 7–8's exact solve.
 
     Returns
     -------

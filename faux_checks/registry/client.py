@@ -227,7 +227,7 @@ class RegistryClient:
         """The registered model ``name``; InputError naming the existing models when there is none.
 
         An sqlite registry whose file does not exist holds no model: said at once, without letting MLflow
-        create and migrate a new database for a lookup (issue 22: ``gate no-such-model`` on a fresh
+        create and migrate a new database for a lookup (``gate no-such-model`` on a fresh
         registry took 17-24 s under load, most of it MLflow creating the file; nothing is created now).
         """
         db_path = _sqlite_path(self.tracking_uri)

@@ -4,7 +4,7 @@
   ``MLFLOW_HTTP_REQUEST_MAX_RETRIES``, ``MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR``; read by
   ``mlflow/utils/rest_utils.py`` at every call, MLflow 3.17.2) for this process from the policy's
   ``[operations]``: MLflow's defaults (120 s timeout, 7 retries, factor 2) retry one call for about
-  4 minutes, so an outage hung a gate for more than 15 minutes (issue 14).
+  4 minutes, so an outage hung a gate for more than 15 minutes.
 - :func:`is_unreachable` recognises a registry that did not answer (connection refused, timed out,
   retries exhausted) in an exception chain; :func:`check_reachable` turns it into
   :class:`~faux_checks.errors.RegistryUnreachableError` ("registry unreachable at URI for N s").
@@ -24,8 +24,8 @@
   server answers ``BAD_REQUEST: (psycopg.errors.UniqueViolation) duplicate key value violates unique
   constraint "model_version_tag_pk"`` (measured, MLflow 3.17.2 on PostgreSQL 15: 3 of 48 simultaneous
   writes). :func:`is_unique_violation` recognises it and :func:`acquire_lease` reads it as "taken": the
-  other gate's write is in, so this gate reads the lease back and waits for it, as on sqlite (issue 25,
-  fault 4: the error ended the whole flow with exit 2 and no version named).
+  other gate's write is in, so this gate reads the lease back and waits for it, as on sqlite (the error
+  would otherwise end the whole flow with exit 2 and no version named).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ SETTLE_S = 1.0
 CLIENT_SETTINGS = {"registry_timeout_s": "MLFLOW_HTTP_REQUEST_TIMEOUT",
                    "registry_retries": "MLFLOW_HTTP_REQUEST_MAX_RETRIES",
                    "registry_backoff": "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR"}
-#: Prefect's client settings set from ``[operations]`` (issue 25, fault 2: each Prefect call retried 60-70 s
+#: Prefect's client settings set from ``[operations]`` (each Prefect call retried 60-70 s
 #: against a killed server). Read by Prefect's settings when first loaded in the process (Prefect 3), so
 #: :func:`apply_client_settings` runs before Prefect is imported (``faux-checks gate`` does).
 PREFECT_SETTINGS = {"prefect_timeout_s": "PREFECT_API_REQUEST_TIMEOUT",
@@ -119,7 +119,7 @@ def is_unreachable(exc: BaseException) -> bool:
 def is_unique_violation(exc: BaseException) -> bool:
     """True when ``exc`` (or its cause/context chain) is the backend's unique-constraint error.
 
-    Our reading of how it arrives (measured, issue 25 fault 4): through an MLflow server, a
+    Our reading of how it arrives (measured): through an MLflow server, a
     :class:`mlflow.exceptions.RestException` with error code ``BAD_REQUEST`` whose message carries the
     database's text (``(psycopg.errors.UniqueViolation) duplicate key value violates unique constraint
     ...``); through a local SQLAlchemy store, an ``MlflowException`` wrapping SQLAlchemy's
@@ -264,7 +264,7 @@ def acquire_lease(registry, name: str, version: str, *, ttl_s: float, wait_s: fl
         time.sleep(min(poll_s, left))
 
 
-#: Seconds a gate waits for its lease's release before leaving the lease to expire (issue 25, fault 5).
+#: Seconds a gate waits for its lease's release before leaving the lease to expire.
 RELEASE_TIMEOUT_S = 5.0
 
 
@@ -272,8 +272,8 @@ def release_lease_within(registry, lease: Lease, timeout_s: float | None = None)
     """:func:`release_lease` bounded in time: the deadline is a hard bound, the release included.
 
     The release runs in a daemon thread joined for at most ``timeout_s`` (default :data:`RELEASE_TIMEOUT_S`);
-    a registry that does not answer in that time (frozen, issue 25: a ``--deadline 75`` gate ended at 121 s
-    because its release made one more slow call) leaves the lease in place, and it expires on its own at
+    a registry that does not answer in that time (frozen: a ``--deadline 75`` gate would end at 121 s
+    if its release made one more slow call) leaves the lease in place, and it expires on its own at
     ``expires_at`` (the gate's deadline plus a margin) or, on this host, as soon as this process is gone.
 
     Returns

@@ -69,8 +69,7 @@ class RunReader(RegistryClient):
         """Every gate decision run of ``name``, oldest first (rows as :meth:`audit_runs`).
 
         A run left by a gate killed while recording (``fairness_run_state`` = ``recording``, not named by its
-        version's ``fairness_run_id``) or marked ``abandoned`` is left out: one decision, one run (issue 25,
-        fault 6). Runs logged before the state tag existed count as decisions.
+        version's ``fairness_run_id``) or marked ``abandoned`` is left out: one decision, one run. Runs logged before the state tag existed count as decisions.
         """
         return self._decision_runs("gate", name)
 

@@ -202,7 +202,7 @@ class ModelVersions(RegistryClient):
         A recorded ``undecided`` whose check never ran (cause configuration or loading: tag
         :data:`UNDECIDED_CAUSE_TAG` = :data:`NO_CHECK`; for versions recorded before that tag, an
         empty ``fairness_flagged_fraction``) is re-gated when the policy's hash or the audit data's
-        hash differs from the recorded one (issue 22, item 3): no ``--force`` needed once the
+        hash differs from the recorded one: no ``--force`` needed once the
         cause is fixed. Every other decided version is left alone; an undecided one is ``skip``
         with the reason.
 

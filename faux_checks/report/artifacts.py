@@ -19,7 +19,7 @@ def markdown_text(value) -> str:
 
     For every name and value that comes from data (model name, column names, group values, reasons)
     in a Prefect Markdown artifact: ``<``, ``>`` and ``&`` become entities (a raw ``<script>`` or
-    ``<img onerror=...>`` reached the artifact, issue 25), Markdown punctuation is backslash-escaped
+    ``<img onerror=...>`` reached the artifact), Markdown punctuation is backslash-escaped
     (``[x](javascript:...)`` stays text, a ``|`` does not split a table cell) and control characters
     and line breaks are written as escapes (:func:`~._format.printable`).
     """

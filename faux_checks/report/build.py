@@ -46,8 +46,8 @@ def summarise_data(frame, *, path: str | Path | None = None, name: str = "audit 
 def history_points(versions: list[dict], audits: list[dict], gates: list[dict] | None = None) -> list[dict]:
     """Flagged fraction over time: one point per gate decision and per audit.
 
-    With ``gates`` every gate decision is a point, a re-gated version's earlier ones included (issue 22,
-    item 8: "history lists a version once"); a version's tags add a point only for a decision no run
+    With ``gates`` every gate decision is a point, a re-gated version's earlier ones included;
+    a version's tags add a point only for a decision no run
     carries (recorded without a run), and its churn to the point of the run that holds it.
 
     Parameters
@@ -238,7 +238,7 @@ def build_report(
     prov = (check or {}).get("provenance") or {}
     audit_prov = (audit or {}).get("provenance") or {}
     # an audit scores each batch with [audit] max_rows folded into a copy of the policy: the report shows (and
-    # hashes) the policy as given, the one the gate recorded (issue 22, item 8: one policy hash everywhere)
+    # hashes) the policy as given, the one the gate recorded (one policy hash everywhere)
     if kind == "audit" and audit_prov.get("policy"):
         policy = policy or audit_prov.get("policy")
         policy_sha256 = policy_sha256 or audit_prov.get("policy_sha256")

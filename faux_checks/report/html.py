@@ -60,7 +60,7 @@ STATUS_CLASSES = {"ok": "ok", "exceeded": "bad", "not met": "warn", "inconclusiv
 def safe_href(url) -> str | None:
     """``url`` when a report may link to it (http, https, file or a relative path), else None (shown as text).
 
-    A ``report.json`` is a file anyone can edit, and ``faux-checks report`` renders it (issue 25: a
+    A ``report.json`` is a file anyone can edit, and ``faux-checks report`` renders it (a
     ``javascript:`` link in it worked). A URL holding a control character (a browser drops tabs and
     newlines, so ``java\tscript:`` reads as ``javascript:``) is refused, and the scheme is read after
     leading spaces (``" javascript:"``), in any case.
@@ -220,7 +220,7 @@ def _page(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def _model_rows(report: dict[str, Any]) -> dict[str, Any]:
-    """The model table: what the report names, plus the format and how the target was queried (issue 22, item 8)."""
+    """The model table: what the report names, plus the format and how the target was queried."""
     model = dict(report.get("model") or {})
     prov = (report.get("check") or {}).get("provenance") or {}
     if "format" not in model and "model_format" not in model:
@@ -241,7 +241,7 @@ def _model_rows(report: dict[str, Any]) -> dict[str, Any]:
 
 def _section_ids(kind: str, report: dict[str, Any]) -> tuple[str, ...]:
     """The page's sections: :data:`SECTION_IDS`, plus "attributes" after "rules" for several protected attributes,
-    and "limitations" after "rules" (issue 22, item 8)."""
+    and "limitations" after "rules"."""
     ids = SECTION_IDS.get(kind, SECTION_IDS["gate"])
     if not report.get("regression"):
         ids = tuple(i for i in ids if i != "regression")

@@ -8,7 +8,7 @@ import io
 __all__ = ["render_plots"]
 
 
-#: The score histogram's axis per reading (issue 22, item 8): the unit of the reading in force.
+#: The score histogram's axis per reading: the unit of the reading in force.
 SCORE_AXES: dict[str | None, str] = {            # looked up with a report's variant (None: not recorded)
     "swap": "LIC score: change in P(y) when c is swapped (probability points)",
     "faux": "LIC score: change in P(y) per unit of the aux output (eq. 9)",

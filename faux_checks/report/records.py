@@ -15,7 +15,7 @@ Files (names fixed, :data:`RECORD_FILES`):
   the protected column, its quality when trained, the policy hash);
 - ``aux_model_seed<k>.pt`` / ``aux_model_seed<k>.json``: each extra aux seed ``k`` (``decision.aux_seeds``),
   the same two files with the seed's own ``aux_key``, so that a re-gate or audit restores every seed, not only
-  the first (:func:`faux_checks.gate.aux_cache.restore_recorded`; issue 23, item 2).
+  the first (:func:`faux_checks.gate.aux_cache.restore_recorded`).
 """
 
 from __future__ import annotations

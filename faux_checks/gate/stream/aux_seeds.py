@@ -2,7 +2,7 @@
 
 :func:`~.plan.prepare_scoring` trains the aux model's extra seeds (``decision.aux_seeds`` − 1, for
 :func:`~faux_checks.gate.seeds.seed_spread`) one after the other after the check's own model: in the sharded
-flow that was the serial part of a run (issue 23, item 3: 3 seeds × 30 epochs on a 200,000-row sample, 26–53 s
+flow that was the serial part of a run (3 seeds × 30 epochs on a 200,000-row sample, 26–53 s
 before any shard could score). Only the check's own model is needed to score; the extra seeds only feed the
 flagged fraction's interval, read when the counts are merged. So:
 

@@ -1,8 +1,6 @@
 """The sharded run's scores: a partitioned Parquet dataset, one part file per shard, written by the workers.
 
-Before issue 23 (item 3) the workers wrote part files into the work folder and the flow concatenated them,
-row group by row group, into one scores file: a serial pass over every output row after the last shard.
-Now a ``.parquet`` output is a folder, ``<out>/part-00000.parquet, part-00001.parquet, ...`` (one per shard, in
+No serial pass over the output follows the last shard: a ``.parquet`` output is a folder, ``<out>/part-00000.parquet, part-00001.parquet, ...`` (one per shard, in
 shard order, so in input order when read sorted by name), written straight by the score tasks; nothing is
 copied at the end. It reads as one table with ``pyarrow.dataset.dataset(out)``, ``pandas.read_parquet(out)``,
 DuckDB or Spark, and with :func:`read_scores`. Files are written under ``<out>.partial/`` and the folder is
