@@ -31,24 +31,11 @@ from faux_checks.method.output import TargetOutput, predict_probability, resolve
 from ._inputs import audit_inputs, table_records
 from .faux import FAUX_METRIC, FauxCheck
 
-__all__ = [
-    "FtaFlaggedFraction",
-    "DemographicParityDifference",
-    "EqualizedOddsDifference",
-    "WeightedFtaFlaggedFraction",
-    "UnfairMapFlaggedFraction",
-    "FlipTestFlaggedFraction",
-    "FtuFlipFlaggedFraction",
-    "LinkedColumnsFlaggedFraction",
-    "FTA_METRIC",
-    "DP_METRIC",
-    "EO_METRIC",
-    "WEIGHTED_FTA_METRIC",
-    "UNFAIR_MAP_METRIC",
-    "FLIPTEST_METRIC",
-    "FTU_FLIP_METRIC",
-    "LINKED_COLUMNS_METRIC",
-]
+__all__ = ["DemographicParityDifference", "DP_METRIC", "EO_METRIC", "EqualizedOddsDifference", "FLIPTEST_METRIC",
+           "FlipTestFlaggedFraction", "FTA_METRIC", "FtaFlaggedFraction", "FTU_FLIP_METRIC",
+           "FtuFlipFlaggedFraction", "LINKED_COLUMNS_METRIC", "LinkedColumnsFlaggedFraction",
+           "tester_metric_provider", "UNFAIR_MAP_METRIC", "UnfairMapFlaggedFraction", "WEIGHTED_FTA_METRIC",
+           "WeightedFtaFlaggedFraction"]
 
 FTA_METRIC = "faux.fta"
 DP_METRIC = "faux.demographic_parity_difference"
@@ -208,7 +195,7 @@ class EqualizedOddsDifference(_ReadsTheCheck):
 # ---------------------------------------------------------------------------------- per-individual testers
 # Weighted FTA, Unfair Map, FlipTest, FTU flip and linked columns: each scores the audited rows with
 # faux_checks.gate.testers.baseline_scores (the function run_check uses), summarised against ``threshold``.
-# One metric provider per tester, built by _tester_metric_provider (expectations/testers.py builds one for
+# One metric provider per tester, built by tester_metric_provider (expectations/testers.py builds one for
 # a tester registered without a shipped class).
 def _tester_flagged_fraction(tester: str, execution_engine, metric_domain_kwargs: dict, kw: dict) -> dict:
     """Scores of ``tester`` on the audited rows, summarised against ``threshold`` (run_check's numbers)."""
@@ -233,7 +220,7 @@ def _tester_flagged_fraction(tester: str, execution_engine, metric_domain_kwargs
             "p50": float(np.median(scores)), "p90": float(np.quantile(scores, 0.9))}
 
 
-def _tester_metric_provider(class_name: str, tester: str, metric_name: str, doc: str) -> type:
+def tester_metric_provider(class_name: str, tester: str, metric_name: str, doc: str) -> type:
     """One metric provider per per-individual tester: ``_tester_flagged_fraction`` on the audited rows.
 
     Defining the class registers the metric with Great Expectations (its metaclass), as a class
@@ -253,18 +240,18 @@ def _tester_metric_provider(class_name: str, tester: str, metric_name: str, doc:
         "value_keys": _COMMON_VALUE_KEYS + _params(tester), "_pandas": _pandas})
 
 
-WeightedFtaFlaggedFraction = _tester_metric_provider(
+WeightedFtaFlaggedFraction = tester_metric_provider(
     "WeightedFtaFlaggedFraction", "weighted_fta", WEIGHTED_FTA_METRIC,
     "``faux.weighted_fta``: ‖P_S ∇f‖_p of the audited rows against ``threshold``.")
-UnfairMapFlaggedFraction = _tester_metric_provider(
+UnfairMapFlaggedFraction = tester_metric_provider(
     "UnfairMapFlaggedFraction", "unfair_map", UNFAIR_MAP_METRIC,
     "``faux.unfair_map``: Unfair Map loss ratio of the audited rows against ``threshold``.")
-FlipTestFlaggedFraction = _tester_metric_provider(
+FlipTestFlaggedFraction = tester_metric_provider(
     "FlipTestFlaggedFraction", "fliptest", FLIPTEST_METRIC,
     "``faux.fliptest``: FlipTest output change of the audited rows against ``threshold``.")
-FtuFlipFlaggedFraction = _tester_metric_provider(
+FtuFlipFlaggedFraction = tester_metric_provider(
     "FtuFlipFlaggedFraction", "ftu_flip", FTU_FLIP_METRIC,
     "``faux.ftu_flip``: FTU flip output change of the audited rows against ``threshold``.")
-LinkedColumnsFlaggedFraction = _tester_metric_provider(
+LinkedColumnsFlaggedFraction = tester_metric_provider(
     "LinkedColumnsFlaggedFraction", "linked_columns", LINKED_COLUMNS_METRIC,
     "``faux.linked_columns``: |Δŷ| under the policy's linked-columns counterfactual against ``threshold``.")

@@ -45,20 +45,13 @@ from .baseline_metrics import (
     _params,
 )
 
-__all__ = [
-    "ExpectFtaFlaggedFractionToBeAtMost",
-    "ExpectDemographicParityDifferenceToBeAtMost",
-    "ExpectEqualizedOddsDifferenceToBeAtMost",
-    "ExpectLinkedColumnsFlaggedFractionToBeAtMost",
-    "ExpectWeightedFtaFlaggedFractionToBeAtMost",
-    "ExpectUnfairMapFlaggedFractionToBeAtMost",
-    "ExpectFlipTestFlaggedFractionToBeAtMost",
-    "ExpectFtuFlipFlaggedFractionToBeAtMost",
-    "TESTER_PARAMS",
-    # the metric names the expectations read (defined in .baseline_metrics)
-    "FTA_METRIC", "DP_METRIC", "EO_METRIC", "WEIGHTED_FTA_METRIC", "UNFAIR_MAP_METRIC", "FLIPTEST_METRIC",
-    "FTU_FLIP_METRIC", "LINKED_COLUMNS_METRIC",
-]
+__all__ = [# the metric names the expectations read (defined in .baseline_metrics)     "FTA_METRIC", "DP_METRIC",
+           "EO_METRIC", "ExpectDemographicParityDifferenceToBeAtMost", "ExpectEqualizedOddsDifferenceToBeAtMost",
+           "ExpectFlipTestFlaggedFractionToBeAtMost", "ExpectFtaFlaggedFractionToBeAtMost",
+           "ExpectFtuFlipFlaggedFractionToBeAtMost", "ExpectLinkedColumnsFlaggedFractionToBeAtMost",
+           "ExpectUnfairMapFlaggedFractionToBeAtMost", "ExpectWeightedFtaFlaggedFractionToBeAtMost",
+           "FLIPTEST_METRIC", "FTU_FLIP_METRIC", "KEYS", "LINKED_COLUMNS_METRIC", "TESTER_PARAMS",
+           "UNFAIR_MAP_METRIC", "WEIGHTED_FTA_METRIC"]
 
 COLUMN_DESCRIPTION = "The protected attribute column (policy 'protected'); the metric reads the whole table."
 MODEL_PATH_DESCRIPTION = "Path of the target model (TorchScript or torch.export; never unpickled)."
@@ -279,7 +272,7 @@ class TesterFlaggedFractionExpectation(_BaselineExpectation):
         return super()._validate(metrics, runtime_configuration, execution_engine)
 
 
-_KEYS = ("model_path", "feature_spec_path", "aux_model_path", "policy_json", "threshold", "max_flagged_fraction",
+KEYS = ("model_path", "feature_spec_path", "aux_model_path", "policy_json", "threshold", "max_flagged_fraction",
          "gating")
 
 
@@ -294,7 +287,7 @@ class ExpectWeightedFtaFlaggedFractionToBeAtMost(TesterFlaggedFractionExpectatio
         _default("subspace"), description="'sensitive': P_S ∇f; 'complement': (I − P_S) ∇f.")
 
     metric_dependencies = (WEIGHTED_FTA_METRIC,)
-    success_keys = _KEYS + TESTER_PARAMS["weighted_fta"]
+    success_keys = KEYS + TESTER_PARAMS["weighted_fta"]
     args_keys = ("column",) + success_keys
     _metric: ClassVar[str] = WEIGHTED_FTA_METRIC
     _tester: ClassVar[str] = "weighted_fta"
@@ -311,7 +304,7 @@ class ExpectUnfairMapFlaggedFractionToBeAtMost(TesterFlaggedFractionExpectation)
     penalty: float = pydantic.Field(_default("penalty"), ge=0, description="λ of the fair-metric penalty.")
 
     metric_dependencies = (UNFAIR_MAP_METRIC,)
-    success_keys = _KEYS + TESTER_PARAMS["unfair_map"]
+    success_keys = KEYS + TESTER_PARAMS["unfair_map"]
     args_keys = ("column",) + success_keys
     _metric: ClassVar[str] = UNFAIR_MAP_METRIC
     _tester: ClassVar[str] = "unfair_map"
@@ -329,7 +322,7 @@ class ExpectFlipTestFlaggedFractionToBeAtMost(TesterFlaggedFractionExpectation):
     reg: float = pydantic.Field(_default("reg"), gt=0, description="Entropic regularisation (sinkhorn).")
 
     metric_dependencies = (FLIPTEST_METRIC,)
-    success_keys = _KEYS + TESTER_PARAMS["fliptest"]
+    success_keys = KEYS + TESTER_PARAMS["fliptest"]
     args_keys = ("column",) + success_keys
     _metric: ClassVar[str] = FLIPTEST_METRIC
     _tester: ClassVar[str] = "fliptest"
@@ -343,7 +336,7 @@ class ExpectFtuFlipFlaggedFractionToBeAtMost(TesterFlaggedFractionExpectation):
     """
 
     metric_dependencies = (FTU_FLIP_METRIC,)
-    success_keys = _KEYS
+    success_keys = KEYS
     args_keys = ("column",) + success_keys
     _metric: ClassVar[str] = FTU_FLIP_METRIC
     _tester: ClassVar[str] = "ftu_flip"
@@ -358,7 +351,7 @@ class ExpectLinkedColumnsFlaggedFractionToBeAtMost(TesterFlaggedFractionExpectat
     """
 
     metric_dependencies = (LINKED_COLUMNS_METRIC,)
-    success_keys = _KEYS
+    success_keys = KEYS
     args_keys = ("column",) + success_keys
     _metric: ClassVar[str] = LINKED_COLUMNS_METRIC
     _tester: ClassVar[str] = "linked_columns"

@@ -19,9 +19,9 @@ from great_expectations.compatibility import pydantic
 from faux_checks.errors import InputError
 from faux_checks.gate.tester_table import TESTERS
 
-from .baseline_metrics import _tester_metric_provider
+from .baseline_metrics import tester_metric_provider
 from .baselines import (
-    _KEYS,
+    KEYS,
     ExpectDemographicParityDifferenceToBeAtMost,
     ExpectEqualizedOddsDifferenceToBeAtMost,
     ExpectFlipTestFlaggedFractionToBeAtMost,
@@ -74,7 +74,7 @@ def tester_expectation(name: str) -> type:
 
 def _build(tester) -> type:
     metric = f"faux.{tester.name}"
-    _tester_metric_provider(f"{tester.gx_name}FlaggedFraction", tester.name, metric,
+    tester_metric_provider(f"{tester.gx_name}FlaggedFraction", tester.name, metric,
                             f"``{metric}``: {tester.summary or tester.label} against ``threshold``.")
     fields = tester.settings.model_fields
     namespace: dict[str, Any] = {
@@ -85,8 +85,8 @@ def _build(tester) -> type:
                     "exceeds threshold to be at most max_flagged_fraction (built from the tester table)."),
         "__module__": __name__,
         "metric_dependencies": (metric,),
-        "success_keys": _KEYS + tester.params,
-        "args_keys": ("column",) + _KEYS + tester.params,
+        "success_keys": KEYS + tester.params,
+        "args_keys": ("column",) + KEYS + tester.params,
         "_metric": metric, "_tester": tester.name, "_entry": tester,
     }
     return type(f"Expect{tester.gx_name}FlaggedFractionToBeAtMost", (TesterFlaggedFractionExpectation,), namespace)

@@ -18,7 +18,7 @@ from pydantic import BeforeValidator, Field, SerializeAsAny, field_validator, mo
 from ..errors import InputError
 from ..kinds import Kind
 from .policy_sections import (AuditSettings, AuxSettings, DecisionSettings, FauxSettings, OperationsSettings,
-                              ScaleSettings, _Columns, _LinkTables, _list_as_tuple, _Strict)
+                              ScaleSettings, Columns, LinkTables, list_as_tuple, _Strict)
 from .tester_settings import TesterSettings
 
 __all__ = ["Policy", "AttributeSettings", "INTERSECTION_SEPARATOR"]
@@ -41,10 +41,10 @@ class AttributeSettings(_Strict):
     kind: Kind | None = Field(
         None, description="binary, multiclass or continuous; inferred from the values when omitted "
         "(faux_checks.inputs.protected.encode_protected).")
-    admissible: _Columns | None = Field(
+    admissible: Columns | None = Field(
         None, description="Variant swap: this attribute's admissible columns, replacing [faux] admissible; None = "
         "[faux] admissible less this column.")
-    linked_columns: _LinkTables = Field(
+    linked_columns: LinkTables = Field(
         default_factory=dict, description="Columns tied to this attribute by definition: column -> {group: value}, "
         "{group: [values]} or {by = column, group: {value of that column: [values]}}; read by the linked_columns "
         "tester, which runs for the attributes that declare some.")
@@ -60,10 +60,10 @@ class Policy(_Strict):
     name: str = "default"
     protected: str | None = Field(None, description="Protected attribute column (one attribute); a policy that "
                                   "tests several declares [[attributes]] instead.")
-    attributes: Annotated[tuple[AttributeSettings, ...], BeforeValidator(_list_as_tuple)] = Field(
+    attributes: Annotated[tuple[AttributeSettings, ...], BeforeValidator(list_as_tuple)] = Field(
         (), description="Several protected attributes, each checked on its own ([[attributes]] tables). With protected = "
         "\"COLUMN\" the loader reads that one as a list of one (dumped empty, as written).")
-    intersections: Annotated[tuple[_Columns, ...], BeforeValidator(_list_as_tuple)] = Field(
+    intersections: Annotated[tuple[Columns, ...], BeforeValidator(list_as_tuple)] = Field(
         (), description="Intersections of declared binary/multi-class attributes, each checked as one multi-class "
         "attribute whose groups are the cells (e.g. [[\"sex\", \"race\"]] -> column 'sex×race').")
     label: str | None = Field(None, description="Label column (group metrics); excluded from features.")
@@ -97,7 +97,7 @@ class Policy(_Strict):
     testers: dict[str, SerializeAsAny[TesterSettings]] = Field(
         default_factory=dict, description="Each [testers.NAME] validated against the settings model of the entry NAME of "
         "faux_checks.gate.tester_table.TESTERS.")
-    linked_columns: _LinkTables = Field(
+    linked_columns: LinkTables = Field(
         default_factory=dict, description="Columns tied to the protected attribute by definition: column -> "
         "{group: value} (e.g. relationship = { Male = \"Husband\", Female = \"Wife\" }), {group: [values]} (many "
         "values per group), or {by = column, group: {value of that column: [values]}}; read by the linked_columns tester.")

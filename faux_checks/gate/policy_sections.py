@@ -15,21 +15,21 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from ..errors import InputError
 
-__all__ = ["AuxSettings", "FauxSettings", "AuditSettings", "DecisionSettings", "ScaleSettings", "OperationsSettings",
-           "MAX_AUX_LAYERS", "MAX_AUX_UNITS"]
+__all__ = ["AuditSettings", "AuxSettings", "Columns", "DecisionSettings", "FauxSettings", "LinkTables",
+           "list_as_tuple", "MAX_AUX_LAYERS", "MAX_AUX_UNITS", "OperationsSettings", "ScaleSettings"]
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
-def _list_as_tuple(value):
+def list_as_tuple(value):
     """TOML and JSON give arrays as lists; the policy keeps them as tuples (items still strictly typed)."""
     return tuple(value) if isinstance(value, list) else value
 
 
-_Widths = Annotated[tuple[Annotated[int, Field(ge=1)], ...], BeforeValidator(_list_as_tuple)]
-_Columns = Annotated[tuple[str, ...], BeforeValidator(_list_as_tuple)]
+_Widths = Annotated[tuple[Annotated[int, Field(ge=1)], ...], BeforeValidator(list_as_tuple)]
+Columns = Annotated[tuple[str, ...], BeforeValidator(list_as_tuple)]
 
 
 #: One linked column's declaration (faux_checks.baselines.linked_columns.parse_links checks it).
@@ -46,7 +46,7 @@ def _check_link_tables(links: dict) -> dict:
     return links
 
 
-_LinkTables = Annotated[dict[str, _LinkTable], AfterValidator(_check_link_tables)]
+LinkTables = Annotated[dict[str, _LinkTable], AfterValidator(_check_link_tables)]
 
 
 #: Bounds of ``[aux] hidden``: the auxiliary model is a small MLP (64-64 by default); a width of millions of
@@ -98,7 +98,7 @@ class FauxSettings(_Strict):
         "ig: eq. 9 with integrated gradients; projection: the Fig. 1 reading ‖g‖·|cos(g, a)|.")
     delta: float = Field(..., gt=0, description="δ: an individual is flagged when its LIC score exceeds it "
                          "(variant swap: probability points, at most 1).")
-    admissible: _Columns = Field(
+    admissible: Columns = Field(
         (), description="Variant swap: source columns the policy allows to differ between groups (resolving "
         "variables); the counterfactual holds them fixed. Empty: every feature may carry c (the strictest reading).")
     hold_uninformative: bool = Field(

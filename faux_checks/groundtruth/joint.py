@@ -37,7 +37,7 @@ import pandas as pd
 
 from .._validation import fmt_count
 from ..errors import InputError
-from .proxy import _InjectedProtected
+from .proxy import InjectedProtected
 
 __all__ = ["JOINT_COLUMNS", "JOINT_CONSTRUCTIONS", "JointData", "joint_fair_logit", "joint_fairness_scores",
            "joint_unfair_logit", "make_joint_data"]
@@ -49,7 +49,7 @@ RATIO_RHO = 0.8
 
 
 @dataclass(frozen=True)
-class JointData(_InjectedProtected):
+class JointData(InjectedProtected):
     """Real rows with a binary protected attribute and a pair of columns that carries it only jointly.
 
     Attributes

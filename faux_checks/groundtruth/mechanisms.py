@@ -53,7 +53,7 @@ import pandas as pd
 from .._validation import fmt_count
 from ..errors import InputError
 from ..kinds import KINDS, Kind
-from .proxy import _disadvantage, _embedding, _InjectedProtected
+from .proxy import disadvantage, _embedding, InjectedProtected
 
 __all__ = ["MECHANISMS", "MechanismData", "make_mechanism_data", "mechanism_fairness_scores"]
 
@@ -70,7 +70,7 @@ NAMES_PER_CELL = 3
 
 
 @dataclass(frozen=True)
-class MechanismData(_InjectedProtected):
+class MechanismData(InjectedProtected):
     """Real rows with a protected attribute and the columns it causes (:func:`make_mechanism_data`).
 
     Attributes
@@ -148,7 +148,7 @@ class MechanismData(_InjectedProtected):
 
 # ---------------------------------------------------------------------------- the mechanisms
 def _w(data: MechanismData, c) -> np.ndarray:
-    return _disadvantage(c, data.kind, data.n_groups)
+    return disadvantage(c, data.kind, data.n_groups)
 
 
 def _e(data: MechanismData, c) -> np.ndarray:
@@ -368,7 +368,7 @@ def make_mechanism_data(features: pd.DataFrame, labels, *, mechanism: str, kind:
         frame = frame.drop(columns=[column])
         assert column is not None                   # _numeric raised on a missing column
         legit.remove(column)
-    w = _disadvantage(c, kind, m)
+    w = disadvantage(c, kind, m)
     y_recorded = y.astype(np.int64)
     if label_bias == "flip":
         hit = w * bias

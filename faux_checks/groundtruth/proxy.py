@@ -40,7 +40,8 @@ from .._validation import fmt_count
 from ..errors import InputError
 from ..kinds import KINDS, Kind
 
-__all__ = ["PROXY_COLUMNS", "DEFAULT_STRENGTH", "ProxyData", "make_proxy_data", "proxy_fairness_scores"]
+__all__ = ["DEFAULT_STRENGTH", "disadvantage", "InjectedProtected", "make_proxy_data", "PROXY_COLUMNS",
+           "proxy_fairness_scores", "ProxyData"]
 
 PROXY_COLUMNS: tuple[str, ...] = ("proxy_linear", "proxy_nonlinear", "proxy_category", "proxy_legit")
 CATEGORY_LEVELS: tuple[str, ...] = ("A", "B", "C", "D")
@@ -61,7 +62,7 @@ def _embedding(c: np.ndarray, kind: str, n_groups: int) -> np.ndarray:
     return np.stack([c, c], axis=1).astype(np.float64)
 
 
-def _disadvantage(c: np.ndarray, kind: str, n_groups: int) -> np.ndarray:
+def disadvantage(c: np.ndarray, kind: str, n_groups: int) -> np.ndarray:
     """w(c) in [0, 1]: how strongly the label bias hits each individual."""
     if kind == "binary":
         return np.asarray(c, dtype=np.float64)
@@ -71,7 +72,7 @@ def _disadvantage(c: np.ndarray, kind: str, n_groups: int) -> np.ndarray:
 
 
 class _HasInjectedProtected(Protocol):
-    """What :class:`_InjectedProtected` reads from the dataset it is mixed into (frozen dataclass fields, ``index`` a property: read-only)."""
+    """What :class:`InjectedProtected` reads from the dataset it is mixed into (frozen dataclass fields, ``index`` a property: read-only)."""
 
     @property
     def c(self) -> np.ndarray: ...
@@ -85,7 +86,7 @@ class _HasInjectedProtected(Protocol):
     def index(self) -> pd.Index: ...
 
 
-class _InjectedProtected:
+class InjectedProtected:
     """The protected attribute of injected data as a column and its counterfactual values (shared by the families).
 
     Needs ``c``, ``kind``, ``n_groups``, ``protected_name`` and the rows' ``index``.
@@ -106,7 +107,7 @@ class _InjectedProtected:
 
 
 @dataclass(frozen=True)
-class ProxyData(_InjectedProtected):
+class ProxyData(InjectedProtected):
     """A proxy-injection dataset with its generator (:func:`make_proxy_data`).
 
     Attributes
@@ -249,7 +250,7 @@ def make_proxy_data(features: pd.DataFrame, labels, *, legit_column: str, kind: 
     z = frame[legit_column].to_numpy(dtype=np.float64)
     z = (z - z.mean()) / (z.std() or 1.0)
     y_recorded = y.astype(np.int64)
-    suppressed = (y_recorded == 1) & (rng.random(n) < bias * _disadvantage(c, kind, m))
+    suppressed = (y_recorded == 1) & (rng.random(n) < bias * disadvantage(c, kind, m))
     return ProxyData(features=frame.drop(columns=[legit_column]), c=c, kind=kind, n_groups=m, legit_latent=z,
                      noise=noise, strength={**DEFAULT_STRENGTH, **(strength or {})},
                      y=np.where(suppressed, 0, y_recorded), y_recorded=y_recorded, bias=float(bias),

@@ -23,7 +23,7 @@ from .._validation import fmt_count
 from ..errors import InputError
 from ..kinds import KINDS, MAX_GROUPS, Kind
 
-__all__ = ["ProtectedAttribute", "encode_protected"]
+__all__ = ["all_number", "encode_protected", "fmt_level", "ProtectedAttribute"]
 
 MAX_CLASSES = MAX_GROUPS                      # the multiclass entry of KINDS accepts 2 to 20 groups
 
@@ -151,11 +151,11 @@ def encode_protected(
         levels = sorted(labels.unique())  # 'False' < 'True'
     else:
         if (pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)) or (
-            s.dtype == object and _all_number(s)  # a list or object array of numbers: same labels
+            s.dtype == object and all_number(s)  # a list or object array of numbers: same labels
         ):
             numeric_levels = sorted(pd.unique(s))
-            labels = s.map(_fmt_level)
-            levels = list(dict.fromkeys(_fmt_level(v) for v in numeric_levels))
+            labels = s.map(fmt_level)
+            levels = list(dict.fromkeys(fmt_level(v) for v in numeric_levels))
         else:
             labels = s.astype(str)
             levels = sorted(labels.unique())
@@ -177,7 +177,7 @@ def encode_protected(
     return ProtectedAttribute(name, kind, codes, tuple(levels), kept, n_missing)
 
 
-def _fmt_level(v) -> str:
+def fmt_level(v) -> str:
     """1.0 -> '1', 1 -> '1', 0.5 -> '0.5' (so ints and integral floats give the same labels)."""
     f = float(v)
     return str(int(f)) if f.is_integer() else repr(f)
@@ -187,7 +187,7 @@ def _all_float(s: pd.Series) -> bool:
     return s.map(lambda v: isinstance(v, (float, np.floating))).all()
 
 
-def _all_number(s: pd.Series) -> bool:
+def all_number(s: pd.Series) -> bool:
     return s.map(lambda v: isinstance(v, (int, float, np.integer, np.floating))
                  and not isinstance(v, (bool, np.bool_))).all()
 

@@ -49,7 +49,7 @@ from ..policy_schema import INTERSECTION_SEPARATOR, Policy
 from .columns import StreamAttribute, level_labels
 from .outcome import StreamAttributesResult, StreamSection, summarize_attributes
 from .plan import ScoringPlan, prepare_scoring, resolve_feature_spec
-from .sample import SamplePart, _count_protected, row_keys
+from .sample import SamplePart, count_protected, row_keys
 from .score import ScoresWriter, StreamCounts, score_chunk
 from .source import DataSource, check_rows, encode_chunk, read_chunks
 
@@ -119,7 +119,7 @@ def key_pass_attributes(source: DataSource, attributes: Sequence[StreamAttribute
     for start, frame in read_chunks(source, _protected_columns(attributes), chunk_rows=chunk_rows,
                                     row_groups=row_groups):
         for a in attributes:
-            missing = _count_protected(parts[a.name], a.values(frame))
+            missing = count_protected(parts[a.name], a.values(frame))
             kept = np.flatnonzero(~missing)
             parts[a.name]._add_rows(row_keys(start + kept, first.seed), (start + kept).astype(np.int64))
     return {name: p.sorted() for name, p in parts.items()}
@@ -157,7 +157,7 @@ def sample_pass_attributes(source: DataSource, attributes: Sequence[StreamAttrib
         picks = {}
         for a in attributes:
             part, prot = parts[a.name], a.values(frame)
-            missing = _count_protected(part, prot)
+            missing = count_protected(part, prot)
             kept = np.flatnonzero(~missing)
             keys = row_keys(start + kept, first.seed)
             limit = (max_keys or {}).get(a.name)

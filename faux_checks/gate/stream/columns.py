@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ...inputs.protected import _all_number, _fmt_level
+from ...inputs.protected import all_number, fmt_level
 from ..policy_schema import INTERSECTION_SEPARATOR, Policy
 
 __all__ = ["StreamAttribute", "level_labels"]
@@ -32,8 +32,8 @@ def level_labels(values: pd.Series) -> pd.Series:
         s = s.astype(object).astype(str)
     elif pd.api.types.is_bool_dtype(s):
         s = s.astype(bool).astype(str)
-    elif pd.api.types.is_numeric_dtype(s) or (s.dtype == object and len(s) and _all_number(s)):
-        s = s.map(_fmt_level)
+    elif pd.api.types.is_numeric_dtype(s) or (s.dtype == object and len(s) and all_number(s)):
+        s = s.map(fmt_level)
     else:
         s = s.astype(str)
     out[known] = s.to_numpy(dtype=object)

@@ -18,7 +18,7 @@ from ...inputs.tabular import FeatureSpec
 from ..policy_schema import Policy
 from .source import DataSource, columns_to_read, encode_chunk, read_chunks
 
-__all__ = ["MAX_LEVELS", "SamplePart", "key_pass", "merge_samples", "row_keys", "sample_pass"]
+__all__ = ["count_protected", "key_pass", "MAX_LEVELS", "merge_samples", "row_keys", "sample_pass", "SamplePart"]
 
 #: Distinct protected values tracked exactly; beyond this the attribute must be continuous.
 MAX_LEVELS = 1_000
@@ -133,13 +133,13 @@ def key_pass(source: DataSource, *, policy: Policy, chunk_rows: int,
     name = policy.protected
     part = SamplePart(k=policy.aux.max_train_rows)
     for start, frame in read_chunks(source, [name], chunk_rows=chunk_rows, row_groups=row_groups):
-        missing = _count_protected(part, frame[name])
+        missing = count_protected(part, frame[name])
         kept = np.flatnonzero(~missing)
         part._add_rows(row_keys(start + kept, policy.seed), (start + kept).astype(np.int64))
     return part.sorted()
 
 
-def _count_protected(part: SamplePart, prot: pd.Series) -> np.ndarray:
+def count_protected(part: SamplePart, prot: pd.Series) -> np.ndarray:
     """Add a chunk's rows, missing values and levels to ``part``; return the missing mask (m,)."""
     if isinstance(prot.dtype, pd.CategoricalDtype):
         prot = prot.astype(object)
@@ -180,7 +180,7 @@ def sample_pass(source: DataSource, *, policy: Policy, feature_spec: FeatureSpec
     for start, frame in read_chunks(source, columns, chunk_rows=chunk_rows, row_groups=row_groups):
         n = len(frame)
         prot = frame[name]
-        missing = _count_protected(part, prot)
+        missing = count_protected(part, prot)
         kept = np.flatnonzero(~missing)
         keys = row_keys(start + kept, policy.seed)
         if max_key is not None:
