@@ -31,7 +31,7 @@ from faux_checks.method.output import TargetOutput, predict_probability, resolve
 from ._inputs import audit_inputs, table_records
 from .faux import FAUX_METRIC, FauxCheck
 
-__all__ = ["DemographicParityDifference", "DP_METRIC", "EO_METRIC", "EqualizedOddsDifference", "FLIPTEST_METRIC",
+__all__ = ["tester_params", "DemographicParityDifference", "DP_METRIC", "EO_METRIC", "EqualizedOddsDifference", "FLIPTEST_METRIC",
            "FlipTestFlaggedFraction", "FTA_METRIC", "FtaFlaggedFraction", "FTU_FLIP_METRIC",
            "FtuFlipFlaggedFraction", "LINKED_COLUMNS_METRIC", "LinkedColumnsFlaggedFraction",
            "tester_metric_provider", "UNFAIR_MAP_METRIC", "UnfairMapFlaggedFraction", "WEIGHTED_FTA_METRIC",
@@ -47,7 +47,7 @@ FTU_FLIP_METRIC = "faux.ftu_flip"
 LINKED_COLUMNS_METRIC = "faux.linked_columns"
 
 
-def _params(tester: str) -> tuple:  # the settings fields the entry reads beyond threshold (the live table)
+def tester_params(tester: str) -> tuple:  # the settings fields the entry reads beyond threshold (the live table)
     return TESTERS[tester].params
 
 
@@ -204,7 +204,7 @@ def _tester_flagged_fraction(tester: str, execution_engine, metric_domain_kwargs
     inputs = audit_inputs(table_records(execution_engine, metric_domain_kwargs), model_path=kw["model_path"],
                           feature_spec_path=kw.get("feature_spec_path"), policy_json=kw["policy_json"])
     policy = inputs.policy
-    params = {k: kw[k] for k in _params(tester) if kw.get(k) is not None}
+    params = {k: kw[k] for k in tester_params(tester) if kw.get(k) is not None}
     settings = TESTERS[tester].settings(threshold=float(kw["threshold"]), **params)
     rows = inputs.rows
     output = resolve_output_form(inputs.target_model, as_tensor(rows.X[:256]),
@@ -212,7 +212,7 @@ def _tester_flagged_fraction(tester: str, execution_engine, metric_domain_kwargs
     scores, description = baseline_scores(tester, settings, inputs.target_model, output, rows, seed=policy.seed,
                                           links=policy.linked_columns)
     summary = {"statistic": "flagged_fraction", "tester": tester, "threshold": settings.threshold,
-               **{k: getattr(settings, k) for k in _params(tester)}, "n_individuals": int(len(rows.X))}
+               **{k: getattr(settings, k) for k in tester_params(tester)}, "n_individuals": int(len(rows.X))}
     if scores is None:
         return {**summary, "value": None, "not_applicable": description}
     flagged = scores > settings.threshold
@@ -230,14 +230,14 @@ def tester_metric_provider(class_name: str, tester: str, metric_name: str, doc: 
     @metric_value(engine=PandasExecutionEngine)
     def _pandas(cls, execution_engine, metric_domain_kwargs: dict, metric_value_kwargs: dict,
                 metrics: dict[str, Any], runtime_configuration: dict) -> dict:
-        reused = _flagged_from_check(metrics, tester, metric_value_kwargs, _params(tester))
+        reused = _flagged_from_check(metrics, tester, metric_value_kwargs, tester_params(tester))
         if reused is not None:
             return reused
         return _tester_flagged_fraction(tester, execution_engine, metric_domain_kwargs, metric_value_kwargs)
 
     return type(class_name, (_ReadsTheCheck,), {
         "__doc__": doc, "__module__": __name__, "metric_name": metric_name,
-        "value_keys": _COMMON_VALUE_KEYS + _params(tester), "_pandas": _pandas})
+        "value_keys": _COMMON_VALUE_KEYS + tester_params(tester), "_pandas": _pandas})
 
 
 WeightedFtaFlaggedFraction = tester_metric_provider(

@@ -42,7 +42,7 @@ from .baseline_metrics import (
     LINKED_COLUMNS_METRIC,
     UNFAIR_MAP_METRIC,
     WEIGHTED_FTA_METRIC,
-    _params,
+    tester_params,
 )
 
 __all__ = [# the metric names the expectations read (defined in .baseline_metrics)     "FTA_METRIC", "DP_METRIC",
@@ -260,7 +260,7 @@ class TesterFlaggedFractionExpectation(_BaselineExpectation):
     def from_settings(cls, settings, **common) -> "TesterFlaggedFractionExpectation":
         """The expectation for a policy's ``TesterSettings`` (``common``: column, model_path, ...)."""
         return cls(**common, threshold=settings.threshold, max_flagged_fraction=settings.max_flagged_fraction,
-                   gating=settings.gating, **{k: getattr(settings, k) for k in _params(cls._tester)})
+                   gating=settings.gating, **{k: getattr(settings, k) for k in tester_params(cls._tester)})
 
     @override
     def _validate(self, metrics: Dict, runtime_configuration: Optional[dict] = None,

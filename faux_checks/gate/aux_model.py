@@ -117,10 +117,10 @@ def single_holdout(values: np.ndarray, policy: Policy, kind: str) -> np.ndarray:
 
 def gate_split(n: int, values: np.ndarray, policy: Policy, kind: str) -> tuple[np.ndarray, np.ndarray]:
     """The training and held-out positions (of n rows) that :meth:`AuxiliaryModel.fit` draws with ``policy.seed``."""
-    from ..method.auxiliary import _split
+    from ..method.auxiliary import holdout_split
 
     strata = np.asarray(values).astype(np.int64) if protected_kind(kind).grouped else None
-    return _split(n, policy.aux.holdout, np.random.default_rng(policy.seed), strata=strata)
+    return holdout_split(n, policy.aux.holdout, np.random.default_rng(policy.seed), strata=strata)
 
 
 def holdout_scores(aux: AuxiliaryModel, X_aux: np.ndarray) -> np.ndarray:

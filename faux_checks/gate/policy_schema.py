@@ -18,7 +18,7 @@ from pydantic import BeforeValidator, Field, SerializeAsAny, field_validator, mo
 from ..errors import InputError
 from ..kinds import Kind
 from .policy_sections import (AuditSettings, AuxSettings, DecisionSettings, FauxSettings, OperationsSettings,
-                              ScaleSettings, Columns, LinkTables, list_as_tuple, _Strict)
+                              ScaleSettings, Columns, LinkTables, list_as_tuple, StrictSection)
 from .tester_settings import TesterSettings
 
 __all__ = ["Policy", "AttributeSettings", "INTERSECTION_SEPARATOR"]
@@ -29,7 +29,7 @@ __all__ = ["Policy", "AttributeSettings", "INTERSECTION_SEPARATOR"]
 INTERSECTION_SEPARATOR = "×"
 
 
-class AttributeSettings(_Strict):
+class AttributeSettings(StrictSection):
     """One protected attribute of a gate that tests several (``[[attributes]]`` in the policy TOML).
 
     Each attribute gets its own check: its own auxiliary model, scores, rules and report section
@@ -50,7 +50,7 @@ class AttributeSettings(_Strict):
         "tester, which runs for the attributes that declare some.")
 
 
-class Policy(_Strict):
+class Policy(StrictSection):
     """The gate policy.
 
     Attributes mirror the top-level keys and the TOML sections ``[faux]``, ``[aux]``, ``[decision]``,

@@ -15,11 +15,11 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from ..errors import InputError
 
-__all__ = ["AuditSettings", "AuxSettings", "Columns", "DecisionSettings", "FauxSettings", "LinkTables",
+__all__ = ["StrictSection", "AuditSettings", "AuxSettings", "Columns", "DecisionSettings", "FauxSettings", "LinkTables",
            "list_as_tuple", "MAX_AUX_LAYERS", "MAX_AUX_UNITS", "OperationsSettings", "ScaleSettings"]
 
 
-class _Strict(BaseModel):
+class StrictSection(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
@@ -55,7 +55,7 @@ MAX_AUX_LAYERS = 8
 MAX_AUX_UNITS = 4096
 
 
-class AuxSettings(_Strict):
+class AuxSettings(StrictSection):
     """Auxiliary-model training (see :class:`faux_checks.AuxiliaryModel`)."""
 
     hidden: _Widths = Field((64, 64), description=f"Hidden layer widths of the aux MLP (at most {MAX_AUX_LAYERS} "
@@ -84,7 +84,7 @@ class AuxSettings(_Strict):
         return hidden
 
 
-class FauxSettings(_Strict):
+class FauxSettings(StrictSection):
     """The fAux check itself.
 
     The default ``variant = "swap"`` scores each individual in probability points: the estimated
@@ -153,7 +153,7 @@ class FauxSettings(_Strict):
         return self
 
 
-class AuditSettings(_Strict):
+class AuditSettings(StrictSection):
     """Limits of the scheduled drift audit of the deployed version (``flows/audit.py``).
 
     The audit compares the data the version was gated on (reference) with a current batch;
@@ -188,7 +188,7 @@ class AuditSettings(_Strict):
 
 
 
-class DecisionSettings(_Strict):
+class DecisionSettings(StrictSection):
     """How counts and bounds become a decision (:func:`faux_checks.gate.check_rules.check_rules`).
 
     The flagged fraction counts every audited individual, an undefined score as flagged (the worst
@@ -245,7 +245,7 @@ class DecisionSettings(_Strict):
 
 
 
-class ScaleSettings(_Strict):
+class ScaleSettings(StrictSection):
     """Streaming and sharded scoring of large files (``faux-checks score-large``, ``flows/shard.py``).
 
     Operational settings: the scores do not depend on ``workers``, ``threads_per_worker``,
@@ -272,7 +272,7 @@ class ScaleSettings(_Strict):
         "agree within float32 rounding (tests/method/test_device.py).")
 
 
-class OperationsSettings(_Strict):
+class OperationsSettings(StrictSection):
     """How long a gate may take and how the registry client behaves (``[operations]``; decisions never depend on it).
 
     Not part of :meth:`Policy.sha256`: recorded decisions match their policy whatever these are.

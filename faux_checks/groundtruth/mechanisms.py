@@ -53,7 +53,7 @@ import pandas as pd
 from .._validation import fmt_count
 from ..errors import InputError
 from ..kinds import KINDS, Kind
-from .proxy import disadvantage, _embedding, InjectedProtected
+from .proxy import disadvantage, protected_embedding, InjectedProtected
 
 __all__ = ["MECHANISMS", "MechanismData", "make_mechanism_data", "mechanism_fairness_scores"]
 
@@ -152,7 +152,7 @@ def _w(data: MechanismData, c) -> np.ndarray:
 
 
 def _e(data: MechanismData, c) -> np.ndarray:
-    return _embedding(c, data.kind, data.n_groups)
+    return protected_embedding(c, data.kind, data.n_groups)
 
 
 def _ratio(data, c):

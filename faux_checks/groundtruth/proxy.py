@@ -40,7 +40,7 @@ from .._validation import fmt_count
 from ..errors import InputError
 from ..kinds import KINDS, Kind
 
-__all__ = ["DEFAULT_STRENGTH", "disadvantage", "InjectedProtected", "make_proxy_data", "PROXY_COLUMNS",
+__all__ = ["protected_embedding", "DEFAULT_STRENGTH", "disadvantage", "InjectedProtected", "make_proxy_data", "PROXY_COLUMNS",
            "proxy_fairness_scores", "ProxyData"]
 
 PROXY_COLUMNS: tuple[str, ...] = ("proxy_linear", "proxy_nonlinear", "proxy_category", "proxy_legit")
@@ -50,7 +50,7 @@ DEFAULT_STRENGTH = {"linear": 0.35, "nonlinear": 0.35, "category": 0.56, "legit"
 
 
 
-def _embedding(c: np.ndarray, kind: str, n_groups: int) -> np.ndarray:
+def protected_embedding(c: np.ndarray, kind: str, n_groups: int) -> np.ndarray:
     """e(c), shape (n, 2)."""
     c = np.asarray(c)
     if kind == "binary":
@@ -156,7 +156,7 @@ class ProxyData(InjectedProtected):
     def proxies(self, c=None) -> pd.DataFrame:
         """The four proxies for protected values ``c`` (default: the individuals' own), same noise."""
         c = self.c if c is None else np.asarray(c)
-        e = _embedding(c, self.kind, self.n_groups)
+        e = protected_embedding(c, self.kind, self.n_groups)
         s, eps = self.strength, self.noise
         angle = 2 * np.pi * np.arange(len(self._levels)) / len(self._levels) + 0.3
         W = np.stack([np.cos(angle), np.sin(angle)], axis=1)                    # (K, 2)

@@ -20,7 +20,7 @@ from ..kinds import KINDS, Kind
 from ._batching import as_tensor
 from .gradients import output_jacobian
 
-__all__ = ["AuxiliaryModel", "AuxNet", "OutputSpace"]
+__all__ = ["holdout_split", "AuxiliaryModel", "AuxNet", "OutputSpace"]
 
 OutputSpace = Literal["logit", "probability"]
 
@@ -214,7 +214,7 @@ class AuxiliaryModel:
             self.c_mean_, self.c_std_ = float(y.mean()), float(y.std()) or 1.0
             target = (y - self.c_mean_) / self.c_std_
             k = 1
-            train_idx, hold_idx = _split(n, self.holdout, rng, strata=None)
+            train_idx, hold_idx = holdout_split(n, self.holdout, rng, strata=None)
         else:
             target = torch.as_tensor(c, dtype=torch.int64)
             m = int(target.max()) + 1
@@ -229,7 +229,7 @@ class AuxiliaryModel:
             if not lo <= m <= hi:
                 want = f"{lo}" if lo == hi else f"{lo} to {hi}"
                 raise InputError(f"kind '{self.kind}' needs {want} groups, found {m}")
-            train_idx, hold_idx = _split(n, self.holdout, rng, strata=c.astype(np.int64))
+            train_idx, hold_idx = holdout_split(n, self.holdout, rng, strata=c.astype(np.int64))
         self.groups_ = tuple(groups)
         self.n_features_in_ = d
         self.n_train_, self.n_holdout_ = len(train_idx), len(hold_idx)
@@ -437,7 +437,7 @@ class AuxiliaryModel:
         return f"AuxiliaryModel(kind={self.kind!r}, output_space={self.output_space!r}{q})"
 
 
-def _split(n: int, holdout: float, rng: np.random.Generator, strata: np.ndarray | None):
+def holdout_split(n: int, holdout: float, rng: np.random.Generator, strata: np.ndarray | None):
     if not 0 < holdout < 1:
         raise InputError(f"holdout must be in (0, 1), got {holdout}")
     if strata is None:
