@@ -143,7 +143,7 @@ def load_model(
         holds code (:func:`~faux_checks.inputs.export_archive.check_export_archive`), and
         ``allow_pickle`` is False; nothing from it has been executed.
     """
-    from .limits import check_archive, check_tree_model, model_limits, probe_load
+    from .limits import check_archive, check_tree_model, model_limits
 
     path = Path(path)
     if not path.is_file():
@@ -165,15 +165,11 @@ def load_model(
     fmt = sniff_format(path)
     if fmt is not None:
         check_tree_model(path, fmt, limits)
-        probe_load(path, fmt, trusted_types=trusted_types, limits=limits)
-        return load_forward_only(path, fmt, trusted_types=trusted_types)
+        return _probed(path, fmt, limits, lambda: load_forward_only(path, fmt, trusted_types=trusted_types),
+                       trusted_types)
     names = _zip_names(path, max_bytes)
     if _is_torchscript(names):
-        probe_load(path, "torchscript", limits=limits)     # the gate's run only (limits.probe_torch): a crash isolated
-        try:
-            model = torch.jit.load(str(path), map_location="cpu")
-        except Exception as exc:
-            raise InputError(f"cannot load TorchScript model {path}: {exc}") from exc
+        model = _probed(path, "torchscript", limits, lambda: _load_torchscript(path))   # probed in the gate's run
         model.eval()
         return model
     if _is_export(names):
@@ -187,8 +183,7 @@ def load_model(
         data = path.read_bytes()
         if limits.probe_torch:                 # the gate's run: checked here, then loaded once in the probe child
             check_export_archive(data, str(path))
-            probe_load(path, "torch.export", limits=limits)
-        return load_export_archive(data, str(path))
+        return _probed(path, "torch.export", limits, lambda: load_export_archive(data, str(path)))
     if allow_pickle:
         model = torch.load(str(path), map_location="cpu", weights_only=False)  # noqa: S614 - explicit opt-in
         if hasattr(model, "eval"):
@@ -220,6 +215,30 @@ def load_model(
         model.eval()
         return model
     raise InputError(f"{path} is not a model file (found {type(obj).__name__}). {EXPORT_HINT}")
+
+
+def _load_torchscript(path: Path):
+    try:
+        return torch.jit.load(str(path), map_location="cpu")
+    except Exception as exc:
+        raise InputError(f"cannot load TorchScript model {path}: {exc}") from exc
+
+
+def _probed(path: Path, fmt: str, limits, load: Callable, trusted_types: Sequence[str] = ()):
+    """``load()`` once :func:`~faux_checks.inputs.limits.probe_load` passed the file (fails closed).
+
+    A probe whose loader raised a Python error: ``load()`` runs to give the library's own words on the file
+    (its error propagates); a file that loads here all the same is refused with the probe's error. Every
+    other probe failure (killed, out of memory or time, could not run) propagates and nothing is loaded.
+    """
+    from .limits import LoaderRaisedError, probe_load
+
+    try:
+        probe_load(path, fmt, trusted_types=trusted_types, limits=limits)
+    except LoaderRaisedError as raised:
+        load()
+        raise raised from None
+    return load()
 
 
 def save_torchscript(model: torch.nn.Module, path: str | Path, *, example: torch.Tensor | None = None) -> Path:

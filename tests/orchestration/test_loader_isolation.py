@@ -21,7 +21,7 @@ import torch
 
 from _support import FAIR, linear, make_data, write_policy
 from faux_checks.errors import InputError, UnsafeModelError
-from faux_checks.inputs.limits import ModelLimits, check_archive, probe_load, set_model_limits
+from faux_checks.inputs.limits import LoaderRaisedError, ModelLimits, check_archive, probe_load, set_model_limits
 from faux_checks.inputs.models import load_model, save_torchscript
 from test_export_archive import _pickle_bytes, _rewrite
 
@@ -85,7 +85,8 @@ def test_a_deeply_nested_torchscript_file_crashes_torch_and_is_refused_by_the_pr
 def test_the_torch_probe_never_runs_a_payload_and_leaves_the_refusal_to_the_safe_loader(tmp_path):
     marker = tmp_path / "pwned"
     hostile = _export_with_payload(tmp_path, marker)
-    probe_load(hostile, "torch.export", limits=ModelLimits(probe_torch=True))   # exit 3 in the probe: no refusal
+    with pytest.raises(LoaderRaisedError, match="the torch.export loader raised an error in a probe process"):
+        probe_load(hostile, "torch.export", limits=ModelLimits(probe_torch=True))   # exit 3: the safe load refuses
     assert not marker.exists()                                # the probe loads with weights_only forced
     set_model_limits(ModelLimits(probe_torch=True))
     with pytest.raises(UnsafeModelError, match="refused to load torch.export archive"):
