@@ -211,27 +211,41 @@ def test_a_damaged_file_is_refused_in_the_words_of_its_library(tmp_path):
 # ---------------------------------------------------------------------------- the gate
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore")
-def test_the_gate_records_versions_whose_probe_timed_out_or_could_not_run_undecided(tmp_path, harness, monkeypatch,
-                                                                                    good_lightgbm, good_torchscript):
+def test_the_gate_records_versions_whose_probe_timed_out_was_killed_or_raised_undecided(tmp_path, harness, monkeypatch,
+                                                                                       good_lightgbm, good_torchscript):
+    """v1 (TorchScript): its forked load hangs past probe_timeout_s; v2 (LightGBM): the probe's loader raises
+    (before: loaded in the gate's process and decided); v3 (LightGBM): the probe process is SIGKILLed mid-load."""
     from faux_checks.registry import Registry
     from faux_checks_flows.gate import gate
 
-    server = _script(tmp_path, "fake_server.py", 'REPLY = lambda r: {"id": r["id"], "status": "error", "code": None, '
-                     '"stderr": "BlockingIOError: [Errno 11] Resource temporarily unavailable"}\n'
-                     + textwrap.dedent(_FAKE_SERVER))
+    server, _pid_file = _hanging_server(tmp_path)
     monkeypatch.setattr(torch_probe, "_SCRIPT", server)
+    child = _script(tmp_path, "child.py", """
+        import os, signal, sys
+        if sys.argv[2].endswith("killed.txt"):
+            os.kill(os.getpid(), signal.SIGKILL)
+        print("RuntimeError: the loader gave up", file=sys.stderr)
+        sys.exit(3)
+        """)
+    monkeypatch.setattr(limits_module, "_PROBE_SCRIPT", child)
+    for name in ("raises.txt", "killed.txt"):
+        (tmp_path / name).write_bytes(good_lightgbm.read_bytes() + name.encode())   # distinct files, valid models
     make_data(400).to_csv(tmp_path / "data.csv", index=False)
-    policy = write_policy(tmp_path / "policy.toml", "[operations]\nprobe_timeout_s = 0.001\n")
+    policy = write_policy(tmp_path / "policy.toml", "[operations]\nprobe_timeout_s = 2.0\n")
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     registry = Registry(uri)
-    v1 = registry.register_version("probed", good_lightgbm)      # its probe times out
-    v2 = registry.register_version("probed", good_torchscript)   # its probe server cannot fork
+    v1 = registry.register_version("probed", good_torchscript)
+    v2 = registry.register_version("probed", tmp_path / "raises.txt")
+    v3 = registry.register_version("probed", tmp_path / "killed.txt")
     state = gate(model_name="probed", data_path=str(tmp_path / "data.csv"), policy_path=str(policy), tracking_uri=uri,
                  report_root=str(tmp_path / "reports"), return_state=True)
     outcomes = {o["version"]: o for o in getattr(state.data, "result", state.data)}
-    assert outcomes[v1]["decision"] == "undecided"
-    assert "the LightGBM loader did not finish in a probe process" in " ".join(outcomes[v1]["reasons"])
-    assert outcomes[v2]["decision"] == "undecided"
-    assert "the torch probe server could not probe the file" in " ".join(outcomes[v2]["reasons"])
+    said = {v1: "the TorchScript loader did not finish in a probe process limited to 16,384 MiB and 2 s",
+            v2: "the LightGBM loader raised an error in a probe process limited to 16,384 MiB and 2 s: RuntimeError: "
+                "the loader gave up",
+            v3: "the LightGBM loader was killed by SIGKILL in a probe process limited to 16,384 MiB and 2 s"}
+    for version, reason in said.items():
+        assert outcomes[version]["decision"] == "undecided", outcomes[version]["reasons"]
+        assert reason in " ".join(outcomes[version]["reasons"])
     tags = {r["version"]: r["fairness_gate"] for r in registry.history("probed")}
-    assert tags == {v1: "undecided", v2: "undecided"}
+    assert tags == {v1: "undecided", v2: "undecided", v3: "undecided"}
