@@ -206,7 +206,7 @@ def _operations(policy_path: str | None):
     from faux_checks.inputs.limits import set_model_limits
 
     # size, tree and probe limits on every model file this run loads; torch loads probed too (a crash ends
-    # the probe child, the version is recorded undecided and the next one is gated: inputs/limits.py)
+    # the probe child, the version is recorded undecided and the next one is gated: inputs/probe.py)
     set_model_limits(operations, probe_torch=True)
     return operations
 

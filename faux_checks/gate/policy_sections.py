@@ -313,9 +313,12 @@ class OperationsSettings(StrictSection):
         1000, ge=1, le=100_000, description="Deepest tree of an XGBoost JSON model (levels).")
     probe_memory_mb: int = Field(
         16_384, ge=256, le=1 << 22, description="Address-space limit (RLIMIT_AS, MiB) of the child process that loads "
-        "a LightGBM / XGBoost / ONNX / skops file first; 0 of it reaches the gate if the loader aborts or explodes.")
+        "a LightGBM / XGBoost / ONNX / skops file first; 0 of it reaches the gate if the loader aborts or explodes. "
+        "Never more than the runner's own limit (`ulimit -v`): under a lower one the probe takes that, and a load that "
+        "fails under it names the runner's limit, not the file.")
     probe_timeout_s: float = Field(
-        120.0, gt=0, le=3600, description="Seconds the probe process may take to load a model file.")
+        120.0, gt=0, le=3600, description="Seconds the probe process may take to load a model file, counted from the "
+        "end of its library's import (the interpreter's start and the import are bounded apart, 600 s).")
     max_levels: int = Field(
         1000, ge=2, le=10_000_000, description="Most levels of one categorical input column (one encoded feature "
         "each); a column of ~8,600 levels ran 15 minutes at ~10 GB without a decision.")

@@ -10,18 +10,10 @@ zip named ``model.pt`` that unpacked to 2.6 GB and passed; a 4.5 KB LightGBM tex
 2. :func:`check_tree_model`: a LightGBM text file (every ``num_leaves=`` line, the ``Tree=`` count) or an XGBoost
    JSON file (trees, nodes per tree, depth) past ``max_trees`` / ``max_leaves`` / ``max_tree_depth`` is refused
    by reading the text, before the library allocates anything.
-3. :func:`probe_load`: LightGBM, XGBoost, ONNX and skops files are loaded first by their library in a child
-   process whose address space is limited (``resource.setrlimit(RLIMIT_AS)``, ``probe_memory_mb``) and whose
-   time is limited (``probe_timeout_s``). A loader that aborts, is killed, runs out of memory or out of time
-   there is refused with that cause, and the gate (which then records the version ``undecided``) goes on.
-   TorchScript and ``torch.export`` files are probed too where ``probe_torch`` is set: in the gate's run
-   (:func:`faux_checks_flows.gate._operations`), where a crash would end the whole gate. Measured (issue 25 round 3): a
-   1,937-byte TorchScript archive whose ``code/`` nests 200,000 parentheses passes :func:`check_archive`
-   (400 KB unpacked) and kills ``torch.jit.load`` with ``SIGSEGV`` (the C++ parser recurses), so the
-   structural checks alone cannot promise a torch load never crashes. Torch files are probed by the probe
-   server of :mod:`faux_checks.inputs.torch_probe` (torch imported once, each load forked); ``check`` and
-   ``register`` load in-process (a crash there ends that one command with a signal and records nothing), and
-   a file that passed once is not probed again in the same process (:func:`probe_load` remembers its sha256).
+3. :func:`~faux_checks.inputs.probe.probe_load` (:mod:`faux_checks.inputs.probe`): the file is loaded first by its
+   library in a child process whose address space (``probe_memory_mb``) and load time (``probe_timeout_s``)
+   are limited; only a load that exited 0 passes, and the gate records a version whose probe did not
+   ``undecided`` and goes on.
 
 The limits are the policy's ``[operations]`` (outside the policy hash: they never change a decision, only
 whether one is reached): :func:`set_model_limits` applies them to this process, as
@@ -34,35 +26,16 @@ import dataclasses
 import io
 import json
 import re
-import signal
-import subprocess
-import sys
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
 
 from ..errors import InputError
 
-if TYPE_CHECKING:                                   # imported when a torch file is probed (probe_load)
-    from .torch_probe import ProbeResult
+__all__ = ["ModelLimits", "check_archive", "check_tree_model", "model_limits", "read_ubjson", "set_model_limits"]
 
-__all__ = ["CHANGED_EXIT", "ModelLimits", "PROBED_FORMATS", "PROBED_TORCH_FORMATS", "check_archive", "check_tree_model", "model_limits", "probe_load", "read_ubjson",
-           "set_model_limits"]
-
-#: Formats whose loader is a native library loaded first in the probe process.
-PROBED_FORMATS = ("lightgbm", "xgboost", "onnx", "skops")
-#: torch formats, probed only where ``ModelLimits.probe_torch`` is set (the gate).
-PROBED_TORCH_FORMATS = ("torchscript", "torch.export")
 #: An archive smaller than this unpacked is never refused for its compression ratio.
 RATIO_FLOOR_BYTES = 16 << 20
-_PROBE_SCRIPT = Path(__file__).with_name("_probe_child.py")
-#: Exit code of a torch probe whose file no longer has the sha256 it was given (``_probe_child.CHANGED_EXIT``).
-CHANGED_EXIT = 4
-_LABEL = {"lightgbm": "LightGBM", "xgboost": "XGBoost", "onnx": "ONNX", "skops": "skops", "torchscript": "TorchScript",
-          "torch.export": "torch.export"}
-#: (format, sha256, trusted types, memory MiB, time limit) of files whose probe load succeeded in this process.
-_PASSED: set[tuple] = set()
 
 
 @dataclass(frozen=True)
@@ -344,93 +317,3 @@ def _depth(left: list, right: list) -> int:
             if isinstance(child, int) and 0 <= child < n:
                 stack.append((child, level + 1))
     return deepest
-
-
-def probe_load(path: str | Path, fmt: str, *, trusted_types: Sequence[str] = (),
-               limits: ModelLimits | None = None, sha256: str | None = None) -> None:
-    """Load ``path`` with its library in a child process limited in memory and time; raise if that load dies.
-
-    The child (``_probe_child.py``, run by path: it imports the model's library only, not this package)
-    sets ``RLIMIT_AS`` to ``probe_memory_mb`` before importing anything, loads the file, and exits 0; a
-    Python error other than memory exits 3, and the caller's own load then says what is wrong in its words.
-    Probed: :data:`PROBED_FORMATS`, and :data:`PROBED_TORCH_FORMATS` where ``limits.probe_torch`` is set (a
-    ``torch.export`` file must have passed :func:`~faux_checks.inputs.export_archive.check_export_archive`
-    first: the child loads it with ``weights_only`` forced, never with torch's fallback). A file whose probe
-    exited 0 is remembered by its sha256 (with the format, trusted types and both limits) and not probed
-    again in this process: the gate loads one version's file several times.
-
-    A torch file is loaded by the probe from the bytes whose sha256 is ``sha256`` (the caller's checked copy;
-    default the file's hash when the probe starts): the child reads the file once, compares its hash, and loads
-    from that copy in memory, so a file swapped after the caller's checks is never loaded.
-
-    Raises
-    ------
-    InputError
-        The loader was killed by a signal (``SIGABRT``: exit 134 in the issue; ``SIGSEGV``, ``SIGKILL``), ran
-        out of the memory limit, or did not finish within ``probe_timeout_s``; or the file's bytes are no longer
-        those of ``sha256``. Nothing of it reached this process.
-    """
-    limits = limits or _current
-    if not limits.probe or not (fmt in PROBED_FORMATS or (limits.probe_torch and fmt in PROBED_TORCH_FORMATS)):
-        return
-    key = (fmt, sha256 or _sha256(path), tuple(trusted_types), int(limits.probe_memory_mb),
-           float(limits.probe_timeout_s))
-    if key in _PASSED:
-        return
-    command = [sys.executable, str(_PROBE_SCRIPT), fmt, str(path), str(int(limits.probe_memory_mb)),
-               json.dumps(list(trusted_types))]
-    bound = f"a probe process limited to {limits.probe_memory_mb:,} MiB and {limits.probe_timeout_s:g} s"
-    label = _LABEL.get(fmt, fmt)
-    done: ProbeResult | subprocess.CompletedProcess[bytes]
-    try:
-        if fmt in PROBED_TORCH_FORMATS:     # torch imported once per process, each load forked (torch_probe.py)
-            from .torch_probe import probe_torch_file
-
-            done = probe_torch_file(path, fmt, limits.probe_memory_mb, limits.probe_timeout_s, sha256=key[1])
-        else:
-            done = subprocess.run(command, capture_output=True, timeout=limits.probe_timeout_s,
-                                  stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        raise InputError(f"refused to load {path}: the {label} loader did not finish in {bound} ([operations] "
-                         "probe_timeout_s); the file was not loaded by the gate") from None
-    if done.returncode == 0:
-        _PASSED.add(key)
-        return
-    if done.returncode == 3 and not _out_of_memory(done.stderr):
-        return
-    if done.returncode == CHANGED_EXIT:
-        raise InputError(f"refused to load {path}: the file changed after it was checked (its bytes no longer have "
-                         f"the sha256 {key[1][:16]}… of the copy checked); the changed file was not loaded")
-    tail = _last_line(done.stderr)
-    if done.returncode < 0:
-        try:
-            how = f"was killed by {signal.Signals(-done.returncode).name}"
-        except ValueError:
-            how = f"was killed by signal {-done.returncode}"
-    elif _out_of_memory(done.stderr):
-        how = "ran out of memory"
-    else:
-        how = f"exited with code {done.returncode}"
-    raise InputError(f"refused to load {path}: the {label} loader {how} in {bound} ([operations] probe_memory_mb, "
-                     f"probe_timeout_s){f': {tail}' if tail else ''}; a damaged or hostile model file, not loaded by "
-                     "the gate")
-
-
-def _sha256(path: str | Path) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _out_of_memory(stderr: bytes) -> bool:
-    text = stderr.decode("utf-8", "replace")
-    return any(m in text for m in ("MemoryError", "bad_alloc", "out of memory", "Cannot allocate memory"))
-
-
-def _last_line(stderr: bytes) -> str:
-    lines = [ln.strip() for ln in stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
-    return lines[-1][:300] if lines else ""

@@ -152,14 +152,15 @@ def load_model(
     InputError
         The file does not exist or is not a model, or a state dict does not fit the module
         the factory builds, or a zip archive unpacks to more than ``max_bytes``, or the file is past a
-        limit of :mod:`faux_checks.inputs.limits` (its loader aborted in the probe process included; TorchScript
-        and torch.export files are probed where ``probe_torch`` is in force: the gate's run).
+        limit of :mod:`faux_checks.inputs.limits` or refused by the probe (:mod:`faux_checks.inputs.probe`: its loader
+        aborted in the probe process included; TorchScript and torch.export files are probed where ``probe_torch``
+        is in force: the gate's run).
     UnsafeModelError
         The file is a pickle that needs arbitrary code to load, or a torch.export archive that
         holds code (:func:`~faux_checks.inputs.export_archive.check_export_archive`), and
         ``allow_pickle`` is False; nothing from it has been executed.
     """
-    from .limits import check_archive, check_tree_model, model_limits, probe_load
+    from .limits import check_archive, check_tree_model, model_limits
 
     path = Path(path)
     if not path.is_file():
@@ -181,17 +182,14 @@ def load_model(
     fmt = sniff_format(path)
     if fmt is not None:
         check_tree_model(path, fmt, limits)
-        probe_load(path, fmt, trusted_types=trusted_types, limits=limits)
-        return load_forward_only(path, fmt, trusted_types=trusted_types)
+        return _probed(path, fmt, limits, lambda: load_forward_only(path, fmt, trusted_types=trusted_types),
+                       trusted_types)
     names = _zip_names(path, max_bytes)
     if _is_torchscript(names):
         data = _read_once(path, limits)
-        # the gate's run only (limits.probe_torch): a crash isolated, the probe loads these same bytes
-        probe_load(path, "torchscript", limits=limits, sha256=hashlib.sha256(data).hexdigest())
-        try:
-            model = torch.jit.load(io.BytesIO(data), map_location="cpu")
-        except Exception as exc:
-            raise InputError(f"cannot load TorchScript model {path}: {exc}") from exc
+        # probed in the gate's run only (limits.probe_torch): a crash isolated, the probe loads these same bytes
+        model = _probed(path, "torchscript", limits, lambda: _load_torchscript(path, data),
+                        sha256=hashlib.sha256(data).hexdigest())
         model.eval()
         return model
     if _is_export(names):
@@ -205,8 +203,8 @@ def load_model(
         data = _read_once(path, limits)        # checked, probed and loaded: these bytes, never the path again
         if limits.probe_torch:                 # the gate's run: checked here, then loaded once in the probe child
             check_export_archive(data, str(path))
-            probe_load(path, "torch.export", limits=limits, sha256=hashlib.sha256(data).hexdigest())
-        return load_export_archive(data, str(path))
+        return _probed(path, "torch.export", limits, lambda: load_export_archive(data, str(path)),
+                       sha256=hashlib.sha256(data).hexdigest())
     if allow_pickle:
         model = torch.load(str(path), map_location="cpu", weights_only=False)  # noqa: S614 - explicit opt-in
         if hasattr(model, "eval"):
@@ -238,6 +236,34 @@ def load_model(
         model.eval()
         return model
     raise InputError(f"{path} is not a model file (found {type(obj).__name__}). {EXPORT_HINT}")
+
+
+def _load_torchscript(path: Path, data: bytes):
+    """The TorchScript module in ``data`` (the file's bytes as read once and checked; ``path`` names it)."""
+    try:
+        return torch.jit.load(io.BytesIO(data), map_location="cpu")
+    except Exception as exc:
+        raise InputError(f"cannot load TorchScript model {path}: {exc}") from exc
+
+
+def _probed(path: Path, fmt: str, limits, load: Callable, trusted_types: Sequence[str] = (), *,
+            sha256: str | None = None):
+    """``load()`` once :func:`~faux_checks.inputs.probe.probe_load` passed the file (fails closed).
+
+    ``sha256``: of the bytes ``load()`` reads (a torch file read once): the probe loads those bytes or refuses
+    the file as changed. A probe whose loader raised a Python error: ``load()`` runs to give the library's own
+    words on the file (its error propagates); a file that loads here all the same is refused with the probe's
+    error. Every other probe failure (killed, out of memory or time, could not run, the file changed)
+    propagates and nothing is loaded.
+    """
+    from .probe import LoaderRaisedError, probe_load
+
+    try:
+        probe_load(path, fmt, trusted_types=trusted_types, limits=limits, sha256=sha256)
+    except LoaderRaisedError as raised:
+        load()
+        raise raised from None
+    return load()
 
 
 def save_torchscript(model: torch.nn.Module, path: str | Path, *, example: torch.Tensor | None = None) -> Path:

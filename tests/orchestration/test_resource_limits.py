@@ -19,8 +19,9 @@ import pytest
 
 from _support import FEATURES, make_data, write_policy
 from faux_checks.errors import InputError
-from faux_checks.inputs.limits import ModelLimits, check_archive, check_tree_model, probe_load, set_model_limits
+from faux_checks.inputs.limits import ModelLimits, check_archive, check_tree_model, set_model_limits
 from faux_checks.inputs.models import load_model
+from faux_checks.inputs.probe import probe_load
 
 lgb = pytest.importorskip("lightgbm")
 
