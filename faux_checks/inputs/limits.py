@@ -1,4 +1,4 @@
-"""Resource limits on model files: archive bombs, absurd tree models, loaders that abort (issue 25, bad input 5).
+"""Resource limits on model files: archive bombs, absurd tree models, loaders that abort.
 
 A model file is checked before it is loaded, in this order (our reading of the issue's held-back cases: a 2 MB
 zip named ``model.pt`` that unpacked to 2.6 GB and passed; a 4.5 KB LightGBM text file with

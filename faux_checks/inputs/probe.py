@@ -8,7 +8,7 @@ loader that aborts, is killed, runs out of memory or out of time, and a probe th
 refused with that cause, and the gate (which then records the version ``undecided``) goes on.
 
 TorchScript and ``torch.export`` files are probed too where ``probe_torch`` is set: in the gate's run
-(:func:`faux_checks_flows.gate._operations`), where a crash would end the whole gate. Measured (issue 25 round 3): a
+(:func:`faux_checks_flows.gate._operations`), where a crash would end the whole gate. Measured: a
 1,937-byte TorchScript archive whose ``code/`` nests 200,000 parentheses passes
 :func:`~faux_checks.inputs.limits.check_archive` (400 KB unpacked) and kills ``torch.jit.load`` with ``SIGSEGV``
 (the C++ parser recurses), so the structural checks alone cannot promise a torch load never crashes. Torch

@@ -1,6 +1,6 @@
 """A probe server for torch model files: torch imported once, each load in a forked, limited process.
 
-Why (issue 25, bad input 5; measured on the loaded 2-core machine): a 1,937-byte TorchScript archive whose
+Why (measured on the loaded 2-core machine): a 1,937-byte TorchScript archive whose
 ``code/`` nests 200,000 parentheses passes every structural check and kills ``torch.jit.load`` with
 ``SIGSEGV``, so in the gate it would end the whole run. A one-shot probe process pays its torch import on
 every load (4.9 s for a TorchScript file, 10.1 s for a ``.pt2``, ~295 MiB peak RSS, against a gate version
