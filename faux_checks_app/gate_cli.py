@@ -383,6 +383,8 @@ def _print_audit(summary: dict, decision: str, state) -> None:
     say(f"audit {decision}: {(summary.get('reasons') or [state.message])[0]}")
     for reason in (summary.get("reasons") or [])[1:]:
         say(f"  - {reason}")
+    if summary.get("superseded"):
+        say(f"not recorded on the version: {summary['superseded']}")
     if summary.get("report_dir"):
         say(f"report: {Path(summary['report_dir']) / 'report.html'}")
 

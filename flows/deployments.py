@@ -10,6 +10,14 @@ Serve them with a long-running process (no work pool needed)::
     python -m faux_checks_flows.deployments --model adult-income --data /data/latest.parquet \\
         --gate-data /data/audit.csv --audit-cron "0 3 * * *"
 
+One run at a time per deployment (:data:`CONCURRENCY`): a run scheduled while the previous one still runs is
+cancelled (Prefect's ``CANCEL_NEW`` collision strategy; it shows as Cancelled in the UI), never queued. Each
+audit reads the file at ``data_path`` as it is when the run starts, so a queued run would only audit the same
+or a newer batch later, and with runs longer than the interval the queue would grow by one run per interval;
+the next scheduled run after the current one ends reads the newest batch. The gate polls for new versions, so
+a skipped poll loses nothing. Audits are also recorded in the order of their data, not of their finish
+(:mod:`faux_checks.registry.audit_order`).
+
 ``serve`` needs a Prefect API (``prefect server start``, or ``PREFECT_API_URL`` pointing at one);
 building the deployments (:func:`build_deployments`) needs none, which is what the tests check.
 """
@@ -20,15 +28,18 @@ import argparse
 import sys
 from typing import Sequence
 
+from prefect.client.schemas.objects import ConcurrencyLimitConfig, ConcurrencyLimitStrategy
 from prefect.schedules import Cron
 
 from .common import slug
 
-__all__ = ["audit_deployment", "build_deployments", "gate_deployment", "main"]
+__all__ = ["CONCURRENCY", "audit_deployment", "build_deployments", "gate_deployment", "main"]
 
 DEFAULT_AUDIT_CRON = "0 3 * * *"
 DEFAULT_GATE_CRON = "*/15 * * * *"
 TAGS = ["faux-checks", "fairness"]
+#: Each deployment's concurrency limit: one run at a time, a run due while one runs cancelled (module docstring).
+CONCURRENCY = ConcurrencyLimitConfig(limit=1, collision_strategy=ConcurrencyLimitStrategy.CANCEL_NEW)
 
 
 def audit_deployment(model_name: str, data_path: str, *, cron: str = DEFAULT_AUDIT_CRON, timezone: str = "UTC",
@@ -36,7 +47,8 @@ def audit_deployment(model_name: str, data_path: str, *, cron: str = DEFAULT_AUD
                      tracking_uri: str | None = None, alias: str = "deployable", report_root: str | None = None):
     """The scheduled drift audit of ``model_name`` (a ``RunnerDeployment``; nothing is contacted).
 
-    Parameters mirror :func:`faux_checks_flows.audit.audit`; ``cron`` and ``timezone`` set the schedule.
+    Parameters mirror :func:`faux_checks_flows.audit.audit`; ``cron`` and ``timezone`` set the schedule. One run
+    at a time (:data:`CONCURRENCY`: a run due while one runs is cancelled).
     """
     from faux_checks_flows.audit import audit
 
@@ -48,13 +60,14 @@ def audit_deployment(model_name: str, data_path: str, *, cron: str = DEFAULT_AUD
                     "report_root": report_root},
         description=f"Drift audit of the '{alias}' version of {model_name} on {data_path} (faux-checks)",
         tags=TAGS + ["audit"],
+        concurrency_limit=CONCURRENCY,
     )
 
 
 def gate_deployment(model_name: str, data_path: str, *, cron: str = DEFAULT_GATE_CRON, timezone: str = "UTC",
                     policy_path: str | None = None, tracking_uri: str | None = None, alias: str = "deployable",
                     report_root: str | None = None):
-    """The gate of ``model_name`` polling for new versions (a ``RunnerDeployment``)."""
+    """The gate of ``model_name`` polling for new versions (a ``RunnerDeployment``; one run at a time, :data:`CONCURRENCY`)."""
     from faux_checks_flows.gate import gate
 
     return gate.to_deployment(
@@ -64,6 +77,7 @@ def gate_deployment(model_name: str, data_path: str, *, cron: str = DEFAULT_GATE
                     "tracking_uri": tracking_uri, "alias": alias, "report_root": report_root},
         description=f"Fairness gate of new versions of {model_name} on {data_path} (faux-checks)",
         tags=TAGS + ["gate"],
+        concurrency_limit=CONCURRENCY,
     )
 
 
@@ -101,7 +115,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     deployments = build_deployments(args)
     for d in deployments:
         cron = ", ".join(getattr(s.schedule, "cron", str(s.schedule)) for s in d.schedules or [])
-        print(f"{d.flow_name}/{d.name}: cron {cron!r}, parameters {d.parameters}")
+        strategy = getattr(getattr(d.concurrency_options, "collision_strategy", None), "value", None)
+        print(f"{d.flow_name}/{d.name}: cron {cron!r}, at most {d.concurrency_limit} run at a time ({strategy}), "
+              f"parameters {d.parameters}")
     if args.dry_run:
         return 0
     from prefect import serve
