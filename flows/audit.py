@@ -32,7 +32,12 @@ from faux_checks.report.artifacts import markdown_text
 
 from .common import IO_TASK, TASK, failed_state, run_logger, slug
 
-__all__ = ["audit", "data_written_at"]
+__all__ = ["AUDIT_PROGRESS", "audit", "data_written_at"]
+
+#: The audit run of this process, for a caller whose command stops early (``faux_checks_app.standing``):
+#: ``model_name``, ``version`` (once found), ``stage`` (``running``, ``recording``, ``recorded``, ``superseded``)
+#: and ``decision``.
+AUDIT_PROGRESS: dict = {}
 
 
 def data_written_at(path: str) -> str | None:
@@ -328,6 +333,8 @@ def audit(model_name: str, data_path: str, reference_path: str | None = None, po
     from faux_checks.report.evidence import signing_key_path
 
     logger = run_logger()
+    AUDIT_PROGRESS.clear()
+    AUDIT_PROGRESS.update(model_name=model_name, version=None, stage="running", decision=None)
     started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")   # the order of audits
     report_root = report_root or str(default_home() / "reports")
     signing_key = signing_key_path(signing_key)   # a wrong key stops the audit before it runs
@@ -338,6 +345,7 @@ def audit(model_name: str, data_path: str, reference_path: str | None = None, po
         return failed_state(f"fairness audit of {model_name} undecided: {exc}",
                             data={"model_name": model_name, "decision": "undecided", "reasons": [str(exc)]})
     version = target["version"]
+    AUDIT_PROGRESS.update(version=str(version), stage="running")
     report_dir = str(Path(report_root) / f"{model_name}-v{version}-audit-{time.strftime('%Y%m%dT%H%M%S')}")
     model_info = {"name": model_name, "version": version}
     if target["sha256"]:  # a version logged with MLflow's own API has no model_sha256 tag: hashed once downloaded
@@ -367,10 +375,12 @@ def audit(model_name: str, data_path: str, reference_path: str | None = None, po
     for column in result.drift.skipped:
         logger.warning("column '%s' skipped: %s", column.column, column.note)
     report = write_audit_report(result, report_dir, model_info, data, tracking_uri)
+    AUDIT_PROGRESS.update(stage="recording", decision=result.decision)
     run_id, superseded = record_audit(
         model_name, version, tracking_uri, report, report_dir, data_path,
         {"reference": target.get("reference_path"), "current": data_path, "policy": policy_path}, signing_key,
         data_at, started_at)
+    AUDIT_PROGRESS.update(stage="superseded" if superseded else "recorded")
     key = slug(model_name)
     create_markdown_artifact(key=f"fairness-audit-{key}", markdown=artifact_markdown(report, report_dir=report_dir),
                              description=f"fairness drift audit of {markdown_text(model_name)} v{markdown_text(version)}")

@@ -25,7 +25,12 @@ building the deployments (:func:`build_deployments`) needs none, which is what t
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import signal
 import sys
+import threading
+import time
 from typing import Sequence
 
 from prefect.client.schemas.objects import ConcurrencyLimitConfig, ConcurrencyLimitStrategy
@@ -33,7 +38,8 @@ from prefect.schedules import Cron
 
 from .common import slug
 
-__all__ = ["CONCURRENCY", "audit_deployment", "build_deployments", "gate_deployment", "main"]
+__all__ = ["CONCURRENCY", "STOP_GRACE_S", "audit_deployment", "build_deployments", "end_children", "gate_deployment", "main",
+           "serve_bounded"]
 
 DEFAULT_AUDIT_CRON = "0 3 * * *"
 DEFAULT_GATE_CRON = "*/15 * * * *"
@@ -120,10 +126,68 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"parameters {d.parameters}")
     if args.dry_run:
         return 0
-    from prefect import serve
-
-    serve(*deployments)
+    serve_bounded(*deployments)
     return 0
+
+
+#: Seconds ``serve`` gives Prefect's own shutdown after SIGTERM before its flow-run processes are ended.
+STOP_GRACE_S = 10.0
+#: Seconds a flow-run process gets after SIGTERM before SIGKILL.
+TERMINATE_WAIT_S = 3.0
+
+
+def end_children(wait_s: float = TERMINATE_WAIT_S) -> list[int]:
+    """Terminate every child process of this one (recursively: the flow runs ``serve`` started), kill those
+    still alive after ``wait_s`` seconds; return their pids. Requires psutil (it comes with distributed)."""
+    import psutil
+
+    children = psutil.Process().children(recursive=True)
+    for child in children:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.terminate()
+    _, alive = psutil.wait_procs(children, timeout=wait_s)
+    for child in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.kill()
+    psutil.wait_procs(alive, timeout=1.0)
+    return [c.pid for c in children]
+
+
+def serve_bounded(*deployments, grace_s: float = STOP_GRACE_S) -> None:
+    """Prefect's ``serve`` of ``deployments``, whose SIGTERM ends the process within ``grace_s`` +
+    :data:`TERMINATE_WAIT_S` + 1 s and leaves no flow-run process behind.
+
+    Prefect's runner answers SIGTERM by cancelling its flow runs and stopping its loops; a flow run busy in
+    native code, or an API that does not answer, held that shutdown for 40 s and more and left the flow-run
+    subprocesses running. Here the runner's handler is kept and a watchdog thread ends the children and the
+    process (exit 143) if Prefect's shutdown has not returned after ``grace_s``. A flow run ended this way is
+    left ``Running`` in Prefect until a faux-checks command marks it ``Crashed``
+    (:mod:`faux_checks_app.orphan_runs` does that for the command line's own runs).
+    """
+    import asyncio
+
+    from prefect.runner import Runner
+
+    class BoundedRunner(Runner):
+        def handle_sigterm(self, *args, **kwargs):
+            threading.Thread(target=_watchdog, args=(grace_s,), name="faux-checks-serve-stop", daemon=True).start()
+            super().handle_sigterm(*args, **kwargs)
+
+    runner = BoundedRunner(pause_on_shutdown=True)
+    for deployment in deployments:
+        runner.add_deployment(deployment)
+    try:
+        asyncio.run(runner.start())
+    except KeyboardInterrupt:
+        pass
+    end_children()
+
+
+def _watchdog(grace_s: float) -> None:
+    """After ``grace_s``: end the children and the process (Prefect's shutdown did not return in time)."""
+    time.sleep(grace_s)
+    end_children()
+    os._exit(128 + signal.SIGTERM)
 
 
 if __name__ == "__main__":
