@@ -45,8 +45,10 @@ def main(argv: list[str] | None = None) -> int:
         with _device_setting(args):
             return args.func(args)
     except Stop as stop:
-        error(f"faux-checks: {stop.message}; stopping. Nothing unfinished was recorded: a version being gated "
-              "stays new and is gated by the next run")
+        from .standing import stop_message
+
+        error(f"faux-checks: {stop.message}; stopping. "
+              f"{stop_message(getattr(args, 'command', None))}")
         lifecycle.stop_started_services(before, say=error)
         stopped = stop.code
         return stop.code

@@ -90,14 +90,19 @@ def cmd_gate(args) -> int:
         eprint(f"gating {what} of '{args.model_name}' ({_prefect_api()}; "
                f"deadline {deadline:g} s)")
         start_temporary_server(deadline - (time.monotonic() - started))   # bounded, named on expiry (exit 2)
+        gate = _tracked(gate, stack)
         from .prefect_outage import is_outage, report_outage
 
+        from faux_checks_flows.gate_deadline import WINDOW
+
         PROGRESS.start(args.model_name, [str(v) for v in versions or plan.todo or []], [])   # nothing of an earlier run
+        WINDOW.start(None)
         try:
             with library_output_to_stderr():
                 state = gate(model_name=args.model_name, data_path=args.data, policy_path=policy_path,
                              tracking_uri=args.tracking_uri, alias=args.alias, report_root=args.report_dir,
-                             versions=versions, deadline_s=deadline, trusted_types=args.trust_type or None,
+                             versions=versions, deadline_s=max(1.0, deadline - (time.monotonic() - started)),
+                             trusted_types=args.trust_type or None,
                              regate=plan.regate or None, allow_rollback=args.allow_rollback,
                              signing_key=args.signing_key, sep=args.sep, thousands=args.thousands,
                              decimal=args.decimal,
@@ -133,6 +138,19 @@ def cmd_gate(args) -> int:
         if armed:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
+
+
+def _tracked(flow, stack: contextlib.ExitStack):
+    """``flow`` with its run recorded while it runs (:mod:`faux_checks_app.orphan_runs`, forgotten when ``stack``
+    closes), after the runs a killed earlier command left ``Running`` are marked ``Crashed``."""
+    from . import orphan_runs
+
+    try:
+        orphan_runs.mark_orphaned_flow_runs(say=error)
+    except Exception as exc:  # noqa: BLE001 - the Prefect API answers the flow or names its outage there
+        error(f"faux-checks: flow runs left by killed commands not checked: {type(exc).__name__}: {exc}")
+    stack.callback(orphan_runs.forget)
+    return flow.with_options(on_running=[orphan_runs.track])
 
 
 def _flow_policy(args, stack: contextlib.ExitStack) -> str | None:
@@ -233,7 +251,17 @@ def _raise_if_unreachable(state, uri: str, seconds: float = 0.0) -> None:
     except Exception as error:  # noqa: BLE001 - the state's own error is what is inspected below
         exc = error
     if isinstance(exc, BaseException) and is_unreachable(exc):
-        raise exc if isinstance(exc, RegistryUnreachableError) else unreachable_error(uri, seconds, exc)
+        from faux_checks.registry.operations import NOTHING_RECORDED
+        from faux_checks_flows.gate_deadline import WINDOW
+
+        from .standing import gate_standing
+
+        if not WINDOW.recorded:   # nothing this run wrote: the default sentence holds
+            raise exc if isinstance(exc, RegistryUnreachableError) else unreachable_error(uri, seconds, exc)
+        standing = gate_standing().rstrip(".")   # versions recorded before the registry went away stand
+        if isinstance(exc, RegistryUnreachableError) and NOTHING_RECORDED in str(exc):
+            raise RegistryUnreachableError(str(exc).replace(NOTHING_RECORDED, standing)) from exc
+        raise unreachable_error(uri, seconds, exc, standing=standing)
 
 
 def _versions_to_regate(args) -> list[str]:
@@ -340,12 +368,26 @@ def cmd_audit(args) -> int:
     start_temporary_server()
     from .output import library_output_to_stderr
 
-    with library_output_to_stderr():
-        state = audit(model_name=args.model_name, data_path=args.data, reference_path=args.reference,
-                      policy_path=args.policy, tracking_uri=args.tracking_uri, alias=args.alias,
-                      report_root=args.report_dir, retrain_aux=args.retrain_aux, signing_key=args.signing_key,
-                      sep=args.sep, thousands=args.thousands, positive_label=args.positive_label, decimal=args.decimal,
-                      return_state=True)
+    try:
+        with library_output_to_stderr(), contextlib.ExitStack() as stack:
+            state = _tracked(audit, stack)(model_name=args.model_name, data_path=args.data, reference_path=args.reference,
+                          policy_path=args.policy, tracking_uri=args.tracking_uri, alias=args.alias,
+                          report_root=args.report_dir, retrain_aux=args.retrain_aux, signing_key=args.signing_key,
+                          sep=args.sep, thousands=args.thousands, positive_label=args.positive_label,
+                          decimal=args.decimal, return_state=True)
+    except Exception as exc:   # Prefect's API down or unavailable (503): named, with what the audit left (exit 2)
+        from faux_checks_flows.common import is_prefect_unreachable
+
+        if not is_prefect_unreachable(exc):
+            raise
+        from faux_checks.report._format import printable
+
+        from .prefect_outage import api_url
+        from .standing import audit_standing
+
+        first = printable((str(exc).strip().splitlines() or [""])[0][:240])
+        raise FauxChecksError(f"Prefect API unreachable{api_url()} ({type(exc).__name__}: {first}). "
+                              f"{audit_standing()}") from None
     try:
         summary = state.result(raise_on_failure=False)
     except Exception:  # noqa: BLE001 - the state carries no readable data: report the state only
@@ -383,6 +425,8 @@ def _print_audit(summary: dict, decision: str, state) -> None:
     say(f"audit {decision}: {(summary.get('reasons') or [state.message])[0]}")
     for reason in (summary.get("reasons") or [])[1:]:
         say(f"  - {reason}")
+    if summary.get("superseded"):
+        say(f"not recorded on the version: {summary['superseded']}")
     if summary.get("report_dir"):
         say(f"report: {Path(summary['report_dir']) / 'report.html'}")
 

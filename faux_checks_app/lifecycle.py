@@ -65,9 +65,21 @@ def on_signal(signum, frame):
 
 
 def on_deadline(seconds: float, what: str = "gate"):
-    """A SIGALRM handler raising :class:`Stop` (exit 2) that names the deadline of ``what`` in seconds."""
+    """A SIGALRM handler raising :class:`Stop` (exit 2) that names the deadline of ``what`` in seconds.
+
+    While a gate writes a version's decision (:data:`faux_checks_flows.gate_deadline.WINDOW`), the first alarm is
+    held back: the record ends whole and the gate delivers the deadline after it, or this handler stops the
+    command :data:`~faux_checks_flows.gate_deadline.RECORD_GRACE_S` later, naming the version being recorded.
+    """
     def handler(signum, frame):
-        raise Stop(exit_code_for("undecided"), f"the {what}'s deadline of {seconds:g} s was reached")
+        window = getattr(sys.modules.get("faux_checks_flows.gate_deadline"), "WINDOW", None)
+        if window is not None and window.hold():
+            signal.setitimer(signal.ITIMER_REAL, sys.modules["faux_checks_flows.gate_deadline"].RECORD_GRACE_S)
+            return
+        late = (f"; v{window.recording}'s decision was still being written and did not end within "
+                f"{sys.modules['faux_checks_flows.gate_deadline'].RECORD_GRACE_S:g} s more"
+                if window is not None and window.recording is not None else "")
+        raise Stop(exit_code_for("undecided"), f"the {what}'s deadline of {seconds:g} s was reached{late}")
     return handler
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import Callable
 
-__all__ = ["is_outage", "report_outage"]
+__all__ = ["api_url", "is_outage", "report_outage"]
 
 
 def is_outage(exc: BaseException | None) -> bool:
@@ -26,7 +26,8 @@ def is_outage(exc: BaseException | None) -> bool:
     return PROGRESS.prefect_error is not None or isinstance(exc, PrefectUnreachableError) or is_prefect_unreachable(exc)
 
 
-def _api_url() -> str:
+def api_url() -> str:
+    """`` at <the Prefect API URL>`` (the variable, else the temporary server's), or "" when none is known."""
     import sys
 
     url = os.environ.get("PREFECT_API_URL")
@@ -50,10 +51,10 @@ def report_outage(model_name: str, exc: BaseException, *, as_json: bool, say: Ca
 
     from faux_checks.report._format import printable
 
-    message = PROGRESS.describe().replace("Prefect API unreachable", f"Prefect API unreachable{_api_url()}", 1)
+    message = PROGRESS.describe().replace("Prefect API unreachable", f"Prefect API unreachable{api_url()}", 1)
     if PROGRESS.prefect_error is None:
         first = (str(exc).strip().splitlines() or [""])[0][:240]
-        message += f"; the flow's end could not be recorded in Prefect ({type(exc).__name__}: {printable(first)})"
+        message += f"; Prefect's last call failed ({type(exc).__name__}: {printable(first)})"
     settings = ", ".join(f"{n}={os.environ.get(n, 'Prefect default')}"
                          for n in ("PREFECT_API_REQUEST_TIMEOUT", "PREFECT_CLIENT_MAX_RETRIES"))
     left = PROGRESS.not_decided()

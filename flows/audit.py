@@ -16,7 +16,9 @@ result cache, and retries only cover registry/data I/O.
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -30,7 +32,26 @@ from faux_checks.report.artifacts import markdown_text
 
 from .common import IO_TASK, TASK, failed_state, run_logger, slug
 
-__all__ = ["audit"]
+__all__ = ["AUDIT_PROGRESS", "audit", "data_written_at"]
+
+#: The audit run of this process, for a caller whose command stops early (``faux_checks_app.standing``):
+#: ``model_name``, ``version`` (once found), ``stage`` (``running``, ``recording``, ``recorded``, ``superseded``)
+#: and ``decision``.
+AUDIT_PROGRESS: dict = {}
+
+
+def data_written_at(path: str) -> str | None:
+    """When the batch at ``path`` was last written: its modification time, UTC ISO 8601 to the microsecond (a folder
+    of Parquet files: its newest file); None when it cannot be read. The order of audits (:mod:`faux_checks.registry.
+    audit_order`): an audit of a batch written earlier never replaces the recorded audit of a later one."""
+    try:
+        stamp = os.stat(path).st_mtime
+        if os.path.isdir(path):
+            stamp = max([stamp] + [os.stat(os.path.join(root, f)).st_mtime for root, _, files in os.walk(path)
+                                   for f in files])
+    except OSError:
+        return None
+    return _dt.datetime.fromtimestamp(stamp, _dt.timezone.utc).isoformat(timespec="microseconds")
 
 
 @task(**IO_TASK)
@@ -185,9 +206,14 @@ def write_audit_report(result, report_dir: str, model_info: dict, data: list[dic
 
 @task(**IO_TASK)
 def record_audit(model_name: str, version: str, tracking_uri: str | None, report: dict, report_dir: str,
-                 data_path: str, evidence_files: dict | None = None, signing_key: str | None = None) -> str:
+                 data_path: str, evidence_files: dict | None = None, signing_key: str | None = None,
+                 data_at: str | None = None, started_at: str | None = None) -> tuple[str, str | None]:
     """Log the audit run (metrics + report folder) and tag the version with the audit's decision, once every file
     of the folder reads whole (:func:`faux_checks._files.check_records`; the upload is compared with it too).
+
+    Returns ``(run_id, None)``, or ``(run_id, what stands)`` when the version holds an audit of newer data
+    (``data_at``: the batch's modification time, ``started_at``: this audit's start; UTC ISO 8601), whose tags
+    are left as they are (:meth:`~faux_checks.registry.Registry.record_audit`).
 
     The folder's evidence pack (``evidence.json``: the report, Evidently's pages, ``evidence_files`` such as the
     reference and current batches; signed with ``signing_key``) is written first and uploaded with it."""
@@ -237,8 +263,10 @@ def record_audit(model_name: str, version: str, tracking_uri: str | None, report
         model_name, version, report_dir=report_dir, metrics=metrics,
         params={"data_path": str(Path(data_path).resolve()), "policy_sha256": report.get("policy_sha256")},
         tags={"decision": report["decision"], "reason": report["rule"][:1000]})
-    registry.record_audit(model_name, version, decision=report["decision"], reason=report["rule"],
-                          report_uri=str(Path(report_dir) / "report.html"), run_id=run_id,
+    standing = registry.record_audit(
+                          model_name, version, decision=report["decision"], reason=report["rule"],
+                          report_uri=str(Path(report_dir) / "report.html"), run_id=run_id, data_at=data_at,
+                          started_at=started_at,
                           extra=AuditRecord(decision=report["decision"],
                                             flagged_fraction=fairness.get("flagged_fraction_current"),
                                             drifted_share=drift.get("drifted_share"),
@@ -247,7 +275,13 @@ def record_audit(model_name: str, version: str, tracking_uri: str | None, report
                                             report_uri=f"runs:/{run_id}/report.html",
                                             attributes=tuple(a["attribute"] for a in sections),
                                             by_attribute=tuple(by_attribute)).measurement_tags())
-    return run_id
+    if standing is None:
+        return run_id, None
+    note = (f"v{version} holds an audit of newer data ({standing.decision}; data written {standing.data_at or '?'}, "
+            f"started {standing.started_at or '?'}, run {standing.run_id or '?'}): it stands; this audit of data written "
+            f"{data_at or '?'} is kept in run {run_id} only")
+    run_logger().warning("%s %s", model_name, note)
+    return run_id, note
 
 
 @flow(name="fairness-audit", log_prints=True)
@@ -299,6 +333,9 @@ def audit(model_name: str, data_path: str, reference_path: str | None = None, po
     from faux_checks.report.evidence import signing_key_path
 
     logger = run_logger()
+    AUDIT_PROGRESS.clear()
+    AUDIT_PROGRESS.update(model_name=model_name, version=None, stage="running", decision=None)
+    started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")   # the order of audits
     report_root = report_root or str(default_home() / "reports")
     signing_key = signing_key_path(signing_key)   # a wrong key stops the audit before it runs
     try:
@@ -308,11 +345,13 @@ def audit(model_name: str, data_path: str, reference_path: str | None = None, po
         return failed_state(f"fairness audit of {model_name} undecided: {exc}",
                             data={"model_name": model_name, "decision": "undecided", "reasons": [str(exc)]})
     version = target["version"]
+    AUDIT_PROGRESS.update(version=str(version), stage="running")
     report_dir = str(Path(report_root) / f"{model_name}-v{version}-audit-{time.strftime('%Y%m%dT%H%M%S')}")
     model_info = {"name": model_name, "version": version}
     if target["sha256"]:  # a version logged with MLflow's own API has no model_sha256 tag: hashed once downloaded
         model_info["sha256"] = target["sha256"]
     data: list[dict] = []
+    data_at = data_written_at(data_path)
     with tempfile.TemporaryDirectory(prefix="faux-audit-") as workdir:
         try:
             model_path, spec_path = fetch_version(model_name, version, tracking_uri, workdir)
@@ -321,6 +360,7 @@ def audit(model_name: str, data_path: str, reference_path: str | None = None, po
 
                 model_info["sha256"] = model_sha256(model_path)
             reference = load_table(target["reference_path"])
+            data_at = data_written_at(data_path)   # before the read: a batch replaced meanwhile is newer than this
             current = load_table(data_path, sep, thousands, decimal)   # the current batch: CLI --sep/--thousands/--decimal
             records = None if retrain_aux else fetch_gate_records(target["gate_record"].get("run_id"), tracking_uri,
                                                                   workdir)
@@ -335,9 +375,12 @@ def audit(model_name: str, data_path: str, reference_path: str | None = None, po
     for column in result.drift.skipped:
         logger.warning("column '%s' skipped: %s", column.column, column.note)
     report = write_audit_report(result, report_dir, model_info, data, tracking_uri)
-    run_id = record_audit(model_name, version, tracking_uri, report, report_dir, data_path,
-                          {"reference": target.get("reference_path"), "current": data_path, "policy": policy_path},
-                          signing_key)
+    AUDIT_PROGRESS.update(stage="recording", decision=result.decision)
+    run_id, superseded = record_audit(
+        model_name, version, tracking_uri, report, report_dir, data_path,
+        {"reference": target.get("reference_path"), "current": data_path, "policy": policy_path}, signing_key,
+        data_at, started_at)
+    AUDIT_PROGRESS.update(stage="superseded" if superseded else "recorded")
     key = slug(model_name)
     create_markdown_artifact(key=f"fairness-audit-{key}", markdown=artifact_markdown(report, report_dir=report_dir),
                              description=f"fairness drift audit of {markdown_text(model_name)} v{markdown_text(version)}")
@@ -345,7 +388,8 @@ def audit(model_name: str, data_path: str, reference_path: str | None = None, po
                           description=f"audit limits of {markdown_text(model_name)} v{markdown_text(version)}")
     logger.info("%s v%s audit: %s (%s)", model_name, version, result.decision, result.rule)
     summary = {"model_name": model_name, "version": version, "decision": result.decision, "reasons": result.reasons,
-               "report_dir": report_dir, "run_id": run_id, "timings": result.timings}
+               "report_dir": report_dir, "run_id": run_id, "timings": result.timings,
+               "recorded": superseded is None, **({"superseded": superseded} if superseded else {})}
     if result.decision != "passed":
         return failed_state(f"fairness audit of {model_name} v{version} {result.decision}: {result.rule}",
                             data=summary)

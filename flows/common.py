@@ -100,9 +100,16 @@ def prefect_unreachable() -> str | None:
     return f"{type(error).__name__}: {first}" if first else type(error).__name__
 
 
+#: HTTP statuses of a Prefect API that is there but cannot serve (a proxy without its backend, an overloaded server).
+UNAVAILABLE_STATUSES = frozenset({502, 503, 504})
+
+
 def is_prefect_unreachable(exc: BaseException) -> bool:
     """True when ``exc`` (or its cause/context chain) is Prefect's HTTP client failing to reach its API
-    (``httpx`` connect, timeout, protocol errors); MLflow's outages (``requests``) are not matched."""
+    (``httpx`` connect, timeout, protocol errors) or the API answering 502, 503 or 504 (Prefect's own retries
+    spent); MLflow's outages (``requests``) are not matched."""
+    import httpx
+
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
@@ -110,6 +117,8 @@ def is_prefect_unreachable(exc: BaseException) -> bool:
         module = type(current).__module__ or ""
         if module.startswith(("httpx", "httpcore")) and any(
                 word in type(current).__name__ for word in ("Connect", "Timeout", "Protocol", "Network", "Read")):
+            return True
+        if isinstance(current, httpx.HTTPStatusError) and current.response.status_code in UNAVAILABLE_STATUSES:
             return True
         current = current.__cause__ or current.__context__
     return False

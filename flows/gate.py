@@ -31,6 +31,7 @@ from prefect.states import Completed
 
 from .common import PrefectUnreachableError, failed_state, prefect_unreachable, run_logger
 from .gate_per_version import VersionOutcome, _record_undecided, gate_version, gate_version_leased
+from .gate_deadline import WINDOW
 from .gate_tasks import find_new_versions, load_audit_data
 
 # Re-exported for the importers of the names this module held before the split (issue 21, item 4).
@@ -67,8 +68,10 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
         Gate exactly these versions instead of the new ones.
     deadline_s : float, optional
         This run's deadline (default: the policy's ``[operations] deadline_s``): it bounds the
-        version leases (their expiry) and how long this run waits for another gate's lease. The
-        CLI enforces it on the whole command.
+        version leases (their expiry), how long this run waits for another gate's lease and what it
+        writes: no record starts with less than ``RECORD_RESERVE_S`` left, nothing is promoted after it
+        and versions reached after it are not gated (:mod:`faux_checks_flows.gate_deadline`). The CLI
+        enforces it on the whole command.
     trusted_types : list of str, optional
         A ``.skops`` version: types beyond those skops trusts by default that its operator reviewed
         (CLI ``--trust-type NAME``); without them such a version is ``undecided``, its reason listing them.
@@ -101,6 +104,7 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
     operations = _operations(policy_path)
     deadline_s = float(deadline_s or operations.deadline_s)
     ends_at = time.monotonic() + deadline_s
+    WINDOW.start(ends_at)   # no record or promotion starts after the deadline (flows/gate_deadline.py)
     todo = versions if versions else _new_versions(model_name, tracking_uri)
     if not versions and regate:
         todo = sorted(set(todo) | {str(v) for v in regate}, key=int)
@@ -116,6 +120,9 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
     PROGRESS.start(model_name, todo, outcomes)
     with tempfile.TemporaryDirectory(prefix="faux-gate-") as workdir:
         for version in todo:
+            if WINDOW.passed():   # the versions left are not gated: nothing recorded, they stay new
+                outcomes.append(_not_gated(model_name, version, deadline_s))
+                continue
             if outcomes and (cause := prefect_unreachable()) is not None:   # bounded by Prefect's client settings
                 PROGRESS.prefect_error = cause
                 raise PrefectUnreachableError(PROGRESS.describe())
@@ -132,6 +139,7 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
                     trusted_types=list(trusted_types or []), allow_rollback=allow_rollback,
                     signing_key=signing_key)
             outcomes.append(outcome)
+            WINDOW.deliver()        # a deadline held back during this version's record ends the run here
             free_version_memory()   # flat RSS over versions (issue 25, fault 7; flows/memory.py)
     results = [asdict(o) for o in outcomes]
     logger.info("%s: %d version(s) gated; flow body %.2f s", FLOW_TIME_LOG, len(outcomes), time.perf_counter() - flow_started)
@@ -209,6 +217,13 @@ def _operations(policy_path: str | None):
     # the probe child, the version is recorded undecided and the next one is gated: inputs/probe.py)
     set_model_limits(operations, probe_torch=True)
     return operations
+
+
+def _not_gated(model_name: str, version: str, deadline_s: float) -> VersionOutcome:
+    """A version the run reached after its deadline: not gated, nothing recorded, it stays new."""
+    return VersionOutcome(model_name=model_name, version=str(version), decision="undecided", reasons=[
+        f"not gated: the run's deadline of {deadline_s:g} s was reached before v{version}; nothing was recorded and "
+        "it stays new, so the next gate run gates it"])
 
 
 def _new_versions(model_name: str, tracking_uri: str | None) -> list[str]:

@@ -44,6 +44,8 @@ class VersionOutcome:
     promoted: bool = False
     timings: dict = field(default_factory=dict)
     attributes: list[dict] = field(default_factory=list)
+    #: The decision this run recorded in the registry (it stands there), None when it recorded none.
+    recorded: str | None = None
 
 
 def _undecided(exc: BaseException):
@@ -135,49 +137,92 @@ def gate_version(model_name: str, version: str, frame, *, policy_path: str | Non
         timings["compare"] = time.perf_counter() - t0
     outcome = _with_next_step(outcome, model_name, version)
 
-    t0 = time.perf_counter()
-    run_id, error = _fail_closed(f"model {model_name} v{version}: the decision could not be recorded", lambda: _record(
-        model_name, version, tracking_uri, outcome, report_dir, model_info, data_path, frame, policy_path,
-        sources, signing_key))
-    if error is not None:  # not recorded: the version stays 'running' (new), nothing is promoted
+    from .gate_deadline import WINDOW
+
+    if (late := WINDOW.why_not_record()) is not None:   # nothing is recorded or promoted after the deadline
         return _not_completed(model_name, version, outcome, report_dir, model_info, timings, "not-recorded",
-                              f"the decision '{outcome.decision}' could not be recorded in the registry "
-                              f"({type(error).__name__}: {error}); nothing was promoted and the version stays new, "
-                              "so the next gate run checks it again")
-    timings["record"] = time.perf_counter() - t0
+                              f"{late}: the decision '{outcome.decision}' was not recorded and nothing was promoted; "
+                              "the version stays new, so the next gate run checks it again")
+    t0 = time.perf_counter()
+    with WINDOW.recording_of(version):   # a deadline arriving now waits for the record and alias move to end
+        run_id, error = _fail_closed(f"model {model_name} v{version}: the decision could not be recorded",
+                                     lambda: _record(model_name, version, tracking_uri, outcome, report_dir, model_info,
+                                                     data_path, frame, policy_path, sources, signing_key))
+        if error is not None:  # not recorded: the version stays 'running' (new), nothing is promoted
+            return _not_completed(model_name, version, outcome, report_dir, model_info, timings, "not-recorded",
+                                  f"the decision '{outcome.decision}' could not be recorded in the registry "
+                                  f"({type(error).__name__}: {error}); nothing was promoted and the version stays "
+                                  "new, so the next gate run checks it again")
+        timings["record"] = time.perf_counter() - t0
+        WINDOW.note(version, outcome.decision, run_id)
+        outcome = _demote_if_not_passed(model_name, version, outcome, tracking_uri, alias)
+        result, promoted = _promote(model_name, version, outcome, report_dir, model_info, timings, run_id,
+                                    tracking_uri, alias, allow_rollback)
+    if promoted is None:   # not promoted for a cause of its own: the outcome says it, nothing to publish
+        return result
+    _publish(result, report_dir)
+    run_logger().info("%s v%s: %s (%s)", model_name, version, result.decision, "; ".join(result.reasons[:2]))
+    return result
+
+
+def _demote_if_not_passed(model_name: str, version: str, outcome, tracking_uri: str | None, alias: str):
+    """A re-gated version that no longer passes loses ``alias``; the outcome's reasons say what happened."""
+    if outcome.decision == "passed":
+        return outcome
+    removed, error = _fail_closed(f"model {model_name} v{version}: alias '{alias}' could not be removed",
+                                  lambda: demote(model_name, version, tracking_uri, alias))
+    if removed or error is not None:
+        from dataclasses import replace
+
+        from .gate_deadline import WINDOW
+
+        if removed:
+            run_id = WINDOW.recorded.get(str(version), (None, None, None))[1]
+            WINDOW.note(version, outcome.decision, run_id, f"alias '{alias}' removed from it")
+        note = (f"alias '{alias}' removed from v{version}: it no longer passes" if removed else
+                f"alias '{alias}' may still point at v{version}, which no longer passes: removing it failed "
+                f"({type(error).__name__}: {error}); remove it by hand")
+        outcome = replace(outcome, reasons=list(outcome.reasons) + [note])
+    return outcome
+
+
+def _promote(model_name: str, version: str, outcome, report_dir: str, model_info: dict, timings: dict, run_id,
+             tracking_uri: str | None, alias: str, allow_rollback: bool) -> tuple[VersionOutcome, bool | None]:
+    """A recorded version: ``alias`` moved to it when it passed, never once the deadline is reached.
+
+    Returns ``(outcome, promoted)``; ``promoted`` None when a passed version was not promoted (the deadline, or
+    the move failed: the outcome is ``undecided`` with the cause, the promotion stays pending in the registry).
+    """
+    from .gate_deadline import WINDOW
 
     promoted = False
-    if outcome.decision != "passed":  # a re-gated version that no longer passes loses the alias
-        removed, error = _fail_closed(f"model {model_name} v{version}: alias '{alias}' could not be removed",
-                                      lambda: demote(model_name, version, tracking_uri, alias))
-        if removed or error is not None:
-            from dataclasses import replace
-
-            note = (f"alias '{alias}' removed from v{version}: it no longer passes" if removed else
-                    f"alias '{alias}' may still point at v{version}, which no longer passes: removing it failed "
-                    f"({type(error).__name__}: {error}); remove it by hand")
-            outcome = replace(outcome, reasons=list(outcome.reasons) + [note])
+    if outcome.decision == "passed" and WINDOW.passed():   # recorded, whole; never promoted after the deadline
+        WINDOW.note(version, "passed", run_id, f"alias '{alias}' not moved (promotion pending)")
+        return _not_completed(model_name, version, outcome, report_dir, model_info, timings, "not-promoted",
+                              f"the decision 'passed' is recorded (it stands) but alias '{alias}' was not moved: the "
+                              "deadline was reached by the time it was recorded; the promotion stays pending and the "
+                              "next gate run checks the version again", run_id=run_id, recorded="passed"), None
     if outcome.decision == "passed":
         holder, error = _fail_closed(f"model {model_name} v{version} passed but alias '{alias}' could not be moved",
                                      lambda: promote(model_name, version, tracking_uri, alias, allow_rollback))
         if error is not None:  # recorded 'passed' + promotion 'pending': re-gated by the next run
+            WINDOW.note(version, "passed", run_id, f"alias '{alias}' not moved (promotion pending)")
             return _not_completed(model_name, version, outcome, report_dir, model_info, timings, "not-promoted",
                                   f"the version passed the policy but alias '{alias}' could not be moved to it "
                                   f"({type(error).__name__}: {error}); it stays pending and the next gate run "
-                                  "checks it again", run_id=run_id)
+                                  "checks it again", run_id=run_id, recorded="passed"), None
         promoted = holder is None or str(holder) == str(version)
+        WINDOW.note(version, "passed", run_id, f"alias '{alias}' moved to it" if promoted else
+                    f"alias '{alias}' stays on v{holder}")
         if not promoted:
             from dataclasses import replace
 
             outcome = replace(outcome, reasons=list(outcome.reasons) + [
                 f"alias '{alias}' stays on v{holder}, a newer version that passed; re-gating v{version} never moves "
                 "it backwards (pass --allow-rollback to move it)"])
-
     result = _version_outcome(model_name, version, outcome, outcome.decision, outcome.reasons, report_dir, timings,
-                              run_id=run_id, promoted=promoted)
-    _publish(result, report_dir)
-    run_logger().info("%s v%s: %s (%s)", model_name, version, outcome.decision, "; ".join(outcome.reasons[:2]))
-    return result
+                              run_id=run_id, promoted=promoted, recorded=outcome.decision)
+    return result, promoted
 
 
 def _with_next_step(outcome, model_name: str, version: str):
@@ -260,14 +305,15 @@ def _publish(result: VersionOutcome, report_dir: str) -> None:
 
 
 def _version_outcome(model_name: str, version: str, outcome, decision: str, reasons: list[str],
-                     report_dir: str | None, timings: dict, *, run_id: str | None, promoted: bool) -> VersionOutcome:
+                     report_dir: str | None, timings: dict, *, run_id: str | None, promoted: bool,
+                     recorded: str | None = None) -> VersionOutcome:
     """The flow's record of one version, with the check's numbers (when the check ran)."""
     check = outcome.check or {}
     return VersionOutcome(
         model_name=model_name, version=version, decision=decision, reasons=reasons,
         flagged_fraction=check.get("flagged_fraction"), by_group=check.get("by_group") or [],
         aux_quality=check.get("aux_quality"), testers=check.get("testers") or {}, report_dir=report_dir,
-        run_id=run_id, promoted=promoted, timings=timings,
+        run_id=run_id, promoted=promoted, timings=timings, recorded=recorded,
         attributes=[{k: v for k, v in a.items() if k != "check"} for a in getattr(outcome, "attributes", None) or []],
     )
 
@@ -279,7 +325,7 @@ def _new_report_dir(report_root: str, model_name: str, version: str) -> str:
 
 
 def _not_completed(model_name: str, version: str, outcome, report_dir: str, model_info: dict, timings: dict,
-                   suffix: str, cause: str, run_id: str | None = None) -> VersionOutcome:
+                   suffix: str, cause: str, run_id: str | None = None, recorded: str | None = None) -> VersionOutcome:
     """'undecided' for a version whose decision was not recorded or not acted on, with the cause in a report.
 
     The cause goes first in the reasons, then the check's own; the report (``<report_dir>-<suffix>``,
@@ -297,7 +343,7 @@ def _not_completed(model_name: str, version: str, outcome, report_dir: str, mode
         logger.error("model %s v%s: the report of the cause could not be written either: %s", model_name, version, exc)
         incident_dir = None
     result = _version_outcome(model_name, version, outcome, "undecided", reasons, incident_dir, timings,
-                              run_id=run_id, promoted=False)
+                              run_id=run_id, promoted=False, recorded=recorded)
     try:
         create_markdown_artifact(key=f"fairness-gate-{slug(model_name)}-v{version}", markdown=_markdown(result),
                                  description=f"fairness gate decision for {markdown_text(model_name)} v{markdown_text(version)}")
@@ -337,5 +383,8 @@ def _record_undecided(model_name, version, exc, tracking_uri, report_root, data_
         return _not_completed(model_name, version, outcome, report_dir, model_info, {}, "not-recorded",
                               f"the decision 'undecided' could not be recorded in the registry "
                               f"({type(rec_exc).__name__}: {rec_exc}); the version stays new")
+    from .gate_deadline import WINDOW
+
+    WINDOW.note(version, "undecided", run_id)
     return VersionOutcome(model_name=model_name, version=version, decision="undecided", reasons=outcome.reasons,
-                          report_dir=report_dir, run_id=run_id)
+                          report_dir=report_dir, run_id=run_id, recorded="undecided")

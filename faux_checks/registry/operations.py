@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass
 from ..errors import RegistryUnreachableError
 from .records import LEASE_TAG  # noqa: F401  (re-exported)
 
-__all__ = ["LEASE_TAG", "Lease", "acquire_lease", "apply_client_settings", "check_reachable", "is_unique_violation",
+__all__ = ["LEASE_TAG", "NOTHING_RECORDED", "Lease", "acquire_lease", "apply_client_settings", "check_reachable", "is_unique_violation",
            "is_unreachable",
            "read_lease", "release_lease", "release_lease_within", "unreachable_error"]
 
@@ -130,16 +130,22 @@ def is_unique_violation(exc: BaseException) -> bool:
                or any(marker in str(current).lower() for marker in _UNIQUE_MARKERS) for current in _chain(exc))
 
 
-def unreachable_error(uri: str, seconds: float, exc: BaseException | None = None) -> RegistryUnreachableError:
-    """``registry unreachable at URI for N s`` with MLflow's settings and the cause's first line."""
+#: What an unreachable registry leaves when nothing was recorded (:func:`unreachable_error`'s default).
+NOTHING_RECORDED = "nothing was recorded, every version stays new and is gated by the next run"
+
+
+def unreachable_error(uri: str, seconds: float, exc: BaseException | None = None,
+                      standing: str = NOTHING_RECORDED) -> RegistryUnreachableError:
+    """``registry unreachable at URI for N s`` with MLflow's settings and the cause's first line; ``standing``:
+    what the registry holds after the run (default :data:`NOTHING_RECORDED`)."""
     settings = ", ".join(f"{n}={os.environ.get(n, 'MLflow default')}" for n in CLIENT_SETTINGS.values())
     cause = ""
     if exc is not None:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         cause = f" ({type(exc).__name__}: {first[:240]}{'...' if len(first) > 240 else ''})"
     return RegistryUnreachableError(
-        f"registry unreachable at {uri} for {seconds:.1f} s{cause}; nothing was recorded, every version stays new "
-        f"and is gated by the next run. Client settings: {settings} (policy [operations])")
+        f"registry unreachable at {uri} for {seconds:.1f} s{cause}; {standing}. Client settings: {settings} "
+        "(policy [operations])")
 
 
 def check_reachable(tracking_uri: str) -> float:

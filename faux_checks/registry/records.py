@@ -80,6 +80,7 @@ AUDIT_DATA_PATH_TAG = "fairness_audit_data_path"
 AUDIT_DATA_URI_TAG = "fairness_audit_data_uri"
 AUDIT_REPORT_URI_TAG = "fairness_audit_report_uri"
 AUDIT_ATTRIBUTES_TAG = "fairness_audit_attributes"
+AUDIT_DATA_AT_TAG, AUDIT_STARTED_AT_TAG = "fairness_audit_data_at", "fairness_audit_started_at"  # audit_order.py
 AUDIT_ATTRIBUTE_TAG_PREFIX = "fairness_audit_attr_"
 
 # ---------------------------------------------------------------------------- run tags
@@ -381,6 +382,8 @@ class AuditRecord:
     attributes: tuple[str, ...] = ()
     by_attribute: tuple[AuditAttributeRecord, ...] = ()
     extra: Mapping[str, str] = field(default_factory=dict)
+    data_at: str | None = None      # batch modified, audit started (UTC): their order, audit_order.is_older
+    started_at: str | None = None
     #: True when the audit flow's own tags (flagged fraction ... report URI) are written (False: a direct call).
     flow_tags: bool = True
 
@@ -407,6 +410,7 @@ class AuditRecord:
         tags.update({AUDIT_REASON_TAG: text if len(text) <= _MAX_REASON_CHARS else text[: _MAX_REASON_CHARS - 1] + "…",
                      AUDIT_REPORT_TAG: tag_value(self.report), AUDIT_RUN_ID_TAG: tag_value(self.run_id),
                      AUDIT_AT_TAG: tag_value(self.at)})
+        tags.update({k: v for k, v in ((AUDIT_DATA_AT_TAG, self.data_at), (AUDIT_STARTED_AT_TAG, self.started_at)) if v})
         tags.pop(AUDIT_TAG, None)
         tags[AUDIT_TAG] = tag_value(self.decision)
         return tags
@@ -418,7 +422,8 @@ class AuditRecord:
                        if k.startswith(AUDIT_ATTRIBUTE_TAG_PREFIX) and k.endswith("_decision")})
         flow = (AUDIT_FLAGGED_FRACTION_TAG, AUDIT_DRIFTED_SHARE_TAG, AUDIT_DATA_PATH_TAG, AUDIT_DATA_URI_TAG,
                 AUDIT_REPORT_URI_TAG)
-        known = {AUDIT_TAG, AUDIT_REASON_TAG, AUDIT_REPORT_TAG, AUDIT_RUN_ID_TAG, AUDIT_AT_TAG, AUDIT_ATTRIBUTES_TAG, *flow}
+        known = {AUDIT_TAG, AUDIT_REASON_TAG, AUDIT_REPORT_TAG, AUDIT_RUN_ID_TAG, AUDIT_AT_TAG, AUDIT_ATTRIBUTES_TAG,
+                 AUDIT_DATA_AT_TAG, AUDIT_STARTED_AT_TAG, *flow}
         extra = {k: v for k, v in tags.items() if k.startswith(AUDIT_TAG) and k not in known
                  and not k.startswith(AUDIT_ATTRIBUTE_TAG_PREFIX)}
         return cls(decision=parse_text(tags.get(AUDIT_TAG)), reason=parse_text(tags.get(AUDIT_REASON_TAG)),
@@ -428,6 +433,7 @@ class AuditRecord:
                    data_path=parse_text(tags.get(AUDIT_DATA_PATH_TAG)), data_uri=parse_text(tags.get(AUDIT_DATA_URI_TAG)),
                    report_uri=parse_text(tags.get(AUDIT_REPORT_URI_TAG)), attributes=_names(tags.get(AUDIT_ATTRIBUTES_TAG)),
                    by_attribute=tuple(AuditAttributeRecord.from_tags(k, tags) for k in keys), extra=extra,
+                   data_at=parse_text(tags.get(AUDIT_DATA_AT_TAG)), started_at=parse_text(tags.get(AUDIT_STARTED_AT_TAG)),
                    flow_tags=any(t in tags for t in flow))
 
 

@@ -387,23 +387,54 @@ class DecisionTrail(RunReader):
         report_uri: str,
         run_id: str,
         extra: Mapping[str, Any] | None = None,
-    ) -> None:
-        """Record the latest drift audit of a version as tags (the gate's tags are left alone).
+        data_at: str | None = None,
+        started_at: str | None = None,
+    ) -> AuditRecord | None:
+        """Record the latest drift audit of a version as tags (the gate's tags are left alone), unless the version
+        holds an audit of newer data.
 
         Writes ``fairness_audit_reason`` (the rule that decided, cut to 1,000 characters),
-        ``fairness_audit_report``, ``fairness_audit_run_id``, ``fairness_audit_at`` (UTC), the
-        ``extra`` tags as given, and last ``fairness_audit`` = ``decision``.
+        ``fairness_audit_report``, ``fairness_audit_run_id``, ``fairness_audit_at`` (UTC), the order of audits
+        ``fairness_audit_data_at`` (``data_at``: when the audited batch was written, its file's modification time)
+        and ``fairness_audit_started_at`` (``started_at``: when the audit started), both UTC ISO 8601, the ``extra``
+        tags as given, and last ``fairness_audit`` = ``decision``.
+
+        Audits are ordered by their data and start, not by when they finish
+        (:func:`faux_checks.registry.audit_order.is_older`): an audit of an older batch that finishes after an
+        audit of a newer one writes no tag; its run stays in the audit history, ``decided`` and tagged
+        ``fairness_superseded_by`` the standing audit's run. The check reads the version's tags just before
+        writing; two audits of one version writing at the same moment are kept apart by the deployment's
+        concurrency limit (``faux_checks_flows.deployments``), not here.
+
+        Returns
+        -------
+        AuditRecord or None
+            None when this audit was written; else the newer audit the version holds, left as it is.
 
         Raises
         ------
         InputError
             If ``decision`` is not one of the three outcomes, or the model or version does not exist.
         """
+        from .audit_order import is_older
+
         mv, tags = self._decision_tags(name, version, decision, extra, AUDIT_TAG)
         record = AuditRecord(decision=decision, reason=reason, report=report_uri, run_id=run_id, at=utc_now(),
-                             extra=tags, flow_tags=False)
+                             extra=tags, flow_tags=False, data_at=data_at, started_at=started_at)
+        standing = AuditRecord.from_tags(mv.tags or {})
+        if is_older(record, standing):
+            try:
+                with_retry(self.client.set_tag, run_id, RUN_STATE_TAG, RUN_DECIDED)
+                if standing.run_id:
+                    with_retry(self.client.set_tag, run_id, SUPERSEDED_BY_TAG, standing.run_id)
+            except Exception as exc:  # noqa: BLE001 - the version's tags are what counts; the run is read as recording
+                import logging
+
+                logging.getLogger(__name__).warning("%s v%s: audit run %s not settled (%s)", name, mv.version, run_id, exc)
+            return standing
         self._set_version_tags(name, mv.version, record.to_tags())   # fairness_audit last, as record_decision does
         self._settle_runs(name, mv.version, run_id, kind="audit")
+        return None
 
     def _settle_runs(self, name: str, version, run_id: str, *, kind: str) -> list[str]:
         """Mark ``run_id`` ``decided`` and every other run of this version and kind still ``recording`` (left by
