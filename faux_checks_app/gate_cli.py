@@ -29,7 +29,7 @@ __all__ = ["cmd_audit", "cmd_demo", "cmd_gate"]
 
 
 def _prefect_api() -> str:
-    """Which Prefect API a flow command talks to, for its first line (issue 25, item 8: "(Prefect ephemeral
+    """Which Prefect API a flow command talks to, for its first line ("(Prefect ephemeral
     API)" was printed with ``PREFECT_API_URL`` set)."""
     url = os.environ.get("PREFECT_API_URL")
     if not url:
@@ -110,7 +110,7 @@ def cmd_gate(args) -> int:
             lost = None
             with contextlib.suppress(Exception):
                 lost = None if state.is_completed() else state.result(raise_on_failure=False)
-        except Exception as exc:   # the flow could not end in Prefect: its API went away (issue 25, fault 2)
+        except Exception as exc:   # the flow could not end in Prefect: its API went away
             if not is_outage(exc):
                 raise
             lost = exc
@@ -240,7 +240,7 @@ def _nothing_to_gate(args, plan) -> int:
 
 def _raise_if_unreachable(state, uri: str, seconds: float = 0.0) -> None:
     """A flow that ended because the registry did not answer: its error, without one more registry call
-    (``seconds``: how long the command ran, named in the error; "for 0.0 s" after minutes was issue 25's item 8)."""
+    (``seconds``: how long the command ran, named in the error)."""
     from faux_checks.errors import RegistryUnreachableError
     from faux_checks.registry.operations import is_unreachable, unreachable_error
 

@@ -1,6 +1,6 @@
 """Process lifecycle of a ``faux-checks`` command: signals, the deadline, Prefect's temporary server, a bounded exit.
 
-What lives here (moved out of :mod:`faux_checks_app.cli`, issue 21 "split big rooms"; issue 25, fault 3):
+What lives here:
 
 - :class:`Stop`, raised in the main thread by SIGTERM / SIGINT (:func:`on_signal`) or by a deadline
   (:func:`on_deadline`, :func:`time_limit`); :func:`faux_checks_app.cli.main` turns it into the exit code.

@@ -34,7 +34,7 @@ from .gate_per_version import VersionOutcome, _record_undecided, gate_version, g
 from .gate_deadline import WINDOW
 from .gate_tasks import find_new_versions, load_audit_data
 
-# Re-exported for the importers of the names this module held before the split (issue 21, item 4).
+# Re-exported for the importers of the names this module held before the split.
 from .gate_per_version import _markdown  # noqa: F401
 from .gate_record import RECORDS, _attribute_tags, _record_uris  # noqa: F401
 from .gate_tasks import demote, fetch_version, promote, record, validate  # noqa: F401
@@ -140,7 +140,7 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
                     signing_key=signing_key)
             outcomes.append(outcome)
             WINDOW.deliver()        # a deadline held back during this version's record ends the run here
-            free_version_memory()   # flat RSS over versions (issue 25, fault 7; flows/memory.py)
+            free_version_memory()   # flat RSS over versions (flows/memory.py)
     results = [asdict(o) for o in outcomes]
     logger.info("%s: %d version(s) gated; flow body %.2f s", FLOW_TIME_LOG, len(outcomes), time.perf_counter() - flow_started)
     bad = [o for o in outcomes if o.decision != "passed"]
@@ -161,7 +161,7 @@ class RunProgress:
     """What the gate run in this process has decided so far, for a caller whose flow cannot end in Prefect.
 
     :func:`gate` fills it as each version ends (``decided``: the :class:`VersionOutcome` list, shared);
-    with the Prefect API gone mid-run (issue 25, fault 2) the flow's final state cannot be recorded and
+    with the Prefect API gone mid-run the flow's final state cannot be recorded and
     Prefect raises, so ``faux-checks gate`` reads this instead: the versions decided before stay valid
     (their decisions are in MLflow), the rest are reported not decided. ``prefect_error``: the failed
     health check's cause, when the gate stopped for it.

@@ -6,7 +6,7 @@ decision that cannot be recorded, or a ``passed`` version whose alias cannot be 
 the result with the cause in a report of its own, and the version stays new in the registry.
 :func:`gate_version_leased` runs it under the version's lease; :class:`VersionOutcome` is what it returns
 (the flow's record of one version) and :func:`_markdown` its Prefect artifact. Split out of
-:mod:`faux_checks_flows.gate` (issue 21, item 4).
+:mod:`faux_checks_flows.gate`.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def gate_version_leased(model_name: str, version: str, frame, *, lease_ttl_s: fl
                                   reasons=[reason], run_id=parse_text(tags.get(RUN_ID_TAG)),
                                   report_dir=parse_text(tags.get(REPORT_TAG)))
         return gate_version(model_name, version, frame, **kwargs)
-    finally:  # bounded: a frozen registry never holds the gate past its deadline (issue 25, fault 5)
+    finally:  # bounded: a frozen registry never holds the gate past its deadline
         try:
             if release_lease_within(registry, lease) is None:
                 logger.warning("%s v%s: lease not released within %g s (the registry did not answer); it expires "
@@ -106,7 +106,7 @@ def gate_version(model_name: str, version: str, frame, *, policy_path: str | Non
     """Gate one version (called inside the flow): check, record, promote, publish; fails closed.
 
     ``allow_rollback``: a passing version older than the passed one holding ``alias`` takes it
-    (otherwise the alias stays on the newer version and the outcome says so; issue 22, item 4).
+    (otherwise the alias stays on the newer version and the outcome says so).
 
     An error while checking makes the decision ``undecided`` (still recorded); a decision that
     cannot be recorded, or a ``passed`` version whose alias cannot be moved, makes the version

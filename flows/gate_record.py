@@ -1,6 +1,6 @@
 """What the gate flow records about a decision: the records beside its report, the evidence pack, the MLflow run's
 metrics and the version tags' contents (built as :mod:`faux_checks.registry.records` types; the codec spells the
-tag names). Pure helpers of :func:`faux_checks_flows.gate.record`, split out of :mod:`faux_checks_flows.gate` (issue 21, item 4).
+tag names). Pure helpers of :func:`faux_checks_flows.gate.record`, split out of :mod:`faux_checks_flows.gate`.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def _whole_policy(outcome) -> dict:
 
 
 def _given_policy(check: dict, policy_path: str | None) -> dict:
-    """The policy the gate was given, for a report whose check did not run (issue 22, item 8: an undecided page
+    """The policy the gate was given, for a report whose check did not run (an undecided page
     showed "No policy recorded"); empty when the check recorded its own, or when the file cannot be read."""
     if (check.get("provenance") or {}).get("policy"):
         return {}

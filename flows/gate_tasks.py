@@ -4,7 +4,7 @@ Find the new versions, fetch one (marked running; model and feature spec downloa
 data, validate the GX suite on it, record the decision (reports, MLflow run, registry tags), demote
 or promote the alias. Registry and data I/O retry (``IO_TASK``); the validation never does
 (``TASK``: an :class:`~faux_checks.errors.InputError` or a policy decision is not transient;
-:mod:`faux_checks_flows.common`). Split out of :mod:`faux_checks_flows.gate` (issue 21, item 4); the task names are the functions'.
+:mod:`faux_checks_flows.common`). Split out of :mod:`faux_checks_flows.gate`; the task names are the functions'.
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def record(model_name: str, version: str, tracking_uri: str | None, outcome, rep
            sources: dict | None = None, signing_key: str | None = None) -> str:
     """Write the reports, check them, log the MLflow audit run and tag the version with the decision.
 
-    Records are whole or absent (issue 25): every file is written under a temporary name, synced,
+    Records are whole or absent: every file is written under a temporary name, synced,
     read back and renamed (:mod:`faux_checks._files`); a retry rewrites them all, never trusting
     what an interrupted attempt left; the whole folder is read back (:func:`~faux_checks._files.check_records`)
     before the run is logged, and the upload is compared with it before any tag is written. So the

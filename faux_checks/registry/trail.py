@@ -163,7 +163,7 @@ class DecisionTrail(RunReader):
     def promote(self, name: str, version: str | int, alias: str = DEFAULT_ALIAS, *, allow_rollback: bool = False) -> str:
         """Point ``alias`` at ``version``, only if its recorded decision is ``passed``, never backwards.
 
-        The alias stays on the highest version that passed (issue 22, item 4): when it is on a
+        The alias stays on the highest version that passed: when it is on a
         newer version whose recorded decision is ``passed``, re-gating an older one leaves it
         there (a silent production rollback otherwise) unless ``allow_rollback``; the older
         version's ``fairness_promotion`` is then ``superseded`` (so it is not new again).
