@@ -30,14 +30,10 @@ from prefect import flow
 from prefect.states import Completed
 
 from .common import PrefectUnreachableError, failed_state, prefect_unreachable, run_logger
-from .gate_per_version import VersionOutcome, _record_undecided, gate_version, gate_version_leased
+from .gate_per_version import VersionOutcome, record_undecided, gate_version, gate_version_leased
 from .gate_deadline import WINDOW
 from .gate_tasks import find_new_versions, load_audit_data
 
-# Re-exported for the importers of the names this module held before the split.
-from .gate_per_version import _markdown  # noqa: F401
-from .gate_record import RECORDS, _attribute_tags, _record_uris  # noqa: F401
-from .gate_tasks import demote, fetch_version, promote, record, validate  # noqa: F401
 
 __all__ = ["gate", "gate_version", "gate_version_leased", "VersionOutcome", "RunProgress", "PROGRESS"]
 
@@ -127,7 +123,7 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
                 PROGRESS.prefect_error = cause
                 raise PrefectUnreachableError(PROGRESS.describe())
             if load_error is not None:
-                outcome = _record_undecided(model_name, version, load_error, tracking_uri, report_root, data_path,
+                outcome = record_undecided(model_name, version, load_error, tracking_uri, report_root, data_path,
                                             policy_path)
             else:
                 outcome = gate_version_leased(

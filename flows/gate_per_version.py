@@ -5,7 +5,7 @@ fail-closed wrapper (:func:`_fail_closed`): an error before the decision is reco
 decision that cannot be recorded, or a ``passed`` version whose alias cannot be moved, is ``undecided`` in
 the result with the cause in a report of its own, and the version stays new in the registry.
 :func:`gate_version_leased` runs it under the version's lease; :class:`VersionOutcome` is what it returns
-(the flow's record of one version) and :func:`_markdown` its Prefect artifact. Split out of
+(the flow's record of one version) and :func:`outcome_markdown` its Prefect artifact. Split out of
 :mod:`faux_checks_flows.gate`.
 """
 
@@ -24,7 +24,7 @@ from .common import run_logger, slug
 from .gate_record import RECORDS
 from .gate_tasks import demote, fetch_version, promote, record, validate
 
-__all__ = ["VersionOutcome", "gate_version", "gate_version_leased"]
+__all__ = ["gate_version", "gate_version_leased", "record_undecided", "VersionOutcome"]
 
 
 @dataclass
@@ -292,7 +292,7 @@ def _publish(result: VersionOutcome, report_dir: str) -> None:
     """The Prefect markdown and table artifacts of a recorded decision (best effort: the decision stands)."""
     name, version = result.model_name, result.version
     try:
-        create_markdown_artifact(key=f"fairness-gate-{slug(name)}-v{version}", markdown=_markdown(result),
+        create_markdown_artifact(key=f"fairness-gate-{slug(name)}-v{version}", markdown=outcome_markdown(result),
                                  description=f"fairness gate decision for {markdown_text(name)} v{markdown_text(version)}")
         from faux_checks.report.artifacts import artifact_table
         from faux_checks.report.schema import load_report
@@ -345,14 +345,14 @@ def _not_completed(model_name: str, version: str, outcome, report_dir: str, mode
     result = _version_outcome(model_name, version, outcome, "undecided", reasons, incident_dir, timings,
                               run_id=run_id, promoted=False, recorded=recorded)
     try:
-        create_markdown_artifact(key=f"fairness-gate-{slug(model_name)}-v{version}", markdown=_markdown(result),
+        create_markdown_artifact(key=f"fairness-gate-{slug(model_name)}-v{version}", markdown=outcome_markdown(result),
                                  description=f"fairness gate decision for {markdown_text(model_name)} v{markdown_text(version)}")
     except Exception as exc:  # noqa: BLE001 - best effort after the decision: logged
         logger.warning("model %s v%s: Prefect artifact not written: %s", model_name, version, exc)
     return result
 
 
-def _markdown(o: VersionOutcome) -> str:
+def outcome_markdown(o: VersionOutcome) -> str:
     """The version's Markdown artifact; every name and value from the model, data or reasons is escaped."""
     md = markdown_text
     ff = "n/a" if o.flagged_fraction is None else f"{o.flagged_fraction:.2%}"
@@ -371,7 +371,7 @@ def _markdown(o: VersionOutcome) -> str:
     return "\n".join(lines)
 
 
-def _record_undecided(model_name, version, exc, tracking_uri, report_root, data_path=None,
+def record_undecided(model_name, version, exc, tracking_uri, report_root, data_path=None,
                       policy_path=None) -> VersionOutcome:
     outcome = _with_next_step(_undecided(exc), model_name, version)
     report_dir = _new_report_dir(report_root, model_name, version)

@@ -11,7 +11,7 @@ from pathlib import Path
 RECORDS = "records"
 
 
-def _undecided_cause(outcome) -> str:
+def undecided_cause(outcome) -> str:
     """``fairness_undecided_cause``: ``no_check`` for an undecided whose check never ran (configuration or loading;
     re-gated by the next run with another policy or data, :meth:`~faux_checks.registry.Registry.gate_plan`), else ""."""
     from faux_checks.registry.records import NO_CHECK
@@ -19,7 +19,7 @@ def _undecided_cause(outcome) -> str:
     return NO_CHECK if outcome.decision == "undecided" and not outcome.check else ""
 
 
-def _write_evidence(report_dir: str, sources: dict, signing_key: str | None, model_name: str, version: str,
+def write_evidence(report_dir: str, sources: dict, signing_key: str | None, model_name: str, version: str,
                     tracking_uri: str | None) -> Path:
     """``evidence.json`` over the report, every record and the inputs (model, spec, data), whole (rewritten on a retry)."""
     import json
@@ -46,7 +46,7 @@ def _redacted_uri(uri: str | None) -> str | None:
     return None if uri is None else re.sub(r"//[^/@]*@", "//", uri)
 
 
-def _regression_fields(comparisons: list[dict]) -> dict:
+def regression_fields(comparisons: list[dict]) -> dict:
     """The churn fields of :class:`~faux_checks.registry.records.GateProvenance` (tags ``fairness_churn_*``: newly
     flagged / resolved rows against the previous version, the history's churn) and ``compared_with`` (the deployed
     version the no-new-harm rule read). None when not compared, so a re-gate never keeps an earlier comparison's tags."""
@@ -59,7 +59,7 @@ def _regression_fields(comparisons: list[dict]) -> dict:
             "churn_n": change.get("n")}
 
 
-def _record_uris(run_id: str, records: dict[str, str]) -> dict[str, str | None]:
+def record_uris(run_id: str, records: dict[str, str]) -> dict[str, str | None]:
     """Record name -> ``runs:/<run_id>/records/<file>`` (tags ``fairness_<record>_uri``); a record this run lacks is
     None (written empty), so that a re-gate never leaves a tag pointing at an earlier run's artifact."""
     from faux_checks.report.records import RECORD_FILES
@@ -69,7 +69,7 @@ def _record_uris(run_id: str, records: dict[str, str]) -> dict[str, str | None]:
     return uris
 
 
-def _whole_policy(outcome) -> dict:
+def whole_policy(outcome) -> dict:
     """``policy`` and ``policy_sha256`` for the report of a several-attribute gate (empty otherwise)."""
     policy = dict(getattr(outcome, "policy", None) or {})
     if not policy:
@@ -78,7 +78,7 @@ def _whole_policy(outcome) -> dict:
     return {"policy": policy, "policy_sha256": sha256}
 
 
-def _given_policy(check: dict, policy_path: str | None) -> dict:
+def given_policy(check: dict, policy_path: str | None) -> dict:
     """The policy the gate was given, for a report whose check did not run (an undecided page
     showed "No policy recorded"); empty when the check recorded its own, or when the file cannot be read."""
     if (check.get("provenance") or {}).get("policy"):
@@ -92,7 +92,7 @@ def _given_policy(check: dict, policy_path: str | None) -> dict:
     return {"policy": policy.model_dump(mode="json"), "policy_sha256": policy.sha256()}
 
 
-def _attribute_metrics(attributes: list[dict]) -> dict[str, float]:
+def attribute_metrics(attributes: list[dict]) -> dict[str, float]:
     """Run metrics of a several-attribute gate: ``attributes/<key>/flagged_fraction`` (and ``_lower``, ``_upper``)."""
     metrics = {}
     for a in attributes:
@@ -104,7 +104,7 @@ def _attribute_metrics(attributes: list[dict]) -> dict[str, float]:
     return metrics
 
 
-def _attribute_tags(attributes: list[dict], check: dict) -> dict:
+def attribute_tags(attributes: list[dict], check: dict) -> dict:
     """Version tags of a several-attribute gate (none for one attribute).
 
     ``fairness_attributes``: the attributes, comma-separated; ``fairness_deciding_attribute``: the one
@@ -124,7 +124,7 @@ def _attribute_tags(attributes: list[dict], check: dict) -> dict:
     return attribute_set_tags([a["attribute"] for a in attributes], deciding, records)
 
 
-def _write_records(folder: Path, outcome, policy_path: str | None) -> dict[str, str]:
+def write_records(folder: Path, outcome, policy_path: str | None) -> dict[str, str]:
     """The gate's records beside its report: name -> file name inside ``folder``.
 
     Several protected attributes: each attribute's check records are in ``<attribute key>/``, named
@@ -157,12 +157,12 @@ def _write_records(folder: Path, outcome, policy_path: str | None) -> dict[str, 
     return found
 
 
-def _group_metrics(check: dict, attributes: list[dict] | None = None) -> dict[str, float]:
+def group_metrics(check: dict, attributes: list[dict] | None = None) -> dict[str, float]:
     """Per-group MLflow metrics: ``flagged_fraction.<group>``, ``flagged_fraction_defined.<group>``, ``n.<group>``
     (group names made key-safe); several attributes: ``attributes/<key>/flagged_fraction.<group>``, ... each."""
     if attributes:
         return {f"attributes/{a['key']}/{name}": value for a in attributes
-                for name, value in _group_metrics(a.get("check") or {}).items()}
+                for name, value in group_metrics(a.get("check") or {}).items()}
     out: dict[str, float] = {}
     for row in check.get("by_group") or []:
         key = "".join(ch if ch.isalnum() or ch in "-_. " else "_" for ch in str(row.get("group")))[:200] or "_"
@@ -172,7 +172,7 @@ def _group_metrics(check: dict, attributes: list[dict] | None = None) -> dict[st
     return out
 
 
-def _policy_tags(check: dict, policy_path: str | None, outcome=None) -> tuple[str | None, str | None]:
+def policy_tags(check: dict, policy_path: str | None, outcome=None) -> tuple[str | None, str | None]:
     """The sha256 and name of the policy that decided, also when the check did not run (version tags
     ``fairness_policy_sha256`` / ``fairness_policy_name``, :class:`~faux_checks.registry.records.GateProvenance`).
 
@@ -193,7 +193,7 @@ def _policy_tags(check: dict, policy_path: str | None, outcome=None) -> tuple[st
     return sha, name
 
 
-def _aux_key_tag(check: dict, records: dict[str, str], attributes: list) -> dict[str, str]:
+def aux_key_tag(check: dict, records: dict[str, str], attributes: list) -> dict[str, str]:
     """``fairness_aux_key``: the key of the run's one recorded auxiliary model (none with several attributes);
     ``fairness_aux_seed_keys``: ``"<seed>:<key> ..."`` of its recorded extra seeds (restored by a re-gate too)."""
     from faux_checks.registry.records import AUX_KEY_TAG, AUX_SEED_KEYS_TAG

@@ -17,18 +17,18 @@ from prefect import task
 from .common import IO_TASK, TASK
 from .gate_record import (
     RECORDS,
-    _undecided_cause,
-    _write_evidence,
-    _regression_fields,
-    _record_uris,
-    _whole_policy,
-    _given_policy,
-    _attribute_metrics,
-    _attribute_tags,
-    _write_records,
-    _group_metrics,
-    _policy_tags,
-    _aux_key_tag,
+    undecided_cause,
+    write_evidence,
+    regression_fields,
+    record_uris,
+    whole_policy,
+    given_policy,
+    attribute_metrics,
+    attribute_tags,
+    write_records,
+    group_metrics,
+    policy_tags,
+    aux_key_tag,
 )
 
 __all__ = ["find_new_versions", "fetch_version", "load_audit_data", "validate", "record", "demote", "promote"]
@@ -146,47 +146,47 @@ def record(model_name: str, version: str, tracking_uri: str | None, outcome, rep
 
     check = outcome.check or {}
     registry = Registry(tracking_uri)
-    records = _write_records(Path(report_dir) / RECORDS, outcome, policy_path)
+    records = write_records(Path(report_dir) / RECORDS, outcome, policy_path)
     write_report(report_dir, decision=outcome.decision, reasons=outcome.reasons, check=outcome.check,
                  model=model_info, expectations=outcome.expectations, data=[data] if data else None,
                  history=report_history(registry, model_name), rules=outcome.rules,
                  attributes=getattr(outcome, "attributes", None) or None, replace=True,
                  regression=getattr(outcome, "regression", None) or None,
-                 **(_whole_policy(outcome) or _given_policy(check, policy_path)))
+                 **(whole_policy(outcome) or given_policy(check, policy_path)))
     remove_temporaries(report_dir)     # a killed attempt's temporary files are never uploaded
     check_records(report_dir)
-    evidence = _write_evidence(report_dir, sources or {}, signing_key, model_name, version, tracking_uri)
+    evidence = write_evidence(report_dir, sources or {}, signing_key, model_name, version, tracking_uri)
     interval = check.get("interval") or {}
     metrics = {k: check[k] for k in ("flagged_fraction", "aux_quality", "n_individuals", "n_undefined")
                if isinstance(check.get(k), (int, float))}
     metrics.update({f"flagged_fraction_{k}": interval[k] for k in ("lower", "upper")
                     if isinstance(interval.get(k), (int, float))})
     attributes = getattr(outcome, "attributes", None) or []
-    metrics.update(_attribute_metrics(attributes))
-    metrics.update(_group_metrics(check, attributes))
+    metrics.update(attribute_metrics(attributes))
+    metrics.update(group_metrics(check, attributes))
     run_id = registry.log_gate_run(
         model_name, version, report_dir=report_dir, metrics=metrics,
         params={"delta": check.get("delta"), "max_flagged_fraction": check.get("max_flagged_fraction"),
                 "variant": (check.get("provenance") or {}).get("variant")},
         tags={"decision": outcome.decision, "delta": check.get("delta"),   # the report's history reads them back
-              "policy_sha256": _policy_tags(check, policy_path, outcome)[0],
-              **_aux_key_tag(check, records, attributes)},
+              "policy_sha256": policy_tags(check, policy_path, outcome)[0],
+              **aux_key_tag(check, records, attributes)},
     )
-    sha256, policy_name = _policy_tags(check, policy_path, outcome)
+    sha256, policy_name = policy_tags(check, policy_path, outcome)
     provenance = GateProvenance(
         promotion=PENDING if outcome.decision == "passed" else "none",  # promote() sets 'done'
         policy_sha256=sha256, policy_name=policy_name, report_uri=f"runs:/{run_id}/report.html",
-        record_uris=_record_uris(run_id, records), **_regression_fields(getattr(outcome, "regression", None) or []),
+        record_uris=record_uris(run_id, records), **regression_fields(getattr(outcome, "regression", None) or []),
         evidence_uri=f"runs:/{run_id}/{evidence.name}", evidence_signed=bool(signing_key),
         data_uri=Path(data_path).resolve().as_uri() if data_path else None,
         data_path=str(Path(data_path).resolve()) if data_path else None,
         data_sha256=(data or {}).get("sha256") or (check.get("provenance") or {}).get("data_sha256"),
-        undecided_cause=_undecided_cause(outcome))
+        undecided_cause=undecided_cause(outcome))
     registry.record_decision(
         model_name, version, decision=outcome.decision, flagged_fraction=check.get("flagged_fraction"),
         delta=check.get("delta"), aux_quality=check.get("aux_quality"),
         report_uri=str(Path(report_dir) / "report.html"), run_id=run_id, interval=check.get("interval"),
-        extra={**provenance.to_tags(), **_attribute_tags(attributes, check)},
+        extra={**provenance.to_tags(), **attribute_tags(attributes, check)},
     )
     return run_id
 

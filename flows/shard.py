@@ -56,7 +56,7 @@ from faux_checks.report.artifacts import markdown_text
 from .common import IO_TASK, run_logger
 from .shard_stages import finish_seeds, open_output, start_aux
 
-__all__ = ["ShardResult", "dask_task_runner", "plan_shards", "score_sharded"]
+__all__ = ["carried_spec", "cluster_threads", "dask_task_runner", "plan_shards", "score_sharded", "ShardResult"]
 
 
 @dataclass
@@ -147,7 +147,7 @@ def score_shard(model_path: str, aux_path: str, data_path: str, plan, row_groups
     return ShardResult(row_groups, part_path, counts, time.perf_counter() - t0, os.getpid(), peak_rss_mb(), started_at)
 
 
-def _carried_spec(model_path: str, trusted_types: tuple[str, ...]):
+def carried_spec(model_path: str, trusted_types: tuple[str, ...]):
     """The feature spec a skops Pipeline brings (its ColumnTransformer), else None."""
     from faux_checks.inputs.formats import sniff_format
 
@@ -216,14 +216,14 @@ def score_sharded(model_path: str, data_path: str, out_path: str, policy: dict |
     try:
         source = DataSource.open(data_path)
         spec = resolve_feature_spec(source, policy, FeatureSpec.load(feature_spec_path) if feature_spec_path else
-                                    _carried_spec(model_path, tuple(trusted_types or ())), chunk_rows=chunk_rows)
+                                    carried_spec(model_path, tuple(trusted_types or ())), chunk_rows=chunk_rows)
         check_rows(source, spec, chunk_rows=max(chunk_rows, 65_536))   # the same first rows named as in one process
         notes = []
         if source.format == "csv":
             columns = list(dict.fromkeys([*spec.source_columns, policy.protected]))
             source = csv_to_parquet(source, work / "data.parquet", columns=columns, chunk_rows=chunk_rows)
             notes.append(f"CSV copied to Parquet ({source.n_row_groups} row groups of {chunk_rows:,} rows) to shard it")
-        slots = _cluster_threads(FlowRunContext.get())
+        slots = cluster_threads(FlowRunContext.get())
         shards = plan_shards(source.row_group_rows, slots * policy.scale.shards_per_worker)
         if len(shards) < slots:
             notes.append(f"{len(shards)} shard(s) for {slots} worker thread(s): the file has {source.n_row_groups} row "
@@ -276,7 +276,7 @@ def score_sharded(model_path: str, data_path: str, out_path: str, policy: dict |
                                     "shard_timeline": [{"row_groups": list(r.row_groups), "pid": r.pid,
                                                         "start_s": r.started_at - t_wall, "seconds": r.seconds}
                                                        for r in results]})
-    create_markdown_artifact(key="fairness-score-sharded", markdown=_markdown(summary),
+    create_markdown_artifact(key="fairness-score-sharded", markdown=summary_markdown(summary),
                              description=f"sharded fAux scores of {markdown_text(data_path)}")
     logger.info("%r", summary)
     if summary.decision != "passed":
@@ -284,7 +284,7 @@ def score_sharded(model_path: str, data_path: str, out_path: str, policy: dict |
     return Completed(message=repr(summary), data=summary)
 
 
-def _cluster_threads(ctx) -> int:
+def cluster_threads(ctx) -> int:
     """Worker threads of the flow's Dask cluster (1 when the task runner is not Dask)."""
     from prefect_dask import DaskTaskRunner
 
@@ -294,7 +294,7 @@ def _cluster_threads(ctx) -> int:
     return max(1, sum(runner.client.nthreads().values()))  # starts the cluster (lazily created on first use)
 
 
-def _markdown(s) -> str:
+def summary_markdown(s) -> str:
     """The run's Markdown artifact; reasons, paths and group values are escaped (no raw HTML from the data)."""
     md = markdown_text
     lines = [f"## sharded fAux scores: **{md(s.decision)}**", "", f"- {md(repr(s))}", f"- scores: {md(s.out_path)}",

@@ -36,7 +36,7 @@ from prefect.states import Completed, Failed
 from faux_checks.report.artifacts import markdown_text
 
 from .common import IO_TASK, TASK, run_logger
-from .shard import ShardResult, _carried_spec, _cluster_threads, _markdown, plan_shards
+from .shard import ShardResult, carried_spec, cluster_threads, summary_markdown, plan_shards
 from .shard_stages import open_output
 
 __all__ = ["score_sharded_attributes"]
@@ -175,7 +175,7 @@ def score_sharded_attributes(model_path: str, data_path: str, out_path: str, pol
     try:
         source = DataSource.open(data_path)
         spec = resolve_feature_spec(source, policy, FeatureSpec.load(feature_spec_path) if feature_spec_path else
-                                    _carried_spec(model_path, trusted), chunk_rows=chunk_rows)
+                                    carried_spec(model_path, trusted), chunk_rows=chunk_rows)
         check_rows(source, spec, chunk_rows=max(chunk_rows, 65_536))
         attributes = stream_attributes(policy, source.columns)
         notes = []
@@ -183,7 +183,7 @@ def score_sharded_attributes(model_path: str, data_path: str, out_path: str, pol
             source = csv_to_parquet(source, work / "data.parquet", columns=stream_columns(spec, attributes),
                                     chunk_rows=chunk_rows)
             notes.append(f"CSV copied to Parquet ({source.n_row_groups} row groups of {chunk_rows:,} rows) to shard it")
-        slots = _cluster_threads(FlowRunContext.get())
+        slots = cluster_threads(FlowRunContext.get())
         shards = plan_shards(source.row_group_rows, slots * policy.scale.shards_per_worker)
         logger.info("%s: %s rows -> %d shards on %d worker thread(s), %d protected attributes", source.path,
                     f"{source.n_rows:,}", len(shards), slots, len(attributes))
@@ -245,7 +245,7 @@ def score_sharded_attributes(model_path: str, data_path: str, out_path: str, pol
                                               "worker_threads": slots, "worker_peak_rss_mb": workers})
     markdown = "\n\n".join([f"## sharded fAux scores, {len(attributes)} protected attributes: "
                             f"**{markdown_text(result.decision)}**", *[f"- {markdown_text(r)}" for r in result.reasons],
-                            *[f"### {markdown_text(s.attribute)}\n\n" + _markdown(s.summary) for s in result.sections]])
+                            *[f"### {markdown_text(s.attribute)}\n\n" + summary_markdown(s.summary) for s in result.sections]])
     create_markdown_artifact(key="fairness-score-sharded", markdown=markdown,
                              description=f"sharded fAux scores of {markdown_text(data_path)}")
     logger.info("%r", result)

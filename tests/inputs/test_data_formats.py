@@ -124,7 +124,7 @@ def test_the_streaming_scorer_sniffs_a_semicolon_csv_and_takes_a_forced_sep(tmp_
 def test_gate_and_audit_take_sep_and_their_flows_read_with_it(tmp_path):
     from faux_checks_app.parser import build_parser
     from faux_checks_flows.audit import load_table
-    from faux_checks_flows.gate import load_audit_data
+    from faux_checks_flows.gate_tasks import load_audit_data
 
     parser = build_parser()
     assert parser.parse_args(["gate", "m", "--data", "d.csv", "--sep", ";"]).sep == ";"

@@ -111,7 +111,7 @@ def test_the_gate_decides_once_over_every_attribute_and_records_each(tmp_path, h
 def test_a_policy_declaring_one_attribute_gets_its_section_from_the_suite(tmp_path):
     """The GX suite has one fAux expectation then; the flow's validate step still gives the one section."""
     from faux_checks.inputs.models import save_torchscript
-    from faux_checks_flows.gate import validate
+    from faux_checks_flows.gate_tasks import validate
 
     frame = make_data(400, seed=5)
     save_torchscript(linear([1.0, 0.0, 0.0, 0.0, 2.0]), tmp_path / "unfair.pt")

@@ -153,7 +153,7 @@ def test_a_full_disk_on_the_first_attempt_is_rewritten_by_the_retry(env, monkeyp
 
 @pytest.mark.slow
 def test_a_disk_that_stays_full_records_nothing_and_moves_no_alias(env, monkeypatch):
-    from faux_checks_flows.gate import RECORDS
+    from faux_checks_flows.gate_record import RECORDS
 
     name = "whole-never"
     version = env["registry"].register_version(name, env["fair"])

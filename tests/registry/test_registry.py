@@ -453,10 +453,10 @@ def test_a_regate_with_fewer_attributes_empties_the_other_attributes_tags(reg, t
     tag (its record ``_uri`` tags included) is emptied; sex's are the new gate's; a single-attribute re-gate then
     empties them all, ``fairness_attributes`` too. The tags are the gate flow's own (faux_checks_flows.gate helpers)."""
     from faux_checks.registry.records import record_uri_tag, tag_value
-    from faux_checks_flows.gate import _attribute_tags, _record_uris
+    from faux_checks_flows.gate_record import attribute_tags, record_uris
 
     def _record_uri_tags(run_id, records):   # the record URI tags the flow writes
-        return {record_uri_tag(name): tag_value(uri) for name, uri in _record_uris(run_id, records).items()}
+        return {record_uri_tag(name): tag_value(uri) for name, uri in record_uris(run_id, records).items()}
 
     def attribute(name, flagged, decision):
         return {"attribute": name, "key": name, "decision": decision, "flagged_fraction": flagged,
@@ -464,7 +464,7 @@ def test_a_regate_with_fewer_attributes_empties_the_other_attributes_tags(reg, t
 
     check = {"provenance": {"policy": {"protected": "race"}}}
     records = {f"attr_{k}_scores": f"{k}/scores.parquet" for k in ("sex", "race")}
-    two = {**_record_uri_tags("run1", records), **_attribute_tags([attribute("sex", 0.01, "passed"),
+    two = {**_record_uri_tags("run1", records), **attribute_tags([attribute("sex", 0.01, "passed"),
                                                                    attribute("race", 0.3, "failed")], check)}
     reg.record_decision(NAME, "1", decision="failed", flagged_fraction=0.3, delta=0.05, aux_quality=0.9,
                         report_uri="r1", run_id="run1", extra=two)
@@ -478,7 +478,7 @@ def test_a_regate_with_fewer_attributes_empties_the_other_attributes_tags(reg, t
     assert all(tags[k] for k in race) and tags["fairness_attributes"] == "sex,race"
 
     one = {**_record_uri_tags("run2", {"attr_sex_scores": "sex/scores.parquet"}),
-           **_attribute_tags([attribute("sex", 0.02, "passed")], {"provenance": {"policy": {"protected": "sex"}}})}
+           **attribute_tags([attribute("sex", 0.02, "passed")], {"provenance": {"policy": {"protected": "sex"}}})}
     reg.record_decision(NAME, "1", decision="passed", flagged_fraction=0.02, delta=0.05, aux_quality=0.9,
                         report_uri="r2", run_id="run2", extra=one)
     tags = reg.client.get_model_version(NAME, "1").tags

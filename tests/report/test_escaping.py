@@ -56,12 +56,12 @@ def test_markdown_text_leaves_no_html_link_or_cell_break():
 
 
 def test_gate_and_report_artifacts_escape_names_values_and_reasons():
-    from faux_checks_flows.gate import VersionOutcome, _markdown
+    from faux_checks_flows.gate_per_version import VersionOutcome, outcome_markdown
 
     outcome = VersionOutcome(model_name="m<b>", version="3", decision="failed",
                              reasons=[f"column '{SCRIPT}' drifted"], flagged_fraction=0.5,
                              by_group=[{"group": IMG, "n": 10, "flagged_fraction": 0.5}], report_dir="/r")
-    md = _markdown(outcome)
+    md = outcome_markdown(outcome)
     assert "<" not in md and ">" not in md.replace("→", "")
     assert md.splitlines()[0] == "## m&lt;b&gt; v3: **failed**"
     assert "- column '&lt;script&gt;alert\\(1\\)&lt;/script&gt;' drifted" in md.splitlines()
