@@ -273,3 +273,15 @@ def write_proxy_audit(folder: Path, n: int = 600) -> None:
     df["sex"] = sex
     df.to_csv(folder / "audit.csv", index=False)
     (folder / "policy.toml").write_text(FAST_GATE_POLICY)
+
+
+class FirstInputs(nn.Module):
+    """A target that reads its first ``k`` inputs and ignores any after them (so a shifted matrix still runs)."""
+
+    def __init__(self, weights):
+        super().__init__()
+        self.k = len(weights)
+        self.lin = linear(weights)
+
+    def forward(self, x):
+        return self.lin(x[:, : self.k])

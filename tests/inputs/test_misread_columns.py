@@ -22,17 +22,6 @@ from faux_checks.inputs.io import read_table
 from faux_checks_app.cli import main
 
 
-class FirstInputs(torch.nn.Module):
-    """A target that reads its first ``k`` inputs and ignores any after them (so a shifted matrix still runs)."""
-
-    def __init__(self, weights):
-        super().__init__()
-        self.k = len(weights)
-        self.lin = _support.linear(weights)
-
-    def forward(self, x):
-        return self.lin(x[:, : self.k])
-
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
@@ -58,7 +47,7 @@ def files(tmp_path_factory):
     return {"dir": d, "data": data, "lines": lines, "header": header,
             "clean": d / "clean.csv", "thousands": d / "thousands.csv",
             "scaled": d / "scaled.csv", "marked": d / "marked.csv",
-            "unfair": save_torchscript(FirstInputs(UNFAIR), d / "unfair.pt"),
+            "unfair": save_torchscript(_support.FirstInputs(UNFAIR), d / "unfair.pt"),
             "policy": _support.write_policy(d / "policy.toml")}
 
 
@@ -102,7 +91,7 @@ def test_empty_and_whitespace_ambiguous_names_are_refused(files, tmp_path):
     from faux_checks.gate.policy import load_policy
 
     with pytest.raises(InputError, match=r"^data has ambiguous column names: 'f0' is given 2 times \(columns 1 and 4\)"):
-        run_check(FirstInputs(UNFAIR), frame, policy=load_policy(files["policy"]))
+        run_check(_support.FirstInputs(UNFAIR), frame, policy=load_policy(files["policy"]))
 
 
 def test_parquet_header_is_checked_too(files, tmp_path):
@@ -163,7 +152,6 @@ def test_a_genuine_text_column_is_left_out_as_before(files, tmp_path, capsys):
 
 
 def test_streaming_scorer_refuses_the_same_column(files, tmp_path):
-    import torch
 
     from faux_checks.gate.policy import load_policy
     from faux_checks.gate.stream.run import score_stream
@@ -182,7 +170,6 @@ def test_booleans_with_missing_values_are_not_numbers_as_text():
 
 
 def test_parquet_text_column_holding_numbers_is_refused_by_the_streaming_scorer(files, tmp_path):
-    import torch
 
     from faux_checks.gate.policy import load_policy
     from faux_checks.gate.stream.run import score_stream

@@ -22,17 +22,6 @@ from faux_checks.inputs.number_marks import comma_reading, sniff_decimal
 from faux_checks_app.cli import main
 
 
-class FirstInputs(torch.nn.Module):
-    """A target that reads its first ``k`` inputs and ignores any after them (a shifted matrix still runs)."""
-
-    def __init__(self, weights):
-        super().__init__()
-        self.k = len(weights)
-        self.lin = _support.linear(weights)
-
-    def forward(self, x):
-        return self.lin(x[:, : self.k])
-
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
@@ -51,7 +40,7 @@ def files(tmp_path_factory):
     whole.to_csv(d / "whole_quoted.csv", index=False, decimal=",")               # ','-separated: "-1,6" quoted
     return {"dir": d, "data": data, "whole_frame": whole, **{k: d / f"{k}.csv" for k in
                                                       ["plain", "decimal", "whole", "whole_comma", "whole_quoted"]},
-            "unfair": save_torchscript(FirstInputs(UNFAIR), d / "unfair.pt"),
+            "unfair": save_torchscript(_support.FirstInputs(UNFAIR), d / "unfair.pt"),
             "policy": _support.write_policy(d / "policy.toml")}
 
 
