@@ -160,8 +160,8 @@ def carried_rows(n: int, c_kind: str, seed: int = 0, d: int = D):
     """Rows where c is carried by every feature: (X (n, d) float32, c (n,) int64 or float64).
 
     c is drawn first (binary: Bernoulli(1/2); 3-class: uniform on {0, 1, 2}; continuous: N(0, 1)), then
-    x = z + (2 / √d)·u(c) with z standard normal and u(c) = (c − ½)·s (binary), s_c (3-class) or c·s
-    (continuous), s and s_c random ±1 vectors: every feature's mean moves with c by 2/√d of its sd
+    x = z + (2 / √d)·u(c) with z standard normal and u(c) = (c − ½)·s (binary), (c − 1)·s (3-class) or c·s
+    (continuous), s a random ±1 vector: every feature's mean moves with c by 2/√d of its sd
     (0.2 sd at d = 100), so the independence test finds every feature dependent on c, and the groups
     are about 2 sd apart in all (an aux ROC-AUC near 0.9, not a perfect one).
     """
@@ -169,13 +169,13 @@ def carried_rows(n: int, c_kind: str, seed: int = 0, d: int = D):
     import torch
 
     rng = np.random.default_rng(seed)
-    signs = rng.choice([-1.0, 1.0], size=(3, d))
+    signs = rng.choice([-1.0, 1.0], size=(1, d))
     if c_kind == "binary":
         c = rng.integers(0, 2, n).astype(np.int64)
         u = (c[:, None] - 0.5) * signs[0]
     elif c_kind == "3class":
         c = rng.integers(0, 3, n).astype(np.int64)
-        u = signs[c]
+        u = (c[:, None] - 1.0) * signs[0]
     else:
         c = rng.standard_normal(n)
         u = c[:, None] * signs[0]
