@@ -165,13 +165,15 @@ class PiecewiseTables:
                  inv_width: torch.Tensor | None = None) -> torch.Tensor:
         """Each table's function at y: y float64 of any shape, tid (int64, broadcastable to y) the table per value;
         ``lo``, ``inv_width`` the bucket grid broadcastable to y (default: gathered by tid). Returns y's shape."""
-        lo = self.lo[tid] if lo is None else lo
-        inv_width = self.inv_width[tid] if inv_width is None else inv_width
-        bucket = ((y - lo) * inv_width).clamp_(0, N_BUCKETS - 1).long()
-        j = _take(self.start, bucket.add_(tid * N_BUCKETS))
+        lo = _take(self.lo, tid) if lo is None else lo
+        inv_width = _take(self.inv_width, tid) if inv_width is None else inv_width
+        flat = y.reshape(-1)
+        bucket = ((y - lo) * inv_width).clamp_(0, N_BUCKETS - 1).long().add_(tid * N_BUCKETS).view(-1)
+        j = self.start.index_select(0, bucket)                               # flat indices from here on
         for s in (2 ** i for i in reversed(range(self.steps))):              # the last knot <= y in the window
-            j.add_(_take(self.knots, j + s) <= y, alpha=s)
-        return _take(self.values, j).addcmul_(y - _take(self.knots, j), _take(self.slopes, j))
+            j.add_(self.knots.index_select(0, j + s) <= flat, alpha=s)
+        out = self.values.index_select(0, j).addcmul_(flat - self.knots.index_select(0, j), self.slopes.index_select(0, j))
+        return out.view(y.shape)
 
 
 def _take(flat: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
