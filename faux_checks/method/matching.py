@@ -89,16 +89,15 @@ class FeatureMatching(_DeviceCached):
             dev, "features", lambda: torch.arange(d_m, device=dev))
         if not held.any():
             return tables(x, tid, lo, inv_width)
-        slopes = self._on_device(dev, ("slopes", used, held.tobytes()), lambda: torch.from_numpy(
-            self._held_slopes(used, held, x_t.shape[1])).to(dev))
-        fits = (x_t @ slopes).view(len(x_t), len(used), 2, d_m)               # (n, pairs used, from/to, d_m)
+        fits = torch.stack([x_t @ self._on_device(dev, ("slopes", p, held.tobytes()), lambda p=p: torch.from_numpy(
+            self._held_slopes(p, held, x_t.shape[1])).to(dev)) for p in used], dim=1)   # (n, pairs used, 2 d_m)
         if len(used) > 1:
             local = torch.as_tensor(np.searchsorted(np.asarray(used), code), device=dev)
             fits = fits[torch.arange(len(x_t), device=dev), local]
         else:
             fits = fits[:, 0]
-        fits = fits.double()
-        return tables(x - fits[:, 0], tid, lo, inv_width).add_(fits[:, 1])
+        fits = fits.double().view(len(x_t), d_m, 2)                            # (n, d_m, from/to)
+        return tables(x - fits[:, :, 0], tid, lo, inv_width).add_(fits[:, :, 1])
 
     def _pair_tables(self, dev):
         """(pair index (m, m) ndarray, PiecewiseTables of table p·d_m + k, bucket lo and inv_width per feature)."""
@@ -115,18 +114,14 @@ class FeatureMatching(_DeviceCached):
         tables = PiecewiseTables([kv[0] for c in comp for kv in c], [kv[1] for c in comp for kv in c], ranges, dev)
         return pairs, tables, tables.lo[:d_m], tables.inv_width[:d_m]
 
-    def _held_slopes(self, used: tuple, held: np.ndarray, d: int) -> np.ndarray:
-        """(d, 2·d_m·len(used)) float32: per used pair, the from- and to-fits' slopes on the held features (rows of
-        the other features zero), laid out as (pair, from/to, feature)."""
-        keys = sorted(self.shifts)
-        blocks = []
-        for p in used:
-            shifts = self.shifts[keys[p]]
-            for side in ("coef_from", "coef_to"):
-                block: np.ndarray = np.zeros((d, len(shifts)), dtype=np.float32)
-                block[held] = np.stack([getattr(s, side)[1:] for s in shifts], axis=1)
-                blocks.append(block)
-        return np.concatenate(blocks, axis=1)
+    def _held_slopes(self, p: int, held: np.ndarray, d: int) -> np.ndarray:
+        """(d, 2·d_m) float32: pair p's from- and to-fits' slopes on the held features (columns 2k, 2k + 1; rows of
+        the other features zero), the float32 product the pinned scores were recorded with."""
+        shifts = self.shifts[sorted(self.shifts)[p]]
+        coef = np.stack([c[1:] for s in shifts for c in (s.coef_from, s.coef_to)], axis=1)   # (d_A, 2 d_m)
+        slopes: np.ndarray = np.zeros((d, coef.shape[1]), dtype=np.float32)
+        slopes[held] = coef
+        return slopes
 
     def _continuous_t(self, x: torch.Tensor, x_t: torch.Tensor, held: np.ndarray, c_values, sign: float) -> torch.Tensor:
         """Continuous c: every feature with bins in one :class:`~faux_checks.method.shifts.ContinuousStack`, the
