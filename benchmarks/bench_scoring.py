@@ -1,6 +1,6 @@
 """Throughput and memory benchmark of fAux scoring (FAuxTester.evaluate) at n = 1,000,000.
 
-Set-up (all random, no training, so the numbers measure the scorer and not a data set):
+Set-up of the fAux cases (all random, no training, so the numbers measure the scorer and not a data set):
 
 - X: n x d float32 standard normal (d = 100), one tensor (1M x 100 float32 = 400 MB, counted
   in every peak RSS below).
@@ -21,10 +21,13 @@ and its output arrays):
   one aux forward and, per other group, one aux backward, the metric product M·a and the target's
   forward at x′ (``swap_floor_pass``); reported as ``ratio_to_swap_floor`` beside ``ratio_to_floor``.
 - swap (the gate's default reading): ``FAuxTester(..., variant="swap").evaluate(X, c, evidence=False)``
-  on all n rows, its reference (covariance metric, group shifts, informativeness test) fitted
-  once on 20,000 rows before the timing; c = [x₀ + N(0, 1) > 0] (binary) or its tertiles (3-class),
-  so that the reference has two or three groups. Reference fitting is a fixed cost per check
-  (measured apart, ``reference_s``), not a per-row one.
+  on all n rows of :func:`carried_rows` (c drawn first, every feature's mean moved by c, so every
+  feature is free in the shipped reading: metric ``"matched"``, features independent of c held), with
+  an auxiliary model trained on the first 20,000 rows (:func:`build_swap`) and its reference fitted once
+  on them before the timing; ``free=`` in every line says how many features move. The informativeness
+  test (``--informativeness``, 10,000 held-out rows) can only hold features and costs O(d) aux passes; it
+  is off by default. Aux training and reference fitting are fixed costs per check (``aux_fit_s``,
+  ``reference_s``), not per-row ones.
 - faux / ng: ``FAuxTester(..., variant=...).evaluate(X, evidence=False)`` on all n rows.
 - ig: ``variant="ig"`` (32 steps, captum) on the first ``--ig-n`` rows (reported as rows/s).
 - faux-binary-evidence: binary fAux with ``evidence=True`` (adds the (n, d) float32 evidence).
@@ -41,8 +44,9 @@ Floor and case runs are interleaved (floor, case, floor, case, ...), ``--repeats
 (default 2); the best of each is kept. Wall and CPU time (``time.process_time``) are both
 recorded: on a shared machine, other processes stretch wall time.
 
-The last line printed is ``ratio_to_floor=<x> rows_per_s=<y> peak_rss_mb=<z>`` for the default
-reading, binary-c swap (evidence=False).
+Every result is printed as a line ``case= free= rows= d= device= ratio_to_floor= ratio_to_floor_cpu= rows_per_s=
+peak_rss_mb=``; the last line printed is that of binary-c swap (the default reading, evidence=False), or of the
+first case run where it is not among ``--cases``.
 
 ``--device cuda`` (or ``auto``) scores the swap cases on that device (``FAuxTester(device=...)``: the chunks move
 there from the CPU tensor X, so the transfer is timed); their floors run there too, on X copied there once; other
@@ -128,18 +132,15 @@ def best_of(fn, repeats: int):
 
 
 def build(n: int, c_kind: str, seed: int = 0, d: int = D):
+    """X (n, d) float32 standard normal, a random-init target and an untrained aux network (the fAux cases)."""
     import torch
-    from torch import nn
 
     from faux_checks.method.auxiliary import AuxiliaryModel, AuxNet
 
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     X = torch.randn(n, d, generator=gen, dtype=torch.float32)
-    target = nn.Sequential(
-        nn.Linear(d, HIDDEN[0]), nn.ReLU(), nn.Linear(HIDDEN[0], HIDDEN[1]), nn.ReLU(), nn.Linear(HIDDEN[1], 1)
-    )
-    target.eval()
+    target = _target(d)
     m = 3 if c_kind == "3class" else 1
     net = AuxNet(d, m, HIDDEN, torch.zeros(d), torch.ones(d))
     for p in net.parameters():
@@ -149,17 +150,63 @@ def build(n: int, c_kind: str, seed: int = 0, d: int = D):
     return X, target, aux
 
 
-def protected_values(X, c_kind: str):
-    """A protected attribute for the swap reading's reference: binary [x₀ + noise > 0], its tertiles, or
-    continuous x₀ + noise itself."""
-    import numpy as np
+def _target(d: int):
+    """``Sequential(Linear(d,64), ReLU, Linear(64,64), ReLU, Linear(64,1))``, torch's random init, eval mode."""
+    from torch import nn
 
-    z = X[:, 0].numpy() + np.random.default_rng(1).standard_normal(X.shape[0]).astype(np.float32)
-    if c_kind == "continuous":
-        return z.astype(np.float64)
+    target = nn.Sequential(
+        nn.Linear(d, HIDDEN[0]), nn.ReLU(), nn.Linear(HIDDEN[0], HIDDEN[1]), nn.ReLU(), nn.Linear(HIDDEN[1], 1)
+    )
+    return target.eval()
+
+
+def carried_rows(n: int, c_kind: str, seed: int = 0, d: int = D):
+    """Rows where c is carried by every feature: (X (n, d) float32, c (n,) int64 or float64).
+
+    c is drawn first (binary: Bernoulli(1/2); 3-class: uniform on {0, 1, 2}; continuous: N(0, 1)), then
+    x = z + (2 / √d)·u(c) with z standard normal and u(c) = (c − ½)·s (binary), (c − 1)·s (3-class) or c·s
+    (continuous), s a random ±1 vector: every feature's mean moves with c by 2/√d of its sd
+    (0.2 sd at d = 100), so the independence test finds every feature dependent on c, and the groups
+    are about 2 sd apart in all (an aux ROC-AUC near 0.9, not a perfect one).
+    """
+    import numpy as np
+    import torch
+
+    rng = np.random.default_rng(seed)
+    signs = torch.from_numpy(rng.choice([-1.0, 1.0], size=d).astype(np.float32))
     if c_kind == "binary":
-        return (z > 0).astype(np.int64)
-    return np.digitize(z, np.quantile(z, [1 / 3, 2 / 3])).astype(np.int64)
+        c = rng.integers(0, 2, n).astype(np.int64)
+        u = c - 0.5
+    elif c_kind == "3class":
+        c = rng.integers(0, 3, n).astype(np.int64)
+        u = c - 1.0
+    else:
+        c = rng.standard_normal(n)
+        u = c
+    gen = torch.Generator().manual_seed(seed)
+    X = torch.randn(n, d, generator=gen, dtype=torch.float32)
+    scale = torch.from_numpy((2.0 / np.sqrt(d) * u).astype(np.float32))
+    for start in range(0, n, 65_536):                                   # in place: no (n, d) temporary
+        X[start:start + 65_536].addr_(scale[start:start + 65_536], signs)
+    return X, c
+
+
+def build_swap(n: int, c_kind: str, seed: int = 0, d: int = D, train_rows: int = 20_000):
+    """The swap cases' set-up: :func:`carried_rows`, a random-init target and an auxiliary model trained on the
+    first ``train_rows`` rows (:class:`~faux_checks.method.auxiliary.AuxiliaryModel`, hidden (64, 64), at most
+    10 epochs). Returns (X, c, target, aux)."""
+    import torch
+
+    from faux_checks.method.auxiliary import AuxiliaryModel
+
+    torch.manual_seed(seed)
+    X, c = carried_rows(n, c_kind, seed, d)
+    kind = {"binary": "binary", "3class": "multiclass", "continuous": "continuous"}[c_kind]
+    rows = min(train_rows, n)
+    aux = AuxiliaryModel(kind=kind, hidden=HIDDEN, epochs=10, seed=seed).fit(X[:rows].numpy(), c[:rows])
+    for p in aux.net_.parameters():
+        p.requires_grad_(False)
+    return X, c, _target(d), aux
 
 
 def floor_pass(target, aux, X, chunk_size: int, parts: str = "both") -> None:
@@ -300,7 +347,12 @@ def run_case(case: str, args) -> dict:
     torch.set_num_threads(args.threads)
     variant, c_kind = case.split("-")[:2]
     evidence = case.endswith("-evidence")
-    X, target, aux = build(args.n, c_kind, d=int(args.d))
+    t_aux = time.perf_counter()
+    if variant == "swap":
+        X, groups, target, aux = build_swap(args.n, c_kind, d=int(args.d))
+    else:
+        X, target, aux = build(args.n, c_kind, d=int(args.d))
+    t_aux = time.perf_counter() - t_aux
     rows = X if variant != "ig" else X[: args.ig_n].clone()
     device = torch.device("cpu")
     if args.device != "cpu" and variant == "swap":
@@ -324,16 +376,19 @@ def run_case(case: str, args) -> dict:
         def run():
             return whatif_evaluate(target, aux, rows, args.chunk_size)
     elif variant == "swap":
-        groups = protected_values(X, c_kind)
         t0 = time.perf_counter()
         tester = FAuxTester(target, aux, variant="swap", output=TargetOutput(form="logit", target_class=1),
                             chunk_size=args.chunk_size, **tester_device)
         ref = slice(0, min(20_000, n_rows))
         hold = slice(min(20_000, n_rows), min(30_000, n_rows))
         free_all = {"metric": "covariance", "hold_independent": False} if args.all_free else {}
-        tester.fit_reference(X[ref], groups[ref], holdout=(X[hold], groups[hold]) if n_rows > 20_000 else None,
+        informative = args.informativeness and n_rows > 20_000
+        tester.fit_reference(X[ref], groups[ref], holdout=(X[hold], groups[hold]) if informative else None,
                              **free_all)
         res["reference_s"] = time.perf_counter() - t0
+        res["aux_fit_s"] = t_aux
+        res["aux_quality"] = float(aux.quality_)
+        res["informativeness_test"] = bool(informative)
         free = ~tester.reference.admissible
         res["free_features"] = int(free.sum())
         swap_metric = torch.as_tensor(tester.reference.metric[np.ix_(free, free)], dtype=torch.float32, device=device)
@@ -610,7 +665,7 @@ def spawn(worker: str, args, library: str | None = None, d: int = D, sweep: bool
            "--n", str(args.n), "--ig-n", str(args.ig_n), "--ig-steps", str(args.ig_steps),
            "--naive-n", str(args.naive_n), "--chunk-size", str(args.chunk_size),
            "--repeats", str(args.repeats), "--threads", str(args.threads), "--device", args.device,
-           *(["--all-free"] if args.all_free else [])]
+           *(["--all-free"] if args.all_free else []), *(["--informativeness"] if args.informativeness else [])]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -629,8 +684,9 @@ def spawn(worker: str, args, library: str | None = None, d: int = D, sweep: bool
 
 
 def print_table(results: list[dict], args) -> None:
-    print(f"\nfAux scoring benchmark: d={','.join(str(d) for d in sorted({r.get('d', D) for r in results}))}, target and aux 2x{HIDDEN[0]} ReLU MLPs (random init; aux = untrained "
-          f"AuxNet via AuxiliaryModel.from_module), chunk_size={args.chunk_size:,}, torch threads={args.threads}, "
+    print(f"\nfAux scoring benchmark: d={','.join(str(d) for d in sorted({r.get('d', D) for r in results}))}, target and aux 2x{HIDDEN[0]} ReLU MLPs (target: random init; "
+          f"aux: trained on rows where c moves every feature for the swap cases, an untrained AuxNet for the others), "
+          f"chunk_size={args.chunk_size:,}, torch threads={args.threads}, "
           f"{args.repeats} interleaved floor/case runs, best kept; {os.cpu_count()} CPUs, "
           f"load average during the run {min(r['load_avg_1min_after'] for r in results):.1f}"
           f"-{max(r['load_avg_1min_after'] for r in results):.1f}")
@@ -652,6 +708,9 @@ def print_table(results: list[dict], args) -> None:
               f"{r['floor_rows_per_s']:>13,.0f}{r['ratio_to_floor']:>8.2f}{r['ratio_paired_median']:>7.2f}"
               f"{r['ratio_to_floor_cpu']:>6.2f}{swf}{r['rss_after_setup_mb']:>9,.0f}{r['peak_rss_mb']:>8,.0f}"
               f"{('-' if sp is None else f'{sp:,.0f}x'):>9}")
+    print()
+    for r in results:
+        print(result_line(r))
     for r in results:
         if "naive_rows_per_s" in r:
             print(f"naive per-row autograd.functional.jacobian loop ({r['c']} c, {args.naive_n:,} rows): "
@@ -718,6 +777,9 @@ def main(argv=None) -> None:
     ap.add_argument("--all-free", action="store_true",
                     help="swap cases: every feature free (metric 'covariance', hold_independent=False), so the "
                          "d-squared metric product is exercised in full")
+    ap.add_argument("--informativeness", action="store_true",
+                    help="swap cases: also run the informativeness test on 10,000 held-out rows (it can only hold "
+                         "features; O(d) aux passes over them, a fixed cost per check that is not timed)")
     ap.add_argument("--profile", action="store_true", help="also profile the stages of binary and 3-class fAux")
     ap.add_argument("--json", default=None, help="also write all results to this JSON file")
     ap.add_argument("--compare-with", default=None, metavar="CHECKOUT",
@@ -754,19 +816,26 @@ def main(argv=None) -> None:
             results.append(spawn(c, args, d=d, sweep=sweep))
     profiles = [spawn(f"profile-{c}", args) for c in ("binary", "3class")] if args.profile else []
     main_d = D if D in dims else dims[0]
-    main_res = next((r for r in results if r["variant"] == "swap" and r["c"] == "binary" and "library" not in r
-                     and r.get("d") == main_d), None)
-    if main_res is None:
-        main_res = spawn("swap-binary", args, d=main_d)
-        results.append(main_res)
+    ours = [r for r in results if "library" not in r]
+    main_res = next((r for r in ours if r["case"].startswith("swap-binary") and r.get("d") == main_d),
+                    next((r for r in ours if r.get("d") == main_d), ours[0]))
     print_table(results, args)
     for p in profiles:
         print_profile(p)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"results": results, "profiles": profiles, "args": vars(args)}, fh, indent=2)
-    print(f"ratio_to_floor={main_res['ratio_to_floor']:.3f} rows_per_s={main_res['rows_per_s']:.0f} "
-          f"peak_rss_mb={main_res['peak_rss_mb']:.0f}")
+    print(result_line(main_res))
+
+
+def result_line(r: dict) -> str:
+    """One result as ``key=value`` fields: the case, its free features (swap cases), rows, d, device and the
+    ratio to the autograd floor (wall; CPU time beside it), rows/s and the worker's peak RSS."""
+    free = r.get("free_features")
+    return (f"case={r['case'].split(' ')[0]} free={'-' if free is None else free} rows={r['n']} d={r.get('d', D)} "
+            f"device={r.get('device', 'cpu')} ratio_to_floor={r['ratio_to_floor']:.3f} "
+            f"ratio_to_floor_cpu={r['ratio_to_floor_cpu']:.3f} rows_per_s={r['rows_per_s']:.0f} "
+            f"peak_rss_mb={r['peak_rss_mb']:.0f}")
 
 
 if __name__ == "__main__":

@@ -13,21 +13,11 @@ import numpy as np
 import torch
 
 from .._device import host
-from .shifts import ContinuousShift, GroupShift, _continuous_shift, _group_shift, _ridge_fit
+from .quantiles import PiecewiseTables
+from .shifts import ContinuousShift, ContinuousStack, GroupShift, _continuous_shift, _group_shift, _ridge_fit
 from .torch_path import _DeviceCached, _t64, _torch_path
 
 __all__ = ["FeatureMatching"]
-
-
-def _pair_fit_coefficients(shifts, held: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
-    """One group pair's matched-feature fits as one product: ``(slopes, intercepts)``, slopes (d, 2 d_m) float32
-    with the held features' rows filled from each shift's ``coef_from`` / ``coef_to`` (columns 2k, 2k+1), intercepts
-    (2 d_m,) float64; ``x @ slopes + intercepts`` are the fitted values both paths of :meth:`FeatureMatching.values`
-    read (the numpy path on the host, the torch path on the chunk's device)."""
-    coef = np.stack([c for s in shifts for c in (s.coef_from, s.coef_to)], axis=1)   # (1 + d_A, 2 d_m)
-    slopes = np.zeros((d, coef.shape[1]), dtype=np.float32)
-    slopes[held] = coef[1:]
-    return slopes, coef[0]
 
 
 @dataclass(frozen=True)
@@ -61,85 +51,94 @@ class FeatureMatching(_DeviceCached):
     def values(self, x_aux, held: np.ndarray, a=None, b=None, c_values=None, sign: float = 1.0) -> np.ndarray:
         """(n, d_m) matched values of rows x_aux (n, d_aux; Tensor or array), groups a → b (or c ± sd).
 
-        ``held`` (d_aux,) bool: the held features the regressions read. The fits come from one float32 product
-        of the rows with coefficients that are zero outside the held features (no (n, d_A) float64 copy); the
-        quantile matching is in float64.
+        ``held`` (d_aux,) bool: the held features the regressions read. One evaluation for the whole (n, d_m)
+        block (:meth:`_values_t` on the CPU), returned as an ndarray.
 
-        A Tensor on a non-CPU device (or any Tensor with :data:`~faux_checks.method.torch_path._FORCE_TORCH`): :meth:`_values_t`, the same in
-        torch, returning an (n, d_m) float64 Tensor on that device.
+        A Tensor on a non-CPU device (or any Tensor with :data:`~faux_checks.method.torch_path._FORCE_TORCH`):
+        :meth:`_values_t`, returning an (n, d_m) float64 Tensor on that device.
         """
         x_t = torch.as_tensor(x_aux, dtype=torch.float32)
-        if _torch_path(x_t):
-            return self._values_t(x_t, held, a, b, c_values, sign)
-        x = host(x_t[:, torch.as_tensor(self.positions, device=x_t.device)].double())   # (n, d_m)
-        out = np.empty_like(x)
-        if not len(self.positions):                                            # every free feature is one-hot
-            return out
-        held = np.asarray(held, dtype=bool)
-        if self.continuous:
-            x_held = host(x_t[:, torch.as_tensor(held, device=x_t.device)].double())
-            for k, shift in enumerate(self.continuous):
-                out[:, k] = x[:, k] + sign * self.slopes[k] if shift is None else shift.goal(x[:, k], c_values, x_held, sign)
-            return out
-        a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
-        for ga in np.unique(a):
-            for gb in np.unique(b[a == ga]):
-                sel = (a == ga) & (b == gb)
-                shifts = self.shifts[(int(ga), int(gb))]
-                slopes, intercepts = _pair_fit_coefficients(shifts, held, x_t.shape[1])
-                rows = x_t if sel.all() else x_t[torch.as_tensor(sel, device=x_t.device)]
-                fits = host((rows @ torch.from_numpy(slopes).to(x_t.device)).double()) + intercepts   # (n_sel, 2 d_m)
-                xs = x if sel.all() else x[sel]
-                for k, shift in enumerate(shifts):
-                    value = shift.goal_from_fits(xs[:, k], fits[:, 2 * k], fits[:, 2 * k + 1])
-                    if sel.all():
-                        out[:, k] = value
-                    else:
-                        out[sel, k] = value
-        return out
+        out = self._values_t(x_t, held, a, b, c_values, sign)
+        return out if _torch_path(x_t) else host(out)
 
     def _values_t(self, x_t: torch.Tensor, held: np.ndarray, a=None, b=None, c_values=None,
                   sign: float = 1.0) -> torch.Tensor:
         """:meth:`values` on x_t's device, without a transfer to the host: (n, d_aux) float32 -> (n, d_m) float64.
 
-        The groups a, b (ndarrays, the chunk's inputs) choose the rows on the host; the fits and the quantile
-        matching are torch ops on the device (:meth:`~faux_checks.method.shifts.GroupShift.goal_from_fits`, :meth:`~faux_checks.method.shifts.ContinuousShift.goal`
-        on Tensors); the coefficients are copied to the device once per pair and kept.
+        Group pairs: each (pair, feature) is one piecewise-linear table (:meth:`~faux_checks.method.shifts.GroupShift.composite`,
+        the group intercepts folded in), every row reads its pair's tables in one search
+        (:class:`~faux_checks.method.quantiles.PiecewiseTables`); the held features' fits are one float32 product,
+        skipped when nothing is held. Continuous c: :class:`~faux_checks.method.shifts.ContinuousStack`. The groups
+        a, b (ndarrays, the chunk's inputs) give each row its pair on the host; the tables are built once per device.
         """
         dev = x_t.device
-        x = x_t[:, torch.as_tensor(self.positions, device=dev)].double()          # (n, d_m)
-        out = torch.empty_like(x)
-        if not len(self.positions):
-            return out
+        d_m = len(self.positions)
+        every = d_m == x_t.shape[1] and bool((self.positions == np.arange(d_m)).all())
+        x = (x_t if every else x_t[:, self._on_device(dev, "positions", lambda: torch.as_tensor(
+            self.positions, device=dev))]).double()                                # (n, d_m)
+        if not d_m:                                                            # every free feature is one-hot
+            return x
         held = np.asarray(held, dtype=bool)
         if self.continuous:
-            x_held = x_t[:, torch.as_tensor(held, device=dev)].double()
-            c_t = _t64(c_values, dev)
-            for k, shift in enumerate(self.continuous):
-                out[:, k] = x[:, k] + sign * self.slopes[k] if shift is None else shift.goal(x[:, k], c_t, x_held, sign)
-            return out
+            return self._continuous_t(x, x_t, held, c_values, sign)
         a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
-        for ga in np.unique(a):
-            for gb in np.unique(b[a == ga]):
-                sel = (a == ga) & (b == gb)
-                shifts = self.shifts[(int(ga), int(gb))]
+        pairs, tables, lo, inv_width = self._on_device(dev, "pairs", lambda: self._pair_tables(dev))
+        code = pairs[a, b]                                                     # (n,) pair index per row
+        used = tuple(np.unique(code).tolist())
+        tid = torch.as_tensor(code * d_m, device=dev)[:, None] + self._on_device(
+            dev, "features", lambda: torch.arange(d_m, device=dev))
+        if not held.any():
+            return tables(x, tid, lo, inv_width)
+        fits = torch.stack([x_t @ self._on_device(dev, ("slopes", p, held.tobytes()), lambda p=p: torch.from_numpy(
+            self._held_slopes(p, held, x_t.shape[1])).to(dev)) for p in used], dim=1)   # (n, pairs used, 2 d_m)
+        if len(used) > 1:
+            local = torch.as_tensor(np.searchsorted(np.asarray(used), code), device=dev)
+            fits = fits[torch.arange(len(x_t), device=dev), local]
+        else:
+            fits = fits[:, 0]
+        fits = fits.double().view(len(x_t), d_m, 2)                            # (n, d_m, from/to)
+        return tables(x - fits[:, :, 0], tid, lo, inv_width).add_(fits[:, :, 1])
 
-                def build(shifts=shifts):                                       # called at once; bound: B023
-                    slopes, intercepts = _pair_fit_coefficients(shifts, held, x_t.shape[1])
-                    return torch.from_numpy(slopes).to(dev), _t64(intercepts, dev)
+    def _pair_tables(self, dev):
+        """(pair index (m, m) ndarray, PiecewiseTables of table p·d_m + k, bucket lo and inv_width per feature)."""
+        keys = sorted(self.shifts)
+        m = max(max(k) for k in keys) + 1
+        pairs = np.full((m, m), -1, dtype=np.int64)
+        for p, key in enumerate(keys):
+            pairs[key] = p
+        comp = [[s.composite() for s in self.shifts[key]] for key in keys]        # [pair][feature] (knots, values)
+        d_m = len(self.positions)
+        lo = np.array([min(c[k][0][0] for c in comp) for k in range(d_m)])
+        hi = np.array([max(c[k][0][-1] for c in comp) for k in range(d_m)])
+        ranges = np.tile(np.stack([lo, hi], axis=1), (len(keys), 1))
+        tables = PiecewiseTables([kv[0] for c in comp for kv in c], [kv[1] for c in comp for kv in c], ranges, dev)
+        return pairs, tables, tables.lo[:d_m], tables.inv_width[:d_m]
 
-                slopes_t, intercepts = self._on_device(dev, (int(ga), int(gb), held.tobytes()), build)
-                sel_t = None if sel.all() else torch.as_tensor(sel, device=dev)
-                rows = x_t if sel_t is None else x_t[sel_t]
-                fits = (rows @ slopes_t).double() + intercepts                  # (n_sel, 2 d_m)
-                xs = x if sel_t is None else x[sel_t]
-                for k, shift in enumerate(shifts):
-                    value = shift.goal_from_fits(xs[:, k], fits[:, 2 * k], fits[:, 2 * k + 1])
-                    if sel_t is None:
-                        out[:, k] = value
-                    else:
-                        out[sel_t, k] = value
-        return out
+    def _held_slopes(self, p: int, held: np.ndarray, d: int) -> np.ndarray:
+        """(d, 2·d_m) float32: pair p's from- and to-fits' slopes on the held features (columns 2k, 2k + 1; rows of
+        the other features zero), the float32 product the pinned scores were recorded with."""
+        shifts = self.shifts[sorted(self.shifts)[p]]
+        coef = np.stack([c[1:] for s in shifts for c in (s.coef_from, s.coef_to)], axis=1)   # (d_A, 2 d_m)
+        slopes: np.ndarray = np.zeros((d, coef.shape[1]), dtype=np.float32)
+        slopes[held] = coef
+        return slopes
+
+    def _continuous_t(self, x: torch.Tensor, x_t: torch.Tensor, held: np.ndarray, c_values, sign: float) -> torch.Tensor:
+        """Continuous c: every feature with bins in one :class:`~faux_checks.method.shifts.ContinuousStack`, the
+        others moved by their slope."""
+        dev = x.device
+        binned = [k for k, s in enumerate(self.continuous) if s is not None]
+        slopes = self._on_device(dev, "slopes", lambda: _t64(self.slopes, dev))
+        if not binned:
+            return x + sign * slopes
+        stack = self._on_device(dev, "stack", lambda: ContinuousStack([self.continuous[k] for k in binned], dev))
+        x_held = x_t[:, torch.as_tensor(held, device=dev)].double() if held.any() else None
+        c_t = torch.as_tensor(np.asarray(c_values, dtype=np.float64), device=dev)
+        if len(binned) == len(self.continuous):
+            return stack.goal(x, c_t, x_held, sign)
+        out = x + sign * slopes
+        cols = torch.as_tensor(binned, device=dev)
+        return out.index_copy_(1, cols, stack.goal(x[:, cols], c_t, x_held, sign))
 
     def to_dict(self) -> dict:
         shift = lambda s: [s.coef_from.tolist(), s.coef_to.tolist(), s.quantiles_from.tolist(), s.quantiles_to.tolist()]  # noqa: E731

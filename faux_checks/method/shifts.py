@@ -15,10 +15,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .quantiles import _interp_t, _interp_uniform, _interp_uniform_t, _quantile_ranks
+from .quantiles import (PiecewiseTables, _interp_t, _interp_uniform, _interp_uniform_t, _quantile_ranks,
+                        composite_knots, interp_uniform_rows)
 from .torch_path import _DeviceCached, _t64
 
-__all__ = ["ContinuousShift", "GroupShift", "MIN_BIN_ROWS", "N_BINS", "N_QUANTILES", "RIDGE"]
+__all__ = ["ContinuousShift", "ContinuousStack", "GroupShift", "MIN_BIN_ROWS", "N_BINS", "N_QUANTILES", "RIDGE"]
 
 
 #: Quantiles kept per group and pair for the 1-D optimal transport (1,001: 0.1% resolution).
@@ -75,6 +76,12 @@ class GroupShift(_DeviceCached):
     def _ranks(self) -> tuple[np.ndarray, np.ndarray]:
         return _quantile_ranks(self.quantiles_from)
 
+    def composite(self) -> tuple[np.ndarray, np.ndarray]:
+        """(knots, values): ``y ↦ goal_from_fits(y + h_from, h_from + coef_from[0], h_to + coef_to[0]) − h_to`` as one
+        piecewise-linear function of y = v − h_from (:func:`~faux_checks.method.quantiles.composite_knots`; h the
+        fits' slope parts): the intercepts are folded into its knots and values."""
+        return composite_knots(self.quantiles_from, self.quantiles_to, float(self.coef_from[0]), float(self.coef_to[0]))
+
 
 @dataclass(frozen=True)
 class ContinuousShift(_DeviceCached):
@@ -126,35 +133,9 @@ class ContinuousShift(_DeviceCached):
         return lo, w, (c - clipped) / self.sd
 
     def _goal_t(self, v: torch.Tensor, c: torch.Tensor, x_admissible: torch.Tensor, sign: float) -> torch.Tensor:
-        """:meth:`goal` in torch on v's device (no transfer): every bin is read with masks instead of np.unique."""
-        dev = v.device
-        centers, coefs, quantiles, grid = self._on_device(dev, "bins", lambda: (
-            _t64(self.centers, dev), _t64(self.coefs, dev), _t64(self.quantiles, dev),
-            torch.linspace(0.0, 1.0, self.quantiles.shape[1], dtype=torch.float64, device=dev)))
-        ranks_of = self._on_device(dev, "ranks", lambda: [tuple(_t64(a, dev) for a in _quantile_ranks(q))
-                                                          for q in self.quantiles])
-        design = torch.cat([torch.ones((len(v), 1), dtype=torch.float64, device=dev), x_admissible], dim=1)
-        fits = design @ coefs.T                                              # (n, B)
-        rows = torch.arange(len(v), device=dev)
-        lo, w, _ = self._position_t(c, centers)
-        fitted = (1 - w) * fits[rows, lo] + w * fits[rows, lo + 1]
-        residual = v - fitted
-        zero = torch.zeros_like(v)
-        rank = torch.zeros_like(v)
-        for b, (levels, ranks) in enumerate(ranks_of):                        # mixture of the two bins' CDFs
-            at = _interp_t(residual, levels, ranks)
-            rank = rank + torch.where(lo == b, (1 - w) * at, zero)
-            rank = rank + torch.where(lo + 1 == b, w * at, zero)
-        rank = rank.clamp(0.0, 1.0)
-        lo_t, w_t, beyond = self._position_t(c + sign * self.sd, centers)
-        fitted_to = (1 - w_t) * fits[rows, lo_t] + w_t * fits[rows, lo_t + 1] + beyond * self.slope
-        q_lo = torch.zeros_like(v)
-        q_hi = torch.zeros_like(v)
-        for b in range(len(self.centers) - 1):
-            sel = lo_t == b
-            q_lo = torch.where(sel, _interp_t(rank, grid, quantiles[b]), q_lo)
-            q_hi = torch.where(sel, _interp_t(rank, grid, quantiles[b + 1]), q_hi)
-        return fitted_to + (1 - w_t) * q_lo + w_t * q_hi
+        """:meth:`goal` in torch on v's device (no transfer): :class:`ContinuousStack` of this one shift."""
+        stack = self._on_device(v.device, "stack", lambda: ContinuousStack([self], v.device))
+        return stack.goal(v[:, None], c, x_admissible, sign)[:, 0]
 
     def goal(self, v: np.ndarray, c: np.ndarray, x_admissible: np.ndarray, sign: float) -> np.ndarray:
         """The matched value of v at c + sign·sd for rows at c: (n,), (n,), (n, d_A) -> (n,).
@@ -233,3 +214,57 @@ def _group_shift(y: np.ndarray, XA: np.ndarray, c: np.ndarray, a: int, b: int) -
         coef = _ridge_fit(design, y[rows])
         parts.append((coef, np.quantile(y[rows] - design @ coef, grid)))
     return GroupShift(parts[0][0], parts[1][0], parts[0][1], parts[1][1])
+
+
+class ContinuousStack:
+    """m :class:`ContinuousShift` that share their bins (one per matched feature, or the aux output's one), read
+    at once on a device: one bin search per row, one rank search and one quantile interpolation for the (b, m)
+    block (:class:`~faux_checks.method.quantiles.PiecewiseTables`), O(1) torch ops in m and in the bins.
+
+    Raises
+    ------
+    ValueError
+        The shifts' bin centers differ (they come from the same c, so they do not).
+    """
+
+    def __init__(self, shifts, device):
+        first = shifts[0]
+        if any(not np.array_equal(s.centers, first.centers) for s in shifts):
+            raise ValueError("ContinuousStack needs shifts with the same bins")
+        self.first, self.device = first, device
+        self.n_bins = len(first.centers)
+        ranks = [_quantile_ranks(q) for s in shifts for q in s.quantiles]          # table f·B + bin
+        ranges = np.array([[lv[0], lv[-1]] for lv, _ in ranks])
+        self.tables = PiecewiseTables([lv for lv, _ in ranks], [r for _, r in ranks], ranges, device)
+        coefs = np.stack([s.coefs for s in shifts])                                 # (m, B, 1 + d_A)
+        self.intercepts = _t64(coefs[:, :, 0].ravel(), device)                       # (m·B,)
+        self.weights = _t64(coefs[:, :, 1:].reshape(len(shifts) * self.n_bins, -1).T, device)   # (d_A, m·B)
+        self.quantiles = _t64(np.concatenate([s.quantiles for s in shifts]), device)   # (m·B, Q)
+        self.slope = _t64([s.slope for s in shifts], device)
+        self.centers = _t64(first.centers, device)
+        self.offsets = torch.arange(len(shifts), device=device) * self.n_bins        # (m,)
+
+    def _fitted(self, fits: torch.Tensor | None, at: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """The bin-interpolated linear fit per (row, feature): at (b, m) the lower bin's table, w (b, 1)."""
+        if fits is None:
+            lo, hi = self.intercepts.take(at), self.intercepts.take(at + 1)
+        else:
+            rows = (torch.arange(fits.shape[0], device=fits.device) * fits.shape[1])[:, None]
+            lo, hi = fits.take(at + rows), fits.take(at + 1 + rows)
+        return torch.lerp(lo, hi, w)
+
+    def goal(self, v: torch.Tensor, c: torch.Tensor, x_admissible: torch.Tensor | None, sign: float) -> torch.Tensor:
+        """:meth:`ContinuousShift.goal` of every column: v (b, m) float64, c (b,), x_admissible (b, d_A) float64 or
+        None -> (b, m) float64 on v's device."""
+        fits = None
+        if x_admissible is not None and x_admissible.shape[1]:
+            fits = x_admissible @ self.weights + self.intercepts                      # (b, m·B)
+        lo, w, _ = self.first._position_t(c, self.centers)
+        at, w = lo[:, None] + self.offsets, w[:, None]
+        residual = v - self._fitted(fits, at, w)
+        rank = torch.lerp(self.tables(residual, at), self.tables(residual, at + 1), w).clamp_(0.0, 1.0)
+        lo_t, w_t, beyond = self.first._position_t(c + sign * self.first.sd, self.centers)
+        at_t, w_t = lo_t[:, None] + self.offsets, w_t[:, None]
+        fitted_to = self._fitted(fits, at_t, w_t).addcmul_(beyond[:, None], self.slope)
+        q = torch.lerp(interp_uniform_rows(rank, self.quantiles, at_t), interp_uniform_rows(rank, self.quantiles, at_t + 1), w_t)
+        return fitted_to.add_(q)

@@ -14,7 +14,8 @@ import torch
 
 #: Private switch for tests: True runs the torch path of the matched quantiles (:func:`~faux_checks.method.quantiles._interp_t` and the
 #: ``*_t`` helpers) on CPU tensors too. Without it the torch path runs only for a chunk on a non-CPU device; the
-#: CPU keeps the numpy path (bit-identical to the pinned scores).
+#: CPU keeps the numpy path (bit-identical to the pinned scores; the matched features' values run the same torch code
+#: on the CPU and come back as an ndarray, :meth:`~faux_checks.method.matching.FeatureMatching.values`).
 _FORCE_TORCH = False
 
 

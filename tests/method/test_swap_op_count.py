@@ -1,0 +1,91 @@
+"""The swap reading's device path issues a bounded number of torch ops per chunk, whatever the number of free
+features: counted on the CPU with the torch path forced (``faux_checks.method.torch_path._FORCE_TORCH``), every
+torch op dispatched inside ``swap_chunk`` (a ``TorchDispatchMode`` counter), for binary, 3-class and continuous c
+with every feature free in the default (matched) reading.
+
+The matched move reads each (group pair, feature) from one stacked table in one search
+(:class:`faux_checks.method.quantiles.PiecewiseTables`) and a continuous c's bins from one
+:class:`faux_checks.method.shifts.ContinuousStack`, so the count does not grow with d (a Python loop over
+features or bins would add ops per feature: the counts at d = 8 and d = 24 are compared).
+"""
+
+import contextlib
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import faux_checks.method.chunk as chunk_mod
+import faux_checks.method.faux as faux_mod
+import faux_checks.method.torch_path as torch_path_mod
+from faux_checks.method.auxiliary import AuxiliaryModel, AuxNet
+from faux_checks.method.faux import FAuxTester
+from faux_checks.method.output import TargetOutput
+
+#: Torch ops per chunk the device path may issue, every feature free (the goal; measured: binary 113, 3-class 184).
+MAX_OPS_PER_CHUNK = 200
+#: Continuous c (measured 471): each of the two moves (c ± 1 sd) reads the aux output's bins and the features' bins
+#: in two stacks, each with its own bin search; merging them (one stack, both signs at once) is what is left to
+#: reach MAX_OPS_PER_CHUNK. The bound still fails a loop over features or bins (d = 24 would add hundreds).
+MAX_OPS_CONTINUOUS = 480
+ROWS, CHUNK = 1500, 500
+
+
+class _OpCounter(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _tester(kind: str, d: int):
+    """Rows where c moves every feature's mean (so no feature is held), a random target and aux network."""
+    torch.manual_seed(3)
+    rng = np.random.default_rng(3)
+    c = {"binary": rng.integers(0, 2, ROWS), "multiclass": rng.integers(0, 3, ROWS),
+         "continuous": rng.standard_normal(ROWS)}[kind]
+    shift = (c - c.mean())[:, None] * rng.choice([-1.0, 1.0], d)
+    X = (rng.standard_normal((ROWS, d)) + shift).astype(np.float32)
+    m = 3 if kind == "multiclass" else 1
+    target = nn.Sequential(nn.Linear(d, 16), nn.Tanh(), nn.Linear(16, 1)).eval()
+    aux = AuxiliaryModel.from_module(AuxNet(d, m, (16, 16), torch.zeros(d), torch.ones(d)), kind=kind, n_features=d)
+    tester = FAuxTester(target, aux, variant="swap", output=TargetOutput(form="logit", target_class=1),
+                        chunk_size=CHUNK)
+    tester.fit_reference(X, c)
+    assert not tester.reference.admissible.any()                             # every feature free
+    assert tester.reference.matching is not None and len(tester.reference.matching.positions) == d
+    return tester, X, c
+
+
+def _ops_per_chunk(kind: str, d: int, monkeypatch) -> list[int]:
+    tester, X, c = _tester(kind, d)
+    counts: list[int] = []
+    real = chunk_mod.swap_chunk
+
+    def counted(*args, **kw):
+        with _OpCounter() as counter:
+            out = real(*args, **kw)
+        counts.append(counter.ops)
+        return out
+
+    monkeypatch.setattr(faux_mod, "swap_chunk", counted)
+    with contextlib.ExitStack() as stack:
+        stack.callback(setattr, torch_path_mod, "_FORCE_TORCH", torch_path_mod._FORCE_TORCH)
+        torch_path_mod._FORCE_TORCH = True
+        result = tester.evaluate(X, c, evidence=False)
+    assert np.isfinite(result.scores).all() and np.nanmax(result.scores) > 1e-3   # the move is read, not skipped
+    assert len(counts) == ROWS // CHUNK
+    return counts
+
+
+@pytest.mark.parametrize("kind", ["binary", "multiclass", "continuous"])
+def test_the_device_path_issues_a_bounded_number_of_torch_ops_per_chunk_whatever_d(kind, monkeypatch):
+    small = _ops_per_chunk(kind, 8, monkeypatch)
+    large = _ops_per_chunk(kind, 24, monkeypatch)
+    assert max(small + large) <= (MAX_OPS_CONTINUOUS if kind == "continuous" else MAX_OPS_PER_CHUNK), (small, large)
+    assert large == small                                                    # no op per feature
