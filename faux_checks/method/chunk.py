@@ -21,7 +21,7 @@ from .forward import forward_attribution, is_forward_only
 from .gradients import target_probability_and_gradient
 from .output import TargetOutput, predict_probability, predict_probability_tensor
 from .swap import SwapReference
-from .torch_path import _torch_path
+from .torch_path import use_torch_path
 
 __all__ = ["EVIDENCE_STEPS", "SwapChunk", "segment_attribution", "swap_chunk"]
 
@@ -137,7 +137,7 @@ def swap_chunk(target_model, aux_raw, x: torch.Tensor, c: np.ndarray | None, *, 
     Our reading (docs/method.md, "The swap reading"); module docstring of :mod:`faux_checks.method.swap`.
 
     Device path: with x on a non-CPU device and a torch target (or :data:`faux_checks.method.torch_path._FORCE_TORCH`
-    on the CPU), the move, the matched quantiles (np.interp semantics in torch, :func:`~faux_checks.method.quantiles._interp_t`),
+    on the CPU), the move, the matched quantiles (np.interp semantics in torch, :func:`~faux_checks.method.quantiles.interp_t`),
     the target's probabilities and the running maxima stay on the device; the results come to the host once at
     the chunk's end (:func:`_finish_chunk_t`). The level models of one-hot groups run there too
     (:func:`~faux_checks.method.counterfactual._level_probabilities_t`); what still crosses inside a chunk is one scalar per one-hot group and target:
@@ -147,7 +147,7 @@ def swap_chunk(target_model, aux_raw, x: torch.Tensor, c: np.ndarray | None, *, 
     b_rows, d = x.shape
     x = x.float()
     keep_t = torch.as_tensor(np.ones(d, dtype=bool) if keep is None else np.asarray(keep, dtype=bool), device=x.device)
-    on_device = _torch_path(x) and not is_forward_only(target_model)
+    on_device = use_torch_path(x) and not is_forward_only(target_model)
     p0 = (predict_probability_tensor if on_device else predict_probability)(target_model, x, output)
     g0 = None
     if settings.evaluation == "first_order":

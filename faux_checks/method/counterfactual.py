@@ -18,11 +18,11 @@ import torch
 
 from .._device import host
 from ..errors import InputError
-from .goals import _goals
+from .goals import matched_goals
 from .levels import (comonotone_transition, comonotone_transition_t, configurations, gumbel_transition,
                      gumbel_transition_t)
 from .swap import SwapReference, pair_values, swap_displacement
-from .torch_path import _torch_path
+from .torch_path import use_torch_path
 
 __all__ = ["MAX_STRETCH", "coupled_inputs", "SwapSettings", "counterfactual_inputs", "fit_floors"]
 
@@ -313,7 +313,7 @@ def counterfactual_inputs(aux_raw, x: torch.Tensor, c: np.ndarray | None, *, ref
     x = x.float()
     x_aux = x[:, torch.as_tensor(keep, device=device)] if not keep.all() else x   # (b, d_aux)
     all_free = bool(free.all())
-    on_device = _torch_path(x)                                               # the matched quantiles in torch too
+    on_device = use_torch_path(x)                                               # the matched quantiles in torch too
     targets = [1.0, -1.0] if continuous else list(range(1, reference.n_groups))
     c_values = None
     a_np: Any                                                                 # group index; None for a continuous c
@@ -338,7 +338,7 @@ def counterfactual_inputs(aux_raw, x: torch.Tensor, c: np.ndarray | None, *, ref
             other = (a_np + int(t)) % reference.n_groups                     # b_t's values, from the host's input
             target = other
             v, grad = first[i]
-        goal = torch.as_tensor(_goals(reference, v if on_device else host(v),
+        goal = torch.as_tensor(matched_goals(reference, v if on_device else host(v),
                                       x_aux if reference.admissible.any() else None, a_np, other, t, c_values),
                                device=device)
         floors = _row_floors(reference, a_np, other, b_rows, device)
@@ -372,11 +372,11 @@ def _level_probabilities(reference: SwapReference, x_aux: torch.Tensor, a_np, ot
                          coupling: str = "auto") -> list[np.ndarray]:
     """Per level model, each row's probabilities (b, K) of its counterfactual level (comonotone coupling).
 
-    On the torch path (:func:`~faux_checks.method.torch_path._torch_path` of x_aux): the same in torch on x_aux's device,
+    On the torch path (:func:`~faux_checks.method.torch_path.torch_path` of x_aux): the same in torch on x_aux's device,
     (b, K) float64 Tensors there (:meth:`~faux_checks.method.levels.LevelModel.logits_t`,
     :func:`~faux_checks.method.levels.gumbel_transition_t`, :func:`~faux_checks.method.levels.comonotone_transition_t`).
     """
-    if _torch_path(x_aux):
+    if use_torch_path(x_aux):
         return _level_probabilities_t(reference, x_aux, a_np, other, c_values, t, coupling)
     xa = host(x_aux[:, torch.as_tensor(reference.admissible, device=x_aux.device)].double())
     out = []

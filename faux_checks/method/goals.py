@@ -1,5 +1,5 @@
 """How far the swap reading moves the aux output (eq. 6, Δc): the matched aux value of each row of a chunk,
-from the reference's group shifts, with numpy on the CPU (:func:`_goals`) and torch on a device (:func:`_goals_t`).
+from the reference's group shifts, with numpy on the CPU (:func:`matched_goals`) and torch on a device (:func:`_goals_t`).
 """
 
 from __future__ import annotations
@@ -10,8 +10,10 @@ import torch
 from .._device import host
 from .swap import SwapReference
 
+__all__ = ["matched_goals"]
 
-def _goals(reference: SwapReference, v: np.ndarray, x_aux: torch.Tensor | None, a: np.ndarray, b: np.ndarray,
+
+def matched_goals(reference: SwapReference, v: np.ndarray, x_aux: torch.Tensor | None, a: np.ndarray, b: np.ndarray,
            sign: float, c_values: np.ndarray | None = None) -> np.ndarray:
     """The matched aux value of each row (:meth:`~faux_checks.method.shifts.GroupShift.goal`).
 
@@ -20,7 +22,7 @@ def _goals(reference: SwapReference, v: np.ndarray, x_aux: torch.Tensor | None, 
     free features (no (n, d_A) gather of the admissible columns, no float64 copy of the rows); the fits
     then enter the float64 quantile matching.
 
-    ``v`` a float64 Tensor (the torch path, :func:`~faux_checks.method.torch_path._torch_path`): :func:`_goals_t`,
+    ``v`` a float64 Tensor (the torch path, :func:`~faux_checks.method.torch_path.torch_path`): :func:`_goals_t`,
     the same on v's device, returning a Tensor there.
     """
     if isinstance(v, torch.Tensor):
@@ -51,10 +53,10 @@ def _goals(reference: SwapReference, v: np.ndarray, x_aux: torch.Tensor | None, 
 
 def _goals_t(reference: SwapReference, v: torch.Tensor, x_aux: torch.Tensor | None, a: np.ndarray, b: np.ndarray,
              sign: float, c_values: np.ndarray | None = None) -> torch.Tensor:
-    """:func:`_goals` on v's device, without a transfer to the host: v (n,) float64 -> goals (n,) float64 there.
+    """:func:`matched_goals` on v's device, without a transfer to the host: v (n,) float64 -> goals (n,) float64 there.
 
     The chunk's groups ``a``, ``b`` (ndarrays, inputs) choose the rows on the host; the fits (one float32
-    product, as in :func:`_goals`) and the quantile matching (:meth:`~faux_checks.method.shifts.GroupShift.goal_from_fits` on Tensors)
+    product, as in :func:`matched_goals`) and the quantile matching (:meth:`~faux_checks.method.shifts.GroupShift.goal_from_fits` on Tensors)
     run on the device.
     """
     dev = v.device

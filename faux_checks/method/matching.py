@@ -14,21 +14,21 @@ import torch
 
 from .._device import host
 from .quantiles import PiecewiseTables
-from .shifts import ContinuousShift, ContinuousStack, GroupShift, _continuous_shift, _group_shift, _ridge_fit
-from .torch_path import _DeviceCached, _t64, _torch_path
+from .shifts import ContinuousShift, ContinuousStack, GroupShift, continuous_shift, group_shift, ridge_fit
+from .torch_path import DeviceCached, t64, use_torch_path
 
-__all__ = ["FeatureMatching"]
+__all__ = ["feature_matching", "FeatureMatching"]
 
 
 @dataclass(frozen=True)
-class FeatureMatching(_DeviceCached):
+class FeatureMatching(DeviceCached):
     """The matched value of each free numeric feature in the other group (``swap_metric = "matched"``).
 
     A person keeps their rank: feature j takes the value of the person's rank in the other group among people
     with the same held features (a per-group ridge regression of x_j on the held features and quantile matching
     of its residuals: :class:`~faux_checks.method.shifts.GroupShift` applied to x_j instead of the aux output; a continuous c:
     :class:`~faux_checks.method.shifts.ContinuousShift` at c ± 1 sd). A feature distributed alike in both groups maps to itself. Our reading
-    (issue 20; evidence in docs/benchmark.md): the move follows what c does to each feature, person by person,
+    (evidence in docs/benchmark.md): the move follows what c does to each feature, person by person,
     instead of the auxiliary model's gradient.
 
     Attributes
@@ -59,7 +59,7 @@ class FeatureMatching(_DeviceCached):
         """
         x_t = torch.as_tensor(x_aux, dtype=torch.float32)
         out = self._values_t(x_t, held, a, b, c_values, sign)
-        return out if _torch_path(x_t) else host(out)
+        return out if use_torch_path(x_t) else host(out)
 
     def _values_t(self, x_t: torch.Tensor, held: np.ndarray, a=None, b=None, c_values=None,
                   sign: float = 1.0) -> torch.Tensor:
@@ -128,7 +128,7 @@ class FeatureMatching(_DeviceCached):
         others moved by their slope."""
         dev = x.device
         binned = [k for k, s in enumerate(self.continuous) if s is not None]
-        slopes = self._on_device(dev, "slopes", lambda: _t64(self.slopes, dev))
+        slopes = self._on_device(dev, "slopes", lambda: t64(self.slopes, dev))
         if not binned:
             return x + sign * slopes
         stack = self._on_device(dev, "stack", lambda: ContinuousStack([self.continuous[k] for k in binned], dev))
@@ -160,7 +160,7 @@ class FeatureMatching(_DeviceCached):
                    slopes=tuple(float(x) for x in payload.get("slopes", [])))
 
 
-def _feature_matching(X: np.ndarray, XA: np.ndarray, c: np.ndarray, kind: str, moving: np.ndarray,
+def feature_matching(X: np.ndarray, XA: np.ndarray, c: np.ndarray, kind: str, moving: np.ndarray,
                       m: int) -> "FeatureMatching":
     positions = np.flatnonzero(moving)
     if kind == "continuous":
@@ -169,10 +169,10 @@ def _feature_matching(X: np.ndarray, XA: np.ndarray, c: np.ndarray, kind: str, m
         design = np.column_stack([np.ones(len(c)), XA, z])
         per, slopes = [], []
         for j in positions:
-            slope = float(_ridge_fit(design, X[:, j])[-1])
-            per.append(_continuous_shift(X[:, j], XA, c.astype(np.float64), slope, sd))
+            slope = float(ridge_fit(design, X[:, j])[-1])
+            per.append(continuous_shift(X[:, j], XA, c.astype(np.float64), slope, sd))
             slopes.append(slope)
         return FeatureMatching(positions=positions, continuous=tuple(per), slopes=tuple(slopes))
-    shifts = {(a, b): tuple(_group_shift(X[:, j], XA, c, a, b) for j in positions)
+    shifts = {(a, b): tuple(group_shift(X[:, j], XA, c, a, b) for j in positions)
               for a in range(m) for b in range(m) if a != b}
     return FeatureMatching(positions=positions, shifts=shifts)

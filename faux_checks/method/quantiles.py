@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["matched_quantile"]
+__all__ = ["interp_t", "interp_uniform", "interp_uniform_t", "matched_quantile", "quantile_ranks"]
 
 
 def matched_quantile(values: np.ndarray, q_from: np.ndarray, q_to: np.ndarray) -> np.ndarray:
@@ -27,25 +27,25 @@ def matched_quantile(values: np.ndarray, q_from: np.ndarray, q_to: np.ndarray) -
         The target distribution's value at each value's rank in the source distribution (ties
         and flat stretches at their mid-rank; values outside the source range at its ends).
     """
-    levels, ranks = _quantile_ranks(q_from)
+    levels, ranks = quantile_ranks(q_from)
     return np.interp(np.interp(values, levels, ranks), np.linspace(0.0, 1.0, len(q_from)), q_to)
 
 
-def _interp_uniform(r: np.ndarray, q: np.ndarray) -> np.ndarray:
+def interp_uniform(r: np.ndarray, q: np.ndarray) -> np.ndarray:
     """``np.interp(r, linspace(0, 1, len(q)), q)`` for r in [0, 1], by index arithmetic (no search)."""
     pos: np.ndarray = r * (len(q) - 1)
     i = np.minimum(pos.astype(np.int64), len(q) - 2)
     return q[i] + (pos - i) * (q[i + 1] - q[i])
 
 
-def _quantile_ranks(q_from: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def quantile_ranks(q_from: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct quantile values and their mean rank on the probability grid (ties share their mean rank)."""
     grid = np.linspace(0.0, 1.0, len(q_from))
     levels, inverse = np.unique(q_from, return_inverse=True)
     return levels, np.bincount(inverse, weights=grid) / np.bincount(inverse)
 
 
-def _interp_t(x: torch.Tensor, xp: torch.Tensor, fp: torch.Tensor) -> torch.Tensor:
+def interp_t(x: torch.Tensor, xp: torch.Tensor, fp: torch.Tensor) -> torch.Tensor:
     """``np.interp(x, xp, fp)`` in torch, on x's device.
 
     Parameters
@@ -81,8 +81,8 @@ def _interp_t(x: torch.Tensor, xp: torch.Tensor, fp: torch.Tensor) -> torch.Tens
     return torch.where(torch.isnan(x), x, out)
 
 
-def _interp_uniform_t(r: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-    """:func:`_interp_uniform` in torch: ``np.interp(r, linspace(0, 1, len(q)), q)`` for r (n,) in [0, 1], q (Q,) float64.
+def interp_uniform_t(r: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """:func:`interp_uniform` in torch: ``np.interp(r, linspace(0, 1, len(q)), q)`` for r (n,) in [0, 1], q (Q,) float64.
 
     The index is clamped to [0, Q − 2] (numpy's would be out of range for a NaN r; here a NaN r gives NaN).
     """
@@ -101,16 +101,16 @@ def composite_knots(q_from: np.ndarray, q_to: np.ndarray, shift_from: float = 0.
     piecewise-linear function: (knots (K,), values (K,)), knots strictly increasing, K ≤ 2 Q.
 
     The map is ``np.interp`` on the distinct quantiles (ranks with ties at their mean rank,
-    :func:`_quantile_ranks`) followed by ``np.interp`` on the uniform probability grid; both are linear between
+    :func:`quantile_ranks`) followed by ``np.interp`` on the uniform probability grid; both are linear between
     the distinct quantiles and the points whose rank is a grid point, so those points are its knots, and
     ``np.interp(y, knots, values)`` is the map (values at the knots by the two steps; below the first and above
     the last knot it is constant, as np.interp is). Rounding: the composite and the two steps differ by a few ulp.
     """
-    levels, ranks = _quantile_ranks(q_from)
+    levels, ranks = quantile_ranks(q_from)
     grid = np.linspace(0.0, 1.0, len(q_from))
     inner = grid[(grid >= ranks[0]) & (grid <= ranks[-1])]
     knots = np.unique(np.concatenate([levels, np.interp(inner, ranks, levels)]) + shift_from)
-    values = shift_to + _interp_uniform(np.interp(knots - shift_from, levels, ranks), q_to)
+    values = shift_to + interp_uniform(np.interp(knots - shift_from, levels, ranks), q_to)
     return knots, values
 
 
@@ -182,7 +182,7 @@ def _take(flat: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
 
 
 def interp_uniform_rows(r: torch.Tensor, quantiles: torch.Tensor, row: torch.Tensor) -> torch.Tensor:
-    """:func:`_interp_uniform_t` with a quantile row per value: r (any shape) in [0, 1], quantiles (R, Q) float64
+    """:func:`interp_uniform_t` with a quantile row per value: r (any shape) in [0, 1], quantiles (R, Q) float64
     flattened or not, row (int64, broadcastable to r) the row of each value. Returns r's shape."""
     Q = quantiles.shape[-1]
     flat = quantiles.reshape(-1)

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .quantiles import (PiecewiseTables, _interp_t, _interp_uniform, _interp_uniform_t, _quantile_ranks,
+from .quantiles import (PiecewiseTables, interp_t, interp_uniform, interp_uniform_t, quantile_ranks,
                         composite_knots, interp_uniform_rows)
-from .torch_path import _DeviceCached, _t64
+from .torch_path import DeviceCached, t64
 
-__all__ = ["ContinuousShift", "ContinuousStack", "GroupShift", "MIN_BIN_ROWS", "N_BINS", "N_QUANTILES", "RIDGE"]
+__all__ = ["continuous_shift", "ContinuousShift", "ContinuousStack", "group_shift", "GroupShift", "MIN_BIN_ROWS",
+           "N_BINS", "N_QUANTILES", "RIDGE", "ridge_fit"]
 
 
 #: Quantiles kept per group and pair for the 1-D optimal transport (1,001: 0.1% resolution).
@@ -29,7 +30,7 @@ RIDGE = 1e-3
 
 
 @dataclass(frozen=True)
-class GroupShift(_DeviceCached):
+class GroupShift(DeviceCached):
     """How the aux log-odds v = z_b − z_a differ between group a and group b, given the admissible features.
 
     Attributes
@@ -52,7 +53,7 @@ class GroupShift(_DeviceCached):
         Float64 Tensors (on any device) in give a Tensor on that device (:meth:`goal_from_fits`).
         """
         if isinstance(v, torch.Tensor):
-            coef_from, coef_to = (_t64(c, v.device) for c in (self.coef_from, self.coef_to))
+            coef_from, coef_to = (t64(c, v.device) for c in (self.coef_from, self.coef_to))
             return self.goal_from_fits(v, coef_from[0] + x_admissible @ coef_from[1:],
                                        coef_to[0] + x_admissible @ coef_to[1:])
         fitted_from = self.coef_from[0] + x_admissible @ self.coef_from[1:]
@@ -62,19 +63,19 @@ class GroupShift(_DeviceCached):
     def goal_from_fits(self, v: np.ndarray, fitted_from: np.ndarray, fitted_to: np.ndarray) -> np.ndarray:
         """:meth:`goal` given the two linear models' fitted values for the rows, (n,) each -> (n,).
 
-        ndarrays in: numpy (np.interp). float64 Tensors in: the same on their device (:func:`~faux_checks.method.quantiles._interp_t`,
-        :func:`~faux_checks.method.quantiles._interp_uniform_t`; the quantiles are copied to the device once and kept).
+        ndarrays in: numpy (np.interp). float64 Tensors in: the same on their device (:func:`~faux_checks.method.quantiles.interp_t`,
+        :func:`~faux_checks.method.quantiles.interp_uniform_t`; the quantiles are copied to the device once and kept).
         """
         if isinstance(v, torch.Tensor):
             levels, ranks, q_to = self._on_device(v.device, "ranks", lambda: tuple(
-                _t64(a, v.device) for a in (*self._ranks, self.quantiles_to)))
-            return fitted_to + _interp_uniform_t(_interp_t(v - fitted_from, levels, ranks), q_to)
+                t64(a, v.device) for a in (*self._ranks, self.quantiles_to)))
+            return fitted_to + interp_uniform_t(interp_t(v - fitted_from, levels, ranks), q_to)
         levels, ranks = self._ranks
-        return fitted_to + _interp_uniform(np.interp(v - fitted_from, levels, ranks), self.quantiles_to)
+        return fitted_to + interp_uniform(np.interp(v - fitted_from, levels, ranks), self.quantiles_to)
 
     @functools.cached_property
     def _ranks(self) -> tuple[np.ndarray, np.ndarray]:
-        return _quantile_ranks(self.quantiles_from)
+        return quantile_ranks(self.quantiles_from)
 
     def composite(self) -> tuple[np.ndarray, np.ndarray]:
         """(knots, values): ``y ↦ goal_from_fits(y + h_from, h_from + coef_from[0], h_to + coef_to[0]) − h_to`` as one
@@ -84,14 +85,14 @@ class GroupShift(_DeviceCached):
 
 
 @dataclass(frozen=True)
-class ContinuousShift(_DeviceCached):
+class ContinuousShift(DeviceCached):
     """How the aux prediction v of a continuous c is distributed at each value of c, given the admissible features.
 
     The continuous analogue of :class:`GroupShift`: c's reference values are cut into bins; per bin, a
     linear model of v on the admissible features and the quantiles of its residuals. A person at c keeps
     their rank among people with the same c (and admissible features) when c moves to c ± 1 sd: the goal
     is the value of that rank at c ± 1 sd, so the move of v is the person's own, not one global slope
-    (issue 20, item 4; our reading).
+    (our reading).
 
     Attributes
     ----------
@@ -153,7 +154,7 @@ class ContinuousShift(_DeviceCached):
         residual = v - fitted
         rank = np.zeros(len(v))
         for b in np.unique(np.concatenate([lo, lo + 1])):                    # mixture of the two bins' CDFs
-            levels, ranks = _quantile_ranks(self.quantiles[b])
+            levels, ranks = quantile_ranks(self.quantiles[b])
             below, above = lo == b, lo + 1 == b
             rank[below] += (1 - w[below]) * np.interp(residual[below], levels, ranks)
             rank[above] += w[above] * np.interp(residual[above], levels, ranks)
@@ -174,14 +175,14 @@ N_BINS = 10
 MIN_BIN_ROWS = 200
 
 
-def _ridge_fit(design: np.ndarray, y: np.ndarray) -> np.ndarray:
+def ridge_fit(design: np.ndarray, y: np.ndarray) -> np.ndarray:
     n = len(design)
     penalty = RIDGE * n * np.eye(design.shape[1])
     penalty[0, 0] = 0.0                                                  # no penalty on the intercept
     return np.linalg.solve(design.T @ design + penalty, design.T @ y)
 
 
-def _continuous_shift(v: np.ndarray, XA: np.ndarray, c: np.ndarray, slope: float, sd: float) -> ContinuousShift | None:
+def continuous_shift(v: np.ndarray, XA: np.ndarray, c: np.ndarray, slope: float, sd: float) -> ContinuousShift | None:
     n_bins = min(N_BINS, len(c) // MIN_BIN_ROWS)
     if n_bins < 2:
         return None
@@ -194,7 +195,7 @@ def _continuous_shift(v: np.ndarray, XA: np.ndarray, c: np.ndarray, slope: float
         if rows.sum() < 2:
             return None
         design = np.column_stack([np.ones(int(rows.sum())), XA[rows]])
-        coef = _ridge_fit(design, v[rows])
+        coef = ridge_fit(design, v[rows])
         centers.append(float(np.median(c[rows])))
         coefs.append(coef)
         quantiles.append(np.quantile(v[rows] - design @ coef, grid))
@@ -204,14 +205,14 @@ def _continuous_shift(v: np.ndarray, XA: np.ndarray, c: np.ndarray, slope: float
     return ContinuousShift(centers=centers, coefs=np.asarray(coefs), quantiles=np.asarray(quantiles), sd=sd, slope=slope)
 
 
-def _group_shift(y: np.ndarray, XA: np.ndarray, c: np.ndarray, a: int, b: int) -> GroupShift:
+def group_shift(y: np.ndarray, XA: np.ndarray, c: np.ndarray, a: int, b: int) -> GroupShift:
     """The per-group ridge regression of y on the held features and its residual quantiles, for groups a and b."""
     grid = np.linspace(0.0, 1.0, N_QUANTILES)
     parts = []
     for g in (a, b):
         rows = c == g
         design = np.column_stack([np.ones(int(rows.sum())), XA[rows]])
-        coef = _ridge_fit(design, y[rows])
+        coef = ridge_fit(design, y[rows])
         parts.append((coef, np.quantile(y[rows] - design @ coef, grid)))
     return GroupShift(parts[0][0], parts[1][0], parts[0][1], parts[1][1])
 
@@ -233,15 +234,15 @@ class ContinuousStack:
             raise ValueError("ContinuousStack needs shifts with the same bins")
         self.first, self.device = first, device
         self.n_bins = len(first.centers)
-        ranks = [_quantile_ranks(q) for s in shifts for q in s.quantiles]          # table f·B + bin
+        ranks = [quantile_ranks(q) for s in shifts for q in s.quantiles]          # table f·B + bin
         ranges = np.array([[lv[0], lv[-1]] for lv, _ in ranks])
         self.tables = PiecewiseTables([lv for lv, _ in ranks], [r for _, r in ranks], ranges, device)
         coefs = np.stack([s.coefs for s in shifts])                                 # (m, B, 1 + d_A)
-        self.intercepts = _t64(coefs[:, :, 0].ravel(), device)                       # (m·B,)
-        self.weights = _t64(coefs[:, :, 1:].reshape(len(shifts) * self.n_bins, -1).T, device)   # (d_A, m·B)
-        self.quantiles = _t64(np.concatenate([s.quantiles for s in shifts]), device)   # (m·B, Q)
-        self.slope = _t64([s.slope for s in shifts], device)
-        self.centers = _t64(first.centers, device)
+        self.intercepts = t64(coefs[:, :, 0].ravel(), device)                       # (m·B,)
+        self.weights = t64(coefs[:, :, 1:].reshape(len(shifts) * self.n_bins, -1).T, device)   # (d_A, m·B)
+        self.quantiles = t64(np.concatenate([s.quantiles for s in shifts]), device)   # (m·B, Q)
+        self.slope = t64([s.slope for s in shifts], device)
+        self.centers = t64(first.centers, device)
         self.offsets = torch.arange(len(shifts), device=device) * self.n_bins        # (m,)
 
     def _fitted(self, fits: torch.Tensor | None, at: torch.Tensor, w: torch.Tensor) -> torch.Tensor:

@@ -43,10 +43,10 @@ from .._validation import fmt_count
 from ..errors import InputError
 from ..kinds import Kind
 from .levels import LevelModel
-from .matching import FeatureMatching, _feature_matching
+from .matching import FeatureMatching, feature_matching
 from .metric import covariance_metric
-from .shifts import ContinuousShift, GroupShift, _continuous_shift, _group_shift, _ridge_fit
-from .torch_path import _torch_path
+from .shifts import ContinuousShift, GroupShift, continuous_shift, group_shift, ridge_fit
+from .torch_path import use_torch_path
 
 __all__ = [
     "METRICS",
@@ -246,10 +246,10 @@ def fit_swap_reference(raw_ref, X_ref, c_ref, *, kind: Kind, admissible=None, me
         if not sd > 0:
             raise InputError("the continuous protected attribute is constant on the reference rows")
         design = np.column_stack([np.ones(len(c)), XA, (c - c.mean()) / sd])
-        slope = float(_ridge_fit(design, raw[:, 0])[-1])
-        cont = _continuous_shift(raw[:, 0], XA, c.astype(np.float64), slope, sd) if continuous_matching == "rank" else None
+        slope = float(ridge_fit(design, raw[:, 0])[-1])
+        cont = continuous_shift(raw[:, 0], XA, c.astype(np.float64), slope, sd) if continuous_matching == "rank" else None
         matching = (None if matched is None
-                    else _feature_matching(X, XA, c.astype(np.float64), kind, np.asarray(matched, dtype=bool), 0))
+                    else feature_matching(X, XA, c.astype(np.float64), kind, np.asarray(matched, dtype=bool), 0))
         return SwapReference(kind=kind, n_groups=0, metric=M, admissible=A, slope=slope, continuous=cont,
                              metric_name=metric, matching=matching)
     m = 2 if raw.shape[1] == 1 else raw.shape[1]
@@ -259,8 +259,8 @@ def fit_swap_reference(raw_ref, X_ref, c_ref, *, kind: Kind, admissible=None, me
         raise InputError(f"every protected group needs at least 2 reference rows for the swap reading; "
                          f"counts {counts.tolist()}")
     z = np.concatenate([np.zeros((len(raw), 1)), raw], axis=1) if raw.shape[1] == 1 else raw
-    shifts = {(a, b): _group_shift(z[:, b] - z[:, a], XA, c, a, b) for a in range(m) for b in range(m) if a != b}
-    matching = None if matched is None else _feature_matching(X, XA, c, kind, np.asarray(matched, dtype=bool), m)
+    shifts = {(a, b): group_shift(z[:, b] - z[:, a], XA, c, a, b) for a in range(m) for b in range(m) if a != b}
+    matching = None if matched is None else feature_matching(X, XA, c, kind, np.asarray(matched, dtype=bool), m)
     return SwapReference(kind=kind, n_groups=m, metric=M, admissible=A, shifts=shifts, metric_name=metric,
                          matching=matching)
 
@@ -303,7 +303,7 @@ def swap_displacement(grad: torch.Tensor, metric: torch.Tensor, delta: torch.Ten
     floor = torch.as_tensor(floor, dtype=torch.float64, device=delta.device)
     undefined = ~(torch.isfinite(norm2) & torch.isfinite(delta)) | (norm2 <= ZERO_NORM2)
     scale = delta / (norm2 + floor)                                                    # (n,): inf/NaN only where undefined
-    if _torch_path(g) or bool(undefined.any()):                             # on a device: no sync, where() always
+    if use_torch_path(g) or bool(undefined.any()):                             # on a device: no sync, where() always
         scale = torch.where(undefined, torch.zeros((), dtype=torch.float64, device=g.device), scale)
         Mg = torch.where(undefined[:, None], torch.zeros((), dtype=g.dtype, device=g.device), Mg)
     dx = Mg.mul_(scale.to(g.dtype)[:, None])                                 # Mg is the matmul's own output

@@ -35,7 +35,7 @@ from faux_checks.method.auxiliary import AuxiliaryModel, AuxNet
 from faux_checks.method.counterfactual import SwapSettings
 from faux_checks.method.faux import FAuxTester
 from faux_checks.method.output import TargetOutput
-from faux_checks.method.quantiles import _interp_t, _interp_uniform, _interp_uniform_t, _quantile_ranks
+from faux_checks.method.quantiles import interp_t, interp_uniform, interp_uniform_t, quantile_ranks
 from faux_checks.method.shifts import ContinuousShift, GroupShift
 
 #: Torch helper against numpy helper, float64 (measured: 0, the same operations in the same order).
@@ -78,7 +78,7 @@ def test_interp_equals_np_interp_inside_at_the_knots_and_beyond_the_ends(seed):
     fp = np.sort(rng.normal(size=len(xp)))
     fp[5:9] = fp[5]                                                          # a flat stretch
     x = np.concatenate([_probe(rng, xp[0], xp[-1]), xp])                     # every knot exactly
-    got = _interp_t(_t(x), _t(xp), _t(fp)).numpy()
+    got = interp_t(_t(x), _t(xp), _t(fp)).numpy()
     want = np.interp(x, xp, fp)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_allclose(got, want, rtol=0, atol=HELPER_ATOL)
@@ -88,7 +88,7 @@ def test_interp_equals_np_interp_inside_at_the_knots_and_beyond_the_ends(seed):
 
 def test_interp_with_one_point_is_that_value_everywhere_as_numpy():
     x = np.array([np.nan, -5.0, 1.0, 7.0])
-    got = _interp_t(_t(x), _t([1.0]), _t([3.5])).numpy()
+    got = interp_t(_t(x), _t([1.0]), _t([3.5])).numpy()
     assert got.tolist() == np.interp(x, [1.0], [3.5]).tolist() == [3.5] * 4
 
 
@@ -98,8 +98,8 @@ def test_interp_uniform_equals_the_numpy_index_arithmetic_and_np_interp(seed):
     q = np.sort(rng.normal(size=101))
     q[40:50] = q[40]                                                         # tied quantiles
     r = np.concatenate([rng.uniform(size=500), [0.0, 1.0, 0.5, 0.01]])
-    got = _interp_uniform_t(_t(r), _t(q)).numpy()
-    np.testing.assert_allclose(got, _interp_uniform(r, q), rtol=0, atol=HELPER_ATOL)
+    got = interp_uniform_t(_t(r), _t(q)).numpy()
+    np.testing.assert_allclose(got, interp_uniform(r, q), rtol=0, atol=HELPER_ATOL)
     np.testing.assert_allclose(got, np.interp(r, np.linspace(0, 1, len(q)), q), rtol=0, atol=1e-12)
 
 
@@ -119,7 +119,7 @@ def test_group_shift_goal_on_tensors_equals_the_numpy_goal(shape):
     rng = np.random.default_rng(7)
     shift = _shift(rng, tie_from=shape == "ties", one_level=shape == "one_level")
     if shape == "one_level":
-        levels, ranks = _quantile_ranks(shift.quantiles_from)
+        levels, ranks = quantile_ranks(shift.quantiles_from)
         assert len(levels) == 1 and ranks.tolist() == [0.5]                 # the torch one-point branch is read
     n = 500
     v = np.concatenate([rng.normal(size=n - 3) * 3, shift.quantiles_from[[0, 40, -1]] + shift.coef_from[0]])
@@ -237,8 +237,8 @@ def test_aux_goals_on_the_torch_path_equal_the_numpy_goals(case):
     for t in ([1.0, -1.0] if case == "continuous" else range(1, ref.n_groups)):
         b = None if a is None else (a + int(t)) % ref.n_groups
         cv = c if case == "continuous" else None
-        want = goals_mod._goals(ref, v, x, a, b, t, cv)
-        got = goals_mod._goals(ref, _t(v), x, a, b, t, cv)
+        want = goals_mod.matched_goals(ref, v, x, a, b, t, cv)
+        got = goals_mod.matched_goals(ref, _t(v), x, a, b, t, cv)
         assert isinstance(got, torch.Tensor)
         np.testing.assert_allclose(got.numpy(), want, rtol=0, atol=HELPER_ATOL)
 
