@@ -127,9 +127,13 @@ def check_finite(raw: np.ndarray, encoded: np.ndarray, column: str, *, what: str
 
 
 def missing_counts(frame: pd.DataFrame, columns) -> dict[str, int]:
-    """Missing values per column of ``columns`` in ``frame``, for the columns that have any (in ``columns``' order)."""
-    counts = frame[list(columns)].isna().sum()
-    return {str(c): int(counts[c]) for c in columns if counts[c]}
+    """Missing values per column of ``columns`` in ``frame``, for the columns that have any (in ``columns``' order).
+
+    A column ``frame`` lacks is left to the encoder, which names every absent column.
+    """
+    present = [c for c in columns if c in frame.columns]
+    counts = frame[present].isna().sum()
+    return {str(c): int(counts[c]) for c in present if counts[c]}
 
 
 def missing_message(counts: dict[str, int], n: int, *, what: str, fix: str) -> str:

@@ -46,6 +46,7 @@ def _record_flow(monkeypatch, module: str, name: str) -> dict:
         seen["policy_text"] = open(path).read() if path else None
         seen["policy"] = load_policy(path) if path else None
         raise Handed()
+    fake.with_options = lambda **options: fake      # the command runs the flow with its run hooks attached
     monkeypatch.setattr(settings, "configure_environment", lambda: None)
     monkeypatch.setattr(importlib.import_module(f"faux_checks_flows.{module}"), name, fake)
     return seen

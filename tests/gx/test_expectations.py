@@ -190,12 +190,17 @@ def test_suite_without_faux_expectation_is_undecided(files):
     assert outcome.decision == "undecided" and FAUX in outcome.reasons[0] and outcome.check is None
 
 
-def test_weak_aux_model_is_undecided(frame, files):
-    outcome = E.validate_frame(frame, E.build_suite(make_policy(testers={}, min_aux_quality=1.0),
-                                                    model_path=files["unfair"]))
-    assert outcome.decision == "undecided"
-    assert outcome.check["decision"] == "undecided"
-    assert outcome.reasons[0].startswith("auxiliary model too weak: roc_auc")
+def test_weak_aux_model_never_passes_but_can_fail(frame, files):
+    """Under a floor no auxiliary model meets (1.0): the fair model is undecided, the unfair one, whose flagged
+    fraction's lower bound is over the limit, fails (a weak auxiliary model reads c less, so it counts fewer)."""
+    policy = make_policy(testers={}, min_aux_quality=1.0)
+    fair = E.validate_frame(frame, E.build_suite(policy, model_path=files["fair"]))
+    assert fair.decision == fair.check["decision"] == "undecided"
+    assert any(r.startswith("auxiliary model too weak: roc_auc") for r in fair.reasons)
+    unfair = E.validate_frame(frame, E.build_suite(policy, model_path=files["unfair"]))
+    assert unfair.decision == unfair.check["decision"] == "failed"
+    rules = {r["rule"]: r["status"] for r in unfair.check["rules"]}
+    assert rules["min_aux_quality"] == "not met" and rules["max_flagged_fraction"] == "exceeded"
 
 
 def test_c03_missing_protected_or_feature_column_is_undecided(frame, files):

@@ -166,7 +166,7 @@ def test_an_admissible_only_target_passes_under_a_weak_auxiliary_model():
     policy = Policy.model_validate({
         "protected": "sex", "target_output": "logit", "min_aux_quality": 0.7,
         "faux": {"delta": 0.1, "max_flagged_fraction": 0.05, "admissible": ["mediator"]},
-        "aux": {"epochs": 10}, "decision": {"min_group_rows": 50, "aux_seeds": 1}})
+        "aux": {"epochs": 10, "cross_fit_folds": 0}, "decision": {"min_group_rows": 50, "aux_seeds": 1}})
     result = run_check(_Logistic([1.0, 0.5, 2.0]), df, policy=policy, feature_spec=spec)
     aux_rule = next(r for r in result.rules if r["rule"] == "min_aux_quality")
     assert aux_rule["observed"] < 0.7                                      # the floor would not be met

@@ -68,7 +68,7 @@ def test_unreachable_registry_exits_2_within_the_deadline(tmp_path, capsys):
     """Nothing listens on the port: MLflow's client gives up after our retries, well within the deadline."""
     from faux_checks_app.cli import main
 
-    (tmp_path / "d.csv").write_text("a,sex\n1,F\n")
+    (tmp_path / "d.csv").write_text("a,sex,income,y\n1,F,0,0\n2,M,1,1\n")   # passes the data check; the registry is what fails
     uri = f"http://127.0.0.1:{_free_port()}"
     t0 = time.monotonic()
     code = main(["gate", "m", "--data", str(tmp_path / "d.csv"), "--tracking-uri", uri, "--deadline", "30"])
@@ -88,7 +88,7 @@ def test_silent_registry_times_out_per_call(tmp_path, capsys):
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(16)
-    (tmp_path / "d.csv").write_text("a,sex\n1,F\n")
+    (tmp_path / "d.csv").write_text("a,sex,income,y\n1,F,0,0\n2,M,1,1\n")   # passes the data check; the registry is what fails
     (tmp_path / "p.toml").write_text(POLICY + "[operations]\nregistry_timeout_s = 1\nregistry_retries = 0\n")
     uri = f"http://127.0.0.1:{listener.getsockname()[1]}"
     try:
@@ -110,7 +110,7 @@ def test_deadline_stops_the_command_with_exit_2(tmp_path, capsys, monkeypatch):
     from faux_checks_app.cli import main
 
     monkeypatch.setattr(ops, "check_reachable", lambda uri: time.sleep(30))
-    (tmp_path / "d.csv").write_text("a,sex\n1,F\n")
+    (tmp_path / "d.csv").write_text("a,sex,income,y\n1,F,0,0\n2,M,1,1\n")   # passes the data check; the registry is what fails
     t0 = time.monotonic()
     code = main(["gate", "m", "--data", str(tmp_path / "d.csv"), "--deadline", "1.5"])
     assert code == 2 and 1.4 < time.monotonic() - t0 < 5
@@ -225,7 +225,7 @@ def test_sigint_in_process_exits_130(tmp_path, capsys, monkeypatch):
         time.sleep(5)
 
     monkeypatch.setattr(ops, "check_reachable", interrupted)
-    (tmp_path / "d.csv").write_text("a,sex\n1,F\n")
+    (tmp_path / "d.csv").write_text("a,sex,income,y\n1,F,0,0\n2,M,1,1\n")   # passes the data check; the registry is what fails
     assert main(["gate", "m", "--data", str(tmp_path / "d.csv")]) == 130
     assert "SIGINT received" in capsys.readouterr().err
 

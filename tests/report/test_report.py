@@ -120,7 +120,8 @@ def test_report_json_matches_the_schema(reports, kind):
         assert report["audit"]["reference_check"]["n_individuals"] == 500
     else:
         assert {r["rule"] for r in report["rules"]} == {"min_group_rows", "min_aux_quality", "max_undefined_fraction",
-                                                         "max_flagged_fraction", "max_group_flagged_fraction"}
+                                                         "max_flagged_fraction", "max_group_flagged_fraction",
+                                                         "held_jointly_free"}
 
 
 def _mutations(report):
