@@ -36,7 +36,7 @@ import time
 #: Exit code of a probe whose file's bytes are not those the caller checked (``probe.CHANGED_EXIT``).
 CHANGED_EXIT = 4
 #: Exit code of a probe that could not set itself up (limit or import): the runner's environment, not the file
-#: (``probe.PROBE_NOT_RUN``).
+#: (``torch_probe.PROBE_NOT_RUN``).
 SETUP_FAILED = 5
 #: The libraries :func:`_load` imports, per format.
 _LIBRARIES = {"torchscript": "torch", "torch.export": "torch", "lightgbm": "lightgbm", "xgboost": "xgboost",

@@ -30,12 +30,13 @@ from typing import TYPE_CHECKING, Sequence
 
 from ..errors import InputError
 from .limits import ModelLimits, model_limits
+from .torch_probe import PROBE_NOT_RUN, STARTUP_TIMEOUT_S
 
 if TYPE_CHECKING:                                   # imported when a torch file is probed (probe_load)
     from .torch_probe import ProbeResult
 
 __all__ = ["CHANGED_EXIT", "LoaderRaisedError", "MIN_PROBE_MIB", "PROBED_FORMATS", "PROBED_TORCH_FORMATS",
-           "PROBE_NOT_RUN", "STARTUP_TIMEOUT_S", "inherited_memory_limit_mib", "probe_load"]
+           "inherited_memory_limit_mib", "probe_load"]
 
 #: Formats whose loader is a native library loaded first in the probe process.
 PROBED_FORMATS = ("lightgbm", "xgboost", "onnx", "skops")
@@ -46,12 +47,6 @@ _PROBE_SCRIPT = Path(__file__).with_name("_probe_child.py")
 CHANGED_EXIT = 4
 #: Least address space (MiB) a probe process can load a model file in (the policy's lowest ``probe_memory_mb``).
 MIN_PROBE_MIB = 256
-#: Bound (s) on a probe process's start, apart from ``probe_timeout_s``: the interpreter and the model's library
-#: importing (the file plays no part; seconds when idle, minutes on a loaded machine).
-STARTUP_TIMEOUT_S = 600.0
-#: Exit code of a probe that could not run (``_probe_child.SETUP_FAILED``; ``torch_probe`` gives it for a server
-#: that did not start, ended twice, could not fork or answered out of turn). Distinct from :data:`CHANGED_EXIT`.
-PROBE_NOT_RUN = 5
 _LABEL = {"lightgbm": "LightGBM", "xgboost": "XGBoost", "onnx": "ONNX", "skops": "skops", "torchscript": "TorchScript",
           "torch.export": "torch.export"}
 #: (format, sha256, trusted types, memory MiB, time limit) of files whose probe load succeeded in this process.

@@ -22,9 +22,14 @@ import threading
 import uuid
 from pathlib import Path
 
-from .probe import PROBE_NOT_RUN, STARTUP_TIMEOUT_S
+#: Bound (s) on a probe process's start, apart from ``probe_timeout_s``: the interpreter and the model's library
+#: importing (the file plays no part; seconds when idle, minutes on a loaded machine). Every probe reads it here.
+STARTUP_TIMEOUT_S = 600.0
+#: Exit code of a probe that could not run (``_probe_child.SETUP_FAILED``; the server gives it when it did not
+#: start, ended twice, could not fork or answered out of turn). Distinct from ``probe.CHANGED_EXIT`` (4).
+PROBE_NOT_RUN = 5
 
-__all__ = ["ProbeResult", "probe_torch_file", "stop_server"]
+__all__ = ["PROBE_NOT_RUN", "STARTUP_TIMEOUT_S", "ProbeResult", "probe_torch_file", "stop_server"]
 
 _SCRIPT = Path(__file__).with_name("_probe_child.py")
 _LOCK = threading.Lock()
@@ -34,7 +39,7 @@ _server: subprocess.Popen | None = None
 class ProbeResult:
     """How a probe load ended: ``returncode`` as :mod:`subprocess` gives it (negative: killed by that
     signal; 0: loaded; 3: the loader raised a Python error; :data:`~faux_checks.inputs.probe.CHANGED_EXIT`
-    (4): the file's bytes are not those the caller checked; :data:`~faux_checks.inputs.probe.PROBE_NOT_RUN`
+    (4): the file's bytes are not those the caller checked; :data:`~PROBE_NOT_RUN`
     (5): the probe could not run: the server did not start, ended twice, could not fork, or answered out of
     turn) and ``stderr`` (bytes: the cause)."""
 
@@ -99,7 +104,7 @@ def probe_torch_file(path: str | Path, fmt: str, memory_mib: int, timeout_s: flo
         Address-space limit of the forked process (MiB).
     timeout_s : float
         Limit on the load (seconds), counted by the server from its fork; the server's start (its torch import)
-        is bounded by :data:`~faux_checks.inputs.probe.STARTUP_TIMEOUT_S`.
+        is bounded by :data:`~STARTUP_TIMEOUT_S`.
     sha256 : str, optional
         Hex sha256 of the bytes the caller checked: the forked process reads the file once, exits
         :data:`~faux_checks.inputs.probe.CHANGED_EXIT` when its hash differs, and loads that copy from memory.
@@ -147,7 +152,7 @@ def probe_torch_file(path: str | Path, fmt: str, memory_mib: int, timeout_s: flo
 
 def _exchange(server: subprocess.Popen, request: str, timeout_s: float) -> dict | None:
     """Send ``request``, read its reply (a dict; None when the server ended). A server that does not answer
-    within ``timeout_s`` + :data:`~faux_checks.inputs.probe.STARTUP_TIMEOUT_S` (it kills the load at ``timeout_s``
+    within ``timeout_s`` + :data:`~STARTUP_TIMEOUT_S` (it kills the load at ``timeout_s``
     itself; a ``torch.export`` file's first request imports torch's export modules): TimeoutExpired (the caller kills it)."""
     assert server.stdin is not None                 # started with stdin=PIPE (_start)
     try:
