@@ -15,7 +15,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-__all__ = ["CORE_PACKAGES", "data_sha256", "installed_versions", "jsonable", "package_versions", "utc_now"]
+__all__ = ["CORE_PACKAGES", "data_sha256", "file_sha256", "installed_versions", "jsonable", "package_versions", "utc_now"]
 
 #: Distributions whose versions every check records (:func:`package_versions`).
 CORE_PACKAGES = ("faux-checks", "torch", "numpy", "pandas", "scikit-learn", "captum")
@@ -69,3 +69,18 @@ def package_versions() -> dict[str, str]:
 def utc_now() -> str:
     """The current UTC time, ISO 8601 to the second (``2026-12-01T10:00:00+00:00``)."""
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def file_sha256(path) -> str:
+    """Hex sha256 of a file's bytes, read in 1 MiB blocks (a model file, a data file, a report of any size).
+
+    Raises
+    ------
+    OSError
+        The file cannot be opened (the caller names it in its own terms).
+    """
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..kinds import protected_kind
-__all__ = ["FlaggedInterval", "auc_interval", "auc_rows_needed", "clopper_pearson", "flagged_interval",
+__all__ = ["FlaggedInterval", "auc_interval", "auc_rows_needed", "below_floor", "clopper_pearson", "flagged_interval",
            "quality_intervals", "r2_interval", "rows_needed"]
 
 
@@ -269,3 +269,11 @@ def quality_intervals(kind: str, y: np.ndarray, score: np.ndarray, groups, confi
         rows.append({"what": what, "metric": entry.quality_metric, "quality": auc,
                      "lower": lo, "upper": hi, "n_positive": n_pos, "n_negative": n_neg})
     return rows
+
+
+def below_floor(intervals, floor: float) -> list:
+    """The quality intervals (:func:`quality_intervals` rows) whose lower bound is missing, not finite or under ``floor``.
+
+    The one reading of ``min_aux_quality``: the decision's rule and the choice to cross-fit both ask it.
+    """
+    return [r for r in intervals if r.get("lower") is None or not math.isfinite(r["lower"]) or r["lower"] < floor]

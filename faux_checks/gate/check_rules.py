@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from .._validation import fmt_count
-from .bounds import FlaggedInterval, auc_interval, auc_rows_needed, clopper_pearson, rows_needed
+from .bounds import FlaggedInterval, auc_interval, auc_rows_needed, below_floor, clopper_pearson, rows_needed
 from .decision import rule_row
 
 __all__ = ["GUARD_RULES", "CheckEvidence", "check_rules", "group_flagged_rules", "group_intervals", "held_block_rule"]
@@ -301,7 +301,7 @@ def _aux_needed(ev: CheckEvidence, weak: Sequence[Mapping], floor: float, confid
 
 def _aux_rule(ev: CheckEvidence, floor: float, confidence: float = 0.95) -> dict:
     lows = [r.get("lower") for r in ev.aux_intervals]
-    weak = [r for r, lo in zip(ev.aux_intervals, lows, strict=True) if lo is None or not math.isfinite(lo) or lo < floor]
+    weak = below_floor(ev.aux_intervals, floor)
     observed = min((lo for lo in lows if lo is not None and math.isfinite(lo)), default=float("nan"))
 
     headline = str(ev.aux_metric).split(" ")[0]     # 'roc_auc (held-out rows ...)': named once, not per row

@@ -34,7 +34,7 @@ from ..method.held import independent_features, uninformative_features
 from ..method.output import TargetOutput
 from .aux_cache import trained_aux
 from .aux_model import AuxFit, fit_aux, free_column_quality, roc_curve, single_holdout
-from .bounds import quality_intervals
+from .bounds import below_floor, quality_intervals
 from .policy_schema import Policy
 from .rows import AuditRows, swap_layout
 
@@ -115,9 +115,8 @@ FLOOR_REASON = ("cross-fitted: on the single split's held-out part the auxiliary
 
 
 def _under_floor(aux: AuxFit, policy: Policy) -> bool:
-    """Whether any quality interval's lower bound of ``aux`` is missing or under ``policy.min_aux_quality``."""
-    lows = [r.get("lower") for r in aux.intervals]
-    return not lows or any(lo is None or not np.isfinite(lo) or lo < policy.min_aux_quality for lo in lows)
+    """Whether ``aux`` has no quality interval or one whose lower bound misses ``policy.min_aux_quality``."""
+    return not aux.intervals or bool(below_floor(aux.intervals, policy.min_aux_quality))
 
 
 def fold_assignment(values: np.ndarray, k: int, seed: int, *, grouped: bool) -> np.ndarray:

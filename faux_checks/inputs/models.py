@@ -34,6 +34,7 @@ from typing import Callable, Sequence
 import torch
 
 from ..errors import InputError, UnsafeModelError
+from ..provenance import file_sha256
 from ..method._batching import eval_mode
 from .formats import load_forward_only, sniff_format
 
@@ -278,11 +279,5 @@ def save_torchscript(model: torch.nn.Module, path: str | Path, *, example: torch
 
 
 def model_sha256(path: str | Path) -> str:
-    """Hex sha256 of a file (model provenance)."""
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    """Hex sha256 of a model file (its provenance): :func:`faux_checks.provenance.file_sha256`."""
+    return file_sha256(path)

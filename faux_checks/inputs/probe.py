@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from ..errors import InputError
+from ..provenance import file_sha256
 from .limits import ModelLimits, model_limits
 from .torch_probe import PROBE_NOT_RUN, STARTUP_TIMEOUT_S
 
@@ -129,7 +130,7 @@ def probe_load(path: str | Path, fmt: str, *, trusted_types: Sequence[str] = (),
     if not limits.probe or not (fmt in PROBED_FORMATS or (limits.probe_torch and fmt in PROBED_TORCH_FORMATS)):
         return
     memory_mib, memory_text = _probe_memory(path, limits)
-    key = (fmt, sha256 or _sha256(path), tuple(trusted_types), memory_mib, float(limits.probe_timeout_s))
+    key = (fmt, sha256 or file_sha256(path), tuple(trusted_types), memory_mib, float(limits.probe_timeout_s))
     if key in _PASSED:
         return
     bound = f"a probe process limited to {memory_text} and {limits.probe_timeout_s:g} s"
@@ -187,15 +188,6 @@ def _refusal(path, label: str, code: int, stderr: bytes, bound: str, capped: boo
                       + ("not loaded by the gate." + runner if capped else
                          "a damaged or hostile model file, not loaded by the gate"))
 
-
-def _sha256(path: str | Path) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _out_of_memory(stderr: bytes) -> bool:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Mapping
 
 from ..errors import InputError
+from ..provenance import file_sha256 as sha256_of_file
 from ..provenance import installed_versions, utc_now
 
 __all__ = ["EVIDENCE_FILE", "EVIDENCE_SCHEMA", "KEY_PASSWORD_ENV", "SIGNING_KEY_ENV", "build_evidence",
@@ -39,7 +40,6 @@ KEY_PASSWORD_ENV = "FAUX_CHECKS_SIGNING_KEY_PASSWORD"
 #: Environment variable naming the signing key (a PEM file) when a command is given none.
 SIGNING_KEY_ENV = "FAUX_CHECKS_SIGNING_KEY"
 
-_CHUNK = 1 << 20
 
 
 def signing_key_path(path: str | Path | None, *, check: bool = True) -> str | None:
@@ -65,11 +65,7 @@ def file_sha256(path: str | Path) -> str:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: no such file to hash")
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(_CHUNK), b""):
-            h.update(block)
-    return h.hexdigest()
+    return sha256_of_file(path)
 
 
 def code_sha256() -> str:
