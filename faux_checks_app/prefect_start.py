@@ -34,8 +34,8 @@ __all__ = ["MIN_STARTUP_S", "STARTUP_SETTING", "PrefectStartError", "expiry_mess
 
 #: Prefect's setting for how long its temporary server may take to start (seconds).
 STARTUP_SETTING = "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"
-#: The start-up timeout of a command without a deadline (the demo, the audit): Prefect's own 20 s, and the 90 s
-#: used before, expired on a loaded 2-core machine.
+#: The start-up timeout of a command without a deadline (the demo, the audit): Prefect's own 20 s and 90 s both
+#: expire on a loaded 2-core machine.
 MIN_STARTUP_S = 300
 
 
