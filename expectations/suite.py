@@ -22,7 +22,7 @@ import great_expectations as gx
 import pandas as pd
 
 from faux_checks.errors import InputError
-from faux_checks.gate.decision import Outcome, decide, rule_row
+from faux_checks.gate.decision import Outcome, rule_row
 from faux_checks.gate.policy import Policy
 
 from .faux import ExpectFauxFlaggedFractionToBeAtMost
@@ -245,16 +245,17 @@ def _decide(result) -> SuiteOutcome:
     """Read GX's validation result into rule rows and decide with the gate's engine (rules in :func:`validate_frame`).
 
     Several fAux expectations (one per protected attribute): each expectation's rules are prefixed
-    with its column (:func:`faux_checks.gate.attributes.prefixed_rules`) and one decision is taken
-    over all of them, as :func:`~faux_checks.gate.attributes.check_attributes` does.
+    with its column and one decision is taken over all of them by
+    :func:`faux_checks.gate.sections.combine`, as in the library's own gate.
     """
-    from faux_checks.gate.attributes import prefixed_rules
+    from faux_checks.gate.sections import combine
 
     columns = list(dict.fromkeys(r.expectation_config.kwargs.get("column") for r in result.results
                                  if r.expectation_config.type == FAUX_TYPE))
     several = len(columns) > 1
+    own = str(columns[0]) if columns else ""
     rows: list[dict] = []
-    rules: list[dict] = []
+    parts: list[tuple[str, list[dict]]] = []
     raised: dict[str, list[str]] = {}  # exception message -> expectation types that raised it
     notes: list[str] = []
     check: dict | None = None
@@ -262,7 +263,7 @@ def _decide(result) -> SuiteOutcome:
     for r in result.results:
         kind = r.expectation_config.type
         column = r.expectation_config.kwargs.get("column")
-        before = len(rules)
+        rules: list[dict] = []
         res = r.result or {}
         details = res.get("details") or {}
         is_faux = kind == FAUX_TYPE
@@ -288,11 +289,10 @@ def _decide(result) -> SuiteOutcome:
         elif gating:
             rules.append(rule_row(kind, "ok", f"{kind}: observed {_fmt(res.get('observed_value'))} within its limit "
                                   f"{_fmt(details.get('limit'))}", res.get("observed_value"), details.get("limit")))
-        if several:
-            rules[before:] = prefixed_rules(str(column), rules[before:])
-    rules[0:0] = [rule_row("expectation raised", "not computed", f"{msg} (raised by {', '.join(kinds)})")
-                  for msg, kinds in raised.items()]
-    outcome = decide(rules)
+        parts.append((str(column) if several else own, rules))   # one fAux attribute: every row is its own
+    shared = [rule_row("expectation raised", "not computed", f"{msg} (raised by {', '.join(kinds)})")
+              for msg, kinds in raised.items()]
+    outcome = combine([(None, shared), *parts])
     attributes = [{"attribute": c, "check": checks[c]} for c in columns] if several else []
     if several:  # the headline check: the first attribute whose own decision is the suite's
         check = next((a["check"] for a in attributes if (a["check"] or {}).get("decision") == outcome.decision),

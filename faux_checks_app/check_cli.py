@@ -176,7 +176,7 @@ def _scores_paths(scores_out: str | None, names: list[str], *, per_attribute: bo
     FauxChecksError
         A path exists already (nothing is overwritten).
     """
-    from faux_checks.gate.attributes import attribute_key
+    from faux_checks.gate.sections import attribute_key
 
     if not scores_out:
         return {}

@@ -58,7 +58,7 @@ def attributes_cell(gate) -> str:
     The other columns (flagged, CI, by group, aux AUC) show the attribute that decided
     (tag ``fairness_deciding_attribute``).
     """
-    from faux_checks.gate.attributes import attribute_key
+    from faux_checks.gate.sections import attribute_key
 
     cells = []
     for name in gate.attributes:

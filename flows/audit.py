@@ -169,7 +169,7 @@ def _gate_aux(records: tuple[str | None, str] | None, policy, run_id: str | None
         return None, None, {"source": "retrained", "note": f"the gate's auxiliary model is not available: {why}"}
     artifact = f"runs:/{run_id}/records/{RECORD_FILES['aux_model']}"
     if not (Path(folder) / RECORD_FILES["aux_model"]).is_file():  # a several-attribute gate: records/<attribute>/
-        from faux_checks.gate.attributes import attribute_key
+        from faux_checks.gate.sections import attribute_key
 
         key = attribute_key(policy.protected or "")
         folder = str(Path(folder) / key)

@@ -109,7 +109,7 @@ def _recording(records_dir: str | None, *, several: bool):
 
     if records_dir is None:
         return contextlib.nullcontext()
-    from faux_checks.gate.attributes import attribute_key
+    from faux_checks.gate.sections import attribute_key
     from faux_checks.report.records import recording
 
     def per_attribute(result) -> str:

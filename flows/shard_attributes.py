@@ -76,7 +76,7 @@ def prepare_attributes_models(model_path: str, samples: dict, data_path: str, po
     """One auxiliary model per attribute, trained once; saved as TorchScript for the workers."""
     import torch
 
-    from faux_checks.gate.attributes import attribute_key
+    from faux_checks.gate.sections import attribute_key
     from faux_checks.gate.stream.attributes import prepare_attributes
     from faux_checks.inputs.models import load_model
 
@@ -149,7 +149,7 @@ def score_sharded_attributes(model_path: str, data_path: str, out_path: str, pol
     from prefect.context import FlowRunContext
 
     from faux_checks.errors import InputError
-    from faux_checks.gate.attributes import attribute_key
+    from faux_checks.gate.sections import attribute_key
     from faux_checks.gate.policy import Policy
     from faux_checks.gate.stream.attributes import (attribute_paths, stream_attributes, stream_columns,
                                                     summarize_attributes)

@@ -36,10 +36,10 @@ def decide_audit(
 
     One protected attribute is a list of one (a ``protected = "..."`` policy included): its rows are
     unprefixed. With several, each attribute's rows are prefixed as the gate prefixes them
-    (:func:`faux_checks.gate.attributes.prefixed_rules`: rule ``race/score_ks``, detail ``race: ...``);
+    (:func:`faux_checks.gate.sections.prefixed_rules`: rule ``race/score_ks``, detail ``race: ...``);
     ``min_rows``, ``max_drifted_share`` and ``max_roc_auc_drop`` are shared and never prefixed. Row
     order: ``min_rows``, each attribute's ``protected_drift``, ``max_drifted_share``, each attribute's
-    fairness limits, ``max_roc_auc_drop``. Every row feeds one :func:`~faux_checks.gate.decision.decide`.
+    fairness limits, ``max_roc_auc_drop``. Every row feeds one decision (:func:`faux_checks.gate.sections.combine`).
 
     A current batch below ``settings.min_rows`` rows is ``undecided`` (exit 2): the ``min_rows``
     rule is ``not met`` and every limit measured on it is ``not judged`` (its detail is kept), so a
@@ -63,15 +63,11 @@ def decide_audit(
     per_attribute : list of (decision, reasons)
         Each attribute's own rows decided alone (its section's outcome), in ``sections``' order.
     """
-    from ..gate.attributes import prefixed_rules
+    from ..gate.sections import combine, prefixed_rules
 
     several = len(sections) > 1
-
-    def own(name: str, rows: list[dict]) -> list[dict]:
-        return prefixed_rules(name, rows) if several else rows
-
-    limits = _min_rows(settings, n_current)
-    too_few = bool(limits)
+    too_few = _min_rows(settings, n_current)
+    judge = _not_judged if too_few else list
     shared_drift: list[dict] = []
     own_drift, own_fairness = [], []
     for name, components, fairness in sections:
@@ -81,25 +77,18 @@ def decide_audit(
                 shared_drift = [row]
             elif not components:
                 rows.append(row)
-        own_drift.append(own(name, rows))
-        own_fairness.append(own(name, _fairness_limits(settings, fairness)))
-    per_rows = [d + f for d, f in zip(own_drift, own_fairness, strict=True)]
-    measured = ([r for rows in own_drift for r in rows] + shared_drift + [r for rows in own_fairness for r in rows]
-                + _classification_limits(settings, classification))
-    if too_few:
-        measured = _not_judged(measured)
-        judged = {id(r): m for r, m in zip([r for rows in own_drift for r in rows] + shared_drift
-                                           + [r for rows in own_fairness for r in rows], measured, strict=False)}
-        per_rows = [[judged[id(r)] for r in rows] for rows in per_rows]
-    limits += measured
-    outcome = decide(limits)
-    reasons = outcome.reasons
+        own_drift.append((name, judge(rows)))
+        own_fairness.append((name, judge(_fairness_limits(settings, fairness))))
+    outcome = combine([(None, too_few), *own_drift, (None, judge(shared_drift)), *own_fairness,
+                       (None, judge(_classification_limits(settings, classification)))])
+    limits, reasons = list(outcome.rules), list(outcome.reasons)
     if outcome.decision == "passed":
         over = f" over {len(sections)} protected attributes" if several else ""
         reasons = [f"all {len(limits)} audit limits held{over}"] + [row["detail"] for row in limits]
     per_attribute = []
-    for rows in per_rows:
-        one = decide(rows)
+    for (name, drift_rows), (_, fairness_rows) in zip(own_drift, own_fairness, strict=True):
+        rows = drift_rows + fairness_rows
+        one = decide(prefixed_rules(name, rows) if several else rows)
         per_attribute.append((one.decision, list(one.reasons)))
     return outcome.decision, reasons, limits, per_attribute
 

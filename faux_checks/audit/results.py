@@ -208,7 +208,7 @@ class AuditAttribute:
     def to_dict(self) -> dict:
         """A report section (:func:`~faux_checks.gate.attributes.section_dict` of the current batch's check) with
         the attribute's audit ``decision``/``exit_code``/``reasons`` and ``audit`` (:meth:`FairnessDrift.to_dict`)."""
-        from ..gate.attributes import section_dict
+        from ..gate.sections import section_dict
 
         current = None if self.fairness.current is None else self.fairness.current.to_dict()
         section = section_dict(self.attribute, self.components, current, self.cells)

@@ -10,13 +10,11 @@ so a cell with too few rows makes that intersection ``undecided`` and is named, 
 another cell; :attr:`AttributeSection.cells` lists every cell with its rows, the combinations
 absent from the data included.
 
-How the attributes' outcomes combine: every attribute's rule rows, prefixed with the attribute
-(rule ``race/max_flagged_fraction``, detail ``race: ...``; no prefix when only one is declared), feed **one**
-:func:`~faux_checks.gate.decision.decide`. The engine's rule therefore holds across attributes:
-``failed`` when any attribute's rule is ``exceeded`` (a measured violation on one attribute blocks
-the deployment even when another could not be decided), else ``undecided`` when any attribute has a
-rule that is not ``ok``, else ``passed``. That is the worst outcome in the order
-failed > undecided > passed, the same order as within one attribute; exit codes as ever (0, 1, 2).
+The attributes' outcomes combine into one decision by :func:`~faux_checks.gate.sections.combine`:
+every attribute's rule rows, prefixed with the attribute (rule ``race/max_flagged_fraction``, detail
+``race: ...``; no prefix when only one is declared), feed one
+:func:`~faux_checks.gate.decision.decide`, so the gate takes the worst outcome in the order
+failed > undecided > passed (exit codes 0, 1, 2).
 
 A policy with ``protected = "sex"`` is a list of one attribute (:class:`~faux_checks.gate.policy.Policy`
 reads it so) and takes the same path: one section whose check is exactly ``run_check``'s, whose
@@ -26,26 +24,26 @@ decision, reasons and rules are the gate's.
 from __future__ import annotations
 
 import itertools
-import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from .._validation import as_frame, fmt_count
+from .._validation import as_frame
 from ..errors import InputError
 from ..inputs.protected import encode_protected
 from ..inputs.tabular import FeatureSpec
 from ..kinds import protected_kind
 from ..provenance import jsonable
 from .check import run_check
-from .decision import EXIT_CODES, Outcome, decide, exit_code_for
+from .decision import Outcome
 from .policy_schema import INTERSECTION_SEPARATOR, Policy
 from .result import CheckResult
+from .sections import cells_note, combine, section_dict
 
-__all__ = ["AttributeSection", "AttributesResult", "add_intersections", "attribute_key", "attribute_sections",
-           "cells_note", "check_attributes", "intersection_cells", "prefixed_rules", "section_dict"]
+__all__ = ["AttributeSection", "AttributesResult", "add_intersections", "attribute_sections", "check_attributes",
+           "intersection_cells", "shared_feature_spec"]
 
 
 @dataclass(frozen=True)
@@ -79,48 +77,6 @@ class AttributeSection:
     def to_dict(self) -> dict:
         """JSON-ready: :func:`section_dict` of this attribute."""
         return section_dict(self.attribute, self.components, self.check.to_dict(), self.cells)
-
-
-def section_dict(attribute: str, components: Sequence[str], check: dict | None, cells: Sequence[dict] = ()) -> dict:
-    """One attribute's section of a report, ``--json`` or flow result (one shape everywhere).
-
-    Parameters
-    ----------
-    attribute : str
-    components : sequence of str
-        An intersection's columns (empty otherwise).
-    check : dict or None
-        ``CheckResult.to_dict()``; None when the attribute's check could not run (``undecided``).
-    cells : sequence of dict
-        :func:`intersection_cells` (intersections only).
-
-    Returns
-    -------
-    dict
-        ``attribute``, ``key`` (:func:`attribute_key`), ``kind``, ``components``, ``decision``,
-        ``exit_code``, ``reasons``, ``flagged_fraction``, ``interval``, ``n_individuals``,
-        ``aux_quality``, ``aux_quality_metric``, ``cells``, ``check``.
-    """
-    c = check or {}
-    decision = c["decision"] if c.get("decision") in EXIT_CODES else "undecided"
-    return jsonable({
-        "attribute": attribute, "key": attribute_key(attribute),
-        "kind": (c.get("provenance") or {}).get("protected_kind"), "components": list(components),
-        "decision": decision, "exit_code": exit_code_for(decision),
-        "reasons": list(c.get("reasons") or ["the check of this attribute could not run"]),
-        "flagged_fraction": c.get("flagged_fraction"), "interval": c.get("interval"),
-        "n_individuals": c.get("n_individuals"), "aux_quality": c.get("aux_quality"),
-        "aux_quality_metric": c.get("aux_quality_metric"), "cells": list(cells), "check": check,
-    })
-
-
-def attribute_key(attribute: str) -> str:
-    """The attribute's name as MLflow tag, metric and artifact paths allow it: ``sex×race`` -> ``sex_x_race``.
-
-    Every character other than letters, digits, ``_``, ``-`` and ``.`` becomes ``_``.
-    """
-    name = attribute.replace(INTERSECTION_SEPARATOR, "_x_")
-    return re.sub(r"[^\w.\-]", "_", name, flags=re.ASCII) or "_"
 
 
 def attribute_sections(policy: Policy, frame: pd.DataFrame, checks: Mapping[str, dict | None]) -> tuple[list[dict], list[str]]:
@@ -201,15 +157,6 @@ def _pct(value: float) -> str:
     return "n/a" if value is None or not np.isfinite(value) else f"{value:.2%}"
 
 
-def prefixed_rules(attribute: str, rules: Sequence[Mapping]) -> list[dict]:
-    """An attribute's rule rows for the combined decision: ``rule`` -> ``attribute/rule``, ``detail`` -> ``attribute: detail``.
-
-    Each row also gets ``attribute``; status, observed and limit are unchanged.
-    """
-    return [{**r, "rule": f"{attribute}/{r.get('rule')}", "detail": f"{attribute}: {r.get('detail')}",
-             "attribute": attribute} for r in rules]
-
-
 def add_intersections(frame: pd.DataFrame, policy: Policy) -> pd.DataFrame:
     """``frame`` with one derived column per declared intersection (a copy when there is any; never modified).
 
@@ -280,17 +227,6 @@ def intersection_cells(frame: pd.DataFrame, cross: Sequence[str], policy: Policy
     return out
 
 
-def cells_note(attribute: str, cells: list[dict], minimum: int) -> str | None:
-    """The reason line naming an intersection's cells under ``min_group_rows`` (None when there is none)."""
-    small = [c for c in cells if c["below_min_group_rows"]]
-    if not small:
-        return None
-    shown = ", ".join(f"{c['cell']} {fmt_count(c['rows'])}" for c in small[:12])
-    more = f" and {len(small) - 12} more" if len(small) > 12 else ""
-    return (f"{attribute}: {len(small)} of {len(cells)} cells have fewer than min_group_rows {minimum} rows "
-            f"({shown}{more}); each is its own group, never merged into another")
-
-
 def check_attributes(
     target_model,
     data: pd.DataFrame,
@@ -339,29 +275,25 @@ def check_attributes(
     if unknown:
         raise InputError(f"auxiliary models given for {unknown}, which the policy does not check "
                          f"(attributes: {list(policies)})")
-    several = len(policies) > 1
     derived = add_intersections(frame, policy)
     feature_spec = shared_feature_spec(frame, policy, feature_spec)
     components = {INTERSECTION_SEPARATOR.join(c): tuple(c) for c in policy.intersections}
-    sections, rules, notes = [], [], []
+    sections, notes = [], []
     for name, one in policies.items():
         try:
             result = run_check(target_model, derived, policy=one, feature_spec=feature_spec,
                                aux_model=aux_models.get(name), progress=progress, model_info=model_info)
         except InputError as exc:
-            if not several:
+            if len(policies) == 1:
                 raise
             raise InputError(f"protected attribute '{name}': {exc}") from exc
         cells = intersection_cells(frame, components[name], policy) if name in components else []
         sections.append(AttributeSection(name, components.get(name, ()), result, cells))
-        rules += prefixed_rules(name, result.rules) if several else list(result.rules)
         note = cells_note(name, cells, policy.decision.min_group_rows)
         if note:
             notes.append(note)
-    if not several:     # the one attribute's check is the gate's outcome: its reasons keep the check's notes
-        return AttributesResult(sections[0].check.decision, list(sections[0].check.reasons), rules, sections)
-    outcome = decide(rules)
-    return AttributesResult(outcome.decision, list(outcome.reasons) + notes, list(outcome.rules), sections)
+    outcome = combine([(s.attribute, s.check) for s in sections], notes=notes)
+    return AttributesResult(outcome.decision, outcome.reasons, outcome.rules, sections)
 
 
 def shared_feature_spec(frame: pd.DataFrame, policy: Policy, feature_spec: FeatureSpec | None) -> FeatureSpec | None:

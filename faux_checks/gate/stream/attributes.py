@@ -44,7 +44,7 @@ import pandas as pd
 from ...errors import InputError
 from ...inputs.tabular import FeatureSpec
 from ...method.auxiliary import AuxiliaryModel
-from ..attributes import attribute_key
+from ..sections import attribute_key
 from ..policy_schema import INTERSECTION_SEPARATOR, Policy
 from .columns import StreamAttribute, level_labels
 from .outcome import StreamAttributesResult, StreamSection, summarize_attributes

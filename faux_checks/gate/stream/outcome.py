@@ -16,9 +16,9 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ...provenance import jsonable
-from ..attributes import attribute_key, cells_note, prefixed_rules, section_dict
-from ..decision import Outcome, decide
+from ..decision import Outcome
 from ..policy_schema import INTERSECTION_SEPARATOR
+from ..sections import attribute_key, cells_note, combine, section_dict
 from .columns import StreamAttribute
 from .plan import ScoringPlan
 from .run import StreamSummary, summarize
@@ -140,19 +140,14 @@ def summarize_attributes(counts: Mapping[str, StreamCounts], plans: Mapping[str,
     its summary's decision, reasons and unprefixed rules; with several, :func:`decide` over the
     rules prefixed ``attribute/rule`` and the intersections' cell notes appended to the reasons.
     """
-    several = len(attributes) > 1
-    sections, rules, notes = [], [], []
+    sections, notes = [], []
     for a in attributes:
         summary = summarize(counts[a.name], plans[a.name], source=source, out_path=out_paths[a.name],
                             timings=timings, model_info=model_info, extra_notes=extra_notes)
         cells = _cells(a, plans, counts[a.name], a.policy.decision.min_group_rows)
         sections.append(StreamSection(a.name, a.components, summary, cells))
-        rules += prefixed_rules(a.name, summary.rules) if several else list(summary.rules)
         note = cells_note(a.name, cells, a.policy.decision.min_group_rows)
         if note:
             notes.append(note)
-    if not several:
-        only = sections[0].summary
-        return StreamAttributesResult(only.decision, list(only.reasons), rules, sections)
-    outcome = decide(rules)
-    return StreamAttributesResult(outcome.decision, list(outcome.reasons) + notes, list(outcome.rules), sections)
+    outcome = combine([(s.attribute, s.summary) for s in sections], notes=notes)
+    return StreamAttributesResult(outcome.decision, outcome.reasons, outcome.rules, sections)
