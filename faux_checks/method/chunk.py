@@ -3,7 +3,8 @@
 :func:`swap_chunk` is the loop body of :meth:`faux_checks.method.faux.FAuxTester.evaluate` for
 ``variant="swap"``: it reads the target's prediction at the counterfactual inputs of
 :mod:`faux_checks.method.counterfactual` (one per other group, or ±1 sd of a continuous c), keeps the
-largest change per individual (numpy on the CPU, :func:`_swap_chunk_t` in torch on a device) and the
+largest change per individual (numpy on the CPU, :func:`_swap_chunk_t` in torch on a device), with level
+configurations the chance that the change toward any other group exceeds δ (:func:`union_outcomes`), and the
 per-feature evidence along the segment x -> x′ (:func:`segment_attribution`).
 """
 
@@ -23,7 +24,7 @@ from .output import TargetOutput, predict_probability, predict_probability_tenso
 from .swap import SwapReference
 from .torch_path import use_torch_path
 
-__all__ = ["EVIDENCE_STEPS", "SwapChunk", "segment_attribution", "swap_chunk"]
+__all__ = ["EVIDENCE_STEPS", "SwapChunk", "segment_attribution", "swap_chunk", "union_outcomes"]
 
 
 @dataclass(frozen=True)
@@ -32,16 +33,18 @@ class SwapChunk:
 
     Attributes
     ----------
-    scores : (b,)  |Δŷ| of the counterfactual with the largest change; NaN where undefined.
+    scores : (b,)  |Δŷ| of the counterfactual with the largest change (with ``outcomes``: their expected value);
+        NaN where undefined.
     undefined : (b,) bool
     probability : (b,)  ŷ = P(y = target_class | x).
-    counterfactual_probability : (b,)  ŷ at that counterfactual.
+    counterfactual_probability : (b,)  ŷ at the counterfactual with the largest (expected) change.
     counterfactual_target : (b,) int64  its other group (index), or +1 / −1 (sd) for continuous c.
     direct : (b,) or None  |Δŷ| from c's own columns alone (when they are target inputs).
     evidence : (b, d) or None  per-feature terms of the change: integrated gradients along x -> x′ (:func:`segment_attribution`).
-    outcomes : (b, C) or None  ``categorical = "coupled"``: |Δŷ| of each level configuration of the counterfactual
-        with the largest expected change (``scores`` is their expected value).
-    outcome_weights : (b, C) or None  their probabilities (rows sum to 1).
+    outcomes : (b, C) or None  ``categorical = "coupled"``: |Δŷ| of the level configurations of every counterfactual
+        target, largest first (:func:`union_outcomes`; one target: its own configurations).
+    outcome_weights : (b, C) or None  their weights (rows sum to 1): the weight above δ is
+        min(1, Σ_t P_t(change > δ)), the chance that moving to some other group changes ŷ by more than δ.
     counterfactual : (b, d) float32 or None  with ``evidence``: the representative counterfactual x′ (the most
         probable configuration of the group with the largest expected change), the segment the evidence and
         the decomposition (:mod:`faux_checks.method.decomposition`) read.
@@ -97,11 +100,6 @@ def segment_attribution(target_model, x: torch.Tensor, x1: torch.Tensor, output:
     return host(mean_grad * dx)
 
 
-def _pad_to(a: np.ndarray, width: int) -> np.ndarray:
-    """(b, C) -> (b, width) with zero columns (configurations of weight 0)."""
-    return np.pad(a, ((0, 0), (0, width - a.shape[1])))
-
-
 def swap_chunk(target_model, aux_raw, x: torch.Tensor, c: np.ndarray | None, *, reference: SwapReference,
                output: TargetOutput, settings: SwapSettings = SwapSettings(), keep: np.ndarray | None = None,  # noqa: B008 - frozen
                direct_levels: np.ndarray | None = None, evidence: bool = False) -> SwapChunk:
@@ -146,7 +144,7 @@ def swap_chunk(target_model, aux_raw, x: torch.Tensor, c: np.ndarray | None, *, 
     """
     b_rows, d = x.shape
     x = x.float()
-    keep_t = torch.as_tensor(np.ones(d, dtype=bool) if keep is None else np.asarray(keep, dtype=bool), device=x.device)
+    keep_np = np.ones(d, dtype=bool) if keep is None else np.asarray(keep, dtype=bool)
     on_device = use_torch_path(x) and not is_forward_only(target_model)
     p0 = (predict_probability_tensor if on_device else predict_probability)(target_model, x, output)
     g0 = None
@@ -166,19 +164,73 @@ def swap_chunk(target_model, aux_raw, x: torch.Tensor, c: np.ndarray | None, *, 
         candidates = [(t, x1[:, None, :], np.ones((b_rows, 1)), u) for t, x1, u in
                       counterfactual_inputs(aux_raw, x, c, reference=reference, settings=settings, keep=keep,
                                             direct_levels=direct_levels)]
-    if on_device:
-        return _swap_chunk_t(target_model, x, p0, g0, candidates, output=output,
-                             keep=np.ones(d, dtype=bool) if keep is None else np.asarray(keep, dtype=bool),
-                             coupled=coupled, evidence=evidence)
+    loop = _swap_chunk_t if on_device else _swap_chunk_np
+    return loop(target_model, x, p0, g0, candidates, output=output, keep=keep_np, coupled=coupled, evidence=evidence)
+
+
+def union_outcomes(changes: list[np.ndarray], weights: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """One distribution of the largest change over several counterfactual targets, from each target's own.
+
+    Parameters
+    ----------
+    changes, weights : lists of k ndarrays of shape (b, C_t)
+        Per counterfactual target t: |Δŷ| at each level configuration and its probability (rows sum to 1).
+
+    Returns
+    -------
+    outcomes, outcome_weights : ndarrays of shape (b, Σ C_t)
+        Every target's configurations, largest change first, each with the weight that keeps the running total at
+        most 1: P(change > δ) = min(1, Σ_t P_t(change_t > δ)) at every δ, rows summing to min(1, Σ_t 1) = 1.
+        A NaN change sorts last. One target (a binary c) is returned as given.
+
+    Notes
+    -----
+    A person is affected when moving to **any** other group changes the prediction by more than δ (IFS, the
+    largest change over the other groups). Each target's configuration probabilities come from its own level
+    model; how the configurations of two targets occur together is not given by the data, and the chance that at
+    least one exceeds δ lies between max_t P_t and min(1, Σ_t P_t) (Boole's inequality and its Fréchet bound,
+    sharp at each δ). The flag reads the upper end: the target whose change is largest alone reads the lower one,
+    an under-read when different people-worlds of different targets exceed δ (a 3-class c with a categorical
+    proxy: docs/method.md, "The swap reading").
+    """
+    if len(changes) == 1:
+        return changes[0], weights[0]
+    v, w = np.concatenate(changes, axis=1), np.concatenate(weights, axis=1)
+    order = np.argsort(-np.where(np.isnan(v), -np.inf, v), axis=1, kind="stable")
+    v, w = np.take_along_axis(v, order, axis=1), np.take_along_axis(w, order, axis=1)
+    before = np.cumsum(w, axis=1) - w                                          # weight of the larger changes
+    return v, np.clip(1.0 - before, 0.0, w)
+
+
+def _union_outcomes_t(changes: list[torch.Tensor], weights: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`union_outcomes` in torch on the tensors' device (the same operations, the same order)."""
+    if len(changes) == 1:
+        return changes[0], weights[0]
+    v, w = torch.cat(changes, dim=1), torch.cat(weights, dim=1)
+    key = torch.where(torch.isnan(v), torch.tensor(-np.inf, dtype=v.dtype, device=v.device), v)
+    order = torch.sort(-key, dim=1, stable=True).indices
+    v, w = torch.gather(v, 1, order), torch.gather(w, 1, order)
+    before = torch.cumsum(w, dim=1) - w
+    return v, torch.minimum(torch.clamp(1.0 - before, min=0.0), w)
+
+
+def _swap_chunk_np(target_model, x: torch.Tensor, p0: np.ndarray, g0: torch.Tensor | None, candidates, *,
+                   output: TargetOutput, keep: np.ndarray, coupled: bool, evidence: bool) -> SwapChunk:
+    """The candidate loop of :func:`swap_chunk` in numpy (the CPU path; the pinned scores, bit for bit).
+
+    ``candidates`` as in :func:`swap_chunk`: (target, configurations (b, C, d), weights (b, C), undefined (b,)).
+    """
+    b_rows, d = x.shape
+    keep_t = torch.as_tensor(keep, device=x.device)
     to_np = lambda a: host(a) if isinstance(a, torch.Tensor) else a           # noqa: E731  (forced path, forward-only)
     candidates = [(t, x1, to_np(w), to_np(u)) for t, x1, w, u in candidates]
     best = np.full(b_rows, -np.inf)
     best_p = np.full(b_rows, np.nan)
     best_t = np.zeros(b_rows, dtype=np.int64)
     best_x = x.clone() if evidence else None
-    outcomes = weights = None
+    changes, weights = [], []
     undefined = np.zeros(b_rows, dtype=bool)
-    direct = np.zeros(b_rows) if not keep_t.all() else None
+    direct = np.zeros(b_rows) if not keep.all() else None
     rows = torch.arange(b_rows, device=x.device)
     for target, configs, w, undef in candidates:                              # configs (b, C, d), w (b, C)
         undefined |= undef
@@ -194,11 +246,8 @@ def swap_chunk(target_model, aux_raw, x: torch.Tensor, c: np.ndarray | None, *, 
             change = np.abs(host(((configs.double() - x.double()[:, None, :]) * g0[:, None, :]).sum(dim=2)))
         expected = (w * change).sum(axis=1)
         better = expected > best
-        if coupled:
-            width = max(C, 0 if outcomes is None else outcomes.shape[1])
-            change_p, w_p = _pad_to(change, width), _pad_to(w, width)
-            outcomes = change_p if outcomes is None else np.where(better[:, None], change_p, _pad_to(outcomes, width))
-            weights = w_p if weights is None else np.where(better[:, None], w_p, _pad_to(weights, width))
+        changes.append(change)
+        weights.append(w)
         best = np.where(better, expected, best)
         best_p = np.where(better, (w * p1).sum(axis=1), best_p)
         best_t = np.where(better, target, best_t)
@@ -206,6 +255,12 @@ def swap_chunk(target_model, aux_raw, x: torch.Tensor, c: np.ndarray | None, *, 
             likely = configs[rows, torch.as_tensor(w.argmax(axis=1), device=x.device)]   # (b, d): the most probable one
             better_t = torch.as_tensor(better, device=x.device)
             best_x[better_t] = likely[better_t]
+    outcomes = outcome_weights = None
+    if coupled:
+        outcomes, outcome_weights = union_outcomes(changes, weights)
+        if len(changes) > 1:                                                   # the expected largest change
+            union = np.where(outcome_weights > 0, outcome_weights * outcomes, 0.0).sum(axis=1)
+            best = np.where(np.isfinite(best), union, best)
     undefined |= ~np.isfinite(best)
     ev = None
     if evidence:
@@ -213,7 +268,7 @@ def swap_chunk(target_model, aux_raw, x: torch.Tensor, c: np.ndarray | None, *, 
         ev[undefined] = np.nan
     return SwapChunk(scores=np.where(undefined, np.nan, best), undefined=undefined, probability=p0,
                      counterfactual_probability=np.where(undefined, np.nan, best_p), counterfactual_target=best_t,
-                     direct=direct, evidence=ev, outcomes=outcomes, outcome_weights=weights,
+                     direct=direct, evidence=ev, outcomes=outcomes, outcome_weights=outcome_weights,
                      counterfactual=None if best_x is None else host(best_x))
 
 
@@ -232,12 +287,11 @@ def _swap_chunk_t(target_model, x: torch.Tensor, p0: torch.Tensor, g0: torch.Ten
     best_p = torch.full((b_rows,), np.nan, **f64)
     best_t = torch.zeros(b_rows, dtype=torch.int64, device=dev)
     best_x = x.clone() if evidence else None
-    outcomes = weights = None
+    changes, weights = [], []
     undefined = torch.zeros(b_rows, dtype=torch.bool, device=dev)
     drop = torch.as_tensor(np.flatnonzero(~keep), device=dev)               # c's own columns (target inputs)
     direct = None if keep.all() else torch.zeros(b_rows, **f64)
     rows = torch.arange(b_rows, device=dev)
-    pad = lambda a, width: torch.nn.functional.pad(a, (0, width - a.shape[1]))   # noqa: E731
     for target, configs, w, undef in candidates:                              # configs (b, C, d), w (b, C)
         undefined |= torch.as_tensor(undef, device=dev)
         w = torch.as_tensor(w, **f64)
@@ -254,20 +308,23 @@ def _swap_chunk_t(target_model, x: torch.Tensor, p0: torch.Tensor, g0: torch.Ten
             change = ((configs.double() - x.double()[:, None, :]) * g0[:, None, :]).sum(dim=2).abs()
         expected = (w * change).sum(dim=1)
         better = expected > best
-        if coupled:
-            width = max(C, 0 if outcomes is None else outcomes.shape[1])
-            change_p, w_p = pad(change, width), pad(w, width)
-            outcomes = change_p if outcomes is None else torch.where(better[:, None], change_p, pad(outcomes, width))
-            weights = w_p if weights is None else torch.where(better[:, None], w_p, pad(weights, width))
+        changes.append(change)
+        weights.append(w)
         best = torch.where(better, expected, best)
         best_p = torch.where(better, (w * p1).sum(dim=1), best_p)
         best_t = torch.where(better, target, best_t)
         if best_x is not None:
             likely = configs[rows, w.argmax(dim=1)]                            # (b, d): the most probable one
             best_x = torch.where(better[:, None], likely, best_x)
+    outcomes = outcome_weights = None
+    if coupled:
+        outcomes, outcome_weights = _union_outcomes_t(changes, weights)
+        if len(changes) > 1:                                                   # the expected largest change
+            union = torch.where(outcome_weights > 0, outcome_weights * outcomes, 0.0).sum(dim=1)
+            best = torch.where(torch.isfinite(best), union, best)
     undefined |= ~torch.isfinite(best)
     return _finish_chunk_t(target_model, x, output, best=best, best_p=best_p, best_t=best_t, best_x=best_x,
-                           undefined=undefined, p0=p0, direct=direct, outcomes=outcomes, weights=weights)
+                           undefined=undefined, p0=p0, direct=direct, outcomes=outcomes, weights=outcome_weights)
 
 
 def _finish_chunk_t(target_model, x, output, *, best, best_p, best_t, best_x, undefined, p0, direct, outcomes,

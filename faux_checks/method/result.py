@@ -39,7 +39,9 @@ class LICResult:
         prediction did not change within ± the step (a tree crossed no split), not by evidence.
     outcomes, outcome_weights : ndarray of shape (n, C), or None
         Variant swap with ``swap_categorical = "coupled"``: |Δŷ| at each level configuration of the
-        counterfactual and its probability (rows sum to 1); ``scores`` is their expected value.
+        counterfactuals and its weight (rows sum to 1); ``scores`` is their expected value. With several other
+        groups (or ±1 sd) the weight above δ is min(1, Σ_t P_t(change > δ)) over the counterfactual targets t
+        (:func:`~faux_checks.method.chunk.union_outcomes`).
     counterfactual : ndarray of shape (n, d), float32, or None
         Variant swap with evidence: the representative counterfactual x′ of each row (the most probable
         configuration of the other group with the largest expected change); what the evidence and the
