@@ -33,7 +33,6 @@ def build_parser() -> argparse.ArgumentParser:
     from faux_checks import __version__
 
     from .evidence_cli import add_parsers as add_evidence_parsers
-    from .evidence_cli import signing_key_option
 
     parser = argparse.ArgumentParser(prog="faux-checks", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -47,6 +46,23 @@ def build_parser() -> argparse.ArgumentParser:
                          help="print one JSON object per model version on stdout (JSON Lines) and nothing else there")
     parents = {"parents": [quiet]}
     with_json = {"parents": [machine]}
+
+    _add_check(sub, with_json)
+    _add_gate(sub, with_json)
+    _add_register(sub, parents)
+    _add_demo(sub, parents)
+    _add_history(sub, with_json)
+    _add_audit(sub, with_json)
+    _add_report(sub, parents)
+    _add_score_large(sub, parents)
+    _add_spec(sub, parents)
+    add_evidence_parsers(sub, parents)
+    return parser
+
+
+def _add_check(sub, with_json: dict) -> None:
+    """``check``: one model file on one data file, no registry (:func:`~.check_cli.cmd_check`)."""
+    from .evidence_cli import signing_key_option
 
     p = sub.add_parser("check", help="check one model file on one data file (no registry)", **with_json)
     p.add_argument("--model", required=True, help="model file: TorchScript / torch.export, or forward-only (extra "
@@ -74,6 +90,12 @@ def build_parser() -> argparse.ArgumentParser:
     signing_key_option(p)
     p.set_defaults(func=cmd_check)
 
+
+
+def _add_gate(sub, with_json: dict) -> None:
+    """``gate``: every new version of a registered model (:func:`~.gate_cli.cmd_gate`)."""
+    from .evidence_cli import signing_key_option
+
     p = sub.add_parser("gate", help="gate every new version of a registered model (Prefect flow)", **with_json)
     p.add_argument("model_name")
     p.add_argument("--data", required=True, help="CSV or Parquet audit data")
@@ -98,6 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
     signing_key_option(p)
     p.set_defaults(func=cmd_gate)
 
+
+
+def _add_register(sub, parents: dict) -> None:
+    """``register``: a model file (+ feature spec) as a new version (:func:`~.tools_cli.cmd_register`)."""
     p = sub.add_parser("register", help="register a model file (+ feature spec) as a new version of a registered model",
                        **parents)
     p.add_argument("model_name")
@@ -111,6 +137,10 @@ def build_parser() -> argparse.ArgumentParser:
     _trust_type(p)
     p.set_defaults(func=cmd_register, decides=False)
 
+
+
+def _add_demo(sub, parents: dict) -> None:
+    """``demo``: train, register and gate Adult income classifiers (:func:`~.gate_cli.cmd_demo`)."""
     p = sub.add_parser("demo", help="train, register and gate Adult income classifiers (real data)", **parents)
     p.add_argument("--workdir", help="new folder for models and reports")
     p.add_argument("--model-name", default="adult-income", help="registered model name")
@@ -119,10 +149,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_demo)
 
+
+
+def _add_history(sub, with_json: dict) -> None:
+    """``history``: every recorded gate decision of a model's versions (:func:`~.tools_cli.cmd_history`)."""
     p = sub.add_parser("history", help="every recorded gate decision of a model's versions", **with_json)
     p.add_argument("model_name")
     p.add_argument("--tracking-uri")
     p.set_defaults(func=cmd_history, decides=False)
+
+
+
+def _add_audit(sub, with_json: dict) -> None:
+    """``audit``: drift audit of the deployed version on a current batch (:func:`~.gate_cli.cmd_audit`)."""
+    from .evidence_cli import signing_key_option
 
     p = sub.add_parser("audit", help="drift audit of the deployed version on a current batch (Prefect flow, once)",
                        **with_json)
@@ -140,12 +180,20 @@ def build_parser() -> argparse.ArgumentParser:
     signing_key_option(p)
     p.set_defaults(func=cmd_audit)
 
+
+
+def _add_report(sub, parents: dict) -> None:
+    """``report``: validate a report.json and render its HTML (:func:`~.tools_cli.cmd_report`)."""
     p = sub.add_parser("report", help="validate a gate/audit report.json and render its HTML; exits with its "
                                       "decision's code (2 if the report is invalid)", **parents)
     p.add_argument("path", help="a run's report folder or its report.json")
     p.add_argument("--out", help="HTML file to write (default: report.html next to the JSON, if absent)")
     p.set_defaults(func=cmd_report, decides=False)
 
+
+
+def _add_score_large(sub, parents: dict) -> None:
+    """``score-large``: fAux scores of a large file, streamed and sharded (:func:`~.check_cli.cmd_score_large`)."""
     p = sub.add_parser("score-large", help="fAux scores of a large Parquet/CSV file, streamed and sharded on Dask",
                        **parents)
     p.add_argument("--model", required=True, help="TorchScript / torch.export model file")
@@ -172,6 +220,10 @@ def build_parser() -> argparse.ArgumentParser:
     _device_option(p)
     p.set_defaults(func=cmd_score_large)
 
+
+
+def _add_spec(sub, parents: dict) -> None:
+    """``spec``: fit a feature spec on a data file and save it as JSON (:func:`~.tools_cli.cmd_spec`)."""
     p = sub.add_parser("spec", help="fit a feature spec (the target model's input encoding) on a data file and "
                                     "save it as JSON (never overwrites)", **parents)
     p.add_argument("--data", required=True, help="CSV or Parquet training data of the target model")
@@ -188,8 +240,6 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default 0: none)")
     p.add_argument("--name", help="the spec's name in messages and reports (default: the file's stem)")
     p.set_defaults(func=cmd_spec, decides=False)
-    add_evidence_parsers(sub, parents)
-    return parser
 
 
 def _sep(p) -> None:

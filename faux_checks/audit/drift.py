@@ -1,4 +1,13 @@
-"""The drift audit of a deployed version: :func:`run_audit` runs the three steps and decides."""
+"""The drift audit of a deployed version: :func:`run_audit` runs its stages and decides.
+
+The stages, in order: the columns compared (:func:`audit_columns`) and their drift (Evidently); the fAux checks on
+both batches, once per protected attribute of the policy (:meth:`Policy.attribute_policies`; an intersection on its
+derived column, :func:`faux_checks.gate.attributes.add_intersections`), each with its own auxiliary model and KS
+reference; the target model's classification quality on both batches; one decision
+(:func:`~.decision.decide_audit`); the notes that inform without deciding; the provenance. With ``[[attributes]]``
+the result's ``attributes`` holds one :class:`~.results.AuditAttribute` each, ``fairness`` being the deciding
+attribute's; a ``protected = "..."`` policy gives a result without ``attributes``.
+"""
 
 from __future__ import annotations
 
@@ -73,24 +82,21 @@ def run_audit(
     reference_scores=None,
     aux_source: dict | None = None,
 ) -> AuditResult:
-    """Audit a deployed model on a current batch against its reference data (module docstring).
+    """Audit a deployed model on a current batch against its reference data (the stages: module docstring).
 
     Parameters
     ----------
     target_model : torch module
         The deployed version's model.
-    reference : DataFrame
-        The data the version was gated on. Not modified.
-    current : DataFrame
-        The current batch. Not modified.
+    reference, current : DataFrame
+        The data the version was gated on, and the current batch. Not modified.
     policy : Policy
-        The gate policy; its ``[audit]`` section sets the limits.
+        The gate policy; its ``[audit]`` section sets the limits. Every protected attribute it declares is audited.
     feature_spec : FeatureSpec, optional
         The version's encoding; without it the reference's numeric columns (minus protected and
         label) are passed to the model as they are, for both batches.
     evidence_dir : path, optional
-        Existing folder for Evidently's HTML reports (``evidently_drift.html``,
-        ``evidently_classification.html``).
+        Existing folder for Evidently's HTML reports (``evidently_drift.html``, ``evidently_classification.html``).
     model_info : dict, optional
         Added to the provenance (name, version, sha256).
     gate_record : dict, optional
@@ -99,77 +105,63 @@ def run_audit(
     aux_model : torch module or AuxiliaryModel, optional
         The gate's auxiliary model: both batches are scored with it (score drift then measures
         the data); without it each batch trains its own.
-    reference_scores : ndarray of shape (m,) (a mapping of them with ``[[attributes]]``), optional
+    reference_scores : ndarray of shape (m,), optional
         The gate's recorded defined scores: the KS test's reference.
     aux_source : dict, optional
         Where ``aux_model`` came from (``source``, ``note``, ``run_id``), reported as given.
+
+    With ``[[attributes]]``, ``aux_model``, ``reference_scores`` and ``aux_source`` are mappings from attribute
+    name (``sex``, ``sex×race``) to that attribute's (a missing name is retrained).
 
     Returns
     -------
     AuditResult
         Never raises for bad data: what could not be computed makes the audit ``undecided``
         with the reason (the column, the row counts).
-
-    Every protected attribute of the policy is audited (one for ``protected = "..."``, a list of one):
-    column drift (every declared attribute is a ``protected`` column) and classification quality run
-    once; the fAux checks on both batches run per attribute (:meth:`Policy.attribute_policies`; an
-    intersection on its derived column, :func:`faux_checks.gate.attributes.add_intersections`), each
-    with its own auxiliary model and KS reference; :func:`~.decision.decide_audit` decides once. With
-    ``[[attributes]]``, ``aux_model``, ``reference_scores`` and ``aux_source`` are mappings from
-    attribute name (``sex``, ``sex×race``) to that attribute's (a missing name is retrained) and the
-    result's ``attributes`` holds one :class:`~.results.AuditAttribute` each, ``fairness`` being the
-    deciding attribute's; a ``protected = "..."`` policy takes them bare and its result has the
-    shape it always had (no ``attributes``).
     """
-    from ..gate.attributes import add_intersections, intersection_cells
-    from ..gate.policy_schema import INTERSECTION_SEPARATOR
+    from ..gate.attributes import add_intersections
 
-    sectioned, names = policy.reports_per_attribute, policy.attribute_names
-    several = len(names) > 1
-
-    def per_attribute(given) -> dict:
-        return dict(given or {}) if sectioned else ({names[0]: given} if given is not None else {})
-
-    aux_models, reference_scores, aux_sources = per_attribute(aux_model), per_attribute(reference_scores), \
-        per_attribute(aux_source)
     timings: dict[str, float] = {}
     reference, current = as_frame(reference), as_frame(current)
     evidence = Path(evidence_dir) if evidence_dir is not None else None
-    declared = [a.column for a in policy.attributes]
-    t0 = time.perf_counter()
-    if feature_spec is None:
-        exclude = declared + ([policy.label] if policy.label else [])
-        try:
-            feature_spec = FeatureSpec.passthrough(reference, exclude=exclude, name="passthrough (reference columns)")
-        except InputError as exc:  # the fAux step reports it; drift still runs
-            logger.warning("audit: no feature columns: %s", exc)
-    columns = audit_columns(feature_spec, reference, current, policy=policy)
-    # an undeclared kind (None, detected from the data later) is read as grouped, as before KINDS
-    categorical = tuple(a.column for a in policy.attributes if a.kind is None or protected_kind(a.kind).grouped)
-    if feature_spec is not None:  # the spec's one-hot columns are categorical for Evidently too
-        categorical += tuple(c.name for c in feature_spec.columns if c.kind == "categorical" and c.name not in categorical)
-    drift = column_drift(reference, current, columns, categorical=categorical, settings=policy.audit,
-                         html_path=None if evidence is None else evidence / "evidently_drift.html")
-    timings["column_drift"] = time.perf_counter() - t0
-
-    components = {INTERSECTION_SEPARATOR.join(c): tuple(c) for c in policy.intersections}
+    feature_spec, drift = _column_drift_step(reference, current, policy=policy, feature_spec=feature_spec,
+                                             evidence=evidence, timings=timings)
     try:
         derived_ref, derived_cur = add_intersections(reference, policy), add_intersections(current, policy)
     except InputError as exc:
         return AuditResult.undecided(f"the audit could not derive the intersections: {exc}", provenance=model_info)
-    sections = []
-    for name, one in policy.attribute_policies().items():
-        t0 = time.perf_counter()
-        fairness = fairness_drift(target_model, derived_ref, derived_cur, policy=one, feature_spec=feature_spec,
-                                  model_info=model_info, aux_model=aux_models.get(name),
-                                  reference_scores=reference_scores.get(name), aux_source=aux_sources.get(name))
-        key = f"fairness_drift.{name}" if sectioned else "fairness_drift"
-        timings[key] = time.perf_counter() - t0
-        timings.update({f"{key}.{k}": v for k, v in fairness.timings.items()})
-        if fairness.error:
-            logger.warning("audit: %s: %s", name, fairness.error)
-        sections.append((name, components.get(name, ()), fairness))
+    given = {"aux_model": aux_model, "reference_scores": reference_scores, "aux_source": aux_source}
+    sections = _fairness_sections(target_model, derived_ref, derived_cur, policy=policy, feature_spec=feature_spec,
+                                  model_info=model_info, given=_per_attribute(policy, given), timings=timings)
+    classification = _classification_step(target_model, reference, current, policy=policy,
+                                          feature_spec=feature_spec, evidence=evidence, timings=timings)
+    timings.update({f"column_drift.{k}": v for k, v in drift.timings.items()})
+    decision, reasons, limits, outcomes = decide_audit(policy.audit, drift, sections, classification,
+                                                       n_current=len(current))
+    attributes = _audit_attributes(sections, outcomes, current, policy)
+    deciding = next((a for a in attributes if a.decision == decision), attributes[0])
+    reasons += _audit_notes(drift, attributes, several=len(policy.attribute_names) > 1, gate_record=gate_record)
+    provenance = _audit_provenance(policy, feature_spec, reference, current, attributes, deciding,
+                                   gate_record=gate_record, model_info=model_info)
+    result = AuditResult(decision=decision, reasons=reasons, limits=limits, drift=drift, fairness=deciding.fairness,
+                         classification=classification, timings=timings, provenance=jsonable(provenance),
+                         attributes=tuple(attributes) if policy.reports_per_attribute else ())
+    logger.info("%r", result)
+    return result
 
+
+def _per_attribute(policy: Policy, given: dict) -> dict[str, dict]:
+    """Each gate input (``aux_model``, ``reference_scores``, ``aux_source``) as a mapping from attribute name:
+    as given with ``[[attributes]]``, keyed by the one attribute's name for ``protected = "..."``."""
+    names = policy.attribute_names
+    if policy.reports_per_attribute:
+        return {key: dict(value or {}) for key, value in given.items()}
+    return {key: ({names[0]: value} if value is not None else {}) for key, value in given.items()}
+
+
+def _classification_step(target_model, reference: pd.DataFrame, current: pd.DataFrame, *, policy: Policy,
+                         feature_spec: FeatureSpec | None, evidence: Path | None, timings: dict[str, float]):
+    """The target model's classification quality on both batches (Evidently), timed into ``timings``."""
     t0 = time.perf_counter()
     classification = classification_quality(
         target_model, reference, current, policy=policy, feature_spec=feature_spec,
@@ -177,9 +169,74 @@ def run_audit(
     timings["classification"] = time.perf_counter() - t0
     if classification.status == "skipped":
         logger.info("audit: classification quality skipped: %s", classification.reason)
-    timings.update({f"column_drift.{k}": v for k, v in drift.timings.items()})
-    decision, reasons, limits, outcomes = decide_audit(policy.audit, drift, sections, classification,
-                                                       n_current=len(current))
+    return classification
+
+
+def _column_drift_step(reference: pd.DataFrame, current: pd.DataFrame, *, policy: Policy,
+                       feature_spec: FeatureSpec | None, evidence: Path | None, timings: dict[str, float]):
+    """The encoding the audit uses and the drift of every compared column (Evidently), timed into ``timings``."""
+    t0 = time.perf_counter()
+    feature_spec = _default_feature_spec(feature_spec, reference, policy)
+    drift = column_drift(reference, current, audit_columns(feature_spec, reference, current, policy=policy),
+                         categorical=_categorical_columns(policy, feature_spec), settings=policy.audit,
+                         html_path=None if evidence is None else evidence / "evidently_drift.html")
+    timings["column_drift"] = time.perf_counter() - t0
+    return feature_spec, drift
+
+
+def _default_feature_spec(feature_spec: FeatureSpec | None, reference: pd.DataFrame,
+                          policy: Policy) -> FeatureSpec | None:
+    """The version's encoding, or the reference's numeric columns less the protected and label ones (None when none)."""
+    if feature_spec is not None:
+        return feature_spec
+    exclude = [a.column for a in policy.attributes] + ([policy.label] if policy.label else [])
+    try:
+        return FeatureSpec.passthrough(reference, exclude=exclude, name="passthrough (reference columns)")
+    except InputError as exc:  # the fAux step reports it; drift still runs
+        logger.warning("audit: no feature columns: %s", exc)
+        return None
+
+
+def _categorical_columns(policy: Policy, feature_spec: FeatureSpec | None) -> tuple[str, ...]:
+    """Columns Evidently compares as categories: grouped protected attributes and the spec's one-hot columns."""
+    # an attribute of undeclared kind (None, detected from the data later) is read as grouped
+    categorical = tuple(a.column for a in policy.attributes if a.kind is None or protected_kind(a.kind).grouped)
+    if feature_spec is not None:
+        categorical += tuple(c.name for c in feature_spec.columns if c.kind == "categorical" and c.name not in categorical)
+    return categorical
+
+
+def _fairness_sections(target_model, derived_ref: pd.DataFrame, derived_cur: pd.DataFrame, *, policy: Policy,
+                       feature_spec: FeatureSpec | None, model_info: dict | None, given: dict[str, dict],
+                       timings: dict[str, float]) -> list[tuple]:
+    """The fAux checks on both batches, one ``(attribute, components, FairnessDrift)`` per protected attribute.
+
+    ``given`` maps ``aux_model``, ``reference_scores`` and ``aux_source`` to per-attribute mappings; ``timings`` gains each attribute's total and its steps (``fairness_drift[.<attribute>][.<step>]``).
+    """
+    from ..gate.policy_schema import INTERSECTION_SEPARATOR
+
+    components = {INTERSECTION_SEPARATOR.join(c): tuple(c) for c in policy.intersections}
+    sections = []
+    for name, one in policy.attribute_policies().items():
+        t0 = time.perf_counter()
+        fairness = fairness_drift(target_model, derived_ref, derived_cur, policy=one, feature_spec=feature_spec,
+                                  model_info=model_info, aux_model=given["aux_model"].get(name),
+                                  reference_scores=given["reference_scores"].get(name),
+                                  aux_source=given["aux_source"].get(name))
+        key = f"fairness_drift.{name}" if policy.reports_per_attribute else "fairness_drift"
+        timings[key] = time.perf_counter() - t0
+        timings.update({f"{key}.{k}": v for k, v in fairness.timings.items()})
+        if fairness.error:
+            logger.warning("audit: %s: %s", name, fairness.error)
+        sections.append((name, components.get(name, ()), fairness))
+    return sections
+
+
+def _audit_attributes(sections: list[tuple], outcomes: list[tuple], current: pd.DataFrame,
+                      policy: Policy) -> list[AuditAttribute]:
+    """One :class:`AuditAttribute` per section with its own decision, an intersection's cells counted on ``current``."""
+    from ..gate.attributes import intersection_cells
+
     attributes = []
     for (name, comps, fairness), (one_decision, one_reasons) in zip(sections, outcomes, strict=True):
         cells = []
@@ -189,15 +246,21 @@ def run_audit(
             except InputError:
                 cells = []
         attributes.append(AuditAttribute(name, comps, fairness, one_decision, one_reasons, cells))
-    deciding = next((a for a in attributes if a.decision == decision), attributes[0])
+    return attributes
+
+
+def _audit_notes(drift, attributes: list[AuditAttribute], *, several: bool, gate_record: dict | None) -> list[str]:
+    """Reasons that inform without deciding: skipped or noted drift columns, sampling, the auxiliary model's source,
+    and a reference flagged fraction that differs from the gate's record."""
+    notes = []
     if drift.skipped:
-        reasons.append("drift not computed for " + "; ".join(f"'{c.column}' ({c.note})" for c in drift.skipped))
+        notes.append("drift not computed for " + "; ".join(f"'{c.column}' ({c.note})" for c in drift.skipped))
     noted = [c for c in drift.columns if c.status == "compared" and c.note]
     if noted:
-        reasons.append("drift notes: " + "; ".join(f"'{c.column}': {c.note}" for c in noted))
-    reasons += sorted({a.fairness.sample_note for a in attributes if a.fairness.sample_note})
-    reasons += [f"{a.attribute + ': ' if several else ''}{_aux_note(a.fairness)}" for a in attributes
-                if a.fairness.aux_source]
+        notes.append("drift notes: " + "; ".join(f"'{c.column}': {c.note}" for c in noted))
+    notes += sorted({a.fairness.sample_note for a in attributes if a.fairness.sample_note})
+    notes += [f"{a.attribute + ': ' if several else ''}{_aux_note(a.fairness)}" for a in attributes
+              if a.fairness.aux_source]
     gated = (attributes[0] if not several else   # the gate's headline tags are the deciding attribute's
              next((a for a in attributes if a.attribute == (gate_record or {}).get("deciding_attribute")), None))
     if gate_record and gated is not None and gated.fairness.reference is not None:
@@ -205,10 +268,17 @@ def run_audit(
         now = gated.fairness.flagged_fraction_reference
         if recorded is not None and np.isfinite(now) and abs(recorded - now) > 1e-9:
             whose = f" for '{gated.attribute}'" if several else ""
-            reasons.append(f"the gate recorded a flagged fraction of {recorded:.2%}{whose} on the reference; the audit's "
-                           f"reference check gives {now:.2%} (sampled rows, or the data/policy changed since)")
+            notes.append(f"the gate recorded a flagged fraction of {recorded:.2%}{whose} on the reference; the audit's "
+                         f"reference check gives {now:.2%} (sampled rows, or the data/policy changed since)")
+    return notes
+
+
+def _audit_provenance(policy: Policy, feature_spec: FeatureSpec | None, reference: pd.DataFrame,
+                      current: pd.DataFrame, attributes: list[AuditAttribute], deciding: AuditAttribute, *,
+                      gate_record: dict | None, model_info: dict | None) -> dict:
+    """What the audit ran on: policy, seed, encoding, both batches' hashes and sizes, packages, the gate's record."""
     current_check = deciding.fairness.current
-    provenance = {
+    return {
         "audited_at": current_check.provenance.get("checked_at") if current_check is not None else None,
         "policy_name": policy.name, "policy_sha256": policy.sha256(), "policy": policy.model_dump(mode="json"),
         "seed": policy.seed, "feature_spec": None if feature_spec is None else feature_spec.name,
@@ -216,12 +286,7 @@ def run_audit(
         "current": {"sha256": data_sha256(current), "n_rows": len(current)},
         "packages": {**package_versions(), **installed_versions(OPTIONAL_PACKAGES)},
         "gate_record": gate_record or {},
-        **({"attributes": [a.attribute for a in attributes], "deciding_attribute": deciding.attribute} if sectioned
-           else {}),
+        **({"attributes": [a.attribute for a in attributes], "deciding_attribute": deciding.attribute}
+           if policy.reports_per_attribute else {}),
         **(model_info or {}),
     }
-    result = AuditResult(decision=decision, reasons=reasons, limits=limits, drift=drift, fairness=deciding.fairness,
-                         classification=classification, timings=timings, provenance=jsonable(provenance),
-                         attributes=tuple(attributes) if sectioned else ())
-    logger.info("%r", result)
-    return result

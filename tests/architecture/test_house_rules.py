@@ -15,7 +15,6 @@ PACKAGES = {"faux_checks": "faux_checks", "faux_checks_app": "faux_checks_app", 
 #: Functions longer than 80 lines when the rule was written, with their length then: each may shrink or be split,
 #: never grow; a function not listed here may not pass 80 lines.
 LONG_FUNCTIONS = {
-    ("faux_checks/audit/drift.py", "run_audit"): 166, ("faux_checks_app/parser.py", "build_parser"): 164,
     ("faux_checks/gate/check.py", "run_check"): 157, ("faux_checks/report/plots.py", "render_plots"): 156,
     ("faux_checks/groundtruth/mechanisms.py", "make_mechanism_data"): 140,
     ("flows/shard_attributes.py", "score_sharded_attributes"): 129, ("flows/shard.py", "score_sharded"): 123,
