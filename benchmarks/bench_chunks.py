@@ -68,7 +68,7 @@ def main(argv=None) -> int:
     from faux_checks.gate.policy import load_policy
     from faux_checks.gate.stream.plan import prepare_scoring
     from faux_checks.gate.stream.run import score_stream
-    from faux_checks.gate.stream.sample import sample_pass
+    from faux_checks.gate.stream.passes import sample_pass, stream_attributes
     from faux_checks.gate.stream.source import DataSource, encode_chunk
     from faux_checks.inputs.datasets import ADULT_FEATURES, load_adult
     from faux_checks_app.demo import train_target
@@ -91,7 +91,8 @@ def main(argv=None) -> int:
         source = DataSource.open(path)
 
         # the tool's own aux model on this file (the same bottom-k sample whatever the chunk size)
-        sample = sample_pass(source, policy=policy, feature_spec=spec, chunk_rows=65_536)
+        sample = sample_pass(source, stream_attributes(policy, source.columns), feature_spec=spec,
+                             chunk_rows=65_536)[policy.protected]
         plan, aux = prepare_scoring(target, sample, policy=policy, feature_spec=spec, chunk_rows=65_536)
         del sample
         print(f"probe (float64, once per model): {plan.aux['batch_probe']}", flush=True)
@@ -106,7 +107,7 @@ def main(argv=None) -> int:
             t0 = time.perf_counter()
             try:
                 summary = score_stream(target, path, policy=policy, feature_spec=spec, chunk_rows=chunk_rows,
-                                       out_path=out)
+                                       out_path=out).sections[0].summary
                 run = {"chunk_rows": chunk_rows, "decision": summary.decision, "n_rows": summary.n_rows,
                        "n_flagged": summary.n_flagged, "flagged_fraction": summary.flagged_fraction, "reasons": summary.reasons[:2],
                        "batch_probe": summary.provenance["batch_probe"]}

@@ -121,13 +121,13 @@ def run_child(args) -> None:
 
         torch.set_num_threads(1)
         summary = score_stream(load_model(args.model), args.data, policy=policy, out_path=args.out,
-                               aux_model=load_model(aux) if aux else None)
+                               aux_model=load_model(aux) if aux else None).sections[0].summary
         workers_rss = {}
     else:
         from faux_checks_flows.score_large import run_score_sharded
 
         summary = run_score_sharded(args.model, args.data, args.out, policy=policy, aux_model_path=aux,
-                                    workers=args.run_workers)
+                                    workers=args.run_workers).sections[0].summary
         workers_rss = summary.provenance.get("worker_peak_rss_mb", {})
     t1 = time.time()
     res = {"workers": args.run_workers, "n": summary.n_rows, "decision": summary.decision,

@@ -77,10 +77,10 @@ def check(model, data: pd.DataFrame, *, protected: str | Sequence[str] | None = 
 
     target, spec = as_target(model, feature_spec)
     from .gate.attributes import check_attributes
+    from .gate.sections import shown
 
     result = check_attributes(target, data, policy=policy, feature_spec=spec, progress=progress)
-    # a protected = "..." policy shows its one check, as it always did (Policy.reports_per_attribute)
-    return FairnessCheck(result if policy.reports_per_attribute else result.deciding.check, policy,
+    return FairnessCheck(shown(result, policy), policy,
                          index=data.index if isinstance(data, pd.DataFrame) else None)
 
 

@@ -63,7 +63,7 @@ def command_policy(args):
     protected = getattr(args, "protected", None)
     if protected is not None and args.policy is not None:
         given = load_policy(args.policy)
-        if given.reports_per_attribute:
+        if given.protected is None:     # written with [[attributes]]
             declared = given.attributes
             raise FauxChecksError(
                 f"--protected {protected}: the policy {args.policy} declares several protected attributes "

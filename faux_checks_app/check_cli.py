@@ -214,8 +214,7 @@ def cmd_score_large(args) -> int:
         raise FauxChecksError(f"{args.out} exists already; choose another --out (nothing is overwritten)")
     check_outputs(out=args.out, work_dir=args.work_dir)
     policy = command_policy(args)
-    several = policy.reports_per_attribute    # [[attributes]]: one scores file per attribute beside --out
-    if several and args.aux_model:
+    if args.aux_model and len(policy.attribute_names) > 1:
         raise FauxChecksError(f"--aux-model gives one auxiliary model, but the policy checks "
                               f"{', '.join(policy.attribute_names)}, each with its own; drop --aux-model")
     scale = policy.scale
@@ -224,16 +223,15 @@ def cmd_score_large(args) -> int:
     chunk_rows = args.chunk_rows or scale.chunk_rows
     t0 = time.perf_counter()
     if workers == 0 and not scheduler:
-        from faux_checks.gate.stream.attributes import score_stream_attributes
         from faux_checks.gate.stream.run import score_stream
 
         eprint(f"scoring {args.data} in chunks of {chunk_rows:,} rows in this process")
         aux = load_model(args.aux_model, allow_pickle=args.allow_pickle) if args.aux_model else None
-        summary = (score_stream_attributes if several else score_stream)(
+        result = score_stream(
             load_model(args.model, allow_pickle=args.allow_pickle, trusted_types=args.trust_type or ()), args.data,
             policy=policy, out_path=args.out,
             feature_spec=FeatureSpec.load(args.feature_spec) if args.feature_spec else None,
-            **({} if several else {"aux_model": aux}),
+            aux_model=aux,
             chunk_rows=chunk_rows, progress=sys.stderr.isatty(), sep=args.sep, thousands=args.thousands,
             decimal=args.decimal,
             model_info={"model_path": str(args.model), "model_sha256": model_sha256(args.model)})
@@ -260,16 +258,20 @@ def cmd_score_large(args) -> int:
 
         where = f"Dask scheduler {scheduler}" if scheduler else f"a local Dask cluster of {workers or 'one per core'} workers"
         eprint(f"scoring {args.data} in chunks of {chunk_rows:,} rows on {where} (Prefect flow; first start ~10-20 s)")
-        summary = run_score_sharded(args.model, args.data, args.out, policy=policy, feature_spec_path=args.feature_spec,
+        result = run_score_sharded(args.model, args.data, args.out, policy=policy, feature_spec_path=args.feature_spec,
                                     aux_model_path=args.aux_model, workers=workers, scheduler_address=scheduler,
                                     chunk_rows=chunk_rows, work_dir=args.work_dir, allow_pickle=args.allow_pickle,
                                     trusted_types=args.trust_type or ())
-    eprint(f"      done in {time.perf_counter() - t0:.1f} s; scores written to {summary.out_path}")
-    say(repr(summary))
-    for section in getattr(summary, "sections", ()):
+    eprint(f"      done in {time.perf_counter() - t0:.1f} s; scores written to {result.out_path}")
+    from faux_checks.gate.sections import shown
+
+    # a protected = "..." policy prints its one attribute's summary; [[attributes]] the gate, then each section
+    one = shown(result, policy)
+    say(repr(one))
+    for section in result.sections if one is result else ():
         say(f"  {section.attribute}: {section.summary!r}")
-    for reason in summary.reasons:
+    for reason in one.reasons:
         say(f"  - {reason}")
-    for note in summary.notes:
+    for note in one.notes:
         say(f"  note: {note}")
-    return summary.exit_code
+    return result.exit_code

@@ -1,37 +1,28 @@
-"""``score-large`` on a Dask cluster: the sharded flow for the policy's attributes, run on a task runner from ``[scale]``.
+"""``score-large`` on a Dask cluster: the sharded flow for the policy's N ≥ 1 attributes, run on a task runner from ``[scale]``.
 
-One attribute (``protected = "..."``) takes :func:`faux_checks_flows.shard.score_sharded`; a policy with ``[[attributes]]``
-takes :func:`faux_checks_flows.shard_attributes.score_sharded_attributes` (one pass for every attribute). Both import from
-here downward only.
+:func:`faux_checks_flows.shard.score_sharded` scores every protected attribute of the policy in one pass; this module
+imports from there downward only.
 """
 
 from __future__ import annotations
 
 from .shard import dask_task_runner, score_sharded
-from .shard_attributes import score_sharded_attributes
 
 __all__ = ["run_score_sharded"]
-
-
-def _sharded_flow(policy):
-    """:func:`score_sharded` for ``protected = "..."``; a policy with ``[[attributes]]`` takes
-    :func:`faux_checks_flows.shard_attributes.score_sharded_attributes` (one pass for every attribute)."""
-    return score_sharded_attributes if policy.reports_per_attribute else score_sharded
 
 
 def run_score_sharded(model_path, data_path, out_path, *, policy=None, feature_spec_path=None, aux_model_path=None,
                       workers: int | None = None, scheduler_address: str | None = None, chunk_rows: int | None = None,
                       work_dir: str | None = None, allow_pickle: bool = False, trusted_types=()):
-    """Run :func:`score_sharded` on a Dask task runner built from the settings; return the summary.
+    """Run :func:`score_sharded` on a Dask task runner built from the settings; return its result.
 
     ``workers``, ``scheduler_address`` and ``chunk_rows`` default to the policy's ``[scale]``.
     ``trusted_types``: skops types the user reviewed (CLI ``--trust-type``), trusted when the model loads.
 
     Returns
     -------
-    faux_checks.gate.stream.run.StreamSummary
-        Or, for a policy with ``[[attributes]]``, a
-        :class:`~faux_checks.gate.stream.attributes.StreamAttributesResult` (one scores file per attribute).
+    faux_checks.gate.stream.outcome.StreamResult
+        One section per protected attribute (one scores output each), one decision.
 
     Raises
     ------
@@ -45,7 +36,7 @@ def run_score_sharded(model_path, data_path, out_path, *, policy=None, feature_s
     runner = dask_task_runner(workers=workers if workers is not None else scale.workers,
                               threads_per_worker=scale.threads_per_worker,
                               scheduler_address=scheduler_address or scale.scheduler_address)
-    state = _sharded_flow(policy).with_options(task_runner=runner)(
+    state = score_sharded.with_options(task_runner=runner)(
         model_path=str(model_path), data_path=str(data_path), out_path=str(out_path),
         policy=policy.model_dump(mode="json"), feature_spec_path=str(feature_spec_path) if feature_spec_path else None,
         aux_model_path=str(aux_model_path) if aux_model_path else None, chunk_rows=chunk_rows,

@@ -1,26 +1,30 @@
 """Prefect 3 flow: fAux scores of a large file, sharded over Dask workers.
 
-Recipe (every step calls :mod:`faux_checks.gate.stream`):
+Recipe for N ≥ 1 protected attributes (every step calls :mod:`faux_checks.gate.stream`; the attributes are
+:func:`~faux_checks.gate.stream.passes.stream_attributes`):
 
 1. plan shards: contiguous Parquet row-group ranges of about equal rows, ``shards_per_worker``
    per worker thread of the cluster (a CSV is first copied to Parquet with one row group per
    chunk, in one streaming pass: :func:`~faux_checks.gate.stream.source.csv_to_parquet`);
-2. training sample in two rounds on the workers: the protected column of each shard gives the
-   counts and the bottom-k sample keys (:func:`~faux_checks.gate.stream.sample.key_pass`), merged into the
-   global k-th smallest key; then each shard encodes only its rows of the global sample
-   (:func:`~faux_checks.gate.stream.sample.sample_pass` with ``max_key``), merged exactly in the flow
-   (:func:`~faux_checks.gate.stream.sample.merge_samples`). k rows cross the network in all, not k per shard;
-3. train (or load) the auxiliary model once, on a worker, and save it as TorchScript in the work
-   folder: every worker loads the same file; the extra aux seeds (``decision.aux_seeds``) train on
-   other workers at the same time and go on while the shards score (:mod:`faux_checks_flows.shard_stages`);
-4. score pass per shard on the workers, each writing its part file of the output dataset
-   (``<out>/part-NNNNN.parquet``, :mod:`faux_checks.gate.stream.output`; a CSV output is
-   concatenated from work-folder parts instead);
+2. training samples in two rounds on the workers: the protected columns of each shard give each
+   attribute's counts and bottom-k sample keys (:func:`~faux_checks.gate.stream.passes.key_pass`),
+   merged into each attribute's global k-th smallest key; then each shard encodes only its rows of
+   the global samples, once for every attribute (:func:`~faux_checks.gate.stream.passes.sample_pass`
+   with ``max_keys``), merged exactly in the flow (:func:`~faux_checks.gate.stream.sample.merge_samples`).
+   k rows per attribute cross the network in all, not k per shard;
+3. train (or load) each attribute's auxiliary model once, on a worker, and save it as TorchScript in
+   the work folder: every worker loads the same file; the extra aux seeds (``decision.aux_seeds``)
+   train on other workers at the same time and go on while the shards score (:mod:`faux_checks_flows.shard_stages`);
+4. score pass per shard on the workers, each chunk read and encoded once and scored for every
+   attribute (:func:`~faux_checks.gate.stream.passes.score_pass`), each attribute writing its part
+   file of its output dataset (``<out>/part-NNNNN.parquet``, :mod:`faux_checks.gate.stream.output`;
+   a CSV output is concatenated from work-folder parts instead);
 5. merge the counts (:meth:`~faux_checks.gate.stream.score.StreamCounts.merge`) and the seed spread,
-   rename the dataset folder into place, and decide as :func:`~faux_checks.gate.stream.run.summarize`.
+   rename the dataset folders into place, and decide once
+   (:func:`~faux_checks.gate.stream.outcome.summarize`).
 
 The scores are those of :func:`faux_checks.gate.stream.run.score_stream` on the same file: the chunks
-are the same (a chunk never crosses a row group) and so are the models and the per-row maths.
+are the same (a chunk never crosses a row group) and so are the samples, the models and the per-row maths.
 
 Task runner: ``prefect_dask.DaskTaskRunner`` with a local ``distributed.LocalCluster``
 (``n_workers`` processes, ``threads_per_worker`` threads each) or a running scheduler at
@@ -34,7 +38,7 @@ it triples the CPU time of the score pass (see :func:`_local_cluster`).
 Parameters are paths, settings and small dicts; tasks use no result cache (``NO_CACHE``).
 Retries only on I/O (:func:`faux_checks_flows.common.retry_io_only`), never on bad input. The flow ends
 ``Failed`` when the decision is ``failed`` or ``undecided`` (docs/architecture.md, contracts), with the
-:class:`~faux_checks.gate.stream.run.StreamSummary` as the state's data either way.
+:class:`~faux_checks.gate.stream.outcome.StreamResult` as the state's data either way.
 """
 
 from __future__ import annotations
@@ -56,7 +60,8 @@ from faux_checks.report.artifacts import markdown_text
 from .common import IO_TASK, run_logger
 from .shard_stages import finish_seeds, open_output, start_aux
 
-__all__ = ["carried_spec", "cluster_threads", "dask_task_runner", "plan_shards", "score_sharded", "ShardResult"]
+__all__ = ["carried_spec", "cluster_threads", "dask_task_runner", "plan_shards", "result_markdown", "score_sharded",
+           "ShardResult", "summary_markdown"]
 
 
 @dataclass
@@ -64,8 +69,8 @@ class ShardResult:
     """What a score task returns: the shard's counts, its part file and the worker's footprint."""
 
     row_groups: tuple[int, int]
-    part_path: str
-    counts: object  # faux_checks.gate.stream.score.StreamCounts
+    part_path: str  # the attributes' part files, comma-separated
+    counts: dict  # attribute name -> faux_checks.gate.stream.score.StreamCounts
     seconds: float
     pid: int
     peak_rss_mb: float
@@ -101,50 +106,65 @@ def plan_shards(row_group_rows, n_shards: int) -> list[tuple[int, int]]:
     return [b for b in bounds if b[0] < b[1]]
 
 
+def _attributes(data_path: str, policy):
+    """The data source and the policy's protected attributes (:func:`~faux_checks.gate.stream.passes.stream_attributes`)."""
+    from faux_checks.gate.stream.passes import stream_attributes
+    from faux_checks.gate.stream.source import DataSource
+
+    source = DataSource.open(data_path)
+    return source, stream_attributes(policy, source.columns)
+
+
 @task(**IO_TASK)
 def key_shard(data_path: str, policy, chunk_rows: int, row_groups: tuple[int, int]):
-    """Protected column of one shard: counts, levels and the bottom-k sample keys."""
-    from faux_checks.gate.stream.sample import key_pass
-    from faux_checks.gate.stream.source import DataSource
+    """Every protected column of one shard: each attribute's counts, levels and bottom-k sample keys."""
+    from faux_checks.gate.stream.passes import key_pass
 
-    return key_pass(DataSource.open(data_path), policy=policy, chunk_rows=chunk_rows, row_groups=row_groups)
-
-
-@task(**IO_TASK)
-def sample_shard(data_path: str, policy, feature_spec, chunk_rows: int, row_groups: tuple[int, int],
-                 max_key: int | None):
-    """Sample pass over one shard: its rows of the global training sample (key <= max_key), encoded."""
-    from faux_checks.gate.stream.sample import sample_pass
-    from faux_checks.gate.stream.source import DataSource
-
-    return sample_pass(DataSource.open(data_path), policy=policy, feature_spec=feature_spec, chunk_rows=chunk_rows,
-                       row_groups=row_groups, max_key=max_key)
+    source, attributes = _attributes(data_path, policy)
+    return key_pass(source, attributes, chunk_rows=chunk_rows, row_groups=row_groups)
 
 
 @task(**IO_TASK)
-def score_shard(model_path: str, aux_path: str, data_path: str, plan, row_groups: tuple[int, int], part_path: str,
-                threads: int, allow_pickle: bool = False, trusted_types: tuple[str, ...] = ()) -> ShardResult:
-    """Score pass over one shard with the shared TorchScript aux model; writes the shard's part file."""
+def sample_shard(data_path: str, policy, feature_spec, chunk_rows: int, row_groups: tuple[int, int], max_keys: dict):
+    """Sample pass over one shard: its rows of each attribute's global training sample (key <= max_keys[name]), encoded once."""
+    from faux_checks.gate.stream.passes import sample_pass
+
+    source, attributes = _attributes(data_path, policy)
+    return sample_pass(source, attributes, feature_spec=feature_spec, chunk_rows=chunk_rows, row_groups=row_groups,
+                       max_keys=max_keys)
+
+
+@task(**IO_TASK)
+def score_shard(model_path: str, aux_paths: dict, data_path: str, policy, plans: dict, row_groups: tuple[int, int],
+                part_paths: dict, threads: int, allow_pickle: bool = False,
+                trusted_types: tuple[str, ...] = ()) -> ShardResult:
+    """Score pass over one shard for every attribute with the shared TorchScript aux models; one part file per attribute."""
     import torch
 
+    from faux_checks.gate.stream.passes import score_pass
+    from faux_checks.gate.stream.score import ScoresWriter, peak_rss_mb
     from faux_checks.inputs.models import load_model
-    from faux_checks.gate.stream.score import ScoresWriter, peak_rss_mb, score_pass
-    from faux_checks.gate.stream.source import DataSource
 
     t0, started_at = time.perf_counter(), time.time()
     torch.set_num_threads(threads)
     target = load_model(model_path, allow_pickle=allow_pickle, trusted_types=trusted_types)
-    aux = plan.wrap_aux(load_model(aux_path, allow_pickle=allow_pickle))
-    Path(part_path).unlink(missing_ok=True)  # a retried task starts its part again
-    Path(part_path + ".partial").unlink(missing_ok=True)
-    writer = ScoresWriter(part_path)
+    auxes = {n: plans[n].wrap_aux(load_model(p, allow_pickle=allow_pickle)) for n, p in aux_paths.items()}
+    source, attributes = _attributes(data_path, policy)
+    writers = {}
     try:
-        counts = score_pass(target, aux, DataSource.open(data_path), plan, writer, row_groups=row_groups)
-        writer.commit()
+        for name, path in part_paths.items():
+            Path(path).unlink(missing_ok=True)  # a retried task starts its parts again
+            Path(path + ".partial").unlink(missing_ok=True)
+            writers[name] = ScoresWriter(path)
+        counts = score_pass(target, auxes, source, plans, attributes, writers, row_groups=row_groups)
+        for w in writers.values():
+            w.commit()
     except BaseException:
-        writer.abort()
+        for w in writers.values():
+            w.abort()
         raise
-    return ShardResult(row_groups, part_path, counts, time.perf_counter() - t0, os.getpid(), peak_rss_mb(), started_at)
+    return ShardResult(row_groups, ",".join(part_paths.values()), counts, time.perf_counter() - t0, os.getpid(),
+                       peak_rss_mb(), started_at)
 
 
 def carried_spec(model_path: str, trusted_types: tuple[str, ...]):
@@ -158,12 +178,106 @@ def carried_spec(model_path: str, trusted_types: tuple[str, ...]):
     return getattr(load_model(model_path, trusted_types=trusted_types), "feature_spec", None)
 
 
+def _global_samples(source, policy, attributes, spec, chunk_rows: int, shards) -> dict:
+    """Each attribute's training sample in two rounds on the workers (module docstring, step 2).
+
+    Raises
+    ------
+    InputError
+        An attribute with too many missing values (:func:`~faux_checks.gate.stream.plan.check_missing_protected`),
+        prefixed with the attribute when several are checked.
+    """
+    from faux_checks.errors import InputError
+    from faux_checks.gate.stream.plan import check_missing_protected
+    from faux_checks.gate.stream.sample import merge_samples
+
+    keyed = [f.result() for f in [key_shard.submit(source.path, policy, chunk_rows, rg) for rg in shards]]
+    max_keys = {}
+    for a in attributes:
+        keys = merge_samples([k[a.name] for k in keyed])
+        try:
+            check_missing_protected(keys, a.policy)
+        except InputError as exc:
+            if len(attributes) == 1:
+                raise
+            raise InputError(f"protected attribute '{a.name}': {exc}") from exc
+        max_keys[a.name] = keys.threshold  # None: fewer audited rows than max_train_rows, every one is in the sample
+    del keyed
+    pending = [sample_shard.submit(source.path, policy, spec, chunk_rows, rg, max_keys) for rg in shards]
+    samples: dict = {}
+    while pending:  # merge as parts arrive, releasing each: one part at a time in this process
+        part = pending.pop(0).result()
+        samples = {name: p if name not in samples else merge_samples([samples[name], p]) for name, p in part.items()}
+        del part
+    return samples
+
+
+def _start_models(model_path: str, samples: dict, attributes, spec, aux_model_path: str | None, chunk_rows: int,
+                  work: Path, allow_pickle: bool, trusted: tuple[str, ...]) -> dict:
+    """Each attribute's auxiliary model trained (or loaded) on a worker, its extra seeds submitted beside it.
+
+    Returns
+    -------
+    dict
+        Attribute name -> ``(plan, aux model path, own fraction, seed futures)`` (:func:`~.shard_stages.start_aux`).
+    """
+    from faux_checks.errors import InputError
+    from faux_checks.gate.sections import attribute_key
+
+    started = {}
+    for a in attributes:
+        name = "aux_model.pt" if len(attributes) == 1 else f"aux_model.{attribute_key(a.name)}.pt"
+        try:
+            started[a.name] = start_aux(model_path, samples[a.name], a.policy, spec, aux_model_path, chunk_rows, work,
+                                        allow_pickle, trusted, file_name=name)
+        except InputError as exc:
+            if len(attributes) == 1:
+                raise
+            raise InputError(f"protected attribute '{a.name}': {exc}") from exc
+    return started
+
+
+def _score_shards(model_path: str, source, policy, attributes, started: dict, outputs: dict, shards,
+                  allow_pickle: bool, trusted: tuple[str, ...]) -> tuple[list[ShardResult], dict]:
+    """The score pass on the workers, every attribute per shard; then the plans with their seed spread."""
+    plans = {name: s[0] for name, s in started.items()}
+    aux_paths = {name: s[1] for name, s in started.items()}
+    futures = [score_shard.submit(model_path, aux_paths, source.path, policy, plans, rg,
+                                  {a.name: outputs[a.name].parts[i] for a in attributes},
+                                  policy.scale.threads_per_worker, allow_pickle, trusted)
+               for i, rg in enumerate(shards)]
+    results: list[ShardResult] = [f.result() for f in futures]
+    return results, {name: finish_seeds(plan, own, seeds) for name, (plan, _, own, seeds) in started.items()}
+
+
+def _merged_result(results: list[ShardResult], plans: dict, attributes, source, paths: dict, times: dict,
+                   notes: list[str], model_info: dict):
+    """The shards' counts merged per attribute and decided once (:func:`~faux_checks.gate.stream.outcome.summarize`),
+    with the run's timings and the workers' footprint in the provenance."""
+    from faux_checks.gate.stream.outcome import summarize
+    from faux_checks.gate.stream.score import StreamCounts
+
+    counts = {a.name: StreamCounts.merge([r.counts[a.name] for r in results]) for a in attributes}
+    workers: dict[int, float] = {}
+    for r in results:
+        workers[r.pid] = max(workers.get(r.pid, 0.0), r.peak_rss_mb)
+    first = min((c.first_score_at for c in counts.values() if c.first_score_at), default=None)
+    t = times
+    timings = {"plan": t["t1"] - t["t0"], "sample": t["t2"] - t["t1"], "aux": t["t3"] - t["t2"],
+               "score": t["t4"] - t["t3"], "merge": t["t5"] - t["t4"], "total": t["t5"] - t["t0"],
+               "first_score": (first - t["wall"]) if first else None, "shard_seconds": [r.seconds for r in results]}
+    timeline = [{"row_groups": list(r.row_groups), "pid": r.pid, "start_s": r.started_at - t["wall"],
+                 "seconds": r.seconds} for r in results]
+    return summarize(counts, plans, attributes, source=source, out_paths=paths, timings=timings, extra_notes=notes,
+                     model_info={**model_info, "worker_peak_rss_mb": workers, "shard_timeline": timeline})
+
+
 @flow(name="fairness-score-sharded", log_prints=True)
 def score_sharded(model_path: str, data_path: str, out_path: str, policy: dict | None = None,
                   feature_spec_path: str | None = None, aux_model_path: str | None = None,
                   chunk_rows: int | None = None, work_dir: str | None = None, allow_pickle: bool = False,
                   trusted_types: list[str] | None = None):
-    """Score every row of a large Parquet/CSV file with fAux, sharded over the flow's Dask workers.
+    """Score every row of a large Parquet/CSV file with fAux for every protected attribute, sharded over Dask workers.
 
     Parameters
     ----------
@@ -174,114 +288,110 @@ def score_sharded(model_path: str, data_path: str, out_path: str, policy: dict |
     out_path : str
         New scores output, one row per input row, never overwritten: ``.parquet`` is a dataset folder of
         one part file per shard (input order when the parts are read by name:
-        :func:`faux_checks.gate.stream.output.read_scores`); any other name one CSV file.
+        :func:`faux_checks.gate.stream.output.read_scores`); any other name one CSV file. A policy with
+        ``[[attributes]]`` writes one output per attribute beside it (``scores.parquet`` ->
+        ``scores.<key>.parquet``; :func:`faux_checks.gate.sections.attribute_paths`).
     policy : dict, optional
-        A policy as ``Policy.model_dump(mode="json")``; the shipped default when omitted.
+        A policy as ``Policy.model_dump(mode="json")`` (``protected = "..."`` or ``[[attributes]]``);
+        the shipped default when omitted.
     feature_spec_path : str, optional
         FeatureSpec JSON; without it the numeric columns are used as they are.
     aux_model_path : str, optional
-        TorchScript auxiliary model (raw outputs) instead of training one.
+        TorchScript auxiliary model (raw outputs) instead of training one; one protected attribute only.
     chunk_rows : int, optional
         Rows per chunk (default ``policy.scale.chunk_rows``).
     work_dir : str, optional
-        Folder for the aux model and the part files, visible to every worker; a new hidden folder
+        Folder for the aux models and the part files, visible to every worker; a new hidden folder
         next to ``out_path`` by default, removed at the end.
 
     Returns
     -------
     ``Completed`` (decision passed) or ``Failed`` (failed / undecided) state whose data is the
-    :class:`~faux_checks.gate.stream.run.StreamSummary`.
+    :class:`~faux_checks.gate.stream.outcome.StreamResult`.
+
+    Raises
+    ------
+    InputError
+        Bad input (as :func:`faux_checks.gate.stream.run.score_stream`); an auxiliary model given
+        for a policy with several attributes.
     """
     from prefect.context import FlowRunContext
 
     from faux_checks.errors import InputError
     from faux_checks.gate.policy import Policy, load_policy
-    from faux_checks.gate.stream.plan import check_missing_protected, resolve_feature_spec
-    from faux_checks.gate.stream.run import summarize
-    from faux_checks.gate.stream.sample import merge_samples
-    from faux_checks.gate.stream.score import StreamCounts
+    from faux_checks.gate.sections import attribute_key, attribute_paths, shown
+    from faux_checks.gate.stream.passes import stream_attributes, stream_columns
+    from faux_checks.gate.stream.plan import resolve_feature_spec
     from faux_checks.gate.stream.source import DataSource, check_rows, csv_to_parquet
     from faux_checks.inputs.tabular import FeatureSpec
 
     logger = run_logger()
     t0, t_wall = time.perf_counter(), time.time()
     policy = Policy.model_validate(policy) if policy is not None else load_policy()
+    if aux_model_path and len(policy.attribute_names) > 1:
+        raise InputError(f"one auxiliary model given, but the policy checks {', '.join(policy.attribute_names)}, "
+                         "each with its own; drop the auxiliary model")
     chunk_rows = int(chunk_rows or policy.scale.chunk_rows)
     out = Path(out_path)
-    if out.exists():
-        raise InputError(f"{out} exists already; choose another output path (nothing is overwritten)")
+    paths = attribute_paths(out, policy)
     own_work_dir = work_dir is None
     work = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix=f".{out.name}.shards-", dir=out.parent))
     work.mkdir(parents=True, exist_ok=True)
+    trusted = tuple(trusted_types or ())
     try:
         source = DataSource.open(data_path)
         spec = resolve_feature_spec(source, policy, FeatureSpec.load(feature_spec_path) if feature_spec_path else
-                                    carried_spec(model_path, tuple(trusted_types or ())), chunk_rows=chunk_rows)
+                                    carried_spec(model_path, trusted), chunk_rows=chunk_rows)
         check_rows(source, spec, chunk_rows=max(chunk_rows, 65_536))   # the same first rows named as in one process
+        attributes = stream_attributes(policy, source.columns)
         notes = []
         if source.format == "csv":
-            columns = list(dict.fromkeys([*spec.source_columns, policy.protected]))
-            source = csv_to_parquet(source, work / "data.parquet", columns=columns, chunk_rows=chunk_rows)
+            source = csv_to_parquet(source, work / "data.parquet", columns=stream_columns(spec, attributes),
+                                    chunk_rows=chunk_rows)
             notes.append(f"CSV copied to Parquet ({source.n_row_groups} row groups of {chunk_rows:,} rows) to shard it")
         slots = cluster_threads(FlowRunContext.get())
         shards = plan_shards(source.row_group_rows, slots * policy.scale.shards_per_worker)
         if len(shards) < slots:
             notes.append(f"{len(shards)} shard(s) for {slots} worker thread(s): the file has {source.n_row_groups} row "
                          "group(s); write it with smaller row groups to use every worker")
-        logger.info("%s: %s rows in %d row groups -> %d shards on %d worker thread(s)", source.path,
-                    f"{source.n_rows:,}", source.n_row_groups, len(shards), slots)
+        logger.info("%s: %s rows in %d row groups -> %d shards on %d worker thread(s), %d protected attribute(s)",
+                    source.path, f"{source.n_rows:,}", source.n_row_groups, len(shards), slots, len(attributes))
         t1 = time.perf_counter()
-        keys = merge_samples([f.result() for f in [key_shard.submit(source.path, policy, chunk_rows, rg)
-                                                    for rg in shards]])
-        check_missing_protected(keys, policy)
-        max_key = keys.threshold  # None: fewer audited rows than max_train_rows, every one is in the sample
-        pending = [sample_shard.submit(source.path, policy, spec, chunk_rows, rg, max_key) for rg in shards]
-        sample = None
-        while pending:  # merge as parts arrive, releasing each: one part at a time in this process
-            part = pending.pop(0).result()
-            sample = part if sample is None else merge_samples([sample, part])
-            del part
+        samples = _global_samples(source, policy, attributes, spec, chunk_rows, shards)
         t2 = time.perf_counter()
-        trusted = tuple(trusted_types or ())
-        plan, aux_path, own_fraction, seed_futures = start_aux(model_path, sample, policy, spec, aux_model_path,
-                                                               chunk_rows, work, allow_pickle, trusted)
-        del sample
+        started = _start_models(model_path, samples, attributes, spec, aux_model_path, chunk_rows, work,
+                                allow_pickle, trusted)
+        del samples
         t3 = time.perf_counter()
-        output = open_output(out, work, len(shards))
+        outputs = {}    # a Parquet output is a dataset whose parts the workers write in place; a CSV merges its parts
         try:
-            futures = [score_shard.submit(model_path, aux_path, source.path, plan, rg, part,
-                                          policy.scale.threads_per_worker, allow_pickle, trusted)
-                       for rg, part in zip(shards, output.parts, strict=False)]
-            results: list[ShardResult] = [f.result() for f in futures]
-            plan = finish_seeds(plan, own_fraction, seed_futures)
+            for a in attributes:
+                folder = work if len(attributes) == 1 else work / attribute_key(a.name)
+                folder.mkdir(exist_ok=True)
+                outputs[a.name] = open_output(paths[a.name], folder, len(shards))
+            results, plans = _score_shards(model_path, source, policy, attributes, started, outputs, shards,
+                                           allow_pickle, trusted)
             t4 = time.perf_counter()
-            output.finish()
+            for output in outputs.values():
+                output.finish()
         except BaseException:
-            output.abort()
+            for output in outputs.values():
+                output.abort()
             raise
         t5 = time.perf_counter()
     finally:
         if own_work_dir:
             shutil.rmtree(work, ignore_errors=True)
-    counts = StreamCounts.merge([r.counts for r in results])
-    workers = {}
-    for r in results:
-        workers[r.pid] = max(workers.get(r.pid, 0.0), r.peak_rss_mb)
-    timings = {"plan": t1 - t0, "sample": t2 - t1, "aux": t3 - t2, "score": t4 - t3, "merge": t5 - t4,
-               "total": t5 - t0, "first_score": (counts.first_score_at - t_wall) if counts.first_score_at else None,
-               "shard_seconds": [r.seconds for r in results]}
-    summary = summarize(counts, plan, source=source, out_path=out, timings=timings, extra_notes=notes,
-                        model_info={"model_path": model_path, "shards": [list(s) for s in shards],
-                                    "worker_threads": slots, "worker_peak_rss_mb": workers,
-                                    "shard_timeline": [{"row_groups": list(r.row_groups), "pid": r.pid,
-                                                        "start_s": r.started_at - t_wall, "seconds": r.seconds}
-                                                       for r in results]})
-    create_markdown_artifact(key="fairness-score-sharded", markdown=summary_markdown(summary),
+    times = {"t0": t0, "t1": t1, "t2": t2, "t3": t3, "t4": t4, "t5": t5, "wall": t_wall}
+    result = _merged_result(results, plans, attributes, source, paths, times, notes,
+                            {"model_path": model_path, "shards": [list(s) for s in shards], "worker_threads": slots})
+    one = shown(result, policy)
+    create_markdown_artifact(key="fairness-score-sharded", markdown=result_markdown(one),
                              description=f"sharded fAux scores of {markdown_text(data_path)}")
-    logger.info("%r", summary)
-    if summary.decision != "passed":
-        return Failed(message=repr(summary), data=summary)
-    return Completed(message=repr(summary), data=summary)
+    logger.info("%r", one)
+    if result.decision != "passed":
+        return Failed(message=repr(one), data=result)
+    return Completed(message=repr(one), data=result)
 
 
 def cluster_threads(ctx) -> int:
@@ -294,8 +404,19 @@ def cluster_threads(ctx) -> int:
     return max(1, sum(runner.client.nthreads().values()))  # starts the cluster (lazily created on first use)
 
 
+def result_markdown(result) -> str:
+    """The run's Markdown artifact: a :class:`~faux_checks.gate.stream.outcome.StreamResult` (one section per
+    attribute under its decision) or one attribute's :class:`~faux_checks.gate.stream.summary.StreamSummary`."""
+    sections = getattr(result, "sections", None)
+    if sections is None:
+        return summary_markdown(result)
+    return "\n\n".join([f"## sharded fAux scores, {len(sections)} protected attributes: "
+                         f"**{markdown_text(result.decision)}**", *[f"- {markdown_text(r)}" for r in result.reasons],
+                         *[f"### {markdown_text(s.attribute)}\n\n" + summary_markdown(s.summary) for s in sections]])
+
+
 def summary_markdown(s) -> str:
-    """The run's Markdown artifact; reasons, paths and group values are escaped (no raw HTML from the data)."""
+    """One attribute's Markdown section; reasons, paths and group values are escaped (no raw HTML from the data)."""
     md = markdown_text
     lines = [f"## sharded fAux scores: **{md(s.decision)}**", "", f"- {md(repr(s))}", f"- scores: {md(s.out_path)}",
              f"- rows: {s.n_rows:,}, undefined: {s.n_undefined:,}, missing protected: {s.n_missing_protected:,}",

@@ -23,8 +23,10 @@ __all__ = ["Output", "finish_seeds", "open_output", "prepare_task", "seed_task",
 
 @task(**TASK)
 def prepare_task(model_path: str, sample, policy, feature_spec, aux_model_path: str | None, chunk_rows: int,
-                 work_dir: str, allow_pickle: bool = False, trusted_types: tuple[str, ...] = ()):
-    """Train (or load) the check's own aux model on the merged sample, on a worker; save it as TorchScript.
+                 work_dir: str, allow_pickle: bool = False, trusted_types: tuple[str, ...] = (),
+                 file_name: str = "aux_model.pt"):
+    """Train (or load) one attribute's own aux model on its merged sample, on a worker; save it as TorchScript
+    (``work_dir/file_name``).
 
     Returns ``(plan, aux model path, own fraction)`` (:func:`~faux_checks.gate.stream.aux_seeds.prepare_primary`).
     """
@@ -39,7 +41,7 @@ def prepare_task(model_path: str, sample, policy, feature_spec, aux_model_path: 
         return plan, aux_model_path, own
     import torch
 
-    path = str(Path(work_dir) / "aux_model.pt")
+    path = str(Path(work_dir) / file_name)
     torch.jit.save(aux.to_torchscript(), path)
     return plan, path, own
 
@@ -56,8 +58,10 @@ def seed_task(model_path: str, sample, policy, feature_spec, k: int, allow_pickl
 
 
 def start_aux(model_path: str, sample, policy, spec, aux_model_path: str | None, chunk_rows: int, work: Path,
-              allow_pickle: bool, trusted: tuple[str, ...]):
-    """Submit the aux training and its extra seeds; wait for the check's own model only.
+              allow_pickle: bool, trusted: tuple[str, ...], file_name: str = "aux_model.pt"):
+    """Submit one attribute's aux training and its extra seeds; wait for its own model only.
+
+    ``policy`` and ``sample`` are the attribute's (:meth:`~faux_checks.gate.policy.Policy.attribute_policies`).
 
     Returns
     -------
@@ -67,7 +71,7 @@ def start_aux(model_path: str, sample, policy, spec, aux_model_path: str | None,
     from faux_checks.gate.stream.aux_seeds import extra_seed_count
 
     own = prepare_task.submit(model_path, sample, policy, spec, aux_model_path, chunk_rows, str(work), allow_pickle,
-                              trusted)
+                              trusted, file_name)
     seeds = [seed_task.submit(model_path, sample, policy, spec, k, allow_pickle, trusted)
              for k in range(1, 1 + extra_seed_count(policy, aux_model_path))]
     plan, aux_path, own_fraction = own.result()

@@ -304,7 +304,7 @@ def shared_feature_spec(frame: pd.DataFrame, policy: Policy, feature_spec: Featu
     None, so that :func:`~faux_checks.gate.rows.prepare_audit` builds its own passthrough (the same
     columns) with its guard against a label-like input, as it always did.
     """
-    if feature_spec is not None or not policy.reports_per_attribute:
+    if feature_spec is not None or policy.protected is not None:
         return feature_spec
     declared = [a.column for a in policy.attributes]
     return FeatureSpec.passthrough(frame, exclude=declared + ([policy.label] if policy.label else []))

@@ -2,7 +2,7 @@
 
 One function decides everywhere: :func:`decide`. The in-memory check
 (:func:`faux_checks.gate.check.run_check`), the streaming and sharded summary
-(:func:`faux_checks.gate.stream.run.summarize`), the Great Expectations suite outcome
+(:func:`faux_checks.gate.stream.summary.attribute_summary`), the Great Expectations suite outcome
 (``faux_checks_gx.suite``) and the drift audit (:func:`faux_checks.audit.decision.decide_audit`)
 each turn what they measured into rule rows (:func:`rule_row`) and call it; the fAux check's
 rows come from one builder, :func:`faux_checks.gate.check_rules.check_rules`, for both check paths.
@@ -65,7 +65,7 @@ class Outcome:
     """The base of every decided result: ``decision``, ``reasons``, ``rules`` and the :attr:`exit_code` they give.
 
     The in-memory check (``CheckResult``), the several-attribute check (``AttributesResult``), the streaming
-    summaries (``StreamSummary``, ``StreamAttributesResult``), the drift audit (``AuditResult``), the GX suite's
+    summaries (``StreamSummary``, ``StreamResult``), the drift audit (``AuditResult``), the GX suite's
     outcome (``SuiteOutcome``) and the engine's own :class:`Decision` derive from it, so the decision -> exit
     code mapping is written once (:func:`exit_code_for`). Subclasses are dataclasses that define the three
     fields; this base adds no state.

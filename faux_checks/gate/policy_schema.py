@@ -204,8 +204,10 @@ class Policy(StrictSection):
     def reports_per_attribute(self) -> bool:
         """Whether outputs carry one section per attribute (a policy written with ``[[attributes]]``).
 
-        False for ``protected = "..."``: its report, ``--json`` object, tags and records keep the shape
-        they had before ``[[attributes]]`` existed (the one check, no ``attributes`` section).
+        False for ``protected = "..."``: its report, ``--json`` object, tags, records and scores file
+        show its one attribute's check, with no ``attributes`` section. Read where an output takes its
+        shape (:func:`faux_checks.gate.sections.shown`, :func:`faux_checks.gate.sections.attribute_paths`,
+        the CLI's ``check``, the records and the audit's result), never to choose how a check runs.
         """
         return self.protected is None
 

@@ -8,10 +8,13 @@ one result type for both.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = ("faux_checks", "faux_checks_app", "flows", "expectations")
+#: Modules that held a second, several-attribute path beside the plain one; their work is the plain path's.
+REMOVED = ("faux_checks/gate/stream/attributes.py", "flows/shard_attributes.py")
 
 
 def _sources():
@@ -30,3 +33,21 @@ def test_one_combine():
     assert _definitions("combine") == [d for d in _definitions("combine") if d.startswith("faux_checks/gate/sections.py")]
     assert len(_definitions("combine")) == 1, _definitions("combine")
     assert len(_definitions("prefixed_rules")) == 1, _definitions("prefixed_rules")
+
+
+def test_the_twin_modules_stay_removed():
+    """The several-attribute stream and shard modules are gone; nothing imports them."""
+    assert [m for m in REMOVED if (ROOT / m).exists()] == []
+    names = r"gate\.stream\.attributes|shard_attributes|score_stream_attributes|score_sharded_attributes"
+    found = [f"{p.relative_to(ROOT)}:{i}" for p in _sources()
+             for i, line in enumerate(p.read_text().splitlines(), 1) if re.search(names, line)]
+    assert found == [], found
+
+
+def test_no_function_is_a_twin_of_another():
+    """No public function ``f_attributes`` beside a function ``f``: one name per step, N ≥ 1 attributes."""
+    defined = {node.name for p in _sources() for node in ast.walk(ast.parse(p.read_text(), filename=str(p)))
+               if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    twins = sorted(n for n in defined if n.endswith("_attributes") and n[: -len("_attributes")] in defined
+                   and n != "check_attributes")   # the library's gate; faux_checks.check displays what it returns
+    assert twins == [], twins

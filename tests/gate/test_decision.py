@@ -233,7 +233,7 @@ def test_all_undefined_never_passes_run_check_and_the_stream(tmp_path):
     assert result.flagged_fraction == 1.0 and math.isnan(result.flagged_fraction_defined)
     data.to_parquet(tmp_path / "d.parquet")
     summary = score_stream(linear(UNFAIR), tmp_path / "d.parquet", policy=p, out_path=tmp_path / "s.parquet",
-                           aux_model=_FlatAux())
+                           aux_model=_FlatAux())["sex"]
     assert (summary.n_undefined, summary.decision, summary.exit_code) == (400, "undecided", 2)
     assert summary.reasons[0] == result.reasons[0] and summary.flagged_fraction == 1.0
 
@@ -271,7 +271,7 @@ def test_an_empty_run_never_passes_any_path(tmp_path):
     no_protected = make_data(400).assign(sex=None)
     no_protected.to_parquet(tmp_path / "d.parquet")
     with pytest.raises(InputError, match="no non-missing values"):
-        score_stream(linear(FAIR), tmp_path / "d.parquet", policy=p, out_path=tmp_path / "s.parquet")
+        score_stream(linear(FAIR), tmp_path / "d.parquet", policy=p, out_path=tmp_path / "s.parquet")["sex"]
     model = str(save_torchscript(linear(FAIR), tmp_path / "fair.pt"))
     assert E.validate_frame(empty, E.build_suite(p, model_path=model)).decision == "undecided"
     assert run_audit(linear(FAIR), make_data(400), empty, policy=p).decision == "undecided"
@@ -288,10 +288,10 @@ def test_one_decision_to_exit_code_mapping_for_every_result():
     from faux_checks.gate.attributes import AttributesResult
     from faux_checks.gate.decision import EXIT_CODES, Decision, Outcome, exit_code_for
     from faux_checks.gate.result import CheckResult
-    from faux_checks.gate.stream.outcome import StreamAttributesResult
-    from faux_checks.gate.stream.run import StreamSummary
+    from faux_checks.gate.stream.outcome import StreamResult
+    from faux_checks.gate.stream.summary import StreamSummary
 
-    for cls in (Decision, CheckResult, StreamSummary, AttributesResult, StreamAttributesResult, AuditResult,
+    for cls in (Decision, CheckResult, StreamSummary, AttributesResult, StreamResult, AuditResult,
                 SuiteOutcome):
         assert issubclass(cls, Outcome) and "exit_code" not in vars(cls), cls
     assert EXIT_CODES == {"passed": 0, "failed": 1, "undecided": 2}

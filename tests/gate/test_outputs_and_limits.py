@@ -176,7 +176,7 @@ class SoftmaxBadPast(torch.nn.Module):
 def test_score_large_checks_the_outputs_of_every_chunk_not_only_the_sample(tmp_path, capsys):
     """Issue 25 item 6f: a softmax that is wrong on one row past the sample and the first chunk refuses the run."""
     from faux_checks.gate.stream.plan import resolve_feature_spec
-    from faux_checks.gate.stream.sample import sample_pass
+    from faux_checks.gate.stream.passes import sample_pass, stream_attributes
     from faux_checks.gate.stream.source import DataSource
     from faux_checks.inputs.models import save_torchscript
 
@@ -187,7 +187,8 @@ def test_score_large_checks_the_outputs_of_every_chunk_not_only_the_sample(tmp_p
     data.to_csv(tmp_path / "clean.csv", index=False)
     source = DataSource.open(tmp_path / "clean.csv")
     spec = resolve_feature_spec(source, policy, None, chunk_rows=500)
-    sampled = set(sample_pass(source, policy=policy, feature_spec=spec, chunk_rows=500).rows.tolist())
+    sampled = set(sample_pass(source, stream_attributes(policy, source.columns), feature_spec=spec,
+                                  chunk_rows=500)["sex"].rows.tolist())
     bad = max(set(range(2000, 3000)) - sampled)                  # a row of the fifth chunk or later, not sampled
     first = bad // 500 * 500
     data.loc[bad, "f3"] = 100.0

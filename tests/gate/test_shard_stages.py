@@ -17,11 +17,16 @@ from faux_checks.gate.policy import Policy
 from faux_checks.gate.stream.aux_seeds import extra_seed, extra_seed_count, prepare_primary, with_seeds
 from faux_checks.gate.stream.output import ScoresDataset, is_dataset_output, read_scores, score_files
 from faux_checks.gate.stream.plan import prepare_scoring
-from faux_checks.gate.stream.sample import sample_pass
-from faux_checks.gate.stream.score import ScoresWriter, score_pass
+from faux_checks.gate.stream.passes import sample_pass, score_pass, stream_attributes
+from faux_checks.gate.stream.score import ScoresWriter
 from faux_checks.gate.stream.source import DataSource
 
 N = 1500
+
+
+def _one(policy, source):
+    """The policy's one protected attribute, as the passes take it."""
+    return stream_attributes(policy, source.columns)
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +55,7 @@ def _policy(variant: str, seeds: int = 3) -> Policy:
 def test_seeds_trained_apart_give_the_serial_plan(case, variant):
     """prepare_primary + extra_seed (in any order) + with_seeds == prepare_scoring: same seed spread, same plan."""
     policy, spec, target = _policy(variant), case["spec"], case["target"]
-    sample = sample_pass(case["source"], policy=policy, feature_spec=spec, chunk_rows=200)
+    sample = sample_pass(case["source"], _one(policy, case["source"]), feature_spec=spec, chunk_rows=200)["sex"]
     clear_aux_cache()                      # the serial plan below must train its seeds again, not reuse these
     plan, aux, own = prepare_primary(target, sample, policy=policy, feature_spec=spec, chunk_rows=200)
     assert plan.policy is policy and plan.aux["seeds"] is None and own is not None
@@ -73,7 +78,7 @@ def test_no_extra_seeds_with_one_seed_or_a_given_aux(case):
     policy = _policy("faux", seeds=1)
     assert extra_seed_count(policy) == 0 and extra_seed_count(_policy("faux"), aux_model=object()) == 0
     assert extra_seed_count(_policy("faux")) == 2
-    sample = sample_pass(case["source"], policy=policy, feature_spec=case["spec"], chunk_rows=200)
+    sample = sample_pass(case["source"], _one(policy, case["source"]), feature_spec=case["spec"], chunk_rows=200)["sex"]
     plan, _, own = prepare_primary(case["target"], sample, policy=policy, feature_spec=case["spec"], chunk_rows=200)
     assert own is None and with_seeds(plan, own, []) is plan
 
@@ -81,20 +86,20 @@ def test_no_extra_seeds_with_one_seed_or_a_given_aux(case):
 def test_dataset_output_parts_read_back_in_input_order(case, tmp_path):
     """Part files written in place (no merge), renamed on commit; read as one table equal to one process's file."""
     policy, spec, target, source = _policy("faux", seeds=1), case["spec"], case["target"], case["source"]
-    sample = sample_pass(source, policy=policy, feature_spec=spec, chunk_rows=200)
+    sample = sample_pass(source, _one(policy, source), feature_spec=spec, chunk_rows=200)["sex"]
     plan, aux = prepare_scoring(target, sample, policy=policy, feature_spec=spec, chunk_rows=200)
     out = tmp_path / "scores.parquet"
     assert is_dataset_output(out) and not is_dataset_output(tmp_path / "scores.csv")
     dataset = ScoresDataset(out)
     for i, rg in enumerate([(2, 4), (0, 2)][::-1]):                    # shards in order (0,2), (2,4)
         writer = ScoresWriter(dataset.part_path(i))
-        score_pass(target, aux, source, plan, writer, row_groups=rg)
+        score_pass(target, {"sex": aux}, source, {"sex": plan}, _one(plan.policy, source), {"sex": writer}, row_groups=rg)["sex"]
         writer.commit()
     assert not out.exists()                                             # nothing under the name before commit
     assert dataset.commit(2) == out and out.is_dir() and not dataset.partial.exists()
     assert [p.name for p in score_files(out)] == ["part-00000.parquet", "part-00001.parquet"]
     single = ScoresWriter(tmp_path / "single.parquet")
-    score_pass(target, aux, source, plan, single)
+    score_pass(target, {"sex": aux}, source, {"sex": plan}, _one(plan.policy, source), {"sex": single})["sex"]
     single.commit()
     expected = pq.read_table(tmp_path / "single.parquet")
     assert read_scores(out).equals(expected)

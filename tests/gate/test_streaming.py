@@ -16,12 +16,18 @@ from faux_checks.gate.check import run_check
 from faux_checks.gate.policy import Policy, load_policy
 from faux_checks.gate.stream.plan import prepare_scoring
 from faux_checks.gate.stream.run import score_stream
-from faux_checks.gate.stream.sample import key_pass, merge_samples, row_keys, sample_pass
-from faux_checks.gate.stream.score import ScoresWriter, StreamCounts, merge_score_parts, score_pass
+from faux_checks.gate.stream.passes import key_pass, sample_pass, score_pass, stream_attributes
+from faux_checks.gate.stream.sample import merge_samples, row_keys
+from faux_checks.gate.stream.score import ScoresWriter, StreamCounts, merge_score_parts
 from faux_checks.gate.stream.source import DataSource, csv_to_parquet
 
 N = 2400
 
+
+
+def _one(policy, source):
+    """The policy's one protected attribute, as the passes take it."""
+    return stream_attributes(policy, source.columns)
 
 def make_data(n: int = N, seed: int = 0, missing: int = 0) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
@@ -79,16 +85,16 @@ def test_row_keys_distinct_and_sample_independent_of_chunks_and_shards(files):
     assert len(np.unique(keys)) == 100_000
     assert not np.array_equal(keys, row_keys(np.arange(100_000), seed=4))
     source, policy, spec = DataSource.open(files["dir"] / "data.parquet"), make_policy(), files["spec"]
-    base = sample_pass(source, policy=policy, feature_spec=spec, chunk_rows=10_000)
+    base = sample_pass(source, _one(policy, source), feature_spec=spec, chunk_rows=10_000)["sex"]
     assert len(base.rows) == 700 and base.n_rows == N and np.all(np.diff(base.rows) > 0)
-    small = sample_pass(source, policy=policy, feature_spec=spec, chunk_rows=128)
+    small = sample_pass(source, _one(policy, source), feature_spec=spec, chunk_rows=128)["sex"]
     split = [(0, 2), (2, 3), (3, 5)]
-    shards = merge_samples([sample_pass(source, policy=policy, feature_spec=spec, chunk_rows=128, row_groups=rg)
+    shards = merge_samples([sample_pass(source, _one(policy, source), feature_spec=spec, chunk_rows=128, row_groups=rg)["sex"]
                             for rg in split])
     # the flow's two rounds: keys of the protected column, then each shard's rows of the global sample
-    keys = merge_samples([key_pass(source, policy=policy, chunk_rows=128, row_groups=rg) for rg in split])
-    parts = [sample_pass(source, policy=policy, feature_spec=spec, chunk_rows=128, row_groups=rg,
-                         max_key=keys.threshold) for rg in split]
+    keys = merge_samples([key_pass(source, _one(policy, source), chunk_rows=128, row_groups=rg)["sex"] for rg in split])
+    parts = [sample_pass(source, _one(policy, source), feature_spec=spec, chunk_rows=128, row_groups=rg,
+                         max_keys={"sex": keys.threshold})["sex"] for rg in split]
     assert sum(len(p.rows) for p in parts) == 700
     np.testing.assert_array_equal(keys.rows, base.rows)
     for other in (small, shards, merge_samples(parts)):
@@ -107,7 +113,7 @@ def test_chunked_scores_equal_whole_data_in_input_order(files, name, tmp_path):
     aux = AuxiliaryModel(epochs=4, seed=0).fit(X, codes, groups=("F", "M"))
     out = tmp_path / "scores.parquet"
     summary = score_stream(target, files["dir"] / name, policy=make_policy(), feature_spec=spec, aux_model=aux,
-                           chunk_rows=300, out_path=out)
+                           chunk_rows=300, out_path=out)["sex"]
     scores = pd.read_parquet(out)
     np.testing.assert_array_equal(scores["row"], np.arange(N))
     np.testing.assert_allclose(scores["lic_score"], whole_scores(target, aux, X), rtol=1e-12, atol=0)
@@ -122,7 +128,7 @@ def test_stream_equals_run_check_when_every_row_trains_the_aux_model(files, tmp_
     df, spec, target = files["df"], files["spec"], files["target"]
     policy = make_policy(variant, aux={"epochs": 4, "max_train_rows": 5000})
     summary = score_stream(target, files["dir"] / "data.parquet", policy=policy, feature_spec=spec, chunk_rows=256,
-                           out_path=tmp_path / "s.csv")
+                           out_path=tmp_path / "s.csv")["sex"]
     result = run_check(target, df, policy=policy, feature_spec=spec)
     scores = pd.read_csv(tmp_path / "s.csv")
     np.testing.assert_allclose(scores["lic_score"], result.scores, rtol=1e-12, atol=0)
@@ -142,7 +148,7 @@ def test_protected_column_as_target_input_matches_run_check(files, tmp_path, var
     target = make_target(spec.n_features)
     policy = make_policy(variant, aux={"epochs": 3, "max_train_rows": 5000})
     summary = score_stream(target, files["dir"] / "data.parquet", policy=policy, feature_spec=spec, chunk_rows=700,
-                           out_path=tmp_path / "s.parquet")
+                           out_path=tmp_path / "s.parquet")["sex"]
     result = run_check(target, df, policy=policy, feature_spec=spec)
     np.testing.assert_allclose(pd.read_parquet(tmp_path / "s.parquet")["lic_score"], result.scores, rtol=1e-12, atol=0)
     assert summary.n_flagged == int(result.flagged().sum())
@@ -155,7 +161,7 @@ def test_running_counts_exact_with_missing_protected_and_undefined_scores(tmp_pa
     target = make_target(spec.n_features)
     policy = make_policy(missing_protected="drop")
     summary = score_stream(target, tmp_path / "d.parquet", policy=policy, feature_spec=spec, aux_model=HalfFlatAux(),
-                           chunk_rows=333, out_path=tmp_path / "s.parquet")
+                           chunk_rows=333, out_path=tmp_path / "s.parquet")["sex"]
     out = pd.read_parquet(tmp_path / "s.parquet")
     np.testing.assert_array_equal(out["row"], np.arange(N))
     missing = df["sex"].isna().to_numpy()
@@ -188,7 +194,7 @@ def test_shard_functions_merge_to_the_single_process_result(files, tmp_path):
                                     files["target"])
     shards = plan_shards(source.row_group_rows, 3)
     assert shards == [(0, 2), (2, 4), (4, 5)]
-    sample = merge_samples([sample_pass(source, policy=policy, feature_spec=spec, chunk_rows=300, row_groups=rg)
+    sample = merge_samples([sample_pass(source, _one(policy, source), feature_spec=spec, chunk_rows=300, row_groups=rg)["sex"]
                             for rg in shards])
     plan, aux = prepare_scoring(target, sample, policy=policy, feature_spec=spec, chunk_rows=300)
     # the workers' copy of the aux model: TorchScript, saved and loaded by path
@@ -199,11 +205,11 @@ def test_shard_functions_merge_to_the_single_process_result(files, tmp_path):
     parts, counts = [], []
     for i, rg in enumerate(shards):
         writer = ScoresWriter(tmp_path / f"part-{i}.parquet")
-        counts.append(score_pass(target, worker_aux, source, plan, writer, row_groups=rg))
+        counts.append(score_pass(target, {"sex": worker_aux}, source, {"sex": plan}, _one(plan.policy, source), {"sex": writer}, row_groups=rg)["sex"])
         parts.append(writer.commit())
     merge_score_parts(parts, tmp_path / "merged.parquet")
     single_writer = ScoresWriter(tmp_path / "single.parquet")
-    single = score_pass(target, aux, source, plan, single_writer)
+    single = score_pass(target, {"sex": aux}, source, {"sex": plan}, _one(plan.policy, source), {"sex": single_writer})["sex"]
     single_writer.commit()
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "merged.parquet"),
                                   pd.read_parquet(tmp_path / "single.parquet"))
@@ -228,21 +234,21 @@ def test_bad_inputs_are_input_errors(files, tmp_path):
     existing = tmp_path / "exists.csv"
     existing.write_text("x\n")
     with pytest.raises(InputError, match="exists already"):
-        score_stream(target, files["dir"] / "data.parquet", policy=make_policy(), feature_spec=spec, out_path=existing)
+        score_stream(target, files["dir"] / "data.parquet", policy=make_policy(), feature_spec=spec, out_path=existing)["sex"]
     with pytest.raises(InputError, match="does not exist"):
-        score_stream(target, tmp_path / "nope.parquet", policy=make_policy(), out_path=tmp_path / "o.csv")
+        score_stream(target, tmp_path / "nope.parquet", policy=make_policy(), out_path=tmp_path / "o.csv")["sex"]
     make_data(missing=5).to_csv(tmp_path / "m.csv", index=False)
     with pytest.raises(InputError, match="5 missing values in 2,400 rows"):
-        score_stream(target, tmp_path / "m.csv", policy=make_policy(), feature_spec=spec, out_path=tmp_path / "o.csv")
+        score_stream(target, tmp_path / "m.csv", policy=make_policy(), feature_spec=spec, out_path=tmp_path / "o.csv")["sex"]
     with pytest.raises(InputError, match=r"column\(s\) \['nope'\] not found"):
-        score_stream(target, files["dir"] / "data.csv", policy=make_policy(protected="nope"), out_path=tmp_path / "o.csv")
+        score_stream(target, files["dir"] / "data.csv", policy=make_policy(protected="nope"), out_path=tmp_path / "o.csv")["sex"]
     assert not (tmp_path / "o.csv").exists() and not (tmp_path / "o.csv.partial").exists()
     bad = make_data(n=600)
     bad.loc[550, "f1"] = np.nan                              # a missing feature value in the last chunk
     bad.to_csv(tmp_path / "bad.csv", index=False)
     with pytest.raises(InputError, match="rows 512-599"):
         score_stream(target, tmp_path / "bad.csv", policy=make_policy(), feature_spec=spec, chunk_rows=256,
-                     aux_model=HalfFlatAux(), out_path=tmp_path / "o.parquet")
+                     aux_model=HalfFlatAux(), out_path=tmp_path / "o.parquet")["sex"]
     assert not (tmp_path / "o.parquet").exists() and not (tmp_path / "o.parquet.partial").exists()
     mixed = pd.DataFrame({"a": [1.0] * 300 + ["x"] * 300})
     mixed.to_csv(tmp_path / "mixed.csv", index=False)
@@ -298,9 +304,9 @@ def test_dask_flow_two_workers_equals_single_process(files, tmp_path, harness):
     spec = files["spec"].save(tmp_path / "spec.json")
     policy = make_policy()
     single = score_stream(load_model(model), files["dir"] / "data.csv", policy=policy, feature_spec=files["spec"],
-                          chunk_rows=256, out_path=tmp_path / "single.parquet")
+                          chunk_rows=256, out_path=tmp_path / "single.parquet")["sex"]
     sharded = run_score_sharded(model, files["dir"] / "data.csv", tmp_path / "sharded.parquet", policy=policy,
-                                feature_spec_path=spec, workers=2, chunk_rows=256)
+                                feature_spec_path=spec, workers=2, chunk_rows=256)["sex"]
     # a dataset folder, one part per shard written by the workers (no merge), read back in input order
     assert sorted(p.name for p in (tmp_path / "sharded.parquet").iterdir()) == [f"part-{i:05d}.parquet" for i in range(4)]
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "sharded.parquet"),

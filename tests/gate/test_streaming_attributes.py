@@ -17,12 +17,11 @@ import pytest
 from faux_checks.errors import InputError
 from faux_checks.gate.attributes import check_attributes, intersection_cells
 from faux_checks.gate.policy import Policy
-from faux_checks.gate.stream.attributes import (
-    key_pass_attributes, level_labels, prepare_attributes, sample_pass_attributes, score_pass_attributes,
-    score_stream_attributes, stream_attributes, summarize_attributes,
-)
+from faux_checks.gate.stream.columns import level_labels
+from faux_checks.gate.stream.outcome import summarize
+from faux_checks.gate.stream.passes import key_pass, prepare_attributes, sample_pass, score_pass, stream_attributes
 from faux_checks.gate.stream.run import score_stream
-from faux_checks.gate.stream.sample import merge_samples, sample_pass
+from faux_checks.gate.stream.sample import merge_samples
 from faux_checks.gate.stream.score import ScoresWriter, StreamCounts, merge_score_parts
 from faux_checks.gate.stream.source import DataSource
 from faux_checks.inputs.protected import encode_protected
@@ -50,7 +49,7 @@ def both(case):
     policy = _policy(intersections=[["A", "B"]], decision={"aux_seeds": 1, "min_group_rows": 100},
                      aux={"epochs": 20, "cross_fit_folds": 0})
     out = case["dir"] / "scores.parquet"
-    streamed = score_stream_attributes(case["model"], case["dir"] / "data.parquet", policy=policy, out_path=out,
+    streamed = score_stream(case["model"], case["dir"] / "data.parquet", policy=policy, out_path=out,
                                        chunk_rows=400)
     memory = check_attributes(case["model"], case["frame"], policy=policy)
     return policy, streamed, memory
@@ -107,24 +106,21 @@ def test_intersection_labels_are_the_in_memory_groups():
         assert level_labels(raw).tolist() == list(np.asarray(attr.groups, dtype=object)[attr.values])
 
 
-def test_one_attribute_through_the_several_path_is_score_stream(case, tmp_path):
-    """`protected = "A"`: the same scores file, counts and decision as the single-attribute stream."""
+def test_one_attribute_is_a_gate_of_one_section(case, tmp_path):
+    """`protected = "A"`: one section, its scores file at out_path itself, its decision, reasons and rules unprefixed."""
     single = Policy.model_validate({**_policy().model_dump(), "attributes": (), "protected": "A",
                                     "protected_kind": "binary"})
-    kw = dict(policy=single, feature_spec=case["spec"], chunk_rows=400)
-    alone = score_stream(case["model"], case["dir"] / "data.parquet", out_path=tmp_path / "alone.parquet", **kw)
-    layer = score_stream_attributes(case["model"], case["dir"] / "data.parquet", out_path=tmp_path / "layer.parquet",
-                                    **kw)
-    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "alone.parquet"), pd.read_parquet(tmp_path / "layer.parquet"))
+    layer = score_stream(case["model"], case["dir"] / "data.parquet", out_path=tmp_path / "layer.parquet",
+                         policy=single, feature_spec=case["spec"], chunk_rows=400)
     only = layer["A"]
+    assert [s.attribute for s in layer.sections] == ["A"]
     assert layer.out_paths == {"A": str(tmp_path / "layer.parquet")}
-    assert (layer.decision, layer.reasons, layer.rules) == (alone.decision, alone.reasons, alone.rules)  # unprefixed
-    pd.testing.assert_frame_equal(only.by_group, alone.by_group)
-    assert (only.n_flagged, only.flagged_fraction, only.aux_quality) == (alone.n_flagged, alone.flagged_fraction,
-                                                                         alone.aux_quality)
-    with pytest.raises(InputError, match=r"score_stream checks one protected attribute; this policy declares 2 "
-                                         r"\(A, B\): score them with faux_checks.gate.stream.attributes"):
-        score_stream(case["model"], case["dir"] / "data.parquet", policy=_policy(), out_path=tmp_path / "x.parquet")
+    assert (layer.decision, layer.reasons, layer.rules) == (only.decision, only.reasons, only.rules)  # unprefixed
+    assert not any("/" in r["rule"] for r in layer.rules)
+    assert len(pd.read_parquet(tmp_path / "layer.parquet")) == N
+    with pytest.raises(InputError, match=r"aux_model gives one auxiliary model, but the policy checks A, B"):
+        score_stream(case["model"], case["dir"] / "data.parquet", policy=_policy(), out_path=tmp_path / "x.parquet",
+                     aux_model=object())
     assert not (tmp_path / "x.parquet").exists()
 
 
@@ -139,15 +135,15 @@ def test_each_attribute_keeps_its_own_audited_rows_and_sample(case, tmp_path):
     policy = _policy(missing_protected="drop", aux={"epochs": 20, "max_train_rows": 2000}, min_aux_quality=0.6)
     source = DataSource.open(tmp_path / "holes.parquet")
     attributes = stream_attributes(policy, source.columns)
-    parts = sample_pass_attributes(source, attributes, feature_spec=case["spec"], chunk_rows=400)
+    parts = sample_pass(source, attributes, feature_spec=case["spec"], chunk_rows=400)
     for a in attributes:
-        alone = sample_pass(source, policy=a.policy, feature_spec=case["spec"], chunk_rows=400)
+        alone = sample_pass(source, [a], feature_spec=case["spec"], chunk_rows=400)[a.name]
         np.testing.assert_array_equal(parts[a.name].rows, alone.rows)
         np.testing.assert_array_equal(parts[a.name].X, alone.X)
         assert (parts[a.name].n_rows, parts[a.name].n_missing) == (alone.n_rows, alone.n_missing)
     assert parts["A"].n_missing == 0 and parts["B"].n_missing == 300
     assert np.isin(gone, parts["A"].rows).any() and not np.isin(gone, parts["B"].rows).any()
-    streamed = score_stream_attributes(case["model"], tmp_path / "holes.parquet", policy=policy,
+    streamed = score_stream(case["model"], tmp_path / "holes.parquet", policy=policy,
                                        out_path=tmp_path / "s.csv", feature_spec=case["spec"], chunk_rows=400)
     assert (streamed["A"].n_individuals, streamed["B"].n_individuals) == (N, N - 300)
     assert streamed["B"].n_missing_protected == 300 and streamed["A"].n_missing_protected == 0
@@ -165,10 +161,10 @@ def test_shard_functions_merge_to_the_single_process_result(case, both, tmp_path
     spec = FeatureSpec.passthrough(case["frame"], exclude=["A", "B"])
     attributes = stream_attributes(policy, source.columns)
     shards = plan_shards(source.row_group_rows, 3)
-    keys = [key_pass_attributes(source, attributes, chunk_rows=400, row_groups=rg) for rg in shards]
+    keys = [key_pass(source, attributes, chunk_rows=400, row_groups=rg) for rg in shards]
     merged_keys = {a.name: merge_samples([k[a.name] for k in keys]) for a in attributes}
     max_keys = {name: k.threshold for name, k in merged_keys.items()}
-    samples = [sample_pass_attributes(source, attributes, feature_spec=spec, chunk_rows=400, row_groups=rg,
+    samples = [sample_pass(source, attributes, feature_spec=spec, chunk_rows=400, row_groups=rg,
                                       max_keys=max_keys) for rg in shards]
     sample = {a.name: merge_samples([s[a.name] for s in samples]) for a in attributes}
     prepared = prepare_attributes(case["model"], sample, attributes, feature_spec=spec, chunk_rows=400)
@@ -176,7 +172,7 @@ def test_shard_functions_merge_to_the_single_process_result(case, both, tmp_path
     parts, counts = {a.name: [] for a in attributes}, []
     for i, rg in enumerate(shards):
         writers = {a.name: ScoresWriter(tmp_path / f"part-{i}.{a.name}.parquet") for a in attributes}
-        counts.append(score_pass_attributes(case["model"], auxes, source, plans, attributes, writers, row_groups=rg))
+        counts.append(score_pass(case["model"], auxes, source, plans, attributes, writers, row_groups=rg))
         for name, w in writers.items():
             parts[name].append(w.commit())
     paths = {}
@@ -184,7 +180,7 @@ def test_shard_functions_merge_to_the_single_process_result(case, both, tmp_path
         paths[a.name] = merge_score_parts(parts[a.name], tmp_path / f"merged.{a.name}.parquet")
         pd.testing.assert_frame_equal(pd.read_parquet(paths[a.name]), pd.read_parquet(streamed[a.name].out_path))
     total = {a.name: StreamCounts.merge([c[a.name] for c in counts[::-1]]) for a in attributes}
-    result = summarize_attributes(total, plans, attributes, source=source, out_paths=paths)
+    result = summarize(total, plans, attributes, source=source, out_paths=paths)
     assert (result.decision, result.rules) == (streamed.decision, streamed.rules)
     assert [s.cells for s in result.sections] == [s.cells for s in streamed.sections]
 
@@ -195,18 +191,18 @@ def test_bad_inputs_name_the_attribute(case, tmp_path):
     frame.loc[[5, 9], "B"] = None
     frame.to_parquet(tmp_path / "holes.parquet")
     with pytest.raises(InputError, match="protected attribute 'B': protected attribute 'B' has 2 missing values"):
-        score_stream_attributes(case["model"], tmp_path / "holes.parquet", policy=_policy(),
+        score_stream(case["model"], tmp_path / "holes.parquet", policy=_policy(),
                                 out_path=tmp_path / "s.parquet")
     assert not list(tmp_path.glob("s.*"))                    # nothing that looks complete
     frame = case["frame"].copy()
     frame["A×B"] = 1
     frame.to_parquet(tmp_path / "clash.parquet")
     with pytest.raises(InputError, match="already holds a column named 'A×B'"):
-        score_stream_attributes(case["model"], tmp_path / "clash.parquet",
+        score_stream(case["model"], tmp_path / "clash.parquet",
                                 policy=_policy(intersections=[["A", "B"]]), out_path=tmp_path / "t.parquet")
     (tmp_path / "u.B.parquet").write_text("mine")
     with pytest.raises(InputError, match="u.B.parquet exist already"):
-        score_stream_attributes(case["model"], case["dir"] / "data.parquet", policy=_policy(),
+        score_stream(case["model"], case["dir"] / "data.parquet", policy=_policy(),
                                 out_path=tmp_path / "u.parquet")
     assert (tmp_path / "u.B.parquet").read_text() == "mine" and not (tmp_path / "u.A.parquet").exists()
 

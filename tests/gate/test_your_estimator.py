@@ -207,7 +207,7 @@ def test_the_streaming_scorer_takes_a_skops_pipeline_on_raw_rows(bank, pipe, tmp
     sio.dump(pipe, tmp_path / "pipe.skops")
     bank.to_csv(tmp_path / "bank.csv", sep=";", index=False)
     target = load_model(tmp_path / "pipe.skops")
-    summary = score_stream(target, tmp_path / "bank.csv", policy=_policy(), out_path=tmp_path / "scores.csv")
+    summary = score_stream(target, tmp_path / "bank.csv", policy=_policy(), out_path=tmp_path / "scores.csv")["age_group"]
     assert summary.n_individuals == len(bank)
     scores = pd.read_csv(tmp_path / "scores.csv")
     assert len(scores) == len(bank) and scores["lic_score"].notna().all()

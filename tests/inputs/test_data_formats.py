@@ -112,7 +112,7 @@ def test_the_streaming_scorer_sniffs_a_semicolon_csv_and_takes_a_forced_sep(tmp_
     df.to_csv(semi, sep=";", index=False)
     policy = load_policy(write_policy(tmp_path / "p.toml", target_output='"logit"'))
     model = linear([1.0, 0, 0, 0, 2.0])
-    runs = [score_stream(model, path, policy=policy, out_path=tmp_path / f"s{i}.csv", **kw)
+    runs = [score_stream(model, path, policy=policy, out_path=tmp_path / f"s{i}.csv", **kw)["sex"]
             for i, (path, kw) in enumerate([(comma, {}), (semi, {}), (semi, {"sep": ";"})])]
     assert runs[0].n_individuals == runs[1].n_individuals == 400
     assert runs[0].flagged_fraction == runs[1].flagged_fraction == runs[2].flagged_fraction > 0

@@ -4,7 +4,7 @@
 so peak memory is set by the chunk and by the auxiliary model's training sample, never by the
 number of rows n. Two passes over the file:
 
-1. **Sample pass** (:mod:`.sample`, reading chunks from :mod:`.source`). Counts rows, missing
+1. **Sample pass** (:func:`~.passes.sample_pass` with :mod:`.sample`, reading chunks from :mod:`.source`). Counts rows, missing
    protected values and the protected attribute's levels, and keeps the auxiliary model's
    training sample: the ``policy.aux.max_train_rows`` audited rows with the smallest seeded hash
    key of their row number (bottom-k sampling, :func:`~.sample.row_keys`; a uniform sample
@@ -17,14 +17,15 @@ number of rows n. Two passes over the file:
    ``policy.seed``; quality on its held-out rows) or a given one is wrapped (quality on the whole
    sample). The protected groups and the target's output form are fixed here, once, for every
    chunk.
-3. **Score pass** (:mod:`.score`). Every chunk is encoded with the
+3. **Score pass** (:func:`~.passes.score_pass` with :mod:`.score`). Every chunk is encoded with the
    :class:`~faux_checks.FeatureSpec` and scored with :class:`~faux_checks.FAuxTester`; one row per
    input row (``row``, ``lic_score``, ``flagged``, ``status``, ``group``) is appended to the
    scores file in input order, and :class:`~.score.StreamCounts` keeps running counts that give
    the flagged fraction, the undefined count and per-group counts exactly (no score is kept in
    memory).
 
-:func:`~.run.summarize` decides from the counts (:func:`faux_checks.gate.decision.decide_stream`);
+:func:`~.summary.attribute_summary` decides each attribute from its counts and
+:func:`~.outcome.summarize` decides once over the attributes (:func:`faux_checks.gate.sections.combine`);
 :func:`~.run.score_stream` runs the whole recipe in one process.
 
 Chunks never cross a Parquet row group (a row group larger than ``chunk_rows`` is read in
@@ -35,12 +36,10 @@ and its extra seeds on workers (:mod:`.aux_seeds`) and writing a partitioned dat
 per shard (:mod:`.output`); its scores are those of :func:`~.run.score_stream` (same chunks,
 same models, same per-row maths).
 
-Several protected attributes (``[[attributes]]``, intersections):
-:func:`~.attributes.score_stream_attributes` runs the same two passes once for all of them (one
-sample pass, one score pass scoring every attribute per chunk with its own auxiliary model) and
-:func:`~.outcome.summarize_attributes` decides once over the prefixed rules, as
-:func:`faux_checks.gate.attributes.check_attributes` does in memory; :func:`~.run.score_stream`
-takes ``protected = "..."`` only.
+One unit for N ≥ 1 protected attributes (``protected = "..."``, or ``[[attributes]]`` and
+intersections): the passes (:mod:`.passes`) read the file once for all of them, each attribute
+with its own sample, auxiliary model, counts and scores file; one result type,
+:class:`~.outcome.StreamResult`, with one :class:`~.outcome.StreamSection` per attribute.
 
 Differences from :func:`~faux_checks.gate.check.run_check`, each recorded in
 ``StreamSummary.notes``: every row is scored (``policy.max_rows`` is not applied); baseline

@@ -1,9 +1,9 @@
-"""The outcome of a streamed check over several protected attributes: one section each, one decision.
+"""The outcome of a streamed or sharded check over N ≥ 1 protected attributes: one section each, one decision.
 
-:func:`summarize_attributes` is :func:`faux_checks.gate.attributes.check_attributes`'s combination
-applied to the stream's per-attribute summaries (:func:`~.run.summarize`): every attribute's rules
-prefixed ``attribute/rule`` (when more than one is checked) feed one
-:func:`~faux_checks.gate.decision.decide`.
+:func:`summarize` takes each attribute's :func:`~.summary.attribute_summary` and decides once over
+them with :func:`faux_checks.gate.sections.combine`, as the in-memory gate does: one attribute's
+own decision, reasons and rules as they stand; several attributes' rules prefixed
+``attribute/rule`` and read by one :func:`~faux_checks.gate.decision.decide`.
 """
 
 from __future__ import annotations
@@ -21,17 +21,17 @@ from ..policy_schema import INTERSECTION_SEPARATOR
 from ..sections import attribute_key, cells_note, combine, section_dict
 from .columns import StreamAttribute
 from .plan import ScoringPlan
-from .run import StreamSummary, summarize
+from .summary import StreamSummary, attribute_summary
 from .score import StreamCounts
 from .source import DataSource
 
 
-__all__ = ["StreamAttributesResult", "StreamSection", "summarize_attributes"]
+__all__ = ["StreamResult", "StreamSection", "summarize"]
 
 
 @dataclass(frozen=True)
 class StreamSection:
-    """One attribute's streamed check within a several-attribute run.
+    """One attribute's streamed check within a run over N ≥ 1 attributes.
 
     Attributes
     ----------
@@ -61,16 +61,18 @@ class StreamSection:
 
 
 @dataclass(frozen=True)
-class StreamAttributesResult(Outcome):
-    """Outcome of a streamed (or sharded) check over every protected attribute of the policy.
+class StreamResult(Outcome):
+    """Outcome of a streamed (:func:`~.run.score_stream`) or sharded check over every protected attribute of the policy.
+
+    One result type for N ≥ 1 attributes; ``result["sex"]`` is an attribute's :class:`~.summary.StreamSummary`.
 
     Attributes
     ----------
     decision : {"passed", "failed", "undecided"}
-        :func:`~faux_checks.gate.decision.decide` over every attribute's prefixed rules (one
-        attribute: its own decision, rules unprefixed).
+        :func:`faux_checks.gate.sections.combine` over the sections (one attribute: its own
+        decision, reasons and rules, unprefixed).
     reasons : list of str
-        The deciding rules (prefixed ``attribute: ``), then notes on intersection cells.
+        The deciding rules (prefixed ``attribute: `` when several), then notes on intersection cells.
     rules : list of dict
     sections : list of StreamSection
         One per attribute, in the policy's order.
@@ -81,6 +83,11 @@ class StreamAttributesResult(Outcome):
     rules: list[dict]
     sections: list[StreamSection]
 
+
+    @property
+    def deciding(self) -> StreamSection:
+        """The first attribute whose own decision is the gate's (the one a one-line report shows)."""
+        return next((s for s in self.sections if s.summary.decision == self.decision), self.sections[0])
 
     @property
     def out_paths(self) -> dict[str, str]:
@@ -130,19 +137,36 @@ def _cells(attribute: StreamAttribute, plans: Mapping[str, ScoringPlan], counts:
     return out
 
 
-def summarize_attributes(counts: Mapping[str, StreamCounts], plans: Mapping[str, ScoringPlan],
-                         attributes: Sequence[StreamAttribute], *, source: DataSource,
-                         out_paths: Mapping[str, str | Path], timings: dict | None = None,
-                         model_info: dict | None = None, extra_notes: Sequence[str] = ()) -> StreamAttributesResult:
-    """Each attribute's :func:`~.run.summarize`, then one decision over their prefixed rules.
+def summarize(counts: Mapping[str, StreamCounts], plans: Mapping[str, ScoringPlan],
+              attributes: Sequence[StreamAttribute], *, source: DataSource,
+              out_paths: Mapping[str, str | Path], timings: dict | None = None,
+              model_info: dict | None = None, extra_notes: Sequence[str] = ()) -> StreamResult:
+    """Each attribute's :func:`~.summary.attribute_summary`, then one decision (:func:`faux_checks.gate.sections.combine`).
 
-    The combination is :func:`faux_checks.gate.attributes.check_attributes`'s: with one attribute
-    its summary's decision, reasons and unprefixed rules; with several, :func:`decide` over the
-    rules prefixed ``attribute/rule`` and the intersections' cell notes appended to the reasons.
+    Parameters
+    ----------
+    counts, plans : mapping
+        Attribute name -> the merged :class:`~.score.StreamCounts` / its :class:`~.plan.ScoringPlan`.
+    attributes : sequence of StreamAttribute
+        In the policy's order (:func:`~.passes.stream_attributes`).
+    out_paths : mapping
+        Attribute name -> its scores output.
+    timings, model_info, extra_notes
+        As :func:`~.summary.attribute_summary`, the same for every attribute.
+
+    Returns
+    -------
+    StreamResult
+        One section per attribute; with several, the intersections' cell notes follow the reasons.
+
+    Raises
+    ------
+    InputError
+        The score pass and the sample pass read different row counts (the file changed during the run).
     """
     sections, notes = [], []
     for a in attributes:
-        summary = summarize(counts[a.name], plans[a.name], source=source, out_path=out_paths[a.name],
+        summary = attribute_summary(counts[a.name], plans[a.name], source=source, out_path=out_paths[a.name],
                             timings=timings, model_info=model_info, extra_notes=extra_notes)
         cells = _cells(a, plans, counts[a.name], a.policy.decision.min_group_rows)
         sections.append(StreamSection(a.name, a.components, summary, cells))
@@ -150,4 +174,4 @@ def summarize_attributes(counts: Mapping[str, StreamCounts], plans: Mapping[str,
         if note:
             notes.append(note)
     outcome = combine([(s.attribute, s.summary) for s in sections], notes=notes)
-    return StreamAttributesResult(outcome.decision, outcome.reasons, outcome.rules, sections)
+    return StreamResult(outcome.decision, outcome.reasons, outcome.rules, sections)

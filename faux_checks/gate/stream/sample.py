@@ -14,11 +14,8 @@ import numpy as np
 import pandas as pd
 
 from ...errors import InputError
-from ...inputs.tabular import FeatureSpec
-from ..policy_schema import Policy
-from .source import DataSource, columns_to_read, encode_chunk, read_chunks
 
-__all__ = ["count_protected", "key_pass", "MAX_LEVELS", "merge_samples", "row_keys", "sample_pass", "SamplePart"]
+__all__ = ["count_protected", "MAX_LEVELS", "merge_samples", "row_keys", "SamplePart"]
 
 #: Distinct protected values tracked exactly; beyond this the attribute must be continuous.
 MAX_LEVELS = 1_000
@@ -94,7 +91,7 @@ class SamplePart:
             self.level_examples = tuple(list(seen)[: MAX_LEVELS + 1])
 
     def _add_rows(self, keys, rows, X=None, protected=None) -> None:
-        """Add rows (with their features, or keys only: :func:`key_pass`) and keep the bottom-k."""
+        """Add rows (with their features, or keys only: :func:`~.passes.key_pass`) and keep the bottom-k."""
         keys = np.concatenate([self.keys, keys])
         rows = np.concatenate([self.rows, rows])
         if X is not None:
@@ -122,23 +119,6 @@ class SamplePart:
                           self.keys[order], self.rows[order], X, protected)
 
 
-def key_pass(source: DataSource, *, policy: Policy, chunk_rows: int,
-             row_groups: tuple[int, int] | None = None) -> SamplePart:
-    """The protected column only: counts, levels and the bottom-k keys of the audited rows (no features).
-
-    Round 1 of the sharded sample (``flows/shard.py``): the merged key parts' largest kept key
-    (:attr:`SamplePart.threshold`) given to :func:`sample_pass` as ``max_key`` makes each shard return
-    exactly its rows of the global sample, so k rows in all cross the network, not k per shard.
-    """
-    name = policy.protected
-    part = SamplePart(k=policy.aux.max_train_rows)
-    for start, frame in read_chunks(source, [name], chunk_rows=chunk_rows, row_groups=row_groups):
-        missing = count_protected(part, frame[name])
-        kept = np.flatnonzero(~missing)
-        part._add_rows(row_keys(start + kept, policy.seed), (start + kept).astype(np.int64))
-    return part.sorted()
-
-
 def count_protected(part: SamplePart, prot: pd.Series) -> np.ndarray:
     """Add a chunk's rows, missing values and levels to ``part``; return the missing mask (m,)."""
     if isinstance(prot.dtype, pd.CategoricalDtype):
@@ -151,65 +131,13 @@ def count_protected(part: SamplePart, prot: pd.Series) -> np.ndarray:
     return missing
 
 
-def sample_pass(source: DataSource, *, policy: Policy, feature_spec: FeatureSpec, chunk_rows: int,
-                row_groups: tuple[int, int] | None = None, max_key: int | None = None) -> SamplePart:
-    """One pass over ``source`` (or the row groups of a shard): counts and the bottom-k sample.
-
-    Only the sample's candidate rows (key below the current k-th smallest) are encoded.
-    ``max_key`` (from :func:`key_pass`) keeps only rows with a key at or below it.
-
-    Returns
-    -------
-    SamplePart
-        In input order (:meth:`SamplePart.sorted`).
-
-    Raises
-    ------
-    InputError
-        Missing columns, or a feature value the spec cannot encode in a sampled row (the message
-        names the rows of the chunk).
-    """
-    name = policy.protected
-    assert name is not None                         # single-attribute stream: score_stream raised on none
-    columns = columns_to_read(feature_spec, name)
-    part = SamplePart(k=policy.aux.max_train_rows)
-    # candidates are buffered and compacted to the bottom-k every k/2 rows: O(candidates) copying,
-    # at most 1.5 k rows held (the threshold between compactions is the last compaction's)
-    pending: list[tuple] = []
-    pending_n, threshold = 0, None
-    for start, frame in read_chunks(source, columns, chunk_rows=chunk_rows, row_groups=row_groups):
-        n = len(frame)
-        prot = frame[name]
-        missing = count_protected(part, prot)
-        kept = np.flatnonzero(~missing)
-        keys = row_keys(start + kept, policy.seed)
-        if max_key is not None:
-            cand = keys <= _U64(max_key)
-            kept, keys = kept[cand], keys[cand]
-        if threshold is not None:
-            cand = keys < _U64(threshold)
-            kept, keys = kept[cand], keys[cand]
-        if len(kept) == 0:
-            continue
-        X = encode_chunk(feature_spec, frame if len(kept) == n else frame.iloc[kept], source, start, n)
-        values = prot.astype(object) if isinstance(prot.dtype, pd.CategoricalDtype) else prot
-        pending.append((keys, (start + kept).astype(np.int64), X, values.to_numpy(dtype=object)[kept]))
-        pending_n += len(kept)
-        if pending_n >= max(part.k // 2, 1):
-            part._add_rows(*(np.concatenate(a) for a in zip(*pending, strict=True)))
-            pending, pending_n, threshold = [], 0, part.threshold
-    if pending:
-        part._add_rows(*(np.concatenate(a) for a in zip(*pending, strict=True)))
-    return part.sorted()
-
-
 def merge_samples(parts: Sequence[SamplePart]) -> SamplePart:
     """Exact merge of sample parts over disjoint rows: counts add, the bottom-k of the union is kept.
 
     Returns
     -------
     SamplePart
-        In input order; equal to :func:`sample_pass` over all the parts' rows at once.
+        In input order; equal to :func:`~.passes.sample_pass` over all the parts' rows at once.
     """
     if not parts:
         raise InputError("no sample parts to merge (no shards)")

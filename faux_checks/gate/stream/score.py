@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import resource
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -19,13 +18,11 @@ import pandas as pd
 
 from ..._validation import fmt_count
 from ...errors import InputError
-from ...method.auxiliary import AuxiliaryModel
 from .plan import ScoringPlan
-from .source import DataSource, encode_chunk, read_chunks
+from .source import DataSource, encode_chunk
 
 __all__ = ["SCORE_COLUMNS", "ScoresWriter", "StreamCounts", "merge_score_parts", "partial_path", "peak_rss_mb", "score_chunk",
-           "check_chunk_outputs",
-           "score_pass"]
+           "check_chunk_outputs"]
 
 SCORE_COLUMNS = ("row", "lic_score", "flagged", "status", "group")
 
@@ -222,41 +219,6 @@ def _score_table(rows, scores, flagged, status, group):
          pa.array(np.asarray(flagged, dtype=bool), mask=~scored), pa.array(status, type=pa.string()),
          pa.array(np.asarray(group, dtype=object), type=pa.string(), mask=~audited)],
         names=list(SCORE_COLUMNS))
-
-
-def score_pass(target_model, aux_model: AuxiliaryModel, source: DataSource, plan: ScoringPlan, writer: ScoresWriter,
-               *, row_groups: tuple[int, int] | None = None, progress: bool = False) -> StreamCounts:
-    """Score every row of ``source`` (or a shard's row groups) chunk by chunk; write and count.
-
-    Returns
-    -------
-    StreamCounts
-        Of the rows read.
-
-    Raises
-    ------
-    InputError
-        A feature value the spec cannot encode (names the chunk's rows), a missing protected value
-        with ``missing_protected = "error"``, and FAuxTester's own input errors.
-    """
-    tester = plan.tester(target_model, aux_model)
-    codec = plan.codec
-    counts = StreamCounts.empty(codec.groups)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=source.n_rows, desc="fAux scores", unit="row", unit_scale=True, leave=False)
-    for start, frame in read_chunks(source, plan.columns, chunk_rows=plan.chunk_rows, row_groups=row_groups):
-        n = len(frame)
-        writer.write(*score_chunk(tester, plan, counts, frame, frame[codec.name], start, source))
-        if counts.first_score_at is None:
-            counts.first_score_at = time.time()
-        if bar is not None:
-            bar.update(n)
-    if bar is not None:
-        bar.close()
-    return counts
 
 
 def score_chunk(tester, plan: ScoringPlan, counts: StreamCounts, frame: pd.DataFrame, prot: pd.Series, start: int,
