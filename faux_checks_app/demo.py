@@ -272,30 +272,55 @@ def build_demo_versions(
     """
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    names = ("v1", "v2", "v3", "v4", "v5")
-    outputs = ["adult-spec.json", "adult-spec-with-sex.json", "adult-spec-canonical.json", AUDIT_FILENAME,
-               "manifest.json"] + [f"{v}.pt" for v in names]
-    existing = [name for name in outputs if (workdir / name).exists()]
-    if existing:
-        raise InputError(f"{workdir} already holds {existing}; build_demo_versions never overwrites, use an empty folder")
-
+    _refuse_existing(workdir)
     data = load_adult(drop_missing=True)
     train = data[data["split"] == "train"].drop(columns="split").reset_index(drop=True)
     audit = data[data["split"] == "test"].drop(columns="split").reset_index(drop=True)
     audit_path = workdir / AUDIT_FILENAME
     audit.to_csv(audit_path, index=False)
+    specs, paths = _fit_specs(train, workdir)
+    plan = _version_plan(train, audit, bias_rate=bias_rate, seed=seed, epochs=epochs)
+    versions = []
+    for name, description, which, yv, recipe in plan:
+        spec = specs[which]
+        model = train_target(spec.encode(train), yv.to_numpy(), epochs=epochs, seed=seed)
+        path = save_torchscript(model, workdir / f"{name}.pt")
+        recipe = {**recipe, "feature_columns": spec.source_columns, "feature_spec": spec.name}
+        versions.append(DemoVersion(name, description, path, paths[which], audit_path, recipe))
+    manifest = {"schema_version": 1, "versions": [v.to_dict() for v in versions], "audit_path": str(audit_path)}
+    (workdir / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    return versions
 
+
+def _refuse_existing(workdir: Path) -> None:
+    """Raise :class:`InputError` naming every output file ``workdir`` already holds (nothing is overwritten)."""
+    outputs = ["adult-spec.json", "adult-spec-with-sex.json", "adult-spec-canonical.json", AUDIT_FILENAME,
+               "manifest.json"] + [f"{v}.pt" for v in ("v1", "v2", "v3", "v4", "v5")]
+    existing = [name for name in outputs if (workdir / name).exists()]
+    if existing:
+        raise InputError(f"{workdir} already holds {existing}; build_demo_versions never overwrites, use an empty folder")
+
+
+def _fit_specs(train: pd.DataFrame, workdir: Path) -> tuple[dict[str, FeatureSpec], dict[str, Path]]:
+    """The three encodings (``plain``, ``sex``, ``canonical``) fitted on the training rows, and the files saved."""
     features = list(ADULT_FEATURES)
-    with_sex = features + ["sex"]
     specs = {
         "plain": FeatureSpec.fit(train, features, min_frequency=MIN_FREQUENCY, name="adult-features"),
-        "sex": FeatureSpec.fit(train, with_sex, min_frequency=MIN_FREQUENCY, name="adult-features-with-sex"),
+        "sex": FeatureSpec.fit(train, features + ["sex"], min_frequency=MIN_FREQUENCY, name="adult-features-with-sex"),
         "canonical": FeatureSpec.fit(train, features, min_frequency=MIN_FREQUENCY, aliases=CANONICAL_RELATIONSHIP,
                                      name="adult-features-canonical-relationship"),
     }
     paths = {"plain": specs["plain"].save(workdir / "adult-spec.json"),
              "sex": specs["sex"].save(workdir / "adult-spec-with-sex.json"),
              "canonical": specs["canonical"].save(workdir / "adult-spec-canonical.json")}
+    return specs, paths
+
+
+def _version_plan(train: pd.DataFrame, audit: pd.DataFrame, *, bias_rate: float, seed: int,
+                  epochs: int) -> list[tuple[str, str, str, pd.Series, dict]]:
+    """One ``(name, description, encoding, labels, recipe)`` per version v1–v5: the labels trained on (recorded, or
+    with historical bias against women, :func:`~faux_checks.groundtruth.labels.inject_historical_bias`) and the
+    recipe recorded with it."""
     y = train["income"]
     y_biased = inject_historical_bias(train, rate=bias_rate, seed=seed)
     n_flipped = int((y - y_biased).sum())
@@ -320,7 +345,8 @@ def build_demo_versions(
                     "chosen uniformly at random, set to income = 0; no other label changed",
         },
     }
-    plan = [
+    recorded, biased = {**common, **recorded}, {**common, **biased}
+    return [
         ("v1", "Income classifier on the recorded labels; sex is not an input.", "plain", y, recorded),
         ("v2", f"Retrained on historically biased labels ({bias_rate:.0%} of women's >50K labels recorded "
                "as <=50K); sex is not an input, so the bias can only reach the model through proxies.",
@@ -332,16 +358,6 @@ def build_demo_versions(
                "Spouse), so the value that names sex by definition is gone.", "canonical", y,
          {**recorded, "aliases": CANONICAL_RELATIONSHIP}),
     ]
-    versions = []
-    for name, description, which, yv, labels in plan:
-        spec = specs[which]
-        model = train_target(spec.encode(train), yv.to_numpy(), epochs=epochs, seed=seed)
-        path = save_torchscript(model, workdir / f"{name}.pt")
-        recipe = {**common, **labels, "feature_columns": spec.source_columns, "feature_spec": spec.name}
-        versions.append(DemoVersion(name, description, path, paths[which], audit_path, recipe))
-    manifest = {"schema_version": 1, "versions": [v.to_dict() for v in versions], "audit_path": str(audit_path)}
-    (workdir / "manifest.json").write_text(json.dumps(manifest, indent=2))
-    return versions
 
 
 def definitional_truth(version: DemoVersion, *, delta: float, audit: pd.DataFrame | None = None) -> dict:

@@ -73,76 +73,24 @@ def screen_columns(
     ref_out, cur_out, kinds = {}, {}, {}
     pending: list[ColumnDrift] = []
     decided: list[ColumnDrift] = []
-    n_ref, n_cur = len(reference), len(current)
     for col, role in columns.items():
-        in_ref, in_cur = col in reference.columns, col in current.columns
-        r = reference[col] if in_ref else None
-        c = current[col] if in_cur else None
-        r_miss = int(r.isna().sum()) if r is not None else 0
-        c_miss = int(c.isna().sum()) if c is not None else 0
-        common: dict[str, Any] = {"column": col, "role": role, "reference_missing": r_miss, "current_missing": c_miss}
-        if not in_ref or not in_cur:
-            where = "the reference" if not in_ref else "the current batch"
-            decided.append(ColumnDrift(**common, status="skipped", note=f"absent from {where}"))
-            continue
-        assert r is not None and c is not None      # both columns present past the check above
-        if n_cur and c_miss == n_cur:
-            decided.append(ColumnDrift(**common, status="skipped",
-                                       note=f"entirely empty in the current batch ({fmt_count(n_cur)} of "
-                                            f"{fmt_count(n_cur)} values missing); no distribution to compare"))
-            continue
-        if n_ref and r_miss == n_ref:
-            decided.append(ColumnDrift(**common, status="skipped",
-                                       note=f"entirely empty in the reference ({fmt_count(n_ref)} values missing); "
-                                            "no distribution to compare"))
+        common, skip = _presence(col, role, reference, current)
+        if skip is not None:
+            decided.append(ColumnDrift(**common, status="skipped", note=skip))
             continue
         notes = []
+        n_cur, c_miss = len(current), common["current_missing"]
         if c_miss:
             notes.append(f"{fmt_count(c_miss)} of {fmt_count(n_cur)} values missing in the current batch "
                          "(compared over the rest)")
-        numeric = (col not in categorical
-                   and all(pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s) for s in (r, c)))
-        if not numeric and col not in categorical:
-            # one side numeric, the other text: numbers written as text are still numbers
-            as_num = [pd.to_numeric(s, errors="coerce") for s in (r, c)]
-            if all(int(a.notna().sum()) == int(s.notna().sum()) for a, s in zip(as_num, (r, c), strict=True)) and not any(
-                    pd.api.types.is_bool_dtype(s) for s in (r, c)):
-                numeric = True
-                r, c = as_num
-                notes.append("numbers stored as text in one batch: compared as numbers")
-        if numeric:
-            r = r.astype("float64")
-            c = c.astype("float64")
-        else:
-            for name, s in (("reference", r), ("current batch", c)):
-                types = _value_types(s) if s.dtype == object else []
-                if len(types) > 1:
-                    notes.append(f"mixed value types ({', '.join(types)}) in the {name}: compared as text "
-                                 "categories (1 and '1' are one category)")
-            r = r.astype("object").where(r.isna(), r.astype(str))
-            c = c.astype("object").where(c.isna(), c.astype(str))
+        r, c, numeric = _comparable(reference[col], current[col], as_category=col in categorical, notes=notes)
         r_values, c_values = r.dropna().unique(), c.dropna().unique()
         if len(r_values) == 1 and len(c_values) == 1:
-            same = r_values[0] == c_values[0]
-            decided.append(ColumnDrift(
-                **common, status="compared", kind="numeric" if numeric else "categorical",
-                method="identical constant" if same else "different constants",
-                score=0.0 if same else 1.0, drifted=not same,
-                note="; ".join(notes + [f"constant in both batches ({_fmt_value(r_values[0])})" if same else
-                                        f"constant in both batches but {_fmt_value(r_values[0])} in the reference "
-                                        f"and {_fmt_value(c_values[0])} now"])))
+            decided.append(_constants(common, r_values[0], c_values[0], numeric=numeric, notes=notes))
             continue
         if numeric and len(r_values) == 1:
-            value = r_values[0]
-            label, other = _fmt_value(value), f"not {_fmt_value(value)}"
-            def relabel(v, label=label, value=value, other=other):      # bound now: B023
-                return v if pd.isna(v) else (label if v == value else other)
-
-            r = r.map(relabel).astype("object")
-            c = c.map(relabel).astype("object")
+            r, c = _relabel_constant(r, c, r_values[0], notes)
             numeric = False
-            notes.append(f"constant in the reference ({label}): its standard deviation is 0, so it is compared as "
-                         f"'{label}' vs any other value")
         elif len(c_values) == 1:
             notes.append(f"constant in the current batch ({_fmt_value(c_values[0])})")
         ref_out[col], cur_out[col] = r, c
@@ -151,6 +99,74 @@ def screen_columns(
     ref_frame = pd.DataFrame(ref_out, index=reference.index)
     cur_frame = pd.DataFrame(cur_out, index=current.index)
     return ref_frame, cur_frame, kinds, pending, decided
+
+
+def _presence(col: str, role: str, reference: pd.DataFrame,
+              current: pd.DataFrame) -> tuple[dict[str, Any], str | None]:
+    """The column's common fields (name, role, missing counts) and why it is skipped: absent from a batch, or
+    entirely empty in one (None when it can be compared)."""
+    n_ref, n_cur = len(reference), len(current)
+    in_ref, in_cur = col in reference.columns, col in current.columns
+    r_miss = int(reference[col].isna().sum()) if in_ref else 0
+    c_miss = int(current[col].isna().sum()) if in_cur else 0
+    common: dict[str, Any] = {"column": col, "role": role, "reference_missing": r_miss, "current_missing": c_miss}
+    if not in_ref or not in_cur:
+        return common, f"absent from {'the reference' if not in_ref else 'the current batch'}"
+    if n_cur and c_miss == n_cur:
+        return common, (f"entirely empty in the current batch ({fmt_count(n_cur)} of {fmt_count(n_cur)} values "
+                        "missing); no distribution to compare")
+    if n_ref and r_miss == n_ref:
+        return common, (f"entirely empty in the reference ({fmt_count(n_ref)} values missing); "
+                        "no distribution to compare")
+    return common, None
+
+
+def _comparable(r: pd.Series, c: pd.Series, *, as_category: bool,
+                notes: list[str]) -> tuple[pd.Series, pd.Series, bool]:
+    """Both batches' values as float64 (numeric, numbers written as text included) or as text categories, and
+    whether numeric; ``notes`` gains what was converted."""
+    numeric = (not as_category
+               and all(pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s) for s in (r, c)))
+    if not numeric and not as_category:
+        # one side numeric, the other text: numbers written as text are still numbers
+        as_num = [pd.to_numeric(s, errors="coerce") for s in (r, c)]
+        if all(int(a.notna().sum()) == int(s.notna().sum()) for a, s in zip(as_num, (r, c), strict=True)) and not any(
+                pd.api.types.is_bool_dtype(s) for s in (r, c)):
+            numeric = True
+            r, c = as_num
+            notes.append("numbers stored as text in one batch: compared as numbers")
+    if numeric:
+        return r.astype("float64"), c.astype("float64"), True
+    for name, s in (("reference", r), ("current batch", c)):
+        types = _value_types(s) if s.dtype == object else []
+        if len(types) > 1:
+            notes.append(f"mixed value types ({', '.join(types)}) in the {name}: compared as text "
+                         "categories (1 and '1' are one category)")
+    return r.astype("object").where(r.isna(), r.astype(str)), c.astype("object").where(c.isna(), c.astype(str)), False
+
+
+def _constants(common: dict[str, Any], r_value, c_value, *, numeric: bool, notes: list[str]) -> ColumnDrift:
+    """A column constant in both batches, decided here: no drift when the two constants are equal, drift when not."""
+    same = r_value == c_value
+    return ColumnDrift(
+        **common, status="compared", kind="numeric" if numeric else "categorical",
+        method="identical constant" if same else "different constants",
+        score=0.0 if same else 1.0, drifted=not same,
+        note="; ".join(notes + [f"constant in both batches ({_fmt_value(r_value)})" if same else
+                                f"constant in both batches but {_fmt_value(r_value)} in the reference "
+                                f"and {_fmt_value(c_value)} now"]))
+
+
+def _relabel_constant(r: pd.Series, c: pd.Series, value, notes: list[str]) -> tuple[pd.Series, pd.Series]:
+    """A numeric column constant in the reference (standard deviation 0) as two categories: the value, and any other."""
+    label, other = _fmt_value(value), f"not {_fmt_value(value)}"
+
+    def relabel(v):
+        return v if pd.isna(v) else (label if v == value else other)
+
+    notes.append(f"constant in the reference ({label}): its standard deviation is 0, so it is compared as "
+                 f"'{label}' vs any other value")
+    return r.map(relabel).astype("object"), c.map(relabel).astype("object")
 
 
 def column_drift(

@@ -290,16 +290,7 @@ def make_mechanism_data(features: pd.DataFrame, labels, *, mechanism: str, kind:
         An unknown mechanism or kind, a bias outside [0, 1], labels other than 0/1, missing values,
         a missing or wrong-typed ``column``, ``threshold`` without an outcome, an empty subgroup.
     """
-    if mechanism not in MECHANISMS:
-        raise InputError(f"mechanism must be one of {list(MECHANISMS)}, got {mechanism!r}")
-    if kind not in KINDS:
-        raise InputError(f"kind must be 'binary', 'multiclass' or 'continuous', got {kind!r}")
-    if not 0.0 <= bias <= 1.0:
-        raise InputError(f"bias must be in [0, 1], got {bias}")
-    if kind == "multiclass" and n_groups < 3:
-        raise InputError(f"a multi-class protected attribute needs n_groups >= 3, got {n_groups}")
-    if mechanism == "names" and kind == "continuous":
-        raise InputError("the 'names' mechanism needs protected groups (binary or multi-class), not a continuous c")
+    _check_arguments(mechanism, kind, bias, n_groups)
     frame = features.reset_index(drop=True).copy()
     missing = int(frame.isna().any(axis=1).sum())
     if missing:
@@ -311,83 +302,113 @@ def make_mechanism_data(features: pd.DataFrame, labels, *, mechanism: str, kind:
     rng = np.random.default_rng(seed)
     m = {"binary": 2, "multiclass": n_groups, "continuous": 0}[kind]
     c = rng.standard_normal(n) if kind == "continuous" else rng.integers(0, m, n)
-    s = float(DEFAULT_STRENGTH.get(mechanism, 1.0) if strength is None else strength)
-    params: dict = {"s": s}
-    noise: dict = {}
+    params: dict = {"s": float(DEFAULT_STRENGTH.get(mechanism, 1.0) if strength is None else strength)}
+    noise, links = _draw_noise(mechanism, frame, column=column, subgroup=subgroup, m=m, rng=rng, params=params)
     legit = [str(col) for col in frame.columns]
-    links: dict = {}
-    admissible_extra: list[str] = []
+    if mechanism in ("ratio", "mediator", "redraw"):   # the real column the caused one replaces leaves the block
+        assert column is not None                      # _numeric / _categorical raised on a missing column
+        frame = frame.drop(columns=[column])
+        legit.remove(column)
+    admissible_extra = ["mediator"] if mechanism == "mediator" else []
+    y_recorded, y_biased = _biased_labels(y, disadvantage(c, kind, m), bias=bias, label_bias=label_bias,
+                                          outcome=outcome, inside=noise.get("inside") if mechanism == "subgroup" else None,
+                                          rng=rng)
+    return MechanismData(base=frame, c=c, kind=kind, n_groups=m, mechanism=mechanism, noise=noise, params=params,
+                         y=y_biased, y_recorded=y_recorded, bias=float(bias), label_bias=label_bias,
+                         admissible=tuple(legit + admissible_extra), links=links, protected_name=protected_name)
+
+
+def _check_arguments(mechanism: str, kind: str, bias: float, n_groups: int) -> None:
+    """Raise :class:`InputError` for an unknown mechanism or kind, a bias outside [0, 1], or too few groups."""
+    if mechanism not in MECHANISMS:
+        raise InputError(f"mechanism must be one of {list(MECHANISMS)}, got {mechanism!r}")
+    if kind not in KINDS:
+        raise InputError(f"kind must be 'binary', 'multiclass' or 'continuous', got {kind!r}")
+    if not 0.0 <= bias <= 1.0:
+        raise InputError(f"bias must be in [0, 1], got {bias}")
+    if kind == "multiclass" and n_groups < 3:
+        raise InputError(f"a multi-class protected attribute needs n_groups >= 3, got {n_groups}")
+    if mechanism == "names" and kind == "continuous":
+        raise InputError("the 'names' mechanism needs protected groups (binary or multi-class), not a continuous c")
+
+
+def _draw_noise(mechanism: str, frame: pd.DataFrame, *, column: str | None, subgroup: tuple[str, str] | None,
+                m: int, rng: np.random.Generator, params: dict) -> tuple[dict, dict]:
+    """The stored noise of ``mechanism``'s caused columns (drawn from ``rng`` in a fixed order) and its definitional
+    links; ``params`` gains the mechanism's fixed parameters. ``frame`` is read, not modified."""
+    n = len(frame)
     if mechanism == "ratio":
         L = _numeric(frame, column or "", "ratio's column")
-        noise = {"L": np.maximum(2.0 + (L - L.mean()) / (L.std() or 1.0), 0.1), "eps": rng.standard_normal(n)}
-    elif mechanism == "weak":
-        noise = {"eps": rng.standard_normal((n, N_WEAK))}
+        return {"L": np.maximum(2.0 + (L - L.mean()) / (L.std() or 1.0), 0.1), "eps": rng.standard_normal(n)}, {}
+    if mechanism == "weak":
         params["angles"] = np.linspace(0.0, np.pi / 2, N_WEAK)
-    elif mechanism == "redraw":
-        values = _categorical(frame, column or "", "redraw's column")
-        levels, counts = np.unique(values, return_counts=True)
-        order = np.argsort(-counts, kind="stable")                            # a fixed order: by real frequency
-        levels, counts = levels[order], counts[order]
-        p_real = counts / counts.sum()
-        index = {lv: i for i, lv in enumerate(levels)}
-        k = np.asarray([index[v] for v in values])
-        cdf = np.concatenate([[0.0], np.cumsum(p_real)])
-        u = cdf[k] + rng.random(n) * p_real[k]                                # the real level's own stretch of the CDF
-        ranks = (np.arange(len(levels)) - (len(levels) - 1) / 2) / max(1.0, (len(levels) - 1) / 2)
-        params.update(column=column, levels=list(levels), p_real=p_real, ranks=ranks)
-        noise = {"u": np.minimum(u, np.nextafter(1.0, 0.0))}
-        frame = frame.drop(columns=[column])
-        assert column is not None                   # _categorical raised on a missing column
-        legit.remove(column)
-    elif mechanism == "mediator":
+        return {"eps": rng.standard_normal((n, N_WEAK))}, {}
+    if mechanism == "redraw":
+        return _redraw_noise(frame, column, rng, params), {}
+    if mechanism == "mediator":
         L = _numeric(frame, column or "", "mediator's column")
-        noise = {"L": (L - L.mean()) / (L.std() or 1.0), "eps_m": rng.standard_normal(n), "eps_p": rng.standard_normal(n)}
-        admissible_extra = ["mediator"]
-    elif mechanism == "subgroup":
+        return {"L": (L - L.mean()) / (L.std() or 1.0), "eps_m": rng.standard_normal(n),
+                "eps_p": rng.standard_normal(n)}, {}
+    if mechanism == "subgroup":
         if subgroup is None:
             raise InputError("the 'subgroup' mechanism needs subgroup=(column, level)")
         inside = _categorical(frame, subgroup[0], "subgroup's column") == str(subgroup[1])
         if not inside.any() or inside.all():
             raise InputError(f"subgroup {subgroup} holds {fmt_count(int(inside.sum()))} of {fmt_count(n)} rows; "
                              "choose a level that splits the rows")
-        noise = {"eps": rng.standard_normal(n), "inside": inside.astype(np.float64)}
-    elif mechanism == "ordered":
-        noise = {"eps": rng.standard_normal(n), "eps_p": rng.standard_normal(n)}
-    elif mechanism == "multicat":
-        noise = {"u": rng.random(n)}
-    elif mechanism == "names":
-        R = _categorical(frame, column or "", "names' column")
-        r_levels = sorted(set(R))
-        cell = np.asarray([r_levels.index(v) for v in R])
-        names = np.asarray([[[f"name_g{g}_{r}_{i}" for i in range(NAMES_PER_CELL)] for r in range(len(r_levels))]
-                            for g in range(m)], dtype=object)
-        params.update(names=names, r_levels=r_levels)
-        noise = {"name_index": rng.integers(0, NAMES_PER_CELL, n), "cell_of_row": cell}
-        links = {"first_name": {f"g{g}": [str(v) for v in names[g].ravel()] for g in range(m)}}
-    if mechanism in ("ratio", "mediator"):
-        frame = frame.drop(columns=[column])
-        assert column is not None                   # _numeric raised on a missing column
-        legit.remove(column)
-    w = disadvantage(c, kind, m)
-    y_recorded = y.astype(np.int64)
+        return {"eps": rng.standard_normal(n), "inside": inside.astype(np.float64)}, {}
+    if mechanism == "ordered":
+        return {"eps": rng.standard_normal(n), "eps_p": rng.standard_normal(n)}, {}
+    if mechanism == "multicat":
+        return {"u": rng.random(n)}, {}
+    R = _categorical(frame, column or "", "names' column")                    # mechanism == "names"
+    r_levels = sorted(set(R))
+    cell = np.asarray([r_levels.index(v) for v in R])
+    names = np.asarray([[[f"name_g{g}_{r}_{i}" for i in range(NAMES_PER_CELL)] for r in range(len(r_levels))]
+                        for g in range(m)], dtype=object)
+    params.update(names=names, r_levels=r_levels)
+    links = {"first_name": {f"g{g}": [str(v) for v in names[g].ravel()] for g in range(m)}}
+    return {"name_index": rng.integers(0, NAMES_PER_CELL, n), "cell_of_row": cell}, links
+
+
+def _redraw_noise(frame: pd.DataFrame, column: str | None, rng: np.random.Generator, params: dict) -> dict:
+    """``redraw``: each row's uniform u within its real level's stretch of the real CDF (levels by real frequency);
+    ``params`` gains the column, its levels, their real shares and standardised ranks."""
+    values = _categorical(frame, column or "", "redraw's column")
+    levels, counts = np.unique(values, return_counts=True)
+    order = np.argsort(-counts, kind="stable")                            # a fixed order: by real frequency
+    levels, counts = levels[order], counts[order]
+    p_real = counts / counts.sum()
+    index = {lv: i for i, lv in enumerate(levels)}
+    k = np.asarray([index[v] for v in values])
+    cdf = np.concatenate([[0.0], np.cumsum(p_real)])
+    u = cdf[k] + rng.random(len(frame)) * p_real[k]                       # the real level's own stretch of the CDF
+    ranks = (np.arange(len(levels)) - (len(levels) - 1) / 2) / max(1.0, (len(levels) - 1) / 2)
+    params.update(column=column, levels=list(levels), p_real=p_real, ranks=ranks)
+    return {"u": np.minimum(u, np.nextafter(1.0, 0.0))}
+
+
+def _biased_labels(y: np.ndarray, w: np.ndarray, *, bias: float, label_bias: str, outcome, inside: np.ndarray | None,
+                   rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """The recorded label and its biased version (module docstring, ``label_bias``), both int64 of shape (n,).
+
+    ``w`` is the disadvantage w(c); ``inside`` (``subgroup``) limits the flips to S.
+    """
+    n = len(y)
+    y_recorded: np.ndarray = y.astype(np.int64)
     if label_bias == "flip":
         hit = w * bias
-        if mechanism == "subgroup":
-            hit = hit * noise["inside"]
+        if inside is not None:
+            hit = hit * inside
         suppressed = (y_recorded == 1) & (rng.random(n) < hit)
-        y_biased = np.where(suppressed, 0, y_recorded)
-    elif label_bias == "threshold":
+        return y_recorded, np.where(suppressed, 0, y_recorded)
+    if label_bias == "threshold":
         if outcome is None or len(outcome) != n:
             raise InputError("label_bias = 'threshold' needs the real continuous outcome of every row (outcome=...)")
         o = np.asarray(outcome, dtype=np.float64)
         o = (o - o.mean()) / (o.std() or 1.0)
-        y_recorded = (o > np.median(o)).astype(np.int64)
-        y_biased = (o - bias * w > np.median(o)).astype(np.int64)
-    else:
-        raise InputError(f"label_bias must be 'flip' or 'threshold', got {label_bias!r}")
-    return MechanismData(base=frame, c=c, kind=kind, n_groups=m, mechanism=mechanism, noise=noise, params=params,
-                         y=y_biased, y_recorded=y_recorded, bias=float(bias), label_bias=label_bias,
-                         admissible=tuple(legit + admissible_extra), links=links, protected_name=protected_name)
+        return (o > np.median(o)).astype(np.int64), (o - bias * w > np.median(o)).astype(np.int64)
+    raise InputError(f"label_bias must be 'flip' or 'threshold', got {label_bias!r}")
 
 
 def mechanism_fairness_scores(predict: Callable[[pd.DataFrame], np.ndarray], data: MechanismData) -> np.ndarray:

@@ -161,9 +161,36 @@ def load_model(
         holds code (:func:`~faux_checks.inputs.export_archive.check_export_archive`), and
         ``allow_pickle`` is False; nothing from it has been executed.
     """
-    from .limits import check_archive, check_tree_model, model_limits
+    from .limits import check_tree_model
 
     path = Path(path)
+    limits = _checked_file(path, max_bytes)
+    fmt = sniff_format(path)
+    if fmt is not None:
+        check_tree_model(path, fmt, limits)
+        return _probed(path, fmt, limits, lambda: load_forward_only(path, fmt, trusted_types=trusted_types),
+                       trusted_types)
+    names = _zip_names(path, limits.max_model_bytes)
+    if _is_torchscript(names):
+        data = _read_once(path, limits)
+        # probed in the gate's run only (limits.probe_torch): a crash isolated, the probe loads these same bytes
+        model = _probed(path, "torchscript", limits, lambda: _load_torchscript(path, data),
+                        sha256=hashlib.sha256(data).hexdigest())
+        model.eval()
+        return model
+    if _is_export(names):
+        return _load_export(path, limits, allow_pickle=allow_pickle)
+    return _load_torch_file(path, factory=factory, allow_pickle=allow_pickle)
+
+
+def _checked_file(path: Path, max_bytes: int | None):
+    """The model limits in force (``max_bytes`` overriding ``max_model_bytes``), once ``path`` is a file within them.
+
+    Raises :class:`InputError` for a missing file, one over ``max_bytes``, or a zip archive past the limits (read
+    from its directory, before anything unpacks it).
+    """
+    from .limits import check_archive, model_limits
+
     if not path.is_file():
         raise InputError(f"model file {path} does not exist")
     limits = model_limits()
@@ -180,32 +207,29 @@ def load_model(
             "(max_bytes) for a model file. Nothing from it was read."
         )
     check_archive(path, limits)            # a zip bomb is refused from its directory, before anything unpacks it
-    fmt = sniff_format(path)
-    if fmt is not None:
-        check_tree_model(path, fmt, limits)
-        return _probed(path, fmt, limits, lambda: load_forward_only(path, fmt, trusted_types=trusted_types),
-                       trusted_types)
-    names = _zip_names(path, max_bytes)
-    if _is_torchscript(names):
-        data = _read_once(path, limits)
-        # probed in the gate's run only (limits.probe_torch): a crash isolated, the probe loads these same bytes
-        model = _probed(path, "torchscript", limits, lambda: _load_torchscript(path, data),
-                        sha256=hashlib.sha256(data).hexdigest())
-        model.eval()
-        return model
-    if _is_export(names):
-        if allow_pickle:  # the explicit opt-in: torch's own loader, pickles and all
-            try:
-                return torch.export.load(str(path)).module()
-            except Exception as exc:
-                raise InputError(f"cannot load torch.export model {path}: {exc}") from exc
-        from .export_archive import check_export_archive, load_export_archive
+    return limits
 
-        data = _read_once(path, limits)        # checked, probed and loaded: these bytes, never the path again
-        if limits.probe_torch:                 # the gate's run: checked here, then loaded once in the probe child
-            check_export_archive(data, str(path))
-        return _probed(path, "torch.export", limits, lambda: load_export_archive(data, str(path)),
-                       sha256=hashlib.sha256(data).hexdigest())
+
+def _load_export(path: Path, limits, *, allow_pickle: bool):
+    """A torch.export archive: checked for code and loaded from the bytes read once (probed in the gate's run), or
+    with ``allow_pickle`` torch's own loader."""
+    if allow_pickle:  # the explicit opt-in: torch's own loader, pickles and all
+        try:
+            return torch.export.load(str(path)).module()
+        except Exception as exc:
+            raise InputError(f"cannot load torch.export model {path}: {exc}") from exc
+    from .export_archive import check_export_archive, load_export_archive
+
+    data = _read_once(path, limits)        # checked, probed and loaded: these bytes, never the path again
+    if limits.probe_torch:                 # the gate's run: checked here, then loaded once in the probe child
+        check_export_archive(data, str(path))
+    return _probed(path, "torch.export", limits, lambda: load_export_archive(data, str(path)),
+                   sha256=hashlib.sha256(data).hexdigest())
+
+
+def _load_torch_file(path: Path, *, factory: Callable[[], torch.nn.Module] | None, allow_pickle: bool):
+    """A ``torch.save`` file: a pickled module with ``allow_pickle``, else tensors only (``weights_only``), a state
+    dict loaded into ``factory()``; a pickle that needs other objects is refused unexecuted."""
     if allow_pickle:
         model = torch.load(str(path), map_location="cpu", weights_only=False)  # noqa: S614 - explicit opt-in
         if hasattr(model, "eval"):

@@ -111,6 +111,27 @@ def encode_protected(
                                                                      if not isinstance(values, np.ndarray)
                                                                      else values)
     name = name or (str(series.name) if series.name is not None else "protected")
+    s, kept, n_missing = _present_values(series, name, missing)
+    if kind is None:
+        kind = _inferred_kind(s)
+    if kind == "continuous":
+        try:
+            vals = pd.to_numeric(s).to_numpy(dtype="float64")
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"protected attribute '{name}' declared continuous but is not numeric ({exc})") from exc
+        if np.nanstd(vals) == 0:
+            raise InputError(f"protected attribute '{name}' is constant in {fmt_count(len(vals))} rows; nothing to test")
+        return ProtectedAttribute(name, "continuous", vals, (), kept, n_missing)
+    labels, levels = _group_labels(s)
+    _check_groups(name, kind, levels, n_rows=len(s))
+    index = {lvl: i for i, lvl in enumerate(levels)}
+    codes = labels.map(index).to_numpy(dtype=np.int64)
+    return ProtectedAttribute(name, kind, codes, tuple(levels), kept, n_missing)
+
+
+def _present_values(series: pd.Series, name: str, missing: str) -> tuple[pd.Series, np.ndarray, int]:
+    """The non-missing values, the mask of rows kept, and the count of missing ones; raises :class:`InputError` on
+    missing values with ``missing="error"`` or when no value is left."""
     n = len(series)
     na = series.isna().to_numpy()
     n_missing = int(na.sum())
@@ -124,44 +145,42 @@ def encode_protected(
     s = series[kept]
     if len(s) == 0:
         raise InputError(f"protected attribute '{name}' has no non-missing values in {fmt_count(n)} rows")
+    return s, kept, n_missing
 
+
+def _inferred_kind(s: pd.Series) -> Kind:
+    """Two levels: binary; a float column with more than ``MAX_CLASSES`` distinct values: continuous; else multiclass."""
     is_float = pd.api.types.is_float_dtype(s) or (s.dtype == object and _all_float(s))
-    if kind is None:
-        nunique = s.nunique()
-        if nunique == 2:
-            kind = "binary"
-        elif is_float and nunique > MAX_CLASSES:
-            kind = "continuous"
-        else:
-            kind = "multiclass"
-    if kind == "continuous":
-        try:
-            vals = pd.to_numeric(s).to_numpy(dtype="float64")
-        except (TypeError, ValueError) as exc:
-            raise InputError(f"protected attribute '{name}' declared continuous but is not numeric ({exc})") from exc
-        if np.nanstd(vals) == 0:
-            raise InputError(f"protected attribute '{name}' is constant in {fmt_count(len(vals))} rows; nothing to test")
-        return ProtectedAttribute(name, "continuous", vals, (), kept, n_missing)
+    nunique = s.nunique()
+    if nunique == 2:
+        return "binary"
+    if is_float and nunique > MAX_CLASSES:
+        return "continuous"
+    return "multiclass"
 
+
+def _group_labels(s: pd.Series) -> tuple[pd.Series, list[str]]:
+    """Each row's group label (text) and the groups in code order: a categorical's categories present, booleans
+    False < True, numbers by value (:func:`fmt_level`), other values as sorted text."""
     if isinstance(s.dtype, pd.CategoricalDtype):
-        levels = [str(c) for c in s.cat.categories if (s == c).any()]
-        labels = s.astype(str)
-    elif pd.api.types.is_bool_dtype(s) or (s.dtype == object and s.map(type).eq(bool).all()):
+        return s.astype(str), [str(c) for c in s.cat.categories if (s == c).any()]
+    if pd.api.types.is_bool_dtype(s) or (s.dtype == object and s.map(type).eq(bool).all()):
         labels = s.astype(bool).astype(str)
-        levels = sorted(labels.unique())  # 'False' < 'True'
-    else:
-        if (pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)) or (
-            s.dtype == object and all_number(s)  # a list or object array of numbers: same labels
-        ):
-            numeric_levels = sorted(pd.unique(s))
-            labels = s.map(fmt_level)
-            levels = list(dict.fromkeys(fmt_level(v) for v in numeric_levels))
-        else:
-            labels = s.astype(str)
-            levels = sorted(labels.unique())
+        return labels, sorted(labels.unique())  # 'False' < 'True'
+    if (pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)) or (
+        s.dtype == object and all_number(s)  # a list or object array of numbers: same labels
+    ):
+        numeric_levels = sorted(pd.unique(s))
+        return s.map(fmt_level), list(dict.fromkeys(fmt_level(v) for v in numeric_levels))
+    labels = s.astype(str)
+    return labels, sorted(labels.unique())
+
+
+def _check_groups(name: str, kind: str, levels: list[str], *, n_rows: int) -> None:
+    """Raise :class:`InputError` for a single group, a binary attribute without two groups, or too many groups."""
     if len(levels) < 2:
         raise InputError(
-            f"protected attribute '{name}' has a single group {levels} in {fmt_count(len(s))} rows; "
+            f"protected attribute '{name}' has a single group {levels} in {fmt_count(n_rows)} rows; "
             "a fairness test needs at least two groups"
         )
     if kind == "binary" and len(levels) != 2:
@@ -172,9 +191,6 @@ def encode_protected(
             "declare protected_kind = \"continuous\" in the policy (kind = \"continuous\" in an [[attributes]] table) "
             "for a numeric attribute, or group the levels first"
         )
-    index = {lvl: i for i, lvl in enumerate(levels)}
-    codes = labels.map(index).to_numpy(dtype=np.int64)
-    return ProtectedAttribute(name, kind, codes, tuple(levels), kept, n_missing)
 
 
 def fmt_level(v) -> str:
