@@ -63,8 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "protected attributes: one file each, NAME.<attribute>.csv)")
     p.add_argument("--report-dir", help="folder for report.json and report.html")
     p.add_argument("--output-form", choices=["auto", "logit", "probability", "softmax", "logits", "value"],
-                   help="how to read the target's output (default: the policy's); 'value': a regression output or "
-                   "score in its own unit, with the policy's [faux] delta and unit")
+                   help="how to read the target's output (default: the policy's; value: in [faux] unit)")
     p.add_argument("--allow-pickle", action="store_true",
                    help="DANGEROUS: load pickled models (runs code from the file); only for files you trust")
     _trust_type(p)
@@ -166,8 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chunk-rows", type=int, help="rows per chunk (default: [scale] chunk_rows, 16,384)")
     p.add_argument("--work-dir", help="folder for shard files visible to every worker (default: next to --out)")
     p.add_argument("--output-form", choices=["auto", "logit", "probability", "softmax", "logits", "value"],
-                   help="how to read the target's output (default: the policy's); 'value': a regression output or "
-                   "score in its own unit, with the policy's [faux] delta and unit")
+                   help="how to read the target's output (default: the policy's; value: in [faux] unit)")
     p.add_argument("--allow-pickle", action="store_true",
                    help="DANGEROUS: load pickled models (runs code from the file); only for files you trust")
     _trust_type(p)
