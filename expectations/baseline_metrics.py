@@ -151,6 +151,10 @@ def _group_metric(execution_engine, metric_domain_kwargs: dict, kw: dict, key: s
     inputs = audit_inputs(table_records(execution_engine, metric_domain_kwargs), model_path=kw["model_path"],
                           feature_spec_path=kw.get("feature_spec_path"), policy_json=kw["policy_json"])
     policy = inputs.policy
+    if policy.target_output == "value":           # a value target has no probability to cut at 0.5
+        from faux_checks.gate.tester_table import value_not_applicable
+
+        return {"statistic": key, "value": None, "not_applicable": value_not_applicable(TESTERS[tester])}
     needs_label = key == "equalized_odds_difference"
     if needs_label and inputs.y_true is None:
         raise InputError("equalized odds needs a label column, but the policy names none; set label = \"...\" "

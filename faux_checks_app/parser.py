@@ -78,8 +78,8 @@ def _add_check(sub, with_json: dict) -> None:
     p.add_argument("--scores-out", help="CSV with one row per input row: lic_score, flagged, status (several "
                    "protected attributes: one file each, NAME.<attribute>.csv)")
     p.add_argument("--report-dir", help="folder for report.json and report.html")
-    p.add_argument("--output-form", choices=["auto", "logit", "probability", "softmax", "logits"],
-                   help="how to read the target's output (default: the policy's)")
+    p.add_argument("--output-form", choices=["auto", "logit", "probability", "softmax", "logits", "value"],
+                   help="how to read the target's output (default: the policy's; value: in [faux] unit)")
     p.add_argument("--allow-pickle", action="store_true",
                    help="DANGEROUS: load pickled models (runs code from the file); only for files you trust")
     _trust_type(p)
@@ -212,8 +212,8 @@ def _add_score_large(sub, parents: dict) -> None:
     p.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. tcp://10.0.0.5:8786")
     p.add_argument("--chunk-rows", type=int, help="rows per chunk (default: [scale] chunk_rows, 16,384)")
     p.add_argument("--work-dir", help="folder for shard files visible to every worker (default: next to --out)")
-    p.add_argument("--output-form", choices=["auto", "logit", "probability", "softmax", "logits"],
-                   help="how to read the target's output (default: the policy's)")
+    p.add_argument("--output-form", choices=["auto", "logit", "probability", "softmax", "logits", "value"],
+                   help="how to read the target's output (default: the policy's; value: in [faux] unit)")
     p.add_argument("--allow-pickle", action="store_true",
                    help="DANGEROUS: load pickled models (runs code from the file); only for files you trust")
     _trust_type(p)

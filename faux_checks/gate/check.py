@@ -222,6 +222,8 @@ def _group_table(lic: LICResult, group_labels: np.ndarray, worst: np.ndarray, pr
                            favourable=direction.target_favourable, flagged=worst)
     except ImportError:
         return []
+    if direction.unit is not None:                   # a value target: no class at ŷ > 0.5; mean ŷ is in its unit
+        rows = [{**r, "predicted_rate": None} for r in rows]
     if n_missing:
         rows.append({"attribute": protected, "group": "(unknown: not audited)", "count": int(n_missing),
                      "predicted_rate": None, "favourable_rate": None, "mean_score": None, "impact_ratio": None,

@@ -144,7 +144,8 @@ def check_notes(policy: Policy, audit: AuditRows, lic: LICResult, n_undefined: i
         how = ("each to the value of the person's own rank in the other group among people with the same held "
                "columns, categorical levels switched with their probabilities" if policy.faux.swap_metric == "matched"
                else "as the auxiliary model says they go with it")
-        notes.append(f"LIC score = the estimated change of the predicted probability if only '{policy.protected}' "
+        what = f"predicted value ({policy.faux.unit})" if policy.target_output == "value" else "predicted probability"
+        notes.append(f"LIC score = the estimated change of the {what} if only '{policy.protected}' "
                      f"changed, the other features moving with it ({how})"
                      + (f"; held fixed: {'; '.join(fixed)}" if fixed else ""))
         if nothing_free:

@@ -54,7 +54,9 @@ def check_provenance(frame: pd.DataFrame, policy: Policy, audit: AuditRows, reso
         "feature_spec": audit.feature_spec.name,
         "n_features": audit.X.shape[1],
         "variant": faux.variant,
-        "score_unit": ("probability points: |Δŷ| when only the protected attribute changes" if faux.variant == "swap"
+        "score_unit": (f"{faux.unit}: |Δŷ| when only the protected attribute changes (the target's own unit)"
+                       if faux.variant == "swap" and resolved.form == "value"
+                       else "probability points: |Δŷ| when only the protected attribute changes" if faux.variant == "swap"
                        else "|cos| in [0, 1]" if faux.variant == "ng"
                        else "change of ŷ per unit of the auxiliary model's output"),
         "swap": ({"admissible": list(faux.admissible), "metric": faux.swap_metric, "steps": faux.swap_steps,
@@ -62,8 +64,10 @@ def check_provenance(frame: pd.DataFrame, policy: Policy, audit: AuditRows, reso
                   "evaluation": faux.swap_evaluation, "categorical": swap_categorical(faux, target_model),
                   "reference_rows": int(len(aux.rows))} if faux.variant == "swap" else None),
         "target_output": resolved.form,
+        "unit": faux.unit if resolved.form == "value" else None,     # δ's and the scores' unit (a value target)
         "target_class": resolved.target_class,
         "target_differentiation": ("P(y|x) by σ'(z)·∇z in float64 from the logit" if resolved.form in ("logit", "logits")
+                                   else "the raw output, its own unit (no sigmoid)" if resolved.form == "value"
                                    else "P(y|x) in a float64 copy of the model"),
         "aux_output_space": model.output_space,
         "aux_epochs_run": getattr(model, "epochs_run_", None),

@@ -45,23 +45,38 @@ class OutcomeDirection:
         The policy's ``favourable_label``; None when not declared.
     target_favourable : bool or None
         Whether ``target_value`` is the favourable outcome; None when not declared (never guessed).
+    unit : str or None
+        The unit of a target that returns a value (policy ``target_output = "value"``, ``[faux] unit``); None for a
+        probability.
     """
 
     label: str | None
     target_value: str
     favourable_value: str | None
     target_favourable: bool | None
+    unit: str | None = None
 
     @property
     def probability_name(self) -> str:
-        """The target's probability named by the label's value: ``P(deny = yes)`` (``P(y = 1)`` without a label)."""
+        """The target's probability named by the label's value: ``P(deny = yes)`` (``P(y = 1)`` without a label);
+        for a value target, ``model output`` (``model output (LABEL)`` with a label column)."""
+        if self.unit is not None:
+            return "model output" if self.label is None else f"model output ({self.label})"
         return f"P({self.label or 'y'} = {self.target_value})"
 
+    def change(self, delta: float) -> str:
+        """δ as a change in the output's unit: ``10 points`` (probability) or ``500 EUR`` (a value target)."""
+        return f"{delta:g} {self.unit}" if self.unit is not None else f"{delta * 100:g} points"
+
     def to_dict(self) -> dict:
-        """JSON-ready: the four attributes, ``probability`` (:attr:`probability_name`), ``declared`` and ``key``."""
-        return {"label": self.label, "target_value": self.target_value, "favourable_value": self.favourable_value,
-                "target_favourable": self.target_favourable, "probability": self.probability_name,
-                "declared": self.target_favourable is not None, "key": FAVOURABLE_KEY}
+        """JSON-ready: the four attributes, ``probability`` (:attr:`probability_name`), ``declared``, ``key`` and,
+        for a value target, ``unit``."""
+        out = {"label": self.label, "target_value": self.target_value, "favourable_value": self.favourable_value,
+               "target_favourable": self.target_favourable, "probability": self.probability_name,
+               "declared": self.target_favourable is not None, "key": FAVOURABLE_KEY}
+        if self.unit is not None:
+            out["unit"] = self.unit
+        return out
 
 
 def _number(text: str) -> float | None:
@@ -120,8 +135,9 @@ def outcome_direction(policy: Policy, frame: pd.DataFrame | None = None) -> Outc
     values = label_values(frame[label]) if frame is not None and label and label in frame.columns else None
     target = _target_value(policy, values)
     favourable = policy.favourable_label
+    unit = policy.faux.unit if policy.target_output == "value" else None
     if favourable is None:
-        return OutcomeDirection(label, target, None, None)
+        return OutcomeDirection(label, target, None, None, unit)
     if values is not None and not any(same_value(favourable, v) for v in values):
         shown = ", ".join(repr(v) for v in values[:10]) + (" ..." if len(values) > 10 else "")
         raise InputError(f"{FAVOURABLE_KEY} = {favourable!r} is not a value of the label column '{label}' (values: "
@@ -136,7 +152,7 @@ def outcome_direction(policy: Policy, frame: pd.DataFrame | None = None) -> Outc
                              f"indices, so {FAVOURABLE_KEY} is one of them (\"0\" or \"1\"); for a text label declare "
                              "positive_label (the event the model predicts) too")
         target_favourable = int(number) == policy.target_class
-    return OutcomeDirection(label, target, str(favourable), target_favourable)
+    return OutcomeDirection(label, target, str(favourable), target_favourable, unit)
 
 
 def moves_by_group(lic: LICResult, group_labels: np.ndarray, names: list, delta: float) -> list[dict]:
@@ -181,7 +197,7 @@ def direction_sentences(direction: OutcomeDirection, moves: list[dict], delta: f
     """One sentence per group: for what share the estimated probability would fall / rise by more than δ if only
     the protected attribute changed, and which of the two is towards the favourable outcome; a last sentence
     naming :data:`FAVOURABLE_KEY` when the direction is not declared."""
-    name, points = direction.probability_name, f"{delta * 100:g} points"
+    name, points = direction.probability_name, direction.change(delta)
     if direction.target_favourable is None:
         meaning = {"fall": "", "rise": ""}
     else:

@@ -85,7 +85,9 @@ class Policy(StrictSection):
         "refuses them, naming every column, for any other; 'pass' declares that the target takes NaN (an ONNX graph "
         "or module that handles it); 'refuse' always refuses (faux_checks.inputs.missing).")
     protected_kind: Kind | None = None
-    target_output: Literal["auto", "logit", "probability", "softmax", "logits"] = "auto"
+    target_output: Literal["auto", "logit", "probability", "softmax", "logits", "value"] = Field(
+        "auto", description="How the target's output is read: a classifier's probability (auto, logit, probability, "
+        "softmax, logits) or 'value', a regression output or score in its own unit ([faux] delta in [faux] unit).")
     target_class: int = Field(1, ge=0)
     min_aux_quality: float = Field(
         0.7, ge=0, le=1, description="The auxiliary model's held-out AUC (every group where it matters) or R² must "
@@ -126,6 +128,19 @@ class Policy(StrictSection):
             raise ValueError(f"the protected attribute '{self.protected}' cannot be admissible")
         if self.protected in self.linked_columns:
             raise ValueError(f"the protected attribute '{self.protected}' cannot be one of its own linked columns")
+        return self
+
+    @model_validator(mode="after")
+    def _delta_unit(self) -> "Policy":
+        """A value target states δ's unit (``[faux] unit``); a classifier's δ is in probability points (no unit)."""
+        if self.target_output == "value" and self.faux.unit is None:
+            raise ValueError(f"target_output = 'value' reads the target's output in its own unit, but [faux] delta = "
+                             f"{self.faux.delta:g} has no unit: set [faux] unit to the output's unit (e.g. unit = "
+                             "\"EUR\" for a credit limit; δ is then a change in that unit)")
+        if self.target_output != "value" and self.faux.unit is not None:
+            raise ValueError(f"[faux] unit = {self.faux.unit!r} is set but target_output = {self.target_output!r} reads "
+                             "a probability (δ in probability points, no unit): set target_output = 'value' for a "
+                             "regression or score target, or remove unit")
         return self
 
     @model_validator(mode="after")
@@ -278,6 +293,8 @@ class Policy(StrictSection):
             payload.pop("missing_values")
         if payload["aux"].get("cross_fit_folds") == 5:    # the default, likewise
             payload["aux"].pop("cross_fit_folds")
+        if payload["faux"].get("unit") is None:           # a classifier's policy keeps its hash
+            payload["faux"].pop("unit", None)
         if payload["decision"].get("max_newly_flagged_fraction") is None:   # the hash it had before the rule existed
             payload["decision"].pop("max_newly_flagged_fraction", None)
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()

@@ -97,7 +97,12 @@ class FauxSettings(StrictSection):
         "swap", description="swap: |Δŷ| in probability points when only c changes (default); faux: eq. 9; ng: eq. 10; "
         "ig: eq. 9 with integrated gradients; projection: the Fig. 1 reading ‖g‖·|cos(g, a)|.")
     delta: float = Field(..., gt=0, description="δ: an individual is flagged when its LIC score exceeds it "
-                         "(variant swap: probability points, at most 1).")
+                         "(variant swap: probability points, at most 1; a value target, target_output = 'value': "
+                         "in the output's own unit, named by unit).")
+    unit: str | None = Field(
+        None, min_length=1, max_length=40, description="The unit of the target's output and of delta when the target "
+        "returns a value (target_output = 'value': a regression output or a score, e.g. \"EUR\" for a credit limit); "
+        "required then, refused for a classifier (δ in probability points has no unit).")
     admissible: Columns = Field(
         (), description="Variant swap: source columns the policy allows to differ between groups (resolving "
         "variables); the counterfactual holds them fixed. Empty: every feature may carry c (the strictest reading).")
@@ -145,9 +150,10 @@ class FauxSettings(StrictSection):
 
     @model_validator(mode="after")
     def _swap_delta_in_probability_points(self) -> "FauxSettings":
-        if self.variant == "swap" and self.delta >= 1:
+        if self.variant == "swap" and self.delta >= 1 and self.unit is None:
             raise ValueError(f"delta {self.delta:g} is not a change of probability (variant 'swap' scores in "
-                             "probability points: use a value in (0, 1), e.g. 0.1)")
+                             "probability points: use a value in (0, 1), e.g. 0.1; for a target that returns a value in its own unit, "
+                             "set target_output = 'value' and [faux] unit, e.g. unit = \"EUR\")")
         if self.admissible and self.variant != "swap":
             raise ValueError(f"admissible columns are a setting of variant 'swap', not of {self.variant!r}")
         return self

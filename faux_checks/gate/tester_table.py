@@ -37,7 +37,7 @@ from ..kinds import protected_kind
 from .tester_settings import TesterSettings
 
 __all__ = ["ENTRY_POINT_GROUP", "TESTERS", "Tester", "TesterCall", "find_tester", "not_applicable", "register_tester",
-           "validate_settings"]
+           "validate_settings", "value_not_applicable"]
 
 #: The entry-point group third-party testers are declared in (entry point name = the tester's policy key).
 ENTRY_POINT_GROUP = "faux_checks.testers"
@@ -100,6 +100,9 @@ class Tester:
         Changes the protected attribute's own input columns: not applicable when the target does not take it.
     needs_label : bool
         Reads the label column (a group metric: not computed, and refused by the suite, without one).
+    needs_probability : bool
+        Reads the target's output as a probability (log-odds, a 0.5 cut-off): not applicable to a target that
+        returns a value in its own unit (policy ``target_output = "value"``).
     statistic : str
         ``"flagged_fraction"`` for a per-individual tester (share of rows over ``threshold``, at most
         ``max_flagged_fraction``), else the group metric's name (``demographic_parity_difference``).
@@ -121,6 +124,7 @@ class Tester:
     needs_groups: bool = False
     needs_protected_input: bool = False
     needs_label: bool = False
+    needs_probability: bool = False
     statistic: str = "flagged_fraction"
     label: str = ""
     groups_reason: str = ""
@@ -151,16 +155,19 @@ class Tester:
         return self.statistic == "flagged_fraction"
 
 
-def not_applicable(tester: Tester, target_model, audit) -> str | None:
+def not_applicable(tester: Tester, target_model, audit, output=None) -> str | None:
     """Why ``tester`` does not apply to this target and attribute, read from its flags; None when it applies.
 
-    Checked in order: gradients of a forward-only target, the protected input missing from the target's
+    ``output`` is the target's resolved :class:`~faux_checks.method.output.TargetOutput` (None: a probability).
+    Checked in order: a probability of a value target, gradients of a forward-only target, the protected input missing from the target's
     inputs, groups of a continuous attribute (our reading of each tester's paper: FTA, weighted FTA and
     Unfair Map differentiate f; FTU flip changes c's own input; FlipTest and linked columns map between groups).
     """
     from ..method.forward import is_forward_only
 
     protected = audit.protected
+    if tester.needs_probability and getattr(output, "form", None) == "value":
+        return value_not_applicable(tester)
     if tester.needs_gradients and is_forward_only(target_model):
         return (f"not applicable: {tester.name} needs the target's input gradient; the target is forward-only "
                 f"({target_model.access})")
@@ -169,6 +176,12 @@ def not_applicable(tester: Tester, target_model, audit) -> str | None:
     if tester.needs_groups and not protected_kind(protected.kind).grouped:
         return f"not applicable: {tester.groups_reason} (the protected attribute is continuous)"
     return None
+
+
+def value_not_applicable(tester: Tester) -> str:
+    """The "not applicable" text of a tester that needs a probability, for a target that returns a value."""
+    return (f"not applicable: {tester.label} reads the target's output as a probability; the target returns a value "
+            "in its own unit (target_output = 'value')")
 
 
 # ---------------------------------------------------------------------------------- shipped scorers
@@ -261,7 +274,7 @@ TESTERS: dict[str, Tester] = {t.name: t for t in (
            summary="‖∇f‖_p of the audited rows (FTA, John et al. 2020)"),
     Tester("weighted_fta", _weighted_fta, params=("p", "subspace"), needs_gradients=True, label="weighted FTA",
            gx_name="WeightedFta", summary="‖P_S ∇f‖_p of the audited rows"),
-    Tester("unfair_map", _unfair_map, params=("steps", "step_size", "penalty"), needs_gradients=True,
+    Tester("unfair_map", _unfair_map, params=("steps", "step_size", "penalty"), needs_gradients=True, needs_probability=True,
            label="Unfair Map", gx_name="UnfairMap", summary="Unfair Map loss ratio of the audited rows"),
     Tester("fliptest", _fliptest, params=("method", "max_n", "reg"), needs_groups=True, label="FlipTest",
            gx_name="FlipTest", summary="FlipTest output change of the audited rows"),
@@ -270,9 +283,11 @@ TESTERS: dict[str, Tester] = {t.name: t for t in (
     Tester("linked_columns", _linked_columns, needs_groups=True, label="linked columns",
            groups_reason="linked columns map values between protected groups", gx_name="LinkedColumns",
            summary="|Δŷ| under the policy's linked-columns counterfactual"),
-    Tester("demographic_parity", statistic="demographic_parity_difference", label="demographic parity",
+    Tester("demographic_parity", statistic="demographic_parity_difference", needs_probability=True,
+           label="demographic parity",
            gx_name="DemographicParityDifference"),
-    Tester("equalized_odds", statistic="equalized_odds_difference", needs_label=True, label="equalized odds",
+    Tester("equalized_odds", statistic="equalized_odds_difference", needs_label=True, needs_probability=True,
+           label="equalized odds",
            gx_name="EqualizedOddsDifference"),
 )}
 

@@ -19,7 +19,7 @@ from ..method.output import TargetOutput
 from .policy_schema import Policy
 from .tester_settings import TesterSettings
 from .rows import AuditRows
-from .tester_table import TESTERS, TesterCall, not_applicable
+from .tester_table import TESTERS, TesterCall, not_applicable, value_not_applicable
 
 __all__ = ["baseline_scores", "flagged_summary", "run_baselines"]
 
@@ -48,7 +48,7 @@ def baseline_scores(name: str, settings: TesterSettings, target_model, output: T
     if tester is None or not tester.per_individual:
         known = [n for n, t in TESTERS.items() if t.per_individual]
         raise InputError(f"unknown per-individual tester {name!r}; known: {known}")
-    reason = not_applicable(tester, target_model, audit)
+    reason = not_applicable(tester, target_model, audit, output)
     if reason is not None:
         return None, reason
     assert tester.scores is not None                # per-individual: Tester.__post_init__ requires scores=
@@ -80,7 +80,8 @@ def run_baselines(policy: Policy, target_model, output: TargetOutput, X: np.ndar
 
     Per-individual testers (entries of :data:`~faux_checks.gate.tester_table.TESTERS`) are summarised by
     :func:`flagged_summary`; group metrics (demographic parity, equalized odds) compare the
-    predictions P(y | x) > 0.5 across ``groups`` (equalized odds needs ``y_true``).
+    predictions P(y | x) > 0.5 across ``groups`` (equalized odds needs ``y_true``). A tester that needs a
+    probability is "not applicable" (value None) for a target that returns a value (``output.form == "value"``).
     """
     from ..baselines.group_metrics import group_metrics
 
@@ -100,6 +101,11 @@ def run_baselines(policy: Policy, target_model, output: TargetOutput, X: np.ndar
             out[name] = flagged_summary(settings, scores, description)
             continue
         key = tester.statistic
+        if tester.needs_probability and output.form == "value":
+            out[name] = {"statistic": key, "value": None, "passed": True, "gating": settings.gating,
+                         "threshold": settings.threshold, "limit": settings.threshold,
+                         "summary": value_not_applicable(tester)}
+            continue
         if tester.needs_label and y_true is None:
             out[name] = {"statistic": name, "value": None, "passed": False, "gating": settings.gating,
                          "threshold": settings.threshold, "summary": "not computed: the policy names no label column"}

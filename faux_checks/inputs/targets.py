@@ -220,16 +220,27 @@ def load_skops(path: str | Path, *, trusted_types: Sequence[str] = ()) -> Forwar
         model = sio.load(str(path), trusted=list(untrusted))
     except Exception as exc:  # noqa: BLE001 - the backend's own error, carried in the InputError
         raise InputError(f"cannot load skops file {path}: {type(exc).__name__}: {str(exc)[:300]}") from None
-    if not hasattr(model, "predict_proba"):
-        raise InputError(f"the scikit-learn object in {path} ({type(model).__name__}) has no predict_proba; "
-                         "the gate tests classifiers")
+    if not hasattr(model, "predict_proba") and not _is_regressor(model):
+        raise InputError(f"the scikit-learn object in {path} ({type(model).__name__}) has no predict_proba and is not "
+                         "a regressor; the gate tests classifiers (predict_proba) and regressors (predict, "
+                         "target_output = 'value')")
 
     # a Pipeline starting with a ColumnTransformer carries that transformer as its feature spec
     return sklearn_target(model, access="forward (scikit-learn via skops)")
 
 
+def _is_regressor(model) -> bool:
+    """A fitted scikit-learn regressor (or a Pipeline ending in one): read through ``predict``."""
+    from sklearn.base import is_regressor
+
+    return bool(hasattr(model, "predict") and is_regressor(model))
+
+
 def sklearn_target(model, *, access: str) -> ForwardOnlyTarget:
     """A fitted scikit-learn classifier or Pipeline as a forward-only target (``predict_proba``, form softmax).
+
+    A regressor (no ``predict_proba``, :func:`sklearn.base.is_regressor`) is read through ``predict`` as it is
+    (form ``"value"``, no sigmoid); the policy must then declare ``target_output = "value"`` and ``[faux] unit``.
 
     A Pipeline whose first step is a ``ColumnTransformer`` is split: its transformer becomes the target's
     ``feature_spec`` (:func:`~faux_checks.inputs.column_transformer.from_column_transformer`) and the rest of
@@ -240,9 +251,11 @@ def sklearn_target(model, *, access: str) -> ForwardOnlyTarget:
     InputError
         No ``predict_proba`` (a regressor, a transformer); a ColumnTransformer step the spec cannot reproduce.
     """
-    if not hasattr(model, "predict_proba"):
-        raise InputError(f"the scikit-learn object {type(model).__name__} has no predict_proba; the gate tests "
-                         "classifiers (fit a classifier, or wrap a calibrated one)")
+    regressor = not hasattr(model, "predict_proba") and _is_regressor(model)
+    if not hasattr(model, "predict_proba") and not regressor:
+        raise InputError(f"the scikit-learn object {type(model).__name__} has no predict_proba and is not a regressor; "
+                         "the gate tests classifiers (fit a classifier, or wrap a calibrated one) and regressors "
+                         "(predict, read with target_output = 'value')")
     spec = None
     rest = model
     steps = getattr(model, "steps", None)
@@ -264,9 +277,9 @@ def sklearn_target(model, *, access: str) -> ForwardOnlyTarget:
     trees = type(final).__module__.startswith(("sklearn.tree", "sklearn.ensemble"))
 
     def predict(x: np.ndarray) -> np.ndarray:
-        return rest.predict_proba(x)
+        return rest.predict(x) if regressor else rest.predict_proba(x)    # a regressor: its raw value, (n,)
 
-    target = ForwardOnlyTarget(predict, access=access, output_form="softmax",
+    target = ForwardOnlyTarget(predict, access=access, output_form="value" if regressor else "softmax",
                                n_features=int(n_features) if n_features is not None else None, dtype=np.float64,
                                source=model, piecewise_constant=trees, takes_missing=sklearn_takes_nan(rest))
     target.feature_spec = spec

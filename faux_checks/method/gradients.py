@@ -67,7 +67,7 @@ def target_probability_and_gradient(
 
     Notes
     -----
-    Batch-sum trick; logit forms use σ'(z) = σ(z)σ(−z) in float64, probability forms a float64
+    Batch-sum trick; the form ``"value"`` returns the output itself and its gradient (in its unit); logit forms use σ'(z) = σ(z)σ(−z) in float64, probability forms a float64
     copy of the model (see module docstring).
     """
     if output.form == "auto":
@@ -94,6 +94,10 @@ def _input_grad(y: torch.Tensor, x: torch.Tensor, *, retain_graph: bool = False)
 
 
 def _target_chunk(net, x: torch.Tensor, output: TargetOutput) -> tuple[torch.Tensor, torch.Tensor]:
+    if output.form == "value":                                      # a regression output: read and differentiated as is
+        x = x.float().requires_grad_(True)
+        v = raw_output(net, x)[:, 0]                                # (b,) in the output's unit
+        return v.detach().double(), _input_grad(v.sum(), x).double()
     if output.form in ("probability", "softmax"):
         x = x.double().requires_grad_(True)
         p = probability(raw_output(net, x), output)                     # (b,) float64

@@ -24,6 +24,7 @@ from ._batching import DEFAULT_CHUNK, as_tensor, eval_mode, iter_chunks
 
 __all__ = [
     "OutputForm",
+    "PROBABILITY_FORMS",
     "TargetOutput",
     "float64_copy",
     "log_odds",
@@ -33,7 +34,10 @@ __all__ = [
     "resolve_output_form",
 ]
 
-OutputForm = Literal["auto", "logit", "probability", "softmax", "logits"]
+OutputForm = Literal["auto", "logit", "probability", "softmax", "logits", "value"]
+
+#: The forms read as a probability (everything but ``"value"``, a regression output or score in its own unit).
+PROBABILITY_FORMS = ("logit", "probability", "softmax", "logits")
 
 
 @dataclass(frozen=True)
@@ -46,7 +50,9 @@ class TargetOutput:
         ``"logit"``: one column (or a vector) of log-odds; ``"probability"``: one column of
         sigmoid probabilities; ``"softmax"``: m ≥ 2 columns of probabilities summing to 1;
         ``"logits"``: m ≥ 2 columns of unnormalised class scores (softmax applied here).
-        ``"auto"`` resolves on a probe batch and refuses when the form is ambiguous (one column
+        ``"value"``: one column read as it is, in the output's own unit (a regression output or a score: a credit
+        limit, a price); δ is then in that unit (policy ``[faux] unit``) and every "probability" this module
+        returns is that value. ``"auto"`` resolves on a probe batch and refuses when the form is ambiguous (one column
         with every value in [0, 1]); for a forward-only target whose loader knows its form
         (:class:`~faux_checks.method.forward.ForwardOnlyTarget` ``output_form``), ``"auto"`` is that form.
     target_class : int
@@ -86,6 +92,10 @@ def resolve_output_form(model, X_probe: torch.Tensor, output: TargetOutput) -> T
     ----------
     X_probe : Tensor of shape (n_probe, d)
 
+    ``"value"`` (a regression output) is never inferred: ``"auto"`` refuses a target whose loader knows it returns a
+    value (a scikit-learn regressor), and a declared ``"value"`` is refused for a target that says it returns a
+    probability (a classifier's loader form, a final sigmoid or softmax).
+
     ``"auto"`` takes, in turn: a forward-only target's known form, the form a torch target's last operation
     declares (a final sigmoid or softmax, :func:`faux_checks.method.final_op.final_output_form`), and the probe's
     values (a single column outside [0, 1] is a logit; columns summing to 1 are softmax probabilities).
@@ -102,6 +112,7 @@ def resolve_output_form(model, X_probe: torch.Tensor, output: TargetOutput) -> T
         out = raw_output(model, X_probe.float())
         m = out.shape[1]
         form = output.form
+        _check_value_declaration(model, X_probe.float(), m, form)
         if form == "auto" and getattr(model, "output_form", "auto") != "auto":
             form = model.output_form          # a forward-only target whose loader knows its output (method/forward.py)
         elif form == "auto":
@@ -122,6 +133,11 @@ def resolve_output_form(model, X_probe: torch.Tensor, output: TargetOutput) -> T
         else:
             sums_to_one = bool(torch.allclose(out.sum(dim=1), torch.ones(len(out)), atol=1e-4)) and bool((out >= 0).all())
             form = "softmax" if sums_to_one else "logits"
+    if form == "value":
+        if m != 1:
+            raise InputError(f"output form 'value' needs one output column but the target model returns {m}; a "
+                             "classifier's outputs are read with 'logit', 'probability', 'softmax' or 'logits'")
+        return TargetOutput(form="value", target_class=output.target_class)
     if form in ("logit", "probability") and m != 1:
         raise InputError(
             f"output form '{form}' needs one output column but the target model returns {m}; "
@@ -137,6 +153,27 @@ def resolve_output_form(model, X_probe: torch.Tensor, output: TargetOutput) -> T
     if form == "probability" and not bool(((out >= 0) & (out <= 1)).all()):
         raise InputError("output form 'probability' declared but the model returns values outside [0, 1]; declare 'logit'")
     return TargetOutput(form=form, target_class=output.target_class)
+
+
+def _check_value_declaration(model, X_probe: torch.Tensor, m: int, form: str) -> None:
+    """Refuse a declared form that contradicts what the target says it returns (a value or a probability)."""
+    from .final_op import final_output_form
+
+    known = getattr(model, "output_form", "auto")
+    if known == "value" and form != "value":
+        raise InputError(
+            f"the target model returns a value (a regressor: {getattr(model, 'access', type(model).__name__)}), not a "
+            f"probability; output form {form!r} does not apply. Declare it: policy target_output = 'value' "
+            "(CLI --output-form value) with δ in the output's unit ([faux] delta and unit, e.g. delta = 500, "
+            "unit = \"EUR\")")
+    if form != "value":
+        return
+    declared = known if known != "auto" else final_output_form(model, X_probe, m)
+    if declared in PROBABILITY_FORMS:
+        raise InputError(
+            f"output form 'value' declared but the target model says it returns a probability (form {declared!r}: a "
+            "classifier, or a last operation that is a sigmoid or softmax); gate a classifier with target_output "
+            "'auto', 'logit', 'probability', 'softmax' or 'logits' and δ in probability points (no [faux] unit)")
 
 
 def float64_copy(model):
@@ -175,6 +212,8 @@ def log_odds(out: torch.Tensor, output: TargetOutput) -> torch.Tensor:
 def probability(out: torch.Tensor, output: TargetOutput) -> torch.Tensor:
     """P(y = target_class | x) from a raw output: (b, m) -> (b,), in the output's dtype, differentiable.
 
+    For the form ``"value"`` it is the output itself, in its own unit (a regression target has no probability).
+
     Parameters
     ----------
     out : Tensor of shape (b, m)
@@ -188,6 +227,8 @@ def probability(out: torch.Tensor, output: TargetOutput) -> torch.Tensor:
         If the form is still ``"auto"``.
     """
     form, cls = output.form, output.target_class
+    if form == "value":
+        return out[:, 0]                     # the raw output, in its own unit (no sigmoid)
     if form == "logit":
         return torch.sigmoid(log_odds(out, output))
     if form == "probability":

@@ -27,7 +27,7 @@ from typing import Any
 
 from ._format import cell, expectation_statistic, fmt, is_share_statistic, pct, rule_statistic, statistic_cell
 from .limitations import limitations
-from .plots import render_plots
+from .plots import render_plots, report_unit
 
 __all__ = ["SECTION_IDS", "render_html", "safe_href"]
 
@@ -166,11 +166,13 @@ def _page(report: dict[str, Any]) -> dict[str, Any]:
     decision = report.get("decision", "undecided")
     policy = report.get("policy") or {}
     faux = policy.get("faux") or {}
+    unit = report_unit(report)                   # a value target's unit; None: probability points
     policy_summary = {"name": policy.get("name"), "protected": policy.get("protected"), "label": policy.get("label"),
                       "δ (delta)": faux.get("delta"), "max_flagged_fraction": faux.get("max_flagged_fraction"),
                       "min_aux_quality": policy.get("min_aux_quality"), "variant": faux.get("variant"),
                       **{f"decision.{k}": v for k, v in (policy.get("decision") or {}).items()},
-                      "score unit": SCORE_UNITS.get(faux.get("variant"), "–"),
+                      "score unit": SCORE_UNITS.get(faux.get("variant"), "–") if unit is None else
+                      f"{unit}: the estimated change of the predicted value if only the protected attribute changed",
                       "admissible columns": ", ".join(faux.get("admissible") or []) or "none (strictest)",
                       "sha256": report.get("policy_sha256")}
     if kind == "audit":
@@ -199,7 +201,8 @@ def _page(report: dict[str, Any]) -> dict[str, Any]:
         "aux": report.get("aux") or {},
         "comparison": _comparison_rows(report.get("comparison") or []),
         "check": check,
-        "flagged_text": flagged_sentences(check),
+        "flagged_text": flagged_sentences(check, unit),
+        "unit": unit,
         "top_flagged": [_top_row(t) for t in check.get("top_flagged") or []],
         "decomposition": _decomposition_rows(check.get("decomposition_summary")),
         "column_roles": [_role_row(r) for r in ((check.get("provenance") or {}).get("swap") or {}).get("columns") or []],
@@ -362,15 +365,16 @@ def _expectation_rows(rows: list[dict]) -> list[dict]:
     return out
 
 
-def flagged_sentences(check: dict) -> list[str]:
-    """The flagged fraction both ways, its interval, and how far it moved across auxiliary-model seeds."""
+def flagged_sentences(check: dict, unit: str | None = None) -> list[str]:
+    """The flagged fraction both ways, its interval, and how far it moved across auxiliary-model seeds; δ in
+    ``unit`` for a value target (:func:`~faux_checks.report.plots.report_unit`)."""
     if not check or check.get("flagged_fraction") is None:
         return ["No scores: the check did not run."]
     iv = check.get("interval") or {}
     n, undefined = check.get("n_individuals") or 0, check.get("n_undefined") or 0
     ci = (f" ({iv['confidence']:.0%} CI {iv['lower']:.2%}–{iv['upper']:.2%})"
           if iv.get("lower") is not None and iv.get("upper") is not None else "")
-    out = [f"Flagged fraction {check['flagged_fraction']:.2%}{ci}: LIC score > δ = {check.get('delta')} or undefined "
+    out = [f"Flagged fraction {check['flagged_fraction']:.2%}{ci}: LIC score > δ = {check.get('delta')}{' ' + unit if unit else ''} or undefined "
            f"(counted as flagged), over all {n:,} audited individuals. Over the defined scores only: "
            f"{pct(check.get('flagged_fraction_defined'))} ({undefined:,} undefined left out)."]
     seeds = iv.get("seeds")

@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .plots import report_unit
+
 __all__ = ["limitations"]
 
 #: Below this many audited rows a group's 95% interval is wider than about ±10 points at a fraction near 50%.
@@ -50,7 +52,7 @@ def limitations(report: dict[str, Any]) -> list[dict[str, str]]:
     if variant in (None, "swap"):
         out.append({"topic": "reading", "text": (
             f"the score is an estimate of how much {name} would change if only '{protected}' were swapped, the other "
-            "features moving as the auxiliary model and the matched move say they go with it (probability points). "
+            f"features moving as the auxiliary model and the matched move say they go with it ({report_unit(report) or 'probability points'}). "
             "It is a model of the counterfactual, not an observed one: a proxy the data do not show is not seen")})
     else:
         out.append({"topic": "reading", "text": (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import io
 
-__all__ = ["render_plots"]
+__all__ = ["render_plots", "report_unit", "score_axis_label"]
 
 
 #: The score histogram's axis per reading: the unit of the reading in force.
@@ -16,6 +16,18 @@ SCORE_AXES: dict[str | None, str] = {            # looked up with a report's var
     "ng": "LIC score: |cos| between the target's and the aux model's gradients (eq. 10, in [0, 1])",
     "projection": "LIC score: change in P(y) per unit step along the aux gradient",
 }
+
+
+def report_unit(report: dict) -> str | None:
+    """The unit of δ and the scores of a value target (policy ``target_output = "value"``, ``[faux] unit``): the
+    check's recorded unit, else the policy's; None for a probability target (scores in probability points)."""
+    check = report.get("check") or {}
+    recorded = (check.get("provenance") or {}).get("unit")
+    if recorded:
+        return str(recorded)
+    policy = report.get("policy") or {}
+    unit = (policy.get("faux") or {}).get("unit")
+    return str(unit) if unit and policy.get("target_output") == "value" else None
 
 
 def score_axis_label(report: dict) -> str:
@@ -29,6 +41,9 @@ def score_axis_label(report: dict) -> str:
     check = report.get("check") or {}
     variant = ((check.get("provenance") or {}).get("variant")
                or ((report.get("policy") or {}).get("faux") or {}).get("variant"))
+    unit = report_unit(report)
+    if unit is not None and variant == "swap":
+        return f"LIC score: change of the predicted value when c is swapped ({unit})"
     return SCORE_AXES.get(variant, "LIC score (reading not recorded)")
 
 
@@ -94,7 +109,7 @@ def render_plots(report: dict) -> dict[str, str]:
         if mff is not None:
             ax.axhline(mff, color="grey", ls=":", label=f"max_flagged_fraction {mff:.1%}")
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
-        ax.set_xlabel("δ")
+        ax.set_xlabel(f"δ ({report_unit(report)})" if report_unit(report) else "δ")
         ax.set_ylabel("flagged fraction")
         ax.yaxis.set_major_formatter(PercentFormatter(1.0))   # shares in percent, as in the page
         ax.set_title("Flagged fraction vs δ")

@@ -274,6 +274,7 @@ def test_a_single_attribute_policy_keeps_its_hash():
     assert payload["scale"].pop("device") == "auto"                                # the device never counts
     assert payload.pop("missing_values") == "auto"                                 # defaults added later: not counted
     assert payload["aux"].pop("cross_fit_folds") == 5
+    assert payload["faux"].pop("unit") is None                                     # a classifier's δ has no unit
     import hashlib
     import json
 

@@ -148,6 +148,7 @@ def attribute_summary(counts: StreamCounts, plan: ScoringPlan, *, source: DataSo
         "n_input_rows": counts.n_rows, "chunk_rows": plan.chunk_rows, "n_chunks": counts.n_chunks,
         "feature_spec": plan.feature_spec.name, "n_features": plan.feature_spec.n_features,
         "variant": faux.variant, "target_output": plan.output.form, "target_class": plan.output.target_class,
+        "unit": faux.unit if plan.output.form == "value" else None,
         "aux_output_space": plan.aux["output_space"], "aux_epochs_run": plan.aux["epochs_run"],
         "aux_given": plan.aux["given"], "aux_train_rows": plan.aux["train_rows"], "protected_kind": plan.codec.kind,
         "aux_intervals": plan.aux["intervals"], "aux_holdout_groups": plan.aux["holdout_groups"],
