@@ -36,7 +36,7 @@ from .decision import decide, rule_row
 from .policy_schema import Policy
 from .result import CheckResult
 
-__all__ = ["bounded_rule", "check_linked_attributes", "flagged_bound", "link_audit_rows", "linked_outcome",
+__all__ = ["bounded_rule", "check_linked_attributes", "flagged_bound", "gate_rows", "link_audit_rows", "linked_outcome",
            "on_audit_rows", "protected_file_rule", "refuse_unmatched"]
 
 
@@ -125,6 +125,25 @@ def link_audit_rows(data: pd.DataFrame, policy: Policy, *, feature_spec=None,
         linked = link_protected_file(settings.path, data, settings.join_on, columns, audit_name=audit_name)
     refuse_unmatched(linked, settings)
     return linked
+
+
+def gate_rows(data: pd.DataFrame, policy: Policy, *, audit_name: str = "the audit data") -> pd.DataFrame:
+    """The registry gate's audit rows: ``data`` itself, or with ``[protected_file]`` the matched rows with c joined
+    (:func:`link_audit_rows`; the gate takes ``unmatched = "refuse"`` only, so its rules are the check's own).
+
+    Raises
+    ------
+    ConfigurationError
+        ``unmatched = "exclude"`` (the bound is read by ``faux-checks check`` and the notebook verb), and every error
+        of :func:`link_audit_rows`.
+    """
+    if policy.protected_file is None:
+        return data
+    if policy.protected_file.unmatched != "refuse":
+        raise ConfigurationError("the registry gate joins a protected file with [protected_file] unmatched = "
+                                 "\"refuse\" only: add the missing keys (or drop those rows) and set it to refuse, or "
+                                 "check the model file with `faux-checks check`, which reads the exclude bound")
+    return link_audit_rows(data, policy, audit_name=audit_name).frame
 
 
 def bounded_rule(row: Mapping[str, Any], interval, linked: LinkedRows, policy: Policy) -> dict:

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
-from faux_checks.errors import ConfigurationError
+from faux_checks.errors import ConfigurationError, InputError
 from faux_checks.gate.attributes import check_attributes
 from faux_checks.gate.policy import Policy
 from faux_checks.gate.unmatched import check_linked_attributes, flagged_bound, link_audit_rows
@@ -126,3 +126,42 @@ def test_linked_route_scores_equal_c_joined_by_hand_and_c_never_an_input(rows):
     np.testing.assert_allclose(full[0], features, rtol=1e-6)    # its inputs: the audit's features, in audit order
     rule = {r["rule"]: r for r in linked.rules}["protected_file"]
     assert rule["status"] == "ok" and "joined from a linked protected file by 'pid'" in rule["detail"]
+
+
+def test_notebook_verb_takes_a_linked_file(rows, tmp_path):
+    """faux_checks.check(..., protected_file=PATH, join_on=KEY): the same scores as the library route, one per audit
+    row (indexed as the audit frame); join_on alone, without a file, is refused."""
+    import faux_checks
+
+    _, audit, protected = rows
+    protected.to_csv(tmp_path / "protected.csv", index=False)
+    policy = _policy()
+    shown = faux_checks.check(_support.linear(UNFAIR), audit, policy=policy.with_overrides(protected_file=None),
+                              protected_file=tmp_path / "protected.csv", join_on="pid")
+    assert shown.decision == "failed"
+    assert "protected_file" in set(shown.rules["rule"])
+    library = check_linked_attributes(_support.linear(UNFAIR), audit, policy=policy, protected_rows=protected)
+    np.testing.assert_array_equal(shown.scores["lic_score"].to_numpy(), library.sections[0].check.scores)
+    assert list(shown.scores.index) == list(audit.index)
+    with pytest.raises(InputError, match="needs both protected_file="):
+        faux_checks.check(_support.linear(UNFAIR), audit, policy=policy.with_overrides(protected_file=None),
+                          join_on="pid")
+
+
+def test_registry_gate_rows_join_with_refuse_only(rows, tmp_path):
+    """The registry gate (flows/gate.py, gate_plan) reads gate_rows: c joined on every row, exclude refused."""
+    from faux_checks.gate.unmatched import gate_rows
+
+    data, audit, protected = rows
+    joined = gate_rows(audit, _policy(path="unused.csv").with_overrides(protected_file=None), audit_name="a")
+    assert joined is audit                                      # no protected file: the data as read
+    with pytest.raises(ConfigurationError, match="unmatched = \"refuse\" only"):
+        gate_rows(audit, _policy(path="p.csv", unmatched="exclude"))
+    with pytest.raises(ConfigurationError, match="protected file p.csv"):
+        gate_rows(audit, _policy(path="p.csv"))                 # the file is read from the policy's path
+    protected.to_csv(tmp_path / "p.csv", index=False)
+    joined = gate_rows(audit, _policy(path=str(tmp_path / "p.csv")))
+    pd.testing.assert_frame_equal(joined[data.drop(columns="pid").columns], data.drop(columns="pid"))
+    protected.iloc[1:].to_csv(tmp_path / "p1.csv", index=False)
+    with pytest.raises(ConfigurationError, match="1 of 400 audit rows"):
+        gate_rows(audit, _policy(path=str(tmp_path / "p1.csv")))
