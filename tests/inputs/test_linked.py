@@ -165,3 +165,24 @@ def test_registry_gate_rows_join_with_refuse_only(rows, tmp_path):
     protected.iloc[1:].to_csv(tmp_path / "p1.csv", index=False)
     with pytest.raises(ConfigurationError, match="1 of 400 audit rows"):
         gate_rows(audit, _policy(path=str(tmp_path / "p1.csv")))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_exclude_bound_holds_the_all_rows_fraction(seed):
+    """Ground truth: 5% of the keys missing from the protected file at random (seeds 0-2). The bound read on the
+    matched rows, [l(1-u), h(1-u)+u], holds the flagged fraction the same check measures with every row's c known."""
+    from faux_checks.gate.unmatched import flagged_bound
+
+    data = _support.make_data(N, seed)
+    data.insert(0, "pid", np.arange(N))
+    target = _support.ProxyWhere(1.0, 0.0)                   # reads the proxy for about half the people only
+    policy = _policy(unmatched="exclude")
+    full = check_attributes(target, data.drop(columns="pid"), policy=policy).sections[0].check
+    kept = data[["pid", "sex"]].sample(n=N - N // 20, random_state=seed)
+    linked = check_linked_attributes(target, data.drop(columns="sex"), policy=policy, protected_rows=kept)
+    matched = linked.sections[0].check
+    lo, hi = flagged_bound(matched.interval.lower, matched.interval.upper, 0.05)
+    assert lo <= full.flagged_fraction <= hi
+    assert 0.2 < full.flagged_fraction < 0.8                 # a fraction the bound could miss on either side
+    rule = {r["rule"]: r for r in linked.rules}["max_flagged_fraction"]
+    assert rule["bound"] == pytest.approx([lo, hi])
