@@ -117,3 +117,28 @@ def test_exclude_over_the_share_and_score_large_exit_3(files, tmp_path, capsys):
                  "--protected-file", str(files["protected"]), "--join-on", "pid"])
     assert code == 3
     assert "score-large does not join a protected file" in capsys.readouterr().err
+
+
+def test_gate_preflight_joins_the_policys_protected_file(files, tmp_path):
+    """`faux-checks gate` reads [protected_file] from the policy: c joined before the columns are checked; unmatched
+    rows and exclude are configuration errors (exit 3) before the registry is asked anything."""
+    from argparse import Namespace
+
+    from faux_checks.errors import ConfigurationError
+    from faux_checks_app.gate_plan import read_gate_inputs
+
+    def policy(path: Path, unmatched: str = "refuse") -> str:
+        body = POLICY.format(limit=0.1) + f'[protected_file]\npath = "{path}"\njoin_on = "pid"\nunmatched = "{unmatched}"\n'
+        (tmp_path / "gate.toml").write_text(body)
+        return str(tmp_path / "gate.toml")
+
+    inputs = read_gate_inputs(Namespace(policy=policy(files["protected"]), data=str(files["data"])))
+    assert len(inputs.frame) == N and "sex" in inputs.frame.columns and "pid" not in inputs.frame.columns
+    from faux_checks_flows.gate_tasks import load_audit_data
+
+    flow_frame = load_audit_data.fn(str(files["data"]), policy_path=policy(files["protected"]))   # the flow's read
+    pd.testing.assert_frame_equal(flow_frame, inputs.frame)
+    with pytest.raises(ConfigurationError, match="24 of 600 audit rows"):
+        read_gate_inputs(Namespace(policy=policy(files["p24"]), data=str(files["data"])))
+    with pytest.raises(ConfigurationError, match="unmatched = \"refuse\" only"):
+        read_gate_inputs(Namespace(policy=policy(files["p24"], "exclude"), data=str(files["data"])))
