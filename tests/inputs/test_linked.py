@@ -186,3 +186,25 @@ def test_exclude_bound_holds_the_all_rows_fraction(seed):
     assert 0.2 < full.flagged_fraction < 0.8                 # a fraction the bound could miss on either side
     rule = {r["rule"]: r for r in linked.rules}["max_flagged_fraction"]
     assert rule["bound"] == pytest.approx([lo, hi])
+
+
+def test_several_attributes_from_one_linked_file():
+    """[[attributes]] sex and grp both read from the protected file; 10 of 400 rows unmatched and excluded: each
+    attribute's max_flagged_fraction reads the bound with u = 2.5%, each section's scores cover the 400 audit rows."""
+    data = _support.make_data(N, 0)
+    data.insert(0, "pid", np.arange(N))
+    data["grp"] = np.random.default_rng(0).choice(["a", "b"], N)
+    payload = tomllib.loads(_support.POLICY.replace("epochs = 30", "epochs = 8").replace('protected = "sex"\n', ""))
+    payload.update(attributes=[{"column": "sex"}, {"column": "grp"}],
+                   protected_file={"join_on": "pid", "unmatched": "exclude"})
+    policy = Policy.model_validate(payload)
+    result = check_linked_attributes(_support.linear(_support.FAIR), data.drop(columns=["sex", "grp"]), policy=policy,
+                                     protected_rows=data[["pid", "sex", "grp"]].iloc[:-10])
+    rules = {r["rule"]: r for r in result.rules}
+    assert {"sex/protected_file", "grp/protected_file"} <= set(rules)
+    for section in result.sections:
+        check = section.check
+        assert len(check.scores) == N and np.isnan(check.scores[-10:]).all()
+        assert rules[f"{section.attribute}/max_flagged_fraction"]["bound"] == pytest.approx(
+            list(flagged_bound(check.interval.lower, check.interval.upper, 10 / N)))
+    assert result.decision == "passed"                       # the fair target: upper end 3.4% < limit 10%
