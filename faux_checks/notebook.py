@@ -37,7 +37,8 @@ def _in_notebook() -> bool:
 
 def check(model, data: pd.DataFrame, *, protected: str | Sequence[str] | None = None,
           policy: Policy | str | Path | None = None, label: str | None = None, positive_label: str | None = None,
-          favourable_label: str | None = None, feature_spec=None, progress: bool | None = None) -> "FairnessCheck":
+          favourable_label: str | None = None, feature_spec=None, progress: bool | None = None,
+          protected_file: str | Path | pd.DataFrame | None = None, join_on: str | None = None) -> "FairnessCheck":
     """Check ``model`` for individual fairness on ``data`` and return a result that displays itself.
 
     Parameters
@@ -61,6 +62,12 @@ def check(model, data: pd.DataFrame, *, protected: str | Sequence[str] | None = 
         The encoding; not needed for a Pipeline with a ColumnTransformer.
     progress : bool, optional
         Progress bars; default: on in a Jupyter kernel (tqdm's notebook bar), off elsewhere (no tqdm lines in logs).
+    protected_file : path or DataFrame, optional
+        The protected column(s) in a separate file (CSV or Parquet) or frame, with the key ``join_on``; ``data`` then
+        holds the key and no protected column (policy ``[protected_file]``, :mod:`faux_checks.gate.unmatched`: c joined
+        by the key, never a model input; rows without a match refused unless the policy excludes them).
+    join_on : str, optional
+        The key column of ``data`` and ``protected_file`` (default: the policy's ``[protected_file] join_on``).
 
     Returns
     -------
@@ -79,9 +86,33 @@ def check(model, data: pd.DataFrame, *, protected: str | Sequence[str] | None = 
     from .gate.attributes import check_attributes
     from .gate.sections import shown
 
-    result = check_attributes(target, data, policy=policy, feature_spec=spec, progress=progress)
+    policy, rows = _linked_policy(policy, protected_file, join_on)
+    if policy.protected_file is not None:
+        from .gate.unmatched import check_linked_attributes
+
+        result = check_linked_attributes(target, data, policy=policy, protected_rows=rows, feature_spec=spec,
+                                         progress=progress)
+    else:
+        result = check_attributes(target, data, policy=policy, feature_spec=spec, progress=progress)
     return FairnessCheck(shown(result, policy), policy,
                          index=data.index if isinstance(data, pd.DataFrame) else None)
+
+
+def _linked_policy(policy: Policy, protected_file, join_on: str | None) -> tuple[Policy, pd.DataFrame | None]:
+    """The policy with ``protected_file`` / ``join_on`` on its ``[protected_file]`` section, and the protected rows
+    when given as a frame (None: read from the section's path)."""
+    if protected_file is None and join_on is None:
+        return policy, None
+    rows = protected_file if isinstance(protected_file, pd.DataFrame) else None
+    section = dict(policy.protected_file.model_dump()) if policy.protected_file is not None else {}
+    if protected_file is not None and rows is None:
+        section["path"] = str(protected_file)
+    if join_on is not None:
+        section["join_on"] = join_on
+    if not section.get("join_on") or (rows is None and not section.get("path")):
+        raise InputError("a linked protected file needs both protected_file= (a path or a DataFrame) and join_on= "
+                         "(the key column of both), or a policy with [protected_file] path and join_on")
+    return policy.with_overrides(protected_file=section), rows
 
 
 def _policy(policy, protected, label, positive_label, favourable_label=None) -> Policy:

@@ -9,7 +9,7 @@ import math
 
 from faux_checks.errors import ConfigurationError, FauxChecksError
 
-__all__ = ["check_outputs", "command_policy", "deadline_seconds", "policy_name"]
+__all__ = ["check_outputs", "command_policy", "deadline_seconds", "policy_name", "protected_file_policy"]
 
 
 def deadline_seconds(text: str | None, *, nothing: str = "nothing was run") -> float | None:
@@ -77,10 +77,31 @@ def command_policy(args):
     if getattr(args, "output_form", None):
         overrides["target_output"] = args.output_form
     policy = load_policy(args.policy, **overrides)
+    policy = protected_file_policy(policy, getattr(args, "protected_file", None), getattr(args, "join_on", None))
     if args.policy is None and getattr(args, "label", None) is None and policy.label is not None:
         # the shipped default names the demo's label column; a user's data need not have it
         policy = policy.with_overrides(label=None)
     return policy
+
+
+def protected_file_policy(policy, path: str | None, join_on: str | None):
+    """The policy with ``--protected-file`` / ``--join-on`` on its ``[protected_file]`` section (the section's other
+    keys kept; ``unmatched`` defaults to refuse).
+
+    Raises
+    ------
+    ConfigurationError
+        ``--protected-file`` without ``--join-on`` (or the reverse) where the policy has no ``[protected_file]``.
+    """
+    if path is None and join_on is None:
+        return policy
+    given = policy.protected_file.model_dump() if policy.protected_file is not None else {}
+    section = {**given, **{k: v for k, v in (("path", path), ("join_on", join_on)) if v is not None}}
+    if not section.get("path") or not section.get("join_on"):
+        missing = "--join-on KEY" if not section.get("join_on") else "--protected-file PATH"
+        raise ConfigurationError(f"the protected file needs both its path and its key column: add {missing} (or set "
+                                 "[protected_file] path and join_on in the policy); nothing was written")
+    return policy.with_overrides(protected_file=section)
 
 
 def check_outputs(*, scores_out=None, report_dir=None, out=None, work_dir=None) -> None:

@@ -115,6 +115,8 @@ def _check(args, report_dir: Path | None) -> int:
     eprint(f"[2/4] reading data {args.data}")
     frame = read_table(args.data, sep=getattr(args, "sep", None), thousands=getattr(args, "thousands", None),
                        decimal=getattr(args, "decimal", None))
+    linked = _linked_rows(args, policy, spec, frame)    # [protected_file]: c joined by the key, unmatched rows handled
+    frame = linked.frame if linked is not None else frame
     _check_configuration(args, policy, model, spec, frame)
     from .output import library_output_to_stderr
 
@@ -129,6 +131,10 @@ def _check(args, report_dir: Path | None) -> int:
                                   aux_models={names[0]: aux} if aux is not None else None,
                                   progress=sys.stderr.isatty() and not quiet(),
                                   model_info={"model_path": str(args.model), "model_sha256": model_sha256(args.model)})
+    if linked is not None:
+        from faux_checks.gate.unmatched import linked_outcome
+
+        result = linked_outcome(result, linked, policy)
     eprint(f"      done in {time.perf_counter() - t0:.1f} s")
     for section in result.sections:
         if section.attribute in scores_out:
@@ -153,6 +159,19 @@ def _check_policy(args):
         raise
     except FauxChecksError as exc:
         raise ConfigurationError(f"{policy_name(args)}: {exc}; nothing was written") from None
+
+
+def _linked_rows(args, policy, spec, frame):
+    """The audit rows with c joined from ``[protected_file]`` (:func:`faux_checks.gate.unmatched.link_audit_rows`:
+    join errors and refused unmatched rows exit 3); None when the policy names no protected file."""
+    if policy.protected_file is None:
+        return None
+    from faux_checks.gate.unmatched import link_audit_rows
+
+    linked = link_audit_rows(frame, policy, feature_spec=spec, audit_name=f"the audit data {args.data}")
+    eprint(f"      protected file {policy.protected_file.path}: {len(linked.matched):,} of {linked.n_rows:,} rows "
+           f"matched by '{linked.join_on}', {linked.n_unmatched:,} unmatched")
+    return linked
 
 
 def _check_configuration(args, policy, model, spec, frame) -> None:
@@ -214,6 +233,10 @@ def cmd_score_large(args) -> int:
         raise FauxChecksError(f"{args.out} exists already; choose another --out (nothing is overwritten)")
     check_outputs(out=args.out, work_dir=args.work_dir)
     policy = command_policy(args)
+    if policy.protected_file is not None:
+        raise ConfigurationError("score-large does not join a protected file ([protected_file] or --protected-file): "
+                                 "join the protected column onto the data first, or run `faux-checks check` with "
+                                 "--protected-file; nothing was written")
     if args.aux_model and len(policy.attribute_names) > 1:
         raise FauxChecksError(f"--aux-model gives one auxiliary model, but the policy checks "
                               f"{', '.join(policy.attribute_names)}, each with its own; drop --aux-model")

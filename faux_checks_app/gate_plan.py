@@ -87,6 +87,10 @@ def read_gate_inputs(args) -> GateInputs:
         raise ConfigurationError(f"--data {args.data}: {exc}; nothing was recorded") from None
     except Exception:   # noqa: BLE001 - I/O trouble, not configuration: the flow reads it again (with retries) and records the cause
         return GateInputs(policy, policy_name)
+    if policy.protected_file is not None:          # c joined by the key (imports torch only then)
+        from faux_checks.gate.unmatched import gate_rows
+
+        frame = gate_rows(frame, policy, audit_name=f"--data {args.data}")
     check_policy_columns(frame, policy, data_name=str(args.data), policy_name=policy_name)
     findings = inspect_data(frame, policy, name=str(args.data))
     check_data(findings, policy_name=policy_name)

@@ -77,11 +77,11 @@ def _add_check(sub, with_json: dict) -> None:
     p.add_argument("--feature-spec", help="FeatureSpec JSON; without it the numeric columns are used as they are")
     p.add_argument("--scores-out", help="CSV with one row per input row: lic_score, flagged, status (several "
                    "protected attributes: one file each, NAME.<attribute>.csv)")
+    _protected_file(p)
     p.add_argument("--report-dir", help="folder for report.json and report.html")
     p.add_argument("--output-form", choices=["auto", "logit", "probability", "softmax", "logits", "value"],
                    help="how to read the target's output (default: the policy's; value: in [faux] unit)")
-    p.add_argument("--allow-pickle", action="store_true",
-                   help="DANGEROUS: load pickled models (runs code from the file); only for files you trust")
+    _allow_pickle(p)
     _trust_type(p)
     _device_option(p)
     p.add_argument("--deadline", metavar="SECONDS",
@@ -212,10 +212,10 @@ def _add_score_large(sub, parents: dict) -> None:
     p.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. tcp://10.0.0.5:8786")
     p.add_argument("--chunk-rows", type=int, help="rows per chunk (default: [scale] chunk_rows, 16,384)")
     p.add_argument("--work-dir", help="folder for shard files visible to every worker (default: next to --out)")
+    _protected_file(p, supported=False)
     p.add_argument("--output-form", choices=["auto", "logit", "probability", "softmax", "logits", "value"],
                    help="how to read the target's output (default: the policy's; value: in [faux] unit)")
-    p.add_argument("--allow-pickle", action="store_true",
-                   help="DANGEROUS: load pickled models (runs code from the file); only for files you trust")
+    _allow_pickle(p)
     _trust_type(p)
     _device_option(p)
     p.set_defaults(func=cmd_score_large)
@@ -258,6 +258,26 @@ def _data_format(p) -> None:
     p.add_argument("--positive-label", help="the label value meaning the positive class, for text labels such as "
                    "yes/no; takes precedence over the policy key positive_label; text labels without either are "
                    "refused")
+
+
+def _protected_file(p, *, supported: bool = True) -> None:
+    """``--protected-file PATH --join-on KEY``: the protected attribute in a separate file linked by a key
+    (policy ``[protected_file]``; ``score-large`` takes neither and exits 3)."""
+    if not supported:
+        p.add_argument("--protected-file", help="not supported by score-large (exits 3): join the protected column "
+                       "first, or run `check` with --protected-file")
+        p.add_argument("--join-on", help="not supported by score-large (exits 3)")
+        return
+    p.add_argument("--protected-file", help="CSV or Parquet with the key and the protected column(s), linked to the "
+                   "audit rows by --join-on; the protected column is never a model input nor in the scores file "
+                   "(policy [protected_file])")
+    p.add_argument("--join-on", help="the key column of --data and --protected-file (unique in the protected file)")
+
+
+def _allow_pickle(p) -> None:
+    """The ``--allow-pickle`` option (check, score-large)."""
+    p.add_argument("--allow-pickle", action="store_true",
+                   help="DANGEROUS: load pickled models (runs code from the file); only for files you trust")
 
 
 def _trust_type(p) -> None:

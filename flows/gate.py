@@ -108,7 +108,7 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
         logger.info("no new versions of %s to gate", model_name)
         return []
     try:
-        frame = load_audit_data(data_path, sep, thousands, decimal)   # CLI --sep, --thousands, --decimal
+        frame = load_audit_data(data_path, sep, thousands, decimal, policy_path)   # CLI --sep, --thousands, --decimal
         load_error = None
     except Exception as exc:  # noqa: BLE001 - fail closed: the load error makes each version undecided
         frame, load_error = None, exc

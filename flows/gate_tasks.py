@@ -56,13 +56,22 @@ def fetch_version(model_name: str, version: str, tracking_uri: str | None, workd
 
 @task(**IO_TASK)
 def load_audit_data(data_path: str, sep: str | None = None, thousands: str | None = None,
-                    decimal: str | None = None):
+                    decimal: str | None = None, policy_path: str | None = None):
     """Read the audit data (CSV/Parquet; the CSV delimiter ``sep`` or sniffed; the numbers' thousands mark
     ``thousands``, CLI ``--thousands``, and decimal mark ``decimal``, CLI ``--decimal``, else sniffed); the file is
-    never modified."""
+    never modified. A policy with ``[protected_file]`` has c joined by its key
+    (:func:`faux_checks.gate.unmatched.gate_rows`: unmatched rows refused)."""
     from faux_checks.inputs.io import read_table
 
-    return read_table(data_path, sep=sep, thousands=thousands, decimal=decimal)
+    frame = read_table(data_path, sep=sep, thousands=thousands, decimal=decimal)
+    from faux_checks.gate.policy import load_policy
+
+    policy = load_policy(policy_path) if policy_path is not None else None
+    if policy is None or policy.protected_file is None:
+        return frame
+    from faux_checks.gate.unmatched import gate_rows
+
+    return gate_rows(frame, policy, audit_name=f"the audit data {data_path}")
 
 
 @task(**TASK)

@@ -25,11 +25,11 @@ from pydantic import ValidationError
 from ..errors import InputError
 from .policy_schema import INTERSECTION_SEPARATOR, AttributeSettings, Policy
 from .policy_sections import (MAX_AUX_LAYERS, MAX_AUX_UNITS, AuditSettings, AuxSettings, DecisionSettings, FauxSettings,
-                              OperationsSettings, ScaleSettings)
+                              OperationsSettings, ProtectedFileSettings, ScaleSettings)
 from .tester_settings import TesterSettings
 
 __all__ = ["Policy", "AttributeSettings", "AuxSettings", "FauxSettings", "TesterSettings", "ScaleSettings", "AuditSettings",
-           "DecisionSettings", "OperationsSettings", "load_policy", "default_policy_path", "policy_path", "policy_errors", "recorded_policy",
+           "DecisionSettings", "OperationsSettings", "ProtectedFileSettings", "load_policy", "default_policy_path", "policy_path", "policy_errors", "recorded_policy",
            "SHIPPED_POLICIES", "INTERSECTION_SEPARATOR", "MAX_AUX_LAYERS", "MAX_AUX_UNITS"]
 
 

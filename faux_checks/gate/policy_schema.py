@@ -18,7 +18,8 @@ from pydantic import BeforeValidator, Field, SerializeAsAny, field_validator, mo
 from ..errors import InputError
 from ..kinds import Kind
 from .policy_sections import (AuditSettings, AuxSettings, DecisionSettings, FauxSettings, OperationsSettings,
-                              ScaleSettings, Columns, LinkTables, list_as_tuple, StrictSection)
+                              ScaleSettings, Columns, LinkTables, ProtectedFileSettings, list_as_tuple,
+                              StrictSection)
 from .tester_settings import TesterSettings
 
 __all__ = ["Policy", "AttributeSettings", "INTERSECTION_SEPARATOR"]
@@ -107,6 +108,9 @@ class Policy(StrictSection):
     audit: AuditSettings = AuditSettings()
     decision: DecisionSettings = DecisionSettings()
     operations: OperationsSettings = OperationsSettings()
+    protected_file: ProtectedFileSettings | None = Field(
+        None, description="The protected attribute in a separate file linked by a key ([protected_file]); None = "
+        "the audit data holds the protected column(s).")
 
     @field_validator("testers", mode="before")
     @classmethod
@@ -286,9 +290,11 @@ class Policy(StrictSection):
         payload = self.model_dump(mode="json")
         payload.pop("operations")           # deadlines and timeouts never change a decision
         payload["scale"].pop("device", None)  # nor does the device (recorded in the provenance)
-        for key in ("attributes", "intersections", "positive_label", "favourable_label"):
+        for key in ("attributes", "intersections", "positive_label", "favourable_label", "protected_file"):
             if not payload[key]:
                 payload.pop(key)
+        if payload.get("protected_file"):                 # where the file lies never changes a decision
+            payload["protected_file"].pop("path", None)
         if payload.get("missing_values") == "auto":       # the default: a policy that does not set it keeps its hash
             payload.pop("missing_values")
         if payload["aux"].get("cross_fit_folds") == 5:    # the default, likewise

@@ -16,7 +16,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from ..errors import InputError
 
 __all__ = ["StrictSection", "AuditSettings", "AuxSettings", "Columns", "DecisionSettings", "FauxSettings", "LinkTables",
-           "list_as_tuple", "MAX_AUX_LAYERS", "MAX_AUX_UNITS", "OperationsSettings", "ScaleSettings"]
+           "list_as_tuple", "MAX_AUX_LAYERS", "MAX_AUX_UNITS", "OperationsSettings", "ProtectedFileSettings", "ScaleSettings"]
 
 
 class StrictSection(BaseModel):
@@ -329,3 +329,27 @@ class OperationsSettings(StrictSection):
         1000, ge=2, le=10_000_000, description="Most levels of one categorical input column (one encoded feature "
         "each); a column of ~8,600 levels ran 15 minutes at ~10 GB without a decision.")
 
+
+
+class ProtectedFileSettings(StrictSection):
+    """The protected attribute held in a separate file, linked to the audit rows by a key (``[protected_file]``).
+
+    The audit data then holds no protected column: :mod:`faux_checks.inputs.linked` joins the file's protected
+    column(s) onto the audit rows by ``join_on`` for the auxiliary model and the group statistics only; the key and
+    the protected column never enter the target model's inputs or the scores file. Audit rows whose key the file
+    does not hold are unmatched: ``refuse`` stops the check (exit 3, the count named); ``exclude`` checks the
+    matched rows and bounds the flagged fraction over all rows (:mod:`faux_checks.gate.unmatched`).
+    """
+
+    path: str | None = Field(
+        None, min_length=1, description="The file with the join key and the protected column(s) (CSV or Parquet; "
+        "relative to the working directory; --protected-file overrides).")
+    join_on: str = Field(..., min_length=1, description="The key column, in both files (--join-on overrides); unique "
+                         "in the protected file, never an input of the target model.")
+    unmatched: Literal["refuse", "exclude"] = Field(
+        "refuse", description="Audit rows without a match in the protected file: 'refuse' stops the check naming "
+        "the count (exit 3); 'exclude' checks the matched rows and decides on the bound [l(1-u), h(1-u)+u] of the "
+        "flagged fraction over all rows, [l, h] the matched rows' interval and u the unmatched share.")
+    max_unmatched_share: float = Field(
+        0.05, ge=0, lt=1, description="With unmatched = 'exclude', the largest unmatched share; above it the check "
+        "is refused as with 'refuse' (a bound that wide decides little).")

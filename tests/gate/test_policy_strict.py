@@ -23,7 +23,8 @@ from faux_checks.gate.policy import Policy, load_policy, policy_path
 
 SECTIONS = {"": Policy, "faux.": schema.FauxSettings, "aux.": schema.AuxSettings, "decision.": schema.DecisionSettings,
             "audit.": schema.AuditSettings, "scale.": schema.ScaleSettings, "testers.fta.": schema.TesterSettings,
-            "attributes.": schema.AttributeSettings, "operations.": schema.OperationsSettings}
+            "attributes.": schema.AttributeSettings, "operations.": schema.OperationsSettings,
+            "protected_file.": schema.ProtectedFileSettings}
 EXPECTED = {"float": "a number (float or integer)", "int": "an integer", "bool": "a boolean (true or false)",
             "str": "a string", "array": "an array", "table": "a table"}
 
@@ -270,6 +271,7 @@ def test_a_single_attribute_policy_keeps_its_hash():
     del payload["attributes"], payload["intersections"], payload["operations"]   # operations never count
     assert payload["decision"].pop("max_newly_flagged_fraction") is None           # an unset no-new-harm rule neither
     assert payload.pop("positive_label") is None                                   # unset: as before it existed
+    assert payload.pop("protected_file") is None                                   # no linked protected file neither
     assert payload["favourable_label"] == "1"                                      # set: it counts
     assert payload["scale"].pop("device") == "auto"                                # the device never counts
     assert payload.pop("missing_values") == "auto"                                 # defaults added later: not counted
