@@ -92,7 +92,7 @@ def cmd_verify(args) -> int:
 
 def write_check_pack(report_dir: Path, args) -> Path | None:
     """``evidence.json`` of a ``faux-checks check`` run beside its report (model, data, spec, policy, aux model,
-    scores, report); None when no report was written."""
+    scores, the linked protected file, report); None when no report was written."""
     from faux_checks.gate.policy import default_policy_path
     from faux_checks.report.evidence import build_evidence, signing_key_path, write_evidence_pack
 
@@ -104,6 +104,11 @@ def write_check_pack(report_dir: Path, args) -> Path | None:
              "report": str(report_json), "report_html": str(Path(report_dir) / "report.html")}
     if args.scores_out and Path(args.scores_out).is_file():
         files["scores"] = args.scores_out
+    from .arguments import command_policy
+
+    linked = command_policy(args).protected_file      # the check ran under this policy, so it loads
+    if linked is not None and linked.path:
+        files["protected_file"] = linked.path          # c's own file, hashed like the audit data
     evidence = build_evidence(report=json.loads(report_json.read_text()), files=files, pack_dir=report_dir,
                               extra={"command": "check"})
     return write_evidence_pack(report_dir, evidence, signing_key=signing_key_path(args.signing_key))

@@ -63,6 +63,8 @@ def test_unfair_fails_fair_passes_and_scores_hold_no_c(files, tmp_path, capsys):
     rule = {r["rule"]: r for r in report["rules"]}["protected_file"]
     assert rule["status"] == "ok" and "600 of 600 audit rows matched" in rule["detail"]
     assert report["check"]["provenance"]["protected_file"]["unmatched"] == 0
+    evidence = json.loads((tmp_path / "r" / "evidence.json").read_text())
+    assert evidence["evidence"]["files"]["protected_file"]["sha256"] == _support.sha256(files["protected"])
     capsys.readouterr()
     assert main(_check(files, "fair", "--join-on", "pid")) == 0
 

@@ -52,14 +52,14 @@ def test_join_puts_each_persons_c_on_their_row(rows):
 
 
 @pytest.mark.parametrize("change, words", [
-    (lambda a, p: (a.drop(columns="pid"), p), ["'pid' is not in the audit data"]),
-    (lambda a, p: (a, p.rename(columns={"pid": "id"})), ["the protected file lacks ['pid']"]),
-    (lambda a, p: (a, p.drop(columns="sex")), ["the protected file lacks ['sex']"]),
-    (lambda a, p: (a.assign(sex="F"), p), ["holds the protected column(s) ['sex'] itself"]),
-    (lambda a, p: (a, p.assign(pid=p["pid"].astype(str))), ["numeric (int64) in the audit data but text",
-                                                              "write the key the same way"]),
-    (lambda a, p: (a, pd.concat([p, p.head(4)])), ["4 'pid' keys occur more than once (8 rows", "remove the duplicates"]),
-    (lambda a, p: (a, p.assign(pid=p["pid"].where(p.index >= 2))), ["2 of 400 rows have no 'pid' key"]),
+    pytest.param(lambda a, p: (a.drop(columns="pid"), p), ["'pid' is not in the audit data"], id="key-not-in-audit"),
+    pytest.param(lambda a, p: (a, p.rename(columns={"pid": "id"})), ["the protected file lacks ['pid']"], id="key-not-in-file"),
+    pytest.param(lambda a, p: (a, p.drop(columns="sex")), ["the protected file lacks ['sex']"], id="c-not-in-file"),
+    pytest.param(lambda a, p: (a.assign(sex="F"), p), ["holds the protected column(s) ['sex'] itself"], id="c-also-in-audit"),
+    pytest.param(lambda a, p: (a, p.assign(pid=p["pid"].astype(str))), ["numeric (int64) in the audit data but text",
+                                                              "write the key the same way"], id="key-dtype-mismatch"),
+    pytest.param(lambda a, p: (a, pd.concat([p, p.head(4)])), ["4 'pid' keys occur more than once (8 rows", "remove the duplicates"], id="duplicate-keys"),
+    pytest.param(lambda a, p: (a, p.assign(pid=p["pid"].where(p.index >= 2))), ["2 of 400 rows have no 'pid' key"], id="missing-keys"),
 ])
 def test_join_errors_name_columns_counts_and_fix(rows, change, words):
     _, audit, protected = rows
