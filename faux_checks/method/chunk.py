@@ -190,7 +190,7 @@ def union_outcomes(changes: list[np.ndarray], weights: list[np.ndarray]) -> tupl
     model; how the configurations of two targets occur together is not given by the data, and the chance that at
     least one exceeds δ lies between max_t P_t and min(1, Σ_t P_t) (Boole's inequality and its Fréchet bound,
     sharp at each δ). The flag reads the upper end: the target whose change is largest alone reads the lower one,
-    an under-read when different people-worlds of different targets exceed δ (a 3-class c with a categorical
+    an under-read when the targets exceed δ in different level configurations (a 3-class c with a categorical
     proxy: docs/method.md, "The swap reading").
     """
     if len(changes) == 1:
