@@ -53,7 +53,7 @@ def true_share(frame: pd.DataFrame, weight: float, delta: float) -> float:
 
 
 def cell(frame: pd.DataFrame, weight: float, folds: int, **aux) -> tuple:
-    from faux_checks import run_check
+    from faux_checks.gate.one_attribute import check_one_attribute
     from faux_checks.gate.aux_cache import clear_aux_cache
     from faux_checks.gate.policy import load_policy
 
@@ -61,7 +61,7 @@ def cell(frame: pd.DataFrame, weight: float, folds: int, **aux) -> tuple:
     policy = policy.model_copy(update={"label": None, "aux": policy.aux.model_copy(update={"cross_fit_folds": folds, **aux})})
     clear_aux_cache()
     start = time.perf_counter()
-    res = run_check(target(weight), frame[["wage", "debt", "proxy", "group"]], policy=policy)
+    res = check_one_attribute(target(weight), frame[["wage", "debt", "proxy", "group"]], policy=policy)
     return res, time.perf_counter() - start
 
 

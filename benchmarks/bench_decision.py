@@ -5,12 +5,12 @@ Adult (48,842 rows: ``load_adult(drop_missing=False)`` with the missing categori
 level ``"?"``, which the demo's FeatureSpec maps to ``__infrequent__``). The demo's five versions
 (:func:`faux_checks_app.demo.build_demo_versions`, seed 0) are checked with the Adult policy and
 ``aux_seeds`` = 1 (the interval over individuals only), 3 on a 20,000-row sample, 3 on every row
-and 5 on every row; the wall time of ``run_check`` (best of ``--repeats``), the extra seconds
+and 5 on every row; the wall time of ``check_one_attribute`` (best of ``--repeats``), the extra seconds
 over one seed, the flagged fraction per seed and the interval are printed.
 
 ``--part groups``: the smallest protected group that still gives the evidence a decision needs.
 All men are kept and the women are subsampled to k rows (k in ``--k``, three subsamples each);
-``run_check`` (v1 and v2, Adult policy, one aux seed) then gives, per k: the aux model's held-out
+``check_one_attribute`` (v1 and v2, Adult policy, one aux seed) then gives, per k: the aux model's held-out
 women, its AUC and the Hanley–McNeil lower bound, and the flagged fraction among the men, whose
 counterfactual is built from the women's rows (the swap reference's per-group fit), against its
 value with every woman present.
@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from faux_checks.gate.check import run_check  # noqa: E402
+from faux_checks.gate.one_attribute import check_one_attribute  # noqa: E402
 from faux_checks.gate.policy import load_policy, policy_path  # noqa: E402
 from faux_checks.inputs.datasets import load_adult  # noqa: E402
 from faux_checks.inputs.models import load_model  # noqa: E402
@@ -49,7 +49,7 @@ def _timed(model, data, policy, spec, repeats):
     best, result = float("inf"), None
     for _ in range(repeats):
         t0 = time.perf_counter()
-        result = run_check(model, data, policy=policy, feature_spec=spec)
+        result = check_one_attribute(model, data, policy=policy, feature_spec=spec)
         best = min(best, time.perf_counter() - t0)
     return best, result
 
@@ -61,7 +61,7 @@ def part_seeds(versions, repeats: int) -> list[dict]:
     rows = []
     for v in versions:
         model, spec = load_model(v.model_path), FeatureSpec.load(v.spec_path)
-        run_check(model, data.head(2000), policy=base, feature_spec=spec)      # warm-up (imports, first passes)
+        check_one_attribute(model, data.head(2000), policy=base, feature_spec=spec)      # warm-up (imports, first passes)
         one = None
         for label, seeds, sample in configs:
             policy = base.with_overrides(decision={"aux_seeds": seeds, "aux_seed_rows": sample})
@@ -85,13 +85,13 @@ def part_groups(versions, ks: list[int]) -> list[dict]:
     rows = []
     for v in versions:
         model, spec = load_model(v.model_path), FeatureSpec.load(v.spec_path)
-        full = run_check(model, data, policy=policy, feature_spec=spec)
+        full = check_one_attribute(model, data, policy=policy, feature_spec=spec)
         men_full = _men_fraction(full, data)
         for k in ks:
             for rep in range(3):
                 sub = women.sample(k, random_state=rep) if k < len(women) else women
                 frame = data.loc[sorted(list(men.index) + list(sub.index))].reset_index(drop=True)
-                r = run_check(model, frame, policy=policy, feature_spec=spec)
+                r = check_one_attribute(model, frame, policy=policy, feature_spec=spec)
                 held = {g["group"]: g["holdout"] for g in r.group_rows}
                 aux = r.aux_intervals[0]
                 men_k = _men_fraction(r, frame)

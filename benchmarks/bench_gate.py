@@ -16,15 +16,15 @@ What runs (one process, CPU only):
 2. The gate: one call of the Prefect flow ``faux_checks_flows.gate.gate`` with the shipped default policy,
    which finds the 2 new versions and gates them one after the other in one flow run (the first
    flow call of the process starts Prefect's ephemeral API server).
-3. Direct runs (``--skip-direct`` skips them), per version, outside Prefect: ``run_check`` on the
+3. Direct runs (``--skip-direct`` skips them), per version, outside Prefect: ``check_one_attribute`` on the
    same DataFrame, then ``validate_frame`` on it (model cache cleared). GX overhead by the issue's
-   definition is ``validate_frame - run_check``.
+   definition is ``validate_frame - check_one_attribute``.
 
 Timing. Library and adapter functions are wrapped (in this process only; no library code is
 changed) with a timer that records each call's wall time, this process's CPU time (all threads)
 and the timed calls it was nested in: the Prefect task bodies (``task.fn``), ``gate_version``,
-``run_check``, ``prepare_audit``, ``AuxiliaryModel.fit``, ``FAuxTester.evaluate``, the baselines
-inside ``run_check`` (``run_baselines``), the Great Expectations baseline metrics
+``check_one_attribute``, ``prepare_audit``, ``AuxiliaryModel.fit``, ``FAuxTester.evaluate``, the baselines
+inside ``check_one_attribute`` (``run_baselines``), the Great Expectations baseline metrics
 (``audit_inputs``, ``FTATester.score``, ``_group_metric``), ``CheckResult.to_dict``,
 ``gx.get_context``, model loading, the report writer and the report helpers the flow body calls,
 every public ``Registry`` method, the Prefect artifacts and the ephemeral server's start. A
@@ -33,9 +33,9 @@ wrapped name that this checkout lacks is listed as "not timed". The split of one
 
 - load: the ``fetch_version`` task body (mark running + registry download with its sha256
   check) + the flow's ``model_sha256`` + the model load inside the GX metric;
-- prepare / aux fit / scoring / baselines / check other: ``run_check``'s parts
+- prepare / aux fit / scoring / baselines / check other: ``check_one_attribute``'s parts
   (``prepare_audit``, ``AuxiliaryModel.fit``, ``FAuxTester.evaluate``, ``run_baselines``, rest);
-- GX overhead: the ``validate`` task body minus ``run_check`` minus the model load;
+- GX overhead: the ``validate`` task body minus ``check_one_attribute`` minus the model load;
 - recording: the ``record`` task body (report files + MLflow run + version tags), ``promote``
   (alias) for a passed version, and the report helpers the flow body calls outside any task;
 - Prefect: the rest, i.e. ``gate_version`` minus the task bodies and that flow-body library work.
@@ -228,7 +228,7 @@ def import_times() -> dict[str, float]:
     import torch  # noqa: F401
 
     import faux_checks  # noqa: F401
-    import faux_checks.gate.check  # noqa: F401
+    import faux_checks.gate.one_attribute  # noqa: F401
     out["torch + faux_checks"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     import mlflow  # noqa: F401
@@ -325,7 +325,7 @@ def instrument(clock: Clock) -> None:
     import faux_checks_gx._inputs as gx_inputs
     import faux_checks_gx.baseline_metrics as gx_baselines
     import faux_checks_gx.suite as gx_suite
-    import faux_checks.gate.check as check
+    import faux_checks.gate.one_attribute as check
     import faux_checks.inputs.models as models
     import faux_checks.gate.policy as policy
     import faux_checks.registry as registry
@@ -372,8 +372,8 @@ def instrument(clock: Clock) -> None:
     clock._patched.append((gate_one, "gate_version", original_gate_version))
 
     # the library
-    clock.patch(check, "run_check", "run_check")              # faux_checks_gx.faux imports it at call time
-    clock.patch(check, "prepare_audit", "prepare_audit")      # as run_check calls it
+    clock.patch(check, "check_one_attribute", "check_one_attribute")              # faux_checks_gx.faux imports it at call time
+    clock.patch(check, "prepare_audit", "prepare_audit")      # as check_one_attribute calls it
     clock.patch(gx_inputs, "prepare_audit", "prepare_audit")  # as the GX baseline metrics call it
     clock.patch(check, "run_baselines", "run_baselines")
     clock.patch(check.CheckResult, "to_dict", "CheckResult.to_dict")
@@ -412,11 +412,11 @@ def version_split(clock: Clock, label: str) -> dict[str, float]:
     sha_flow = c.total("model_sha256", label, not_under=("task:fetch_version",))
     model_load = c.total("load_model", label)
     validate = c.total("task:validate", label)
-    rc = c.total("run_check", label)
-    prep = c.total("prepare_audit", label, under="run_check")
-    aux = c.total("AuxiliaryModel.fit", label, under="run_check")
-    scoring = c.total("FAuxTester.evaluate", label, under="run_check")
-    baselines = c.total("run_baselines", label, under="run_check")
+    rc = c.total("check_one_attribute", label)
+    prep = c.total("prepare_audit", label, under="check_one_attribute")
+    aux = c.total("AuxiliaryModel.fit", label, under="check_one_attribute")
+    scoring = c.total("FAuxTester.evaluate", label, under="check_one_attribute")
+    baselines = c.total("run_baselines", label, under="check_one_attribute")
     record = c.total("task:record", label)
     promote = c.total("task:promote", label)
     report_in_flow = sum(c.total(h, label, not_under=TASK_EVENTS) for _, h in FLOW_BODY_REPORT_HELPERS)
@@ -425,12 +425,12 @@ def version_split(clock: Clock, label: str) -> dict[str, float]:
     prefect = wall - fetch - validate - record - promote - sha_flow - report_in_flow
     return {
         "wall": wall, "load": load, "prepare": prep, "aux_fit": aux, "scoring": scoring, "baselines": baselines,
-        "check_other": rc - prep - aux - scoring - baselines, "run_check": rc, "gx_overhead": gx_over,
+        "check_other": rc - prep - aux - scoring - baselines, "check_one_attribute": rc, "gx_overhead": gx_over,
         "recording": record + promote + report_in_flow, "prefect": prefect, "report_in_flow": report_in_flow,
         # details
         "fetch_task": fetch, "flow_sha256": sha_flow, "model_load": model_load, "validate_task": validate,
         "mlflow": c.registry_seconds(label),
-        "gx_dup_fta": c.total("FTATester.score", label, not_under=("run_check",)),
+        "gx_dup_fta": c.total("FTATester.score", label, not_under=("check_one_attribute",)),
         "gx_dup_group_metrics": c.total("_group_metric", label),
         "gx_dup_audit_inputs_fta": c.total("audit_inputs", label, not_under=("_group_metric",)),
         "gx_dup_prepare_audit": c.total("prepare_audit", label, under="audit_inputs"),
@@ -527,7 +527,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=20, help="target training epochs (demo: 20)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's own)")
-    parser.add_argument("--skip-direct", action="store_true", help="skip the direct run_check / validate_frame runs")
+    parser.add_argument("--skip-direct", action="store_true", help="skip the direct check_one_attribute / validate_frame runs")
     parser.add_argument("--json", type=Path, default=None, help="write every number here")
     parser.add_argument("--keep", type=Path, default=None, help="keep the registry, reports and Prefect home here")
     parser.add_argument("--cli", action="store_true", help="one-version `faux-checks gate` subprocess wall vs flow time")
@@ -603,7 +603,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.skip_direct:
             import faux_checks_gx._inputs as gx_inputs
             from faux_checks_gx import build_suite, validate_frame
-            from faux_checks.gate.check import run_check
+            from faux_checks.gate.one_attribute import check_one_attribute
             from faux_checks.inputs.io import read_table
             from faux_checks.inputs.models import load_model
             from faux_checks.gate.policy import load_policy
@@ -617,28 +617,28 @@ def main(argv: list[str] | None = None) -> int:
                 d, g = f"direct-{lab}", f"direct-gx-{lab}"
                 model = load_model(path)
                 clock.label = d
-                t_rc, res = timed_call(run_check, model, frame, policy=policy, feature_spec=spec)
+                t_rc, res = timed_call(check_one_attribute, model, frame, policy=policy, feature_spec=spec)
                 gx_inputs._load_model_cached.cache_clear()
                 clock.label = g
                 suite = build_suite(policy, model_path=str(path), feature_spec_path=str(setup["spec_path"]))
                 t_vf, outcome = timed_call(validate_frame, frame, suite)
                 clock.label = "after"
-                row = {"run_check": t_rc, "validate_frame": t_vf, "gx_overhead": t_vf - t_rc}
-                for key, (fn, under) in {"prepare": ("prepare_audit", "run_check"), "aux_fit": ("AuxiliaryModel.fit", None),
+                row = {"check_one_attribute": t_rc, "validate_frame": t_vf, "gx_overhead": t_vf - t_rc}
+                for key, (fn, under) in {"prepare": ("prepare_audit", "check_one_attribute"), "aux_fit": ("AuxiliaryModel.fit", None),
                                          "scoring": ("FAuxTester.evaluate", None),
                                          "baselines": ("run_baselines", None)}.items():
                     row[key] = clock.total(fn, d, under=under)
-                    row[f"{key}_in_gx"] = clock.total(fn, g, under="run_check")
+                    row[f"{key}_in_gx"] = clock.total(fn, g, under="check_one_attribute")
                 row["check_other"] = t_rc - row["prepare"] - row["aux_fit"] - row["scoring"] - row["baselines"]
                 row["model_load_in_gx"] = clock.total("load_model", g)
-                row["dup_baselines_in_gx"] = (clock.total("FTATester.score", g, not_under=("run_check",))
+                row["dup_baselines_in_gx"] = (clock.total("FTATester.score", g, not_under=("check_one_attribute",))
                                               + clock.total("_group_metric", g)
                                               + clock.total("audit_inputs", g, not_under=("_group_metric",)))
                 row["to_dict_in_gx"] = clock.total("CheckResult.to_dict", g)
                 row["gx_context"] = clock.total("gx.get_context", g)
                 # the aux model is trained afresh in both calls (same seed, same work): remove its wall-time noise
                 row["gx_overhead_fit_corrected"] = row["gx_overhead"] - (row["aux_fit_in_gx"] - row["aux_fit"])
-                row["cpu_run_check"] = clock.as_cpu().total("run_check", d)
+                row["cpu_run_check"] = clock.as_cpu().total("check_one_attribute", d)
                 row["cpu_validate_frame"] = clock.as_cpu().total("validate_frame", g)
                 row["cpu_gx_overhead"] = row["cpu_validate_frame"] - row["cpu_run_check"] - (
                     clock.as_cpu().total("AuxiliaryModel.fit", g) - clock.as_cpu().total("AuxiliaryModel.fit", d))
@@ -697,8 +697,8 @@ def main(argv: list[str] | None = None) -> int:
         print("CPU seconds (this process, all threads; the Prefect server subprocess on its own row)")
         print_split(cpu, labels)
         print("  load = fetch_version task (mark running, registry download, sha256 check) + flow sha256 + model load;")
-        print("  prepare .. chk other = run_check's parts (prepare_audit, AuxiliaryModel.fit, FAuxTester.evaluate,")
-        print("  run_baselines, rest); GX over = validate task body - run_check - model load; recording = record task")
+        print("  prepare .. chk other = check_one_attribute's parts (prepare_audit, AuxiliaryModel.fit, FAuxTester.evaluate,")
+        print("  run_baselines, rest); GX over = validate task body - check_one_attribute - model load; recording = record task")
         print("  (report.json/html, MLflow run, version tags) + promote + report helpers the flow body calls; Prefect =")
         print("  total - task bodies - library work in the flow body (sha256, report helpers);")
         print(f"  shared = once per flow run: find_new_versions task {wall['shared']['find_new_versions']:.2f} s and "
@@ -734,20 +734,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"MLflow, all Registry calls inside the flow: {wall['mlflow']:.2f} s wall, {cpu['mlflow']:.2f} CPU s")
         print()
         if direct:
-            print("direct, outside Prefect, same DataFrame, wall s: GX overhead = validate_frame - run_check; GX fitcorr"
+            print("direct, outside Prefect, same DataFrame, wall s: GX overhead = validate_frame - check_one_attribute; GX fitcorr"
                   " and GX CPU s remove the difference between the two aux fits (same seed, same work)")
             dcols = [("prepare", "prepare"), ("aux_fit", "aux fit"), ("scoring", "scoring"),
-                     ("baselines", "baselines"), ("check_other", "chk other"), ("run_check", "run_check"),
+                     ("baselines", "baselines"), ("check_other", "chk other"), ("check_one_attribute", "check_one_attribute"),
                      ("validate_frame", "validate"), ("gx_overhead", "GX over"),
                      ("gx_overhead_fit_corrected", "GX fitcorr"), ("cpu_aux_fit", "fit CPU s"),
                      ("cpu_gx_overhead", "GX CPU s")]
             print_table([(f"version {lab}", row) for lab, row in direct.items()], dcols)
             for lab, row in direct.items():
-                print(f"  {lab}: aux fit {row['aux_fit']:.2f} s in run_check vs {row['aux_fit_in_gx']:.2f} s inside "
+                print(f"  {lab}: aux fit {row['aux_fit']:.2f} s in check_one_attribute vs {row['aux_fit_in_gx']:.2f} s inside "
                       f"validate_frame (same seed, same work: wall-time noise); fit-corrected GX overhead "
                       f"{row['gx_overhead_fit_corrected']:.2f} = duplicated baselines {row['dup_baselines_in_gx']:.2f} "
                       f"+ model load {row['model_load_in_gx']:.2f} + to_dict {row['to_dict_in_gx']:.2f} + context "
-                      f"{row['gx_context']:.2f} + rest; decisions run_check {row['decision']} / GX {row['gx_decision']}")
+                      f"{row['gx_context']:.2f} + rest; decisions check_one_attribute {row['decision']} / GX {row['gx_decision']}")
             print()
         print(f"overhead (wall) = GX {wall['gx_overhead']:.2f} + Prefect {wall['prefect']:.2f} + MLflow "
               f"{wall['mlflow']:.2f} = {wall['overhead']:.2f} s of the flow's {flow_wall:.2f} s: "

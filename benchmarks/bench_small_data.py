@@ -1,7 +1,7 @@
 """Decisions at the sizes lending teams audit: n = 1,000, 2,000 and 5,000 rows with a 10–15% protected minority.
 
 Each run trains a target on a generator with a known individual-fairness truth, audits ``n`` rows of which about 14%
-are the protected group, and runs the gate's in-memory check (:func:`faux_checks.run_check`) with the shipped default
+are the protected group, and runs the gate's in-memory check (:func:`faux_checks.gate.one_attribute.check_one_attribute`) with the shipped default
 policy plus ``protected`` (and the family's declared admissible columns where the family has them). The selection rule
 and the families are in ``benchmarks/benchmark_notes.md`` ("Small audits"); the table goes to docs/benchmark.md.
 
@@ -138,7 +138,8 @@ def proxy_run(target: str, n: int, seed: int, sources) -> dict:
 
 def one(family: str, target: str, n: int, seed: int, sources) -> dict:
     """Build the run, check it with the shipped policy, and return one JSON-ready row."""
-    from faux_checks import load_policy, run_check
+    from faux_checks import load_policy
+    from faux_checks.gate.one_attribute import check_one_attribute
 
     if family == "lending":
         run = lending_run(target, n, seed)
@@ -154,7 +155,7 @@ def one(family: str, target: str, n: int, seed: int, sources) -> dict:
         policy = policy.model_copy(update={"faux": policy.faux.model_copy(update={"admissible": tuple(admissible)})})
     truth, c = run["truth"], np.asarray(run["c"])
     start = time.perf_counter()
-    result = run_check(run["model"], run["frame"], policy=policy, feature_spec=run["spec"])
+    result = check_one_attribute(run["model"], run["frame"], policy=policy, feature_spec=run["spec"])
     wall = time.perf_counter() - start
     lo, hi = result.interval.lower, result.interval.upper
     true_share = float(np.mean(truth > TAU))

@@ -49,7 +49,7 @@ def value_target(data, kind: str, seed: int):
 
 
 def main() -> None:
-    from faux_checks import run_check
+    from faux_checks.gate.one_attribute import check_one_attribute
     from faux_checks.groundtruth.value import make_value_data
     from faux_checks.inputs.datasets import load_adult
 
@@ -66,7 +66,7 @@ def main() -> None:
                 data = make_value_data(adult, n=args.n, beta=beta, seed=seed)
                 target, spec, truth = value_target(data, kind, seed)
                 t0 = time.perf_counter()
-                res = run_check(target, data.frame(), policy=value_policy(seed), feature_spec=spec)
+                res = check_one_attribute(target, data.frame(), policy=value_policy(seed), feature_spec=spec)
                 iv = res.interval
                 inside = iv.lower <= truth <= iv.upper
                 print(f"{kind:5s} beta={beta:<4g} seed={seed} truth={truth:.2%} flagged={res.flagged_fraction:.2%} "

@@ -1,7 +1,7 @@
 """Inputs shared by the metric providers (private): models, policy, feature spec, audit rows.
 
 Everything here is plumbing between GX and :mod:`faux_checks`; no fairness logic. The row
-selection is :func:`faux_checks.gate.rows.prepare_audit`, the same as in ``run_check``, so that the
+selection is :func:`faux_checks.gate.rows.prepare_audit`, the same as in ``check_one_attribute``, so that the
 baseline expectations score exactly the individuals the fAux check audits.
 """
 
@@ -97,7 +97,7 @@ class AuditInputs:
 
 def audit_inputs(frame: pd.DataFrame, *, model_path: str, feature_spec_path: str | None,
                  policy_json: str) -> AuditInputs:
-    """Load the model, policy and spec, and encode the rows :func:`run_check` audits (:func:`prepare_audit`)."""
+    """Load the model, policy and spec, and encode the rows :func:`check_one_attribute` audits (:func:`prepare_audit`)."""
     policy = Policy.model_validate_json(policy_json)
     from faux_checks.inputs.estimators import as_target
 

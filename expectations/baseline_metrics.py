@@ -4,7 +4,7 @@
 ``faux.linked_columns`` (share of individuals whose score exceeds ``threshold``) and
 ``faux.demographic_parity_difference``, ``faux.equalized_odds_difference`` (fairlearn's differences on the
 predictions P(y|x) > 0.5 across protected groups). Each depends on the suite's ``faux.check`` metric (GX
-computes it once per validation) and reads the tester's result that ``run_check`` already computed
+computes it once per validation) and reads the tester's result that ``check_one_attribute`` already computed
 (``check["testers"]``); only a metric whose settings differ from its policy's, or whose tester the check did
 not run, scores the rows itself (``faux_checks_gx._inputs.audit_inputs``, one call into the tester). The
 expectations that read these metrics are :mod:`faux_checks_gx.baselines`. Split out of it.
@@ -58,7 +58,7 @@ class _ReadsTheCheck(ColumnAggregateMetricProvider):
     """Base of the baseline metrics: each depends on the suite's ``faux.check`` (computed once per validation).
 
     The dependency has the fAux expectation's exact domain and value kwargs (model, feature spec, aux model,
-    policy), so GX resolves one ``run_check`` for the fAux expectation and every baseline metric.
+    policy), so GX resolves one ``check_one_attribute`` for the fAux expectation and every baseline metric.
     """
 
     @classmethod
@@ -76,7 +76,7 @@ class _ReadsTheCheck(ColumnAggregateMetricProvider):
 
 
 def _computed_entry(metrics: dict, tester: str, kw: dict, params: tuple = ()) -> tuple[dict, dict] | None:
-    """(the check, its entry for ``tester``) when ``run_check`` computed it with this metric's settings, else None.
+    """(the check, its entry for ``tester``) when ``check_one_attribute`` computed it with this metric's settings, else None.
 
     Reused only when the policy enables the tester with the same threshold and parameters as the metric's
     kwargs and the check holds its entry; a defined value, or a per-individual tester that is not applicable.
@@ -106,7 +106,7 @@ def _flagged_from_check(metrics: dict, tester: str, kw: dict, params: tuple) -> 
         return None
     check, entry = found
     summary = {"statistic": "flagged_fraction", "tester": tester, "threshold": float(entry["threshold"]),
-               **{k: kw.get(k) for k in params}, "n_individuals": int(check["n_individuals"]), "source": "run_check"}
+               **{k: kw.get(k) for k in params}, "n_individuals": int(check["n_individuals"]), "source": "check_one_attribute"}
     if entry.get("value") is None:
         return {**summary, "value": None, "not_applicable": entry.get("summary")}
     return {**summary, "value": float(entry["value"]), "n_flagged": entry.get("n_flagged"),
@@ -147,7 +147,7 @@ def _group_metric(execution_engine, metric_domain_kwargs: dict, kw: dict, key: s
     if found is not None and found[1].get("value") is not None:
         check, entry = found
         return {"statistic": key, "value": float(entry["value"]), "n_individuals": int(check["n_individuals"]),
-                "groups": sorted(str(g.get("group")) for g in check.get("by_group") or []), "source": "run_check"}
+                "groups": sorted(str(g.get("group")) for g in check.get("by_group") or []), "source": "check_one_attribute"}
     inputs = audit_inputs(table_records(execution_engine, metric_domain_kwargs), model_path=kw["model_path"],
                           feature_spec_path=kw.get("feature_spec_path"), policy_json=kw["policy_json"])
     policy = inputs.policy
@@ -198,11 +198,11 @@ class EqualizedOddsDifference(_ReadsTheCheck):
 
 # ---------------------------------------------------------------------------------- per-individual testers
 # Weighted FTA, Unfair Map, FlipTest, FTU flip and linked columns: each scores the audited rows with
-# faux_checks.gate.testers.baseline_scores (the function run_check uses), summarised against ``threshold``.
+# faux_checks.gate.testers.baseline_scores (the function check_one_attribute uses), summarised against ``threshold``.
 # One metric provider per tester, built by tester_metric_provider (expectations/testers.py builds one for
 # a tester registered without a shipped class).
 def _tester_flagged_fraction(tester: str, execution_engine, metric_domain_kwargs: dict, kw: dict) -> dict:
-    """Scores of ``tester`` on the audited rows, summarised against ``threshold`` (run_check's numbers)."""
+    """Scores of ``tester`` on the audited rows, summarised against ``threshold`` (check_one_attribute's numbers)."""
     from faux_checks.gate.testers import baseline_scores
 
     inputs = audit_inputs(table_records(execution_engine, metric_domain_kwargs), model_path=kw["model_path"],

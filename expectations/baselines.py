@@ -4,7 +4,7 @@
   (:class:`faux_checks.baselines.FTATester`), at most ``max_flagged_fraction`` (None = report only).
 - Weighted FTA, Unfair Map, FlipTest, FTU flip (``faux.weighted_fta``, ``faux.unfair_map``,
   ``faux.fliptest``, ``faux.ftu_flip``): share of individuals whose score exceeds ``threshold``,
-  scored by :func:`faux_checks.gate.testers.baseline_scores` (run_check's numbers), at most
+  scored by :func:`faux_checks.gate.testers.baseline_scores` (check_one_attribute's numbers), at most
   ``max_flagged_fraction`` (None = report only); "not applicable" (success, observed None) when
   the tester does not fit the target (FTU flip without the protected input, FlipTest with a
   continuous attribute).
@@ -14,7 +14,7 @@
 
 The metric providers are :mod:`faux_checks_gx.baseline_metrics`; this module holds the expectations that
 read them. Each metric depends on the suite's ``faux.check`` metric (the same model, feature spec, aux model and
-policy: GX computes it once per validation) and reads the tester's result that ``run_check`` already
+policy: GX computes it once per validation) and reads the tester's result that ``check_one_attribute`` already
 computed on the audited rows (``check["testers"]``): the expectations validate, they do not score
 again. Only an expectation whose settings differ from its policy's (a hand-built one), or whose tester
 the check did not run, scores the rows itself (``faux_checks_gx._inputs.audit_inputs``, one call into the
@@ -246,7 +246,7 @@ class TesterFlaggedFractionExpectation(_BaselineExpectation):
     when it is at most ``max_flagged_fraction`` (always, when that is None: report only). A tester
     that does not apply to the target (e.g. FTU flip of a target without the protected input) is
     a success with ``observed_value`` None and the reason in ``details.not_applicable``, as in
-    ``run_check``'s report.
+    ``check_one_attribute``'s report.
     """
 
     threshold: float = pydantic.Field(description="Score above which an individual is flagged (tester's unit).")

@@ -1,6 +1,6 @@
 """The fAux individual-fairness check as a Great Expectations expectation.
 
-``faux.check`` (metric provider) makes one call into :func:`faux_checks.gate.check.run_check` on the
+``faux.check`` (metric provider) makes one call into :func:`faux_checks.gate.one_attribute.check_one_attribute` on the
 whole batch and returns ``CheckResult.to_dict()``; :class:`ExpectFauxFlaggedFractionToBeAtMost`
 succeeds when that check's decision is ``"passed"``. Modelled on GX's
 ``expect_column_mean_to_be_between`` / ``column_mean`` (docs/architecture.md, "Adapters stay thin").
@@ -45,7 +45,7 @@ SUMMARY_KEYS = ("decision", "reasons", "flagged_fraction", "flagged_fraction_def
 
 
 class FauxCheck(ColumnAggregateMetricProvider):
-    """``faux.check``: ``run_check(model, whole batch, policy=...)`` as a JSON-ready dict."""
+    """``faux.check``: ``check_one_attribute(model, whole batch, policy=...)`` as a JSON-ready dict."""
 
     metric_name = FAUX_METRIC
     value_keys = ("model_path", "feature_spec_path", "aux_model_path", "policy_json")
@@ -53,7 +53,7 @@ class FauxCheck(ColumnAggregateMetricProvider):
     @metric_value(engine=PandasExecutionEngine)
     def _pandas(cls, execution_engine, metric_domain_kwargs: dict, metric_value_kwargs: dict,
                 metrics: dict[str, Any], runtime_configuration: dict) -> dict:
-        from faux_checks.gate.check import run_check
+        from faux_checks.gate.one_attribute import check_one_attribute
         from faux_checks.inputs.tabular import FeatureSpec
 
         frame = table_records(execution_engine, metric_domain_kwargs)
@@ -61,7 +61,7 @@ class FauxCheck(ColumnAggregateMetricProvider):
         aux_path = metric_value_kwargs.get("aux_model_path")
         from faux_checks.report.records import record_check
 
-        result = run_check(
+        result = check_one_attribute(
             cached_model(metric_value_kwargs["model_path"]),
             frame,
             policy=Policy.model_validate_json(metric_value_kwargs["policy_json"]),
@@ -75,7 +75,7 @@ class FauxCheck(ColumnAggregateMetricProvider):
 class ExpectFauxFlaggedFractionToBeAtMost(ColumnAggregateExpectation):
     __doc__ = f"""{EXPECTATION_SHORT_DESCRIPTION}
 
-    Runs the whole fAux gate (:func:`faux_checks.gate.check.run_check`) once on the batch; success is
+    Runs the whole fAux gate (:func:`faux_checks.gate.one_attribute.check_one_attribute`) once on the batch; success is
     the check's decision being ``"passed"``. A weak auxiliary model or too many undefined scores
     make the check ``undecided``, which is not a success either.
 

@@ -8,9 +8,9 @@ Great Expectations suite (``expectations``), the Prefect flows (``flows``) or th
 
 Examples
 --------
->>> from faux_checks import FeatureSpec, load_policy, run_check
+>>> from faux_checks import FeatureSpec, check_attributes, load_policy
 >>> policy = load_policy(protected="sex")                       # the shipped policy
->>> result = run_check(model, frame, policy=policy, feature_spec=FeatureSpec.load("spec.json"))
+>>> result = check_attributes(model, frame, policy=policy, feature_spec=FeatureSpec.load("spec.json"))
 >>> result.decision, result.exit_code                           # ("passed", 0) / ("failed", 1) / ("undecided", 2)
 
 In a notebook, with the model as you hold it (a fitted Pipeline on raw rows, a booster, a torch module):
@@ -31,7 +31,6 @@ _LAZY = {
     "UnsafeModelError": ".errors",
     "AttributesResult": ".gate.attributes",
     "check_attributes": ".gate.attributes",
-    "run_check": ".gate.check",
     "Policy": ".gate.policy_schema",
     "load_policy": ".gate.policy",
     "CheckResult": ".gate.result",
@@ -107,6 +106,5 @@ __all__ = [
     "lic_upper_bound",
     "load_policy",
     "run_audit",
-    "run_check",
     "score_stream",
 ]

@@ -6,7 +6,7 @@ several protected attributes, and the shipped policy or one of theirs, and retur
 in Jupyter (``_repr_html_``: the decision, the flagged fraction's interval, the rules, the by-group table and the
 score chart), reads as DataFrames (``.rules``, ``.by_group``, ``.scores``), plots (``.plot()``) and saves the full
 report page (``.save_html()``). The engine is :func:`~faux_checks.gate.attributes.check_attributes` for one or
-several attributes (one attribute's section is :func:`~faux_checks.gate.check.run_check`'s own), unchanged; this
+several attributes (one attribute's section is :func:`~faux_checks.gate.one_attribute.check_one_attribute`'s own), unchanged; this
 module only reads its result.
 """
 
@@ -76,7 +76,7 @@ def check(model, data: pd.DataFrame, *, protected: str | Sequence[str] | None = 
     Raises
     ------
     InputError
-        No protected attribute named anywhere; everything :func:`~faux_checks.gate.check.run_check` refuses.
+        No protected attribute named anywhere; everything :func:`~faux_checks.gate.one_attribute.check_one_attribute` refuses.
     """
     policy = _policy(policy, protected, label, positive_label, favourable_label)
     progress = _in_notebook() if progress is None else bool(progress)

@@ -28,7 +28,7 @@ outcome of some qualified women was recorded as unfavourable. v2 never sees sex;
 reproduce the bias through proxies (relationship above all).
 
 :func:`measure_demo_versions` (``python -m faux_checks_app.demo --seeds 0 1 2``) gives the measurements
-behind the Adult policy's numbers: for each version the gate's own check (:func:`faux_checks.run_check`)
+behind the Adult policy's numbers: for each version the gate's own check (:func:`faux_checks.gate.one_attribute.check_one_attribute`)
 with a policy, and the definitional truth. Measured 2026-12-01 (seeds 0, 1, 2; 15,060 audit rows;
 δ = 0.1; flagged = estimated |Δŷ| > δ; truth = definitional |Δŷ| > δ):
 
@@ -402,7 +402,7 @@ def measure_demo_versions(versions: Sequence[DemoVersion], *, policies: dict) ->
         linked-columns tester's flagged fraction (when the policy runs it), demographic parity, the aux
         quality, and the truth at the policy's δ (all rows and married rows).
     """
-    from faux_checks import run_check
+    from faux_checks.gate.one_attribute import check_one_attribute
 
     if not versions:
         raise InputError("no versions to measure")
@@ -412,7 +412,7 @@ def measure_demo_versions(versions: Sequence[DemoVersion], *, policies: dict) ->
         spec = FeatureSpec.load(v.spec_path)
         model = load_model(v.model_path)
         for label, policy in policies.items():
-            result = run_check(model, audit, policy=policy, feature_spec=spec)
+            result = check_one_attribute(model, audit, policy=policy, feature_spec=spec)
             truth = definitional_truth(v, delta=policy.faux.delta, audit=audit)
             groups = result.by_group["flagged_fraction"] if result.by_group is not None else {}
             row = {"version": v.name, "policy": label, "decision": result.decision,

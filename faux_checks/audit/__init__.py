@@ -11,7 +11,7 @@
    Wasserstein distance divides by the reference's standard deviation, 0 there); a column
    constant in both batches is compared here (same value: no drift). Every such choice is a
    note on the column, in the report and in the log.
-2. **Fairness drift** (:mod:`.fairness`): the fAux check (:func:`faux_checks.gate.check.run_check`) on both batches with
+2. **Fairness drift** (:mod:`.fairness`): the fAux check (:func:`faux_checks.gate.one_attribute.check_one_attribute`) on both batches with
    the same policy and seed (at most ``[audit] max_rows`` rows each, a seeded sample): flagged
    fraction overall and per protected group, and a two-sample Kolmogorov-Smirnov test on the
    defined LIC scores (scipy ``ks_2samp``).

@@ -1,7 +1,7 @@
 """The drift audit's decision: every limit of the policy's ``[audit]`` section, read by the gate's engine.
 
 Each limit is a rule row (:func:`faux_checks.gate.decision.rule_row`); the fAux check on each
-batch is decided by the gate's own rules (:func:`faux_checks.gate.check.run_check`), and
+batch is decided by the gate's own rules (:func:`faux_checks.gate.one_attribute.check_one_attribute`), and
 :func:`faux_checks.gate.decision.decide` turns the rows into the outcome: ``failed`` when any
 limit is exceeded, ``undecided`` when none is but one could not be computed (or a batch's check is
 undecided), ``passed`` otherwise, with the gate's exit codes.

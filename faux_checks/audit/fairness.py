@@ -9,7 +9,7 @@ import pandas as pd
 
 from .._validation import fmt_count
 from ..errors import FauxChecksError
-from ..gate.check import run_check
+from ..gate.one_attribute import check_one_attribute
 from ..gate.policy_schema import Policy
 from ..gate.result import CheckResult
 from ..inputs.tabular import FeatureSpec
@@ -63,7 +63,7 @@ def fairness_drift(
     for name, frame in (("reference", reference), ("current batch", current)):
         t0 = time.perf_counter()
         try:
-            checks[name] = run_check(target_model, frame, policy=check_policy, feature_spec=feature_spec,
+            checks[name] = check_one_attribute(target_model, frame, policy=check_policy, feature_spec=feature_spec,
                                      model_info=model_info, aux_model=aux_model)
         except FauxChecksError as exc:
             checks[name] = None
@@ -80,7 +80,7 @@ def fairness_drift(
                              timings=timings, aux_source=aux_source)
     from scipy.stats import ks_2samp
 
-    assert ref_check.scores is not None and cur_check.scores is not None   # run_check's results carry the scores
+    assert ref_check.scores is not None and cur_check.scores is not None   # check_one_attribute's results carry the scores
     ref_scores = ref_check.scores[np.isfinite(ref_check.scores)]
     score_reference = f"the reference batch's {fmt_count(len(ref_scores))} defined scores, scored by the audit"
     if reference_scores is not None:

@@ -2,7 +2,7 @@
 
 A policy that declares ``[[attributes]]`` (and optionally ``intersections``) is expanded into one
 single-attribute policy per attribute (:meth:`Policy.attribute_policies`); each runs the unchanged
-:func:`~faux_checks.gate.check.run_check` with its own auxiliary model, scores and rules. An
+:func:`~faux_checks.gate.one_attribute.check_one_attribute` with its own auxiliary model, scores and rules. An
 intersection (``sex × race``) is checked as one multi-class attribute: a derived column named
 ``sex×race`` whose groups are the cells (``Female×Black``), added to a copy of the data
 (:func:`add_intersections`). ``[decision] min_group_rows`` applies to every cell like to any group,
@@ -17,7 +17,7 @@ every attribute's rule rows, prefixed with the attribute (rule ``race/max_flagge
 failed > undecided > passed (exit codes 0, 1, 2).
 
 A policy with ``protected = "sex"`` is a list of one attribute (:class:`~faux_checks.gate.policy.Policy`
-reads it so) and takes the same path: one section whose check is exactly ``run_check``'s, whose
+reads it so) and takes the same path: one section whose check is exactly ``check_one_attribute``'s, whose
 decision, reasons and rules are the gate's.
 """
 
@@ -36,7 +36,7 @@ from ..inputs.protected import encode_protected
 from ..inputs.tabular import FeatureSpec
 from ..kinds import protected_kind
 from ..provenance import jsonable
-from .check import run_check
+from .one_attribute import check_one_attribute
 from .decision import Outcome
 from .policy_schema import INTERSECTION_SEPARATOR, Policy
 from .result import CheckResult
@@ -242,7 +242,7 @@ def check_attributes(
     Parameters
     ----------
     target_model : torch module
-        As for :func:`~faux_checks.gate.check.run_check`.
+        As for :func:`~faux_checks.gate.one_attribute.check_one_attribute`.
     data : DataFrame of shape (n, any)
         Audit rows with every protected column (intersections are derived). Never modified.
     policy : Policy
@@ -259,7 +259,7 @@ def check_attributes(
     Returns
     -------
     AttributesResult
-        One section per attribute; with ``protected = "..."`` its one check is ``run_check``'s own.
+        One section per attribute; with ``protected = "..."`` its one check is ``check_one_attribute``'s own.
 
     Raises
     ------
@@ -281,7 +281,7 @@ def check_attributes(
     sections, notes = [], []
     for name, one in policies.items():
         try:
-            result = run_check(target_model, derived, policy=one, feature_spec=feature_spec,
+            result = check_one_attribute(target_model, derived, policy=one, feature_spec=feature_spec,
                                aux_model=aux_models.get(name), progress=progress, model_info=model_info)
         except InputError as exc:
             if len(policies) == 1:

@@ -2,7 +2,7 @@
 would change, and the notes that follow the reasons (undefined scores, rows not audited, the direct term, a tree
 target read with soft moves).
 
-Each function reads what :func:`faux_checks.gate.check.run_check` measured; none decides anything.
+Each function reads what :func:`faux_checks.gate.one_attribute.check_one_attribute` measured; none decides anything.
 """
 
 from __future__ import annotations

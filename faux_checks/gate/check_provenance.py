@@ -1,6 +1,6 @@
 """A check's provenance: what makes its decision reproducible (hashes, settings as used, seeds, versions).
 
-:func:`check_provenance` is the ``provenance`` of :func:`faux_checks.gate.check.run_check`'s result;
+:func:`check_provenance` is the ``provenance`` of :func:`faux_checks.gate.one_attribute.check_one_attribute`'s result;
 :func:`target_access_record` adds how the target's change and its evidence were obtained (gradients,
 or forward passes only for a forward-only target).
 """

@@ -1,7 +1,7 @@
 """The fAux check's rules: what a check measured (:class:`CheckEvidence`) as rule rows for the engine.
 
 One builder, :func:`check_rules`, for both check paths (the in-memory
-:func:`faux_checks.gate.check.run_check` and the streaming :func:`faux_checks.gate.stream.summary.attribute_summary`):
+:func:`faux_checks.gate.one_attribute.check_one_attribute` and the streaming :func:`faux_checks.gate.stream.summary.attribute_summary`):
 evidence per group, the auxiliary model's quality, undefined scores, the flagged fraction (overall and per
 group) and the gating baseline testers. :func:`faux_checks.gate.decision.decide` reads the rows.
 """

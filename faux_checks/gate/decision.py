@@ -1,7 +1,7 @@
 """The decision engine: rules with a status in, ``passed`` / ``failed`` / ``undecided`` out.
 
 One function decides everywhere: :func:`decide`. The in-memory check
-(:func:`faux_checks.gate.check.run_check`), the streaming and sharded summary
+(:func:`faux_checks.gate.one_attribute.check_one_attribute`), the streaming and sharded summary
 (:func:`faux_checks.gate.stream.summary.attribute_summary`), the Great Expectations suite outcome
 (``faux_checks_gx.suite``) and the drift audit (:func:`faux_checks.audit.decision.decide_audit`)
 each turn what they measured into rule rows (:func:`rule_row`) and call it; the fAux check's

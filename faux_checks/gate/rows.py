@@ -1,6 +1,6 @@
 """Who is audited, and how the protected attribute enters the target: the rows of a check.
 
-:func:`prepare_audit` is the one definition of "who is audited", shared by ``run_check`` and the
+:func:`prepare_audit` is the one definition of "who is audited", shared by ``check_one_attribute`` and the
 Great Expectations baseline metrics, so that every tester scores the same individuals.
 :func:`direct_derivative` gives ∂x/∂c for the protected attribute's own input columns when the
 target takes it as an input (the direct term of the LIC score).
@@ -100,7 +100,7 @@ def prepare_audit(frame: pd.DataFrame, *, policy: Policy, feature_spec: FeatureS
                   takes_missing: bool = False) -> AuditRows:
     """Select and encode the rows to audit: missing-protected rule, then the seeded ``max_rows`` sample.
 
-    The one definition of "who is audited", shared by :func:`~faux_checks.gate.check.run_check`
+    The one definition of "who is audited", shared by :func:`~faux_checks.gate.one_attribute.check_one_attribute`
     and the Great Expectations baseline metrics so that every tester scores the same individuals.
     With ``takes_missing`` (the target takes NaN: :func:`~faux_checks.inputs.missing.target_takes_missing`)
     the numeric input columns with missing values among the audited rows are encoded with an indicator

@@ -1,7 +1,7 @@
 """The policy's baseline testers, run on the rows the fAux check audits.
 
 One definition of each tester's scores (:func:`baseline_scores`) and of its report entry
-(:func:`flagged_summary`), shared by ``run_check`` and the Great Expectations baseline metrics.
+(:func:`flagged_summary`), shared by ``check_one_attribute`` and the Great Expectations baseline metrics.
 Which testers exist, their settings and capability flags are the entries of
 :data:`~faux_checks.gate.tester_table.TESTERS`; a new tester is one module and one entry there
 (docs/architecture.md, "Where things go").
@@ -28,7 +28,7 @@ def baseline_scores(name: str, settings: TesterSettings, target_model, output: T
                     seed: int = 0, links: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[np.ndarray | None, str]:
     """Per-individual scores of a baseline tester on the audited rows, and what they measure.
 
-    The one definition shared by :func:`~faux_checks.gate.check.run_check` and the Great Expectations baseline metrics.
+    The one definition shared by :func:`~faux_checks.gate.one_attribute.check_one_attribute` and the Great Expectations baseline metrics.
     ``links`` are the policy's ``[linked_columns]`` (tester ``linked_columns``). "Not applicable" comes from the
     entry's capability flags (:func:`~faux_checks.gate.tester_table.not_applicable`) before its scorer runs.
 

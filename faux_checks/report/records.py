@@ -94,7 +94,7 @@ def write_check_records(result, folder: str | Path) -> dict[str, str]:
     Parameters
     ----------
     result : CheckResult
-        From :func:`faux_checks.gate.check.run_check` (its ``scores``, ``by_group``, ``aux_model``).
+        From :func:`faux_checks.gate.one_attribute.check_one_attribute` (its ``scores``, ``by_group``, ``aux_model``).
     folder : str or Path
         Created if absent; an existing record file is never overwritten.
 

@@ -201,15 +201,15 @@ def test_xgboost_ranks_truly_unfair_individuals_like_an_mlp_on_proxy_ground_trut
 
 
 def test_run_check_gates_an_onnx_model_as_its_pytorch_twin(tmp_path):
-    from faux_checks.gate.check import run_check
+    from faux_checks.gate.one_attribute import check_one_attribute
     from faux_checks.gate.policy import load_policy
 
     df = make_data(400, seed=0)
     net = _mlp(len(FEATURES), seed=1)
     policy = load_policy(write_policy(tmp_path / "p.toml", extra="[testers.fta]\nthreshold = 1.0\n"))
     onnx_model = load_model(_onnx(net, len(FEATURES), tmp_path / "m.onnx"))
-    a = run_check(net, df, policy=policy)
-    b = run_check(onnx_model, df, policy=policy)
+    a = check_one_attribute(net, df, policy=policy)
+    b = check_one_attribute(onnx_model, df, policy=policy)
     assert b.decision == a.decision and b.n_flagged == a.n_flagged
     np.testing.assert_allclose(b.scores, a.scores, rtol=1e-5, atol=1e-7)
     assert b.provenance["target_access"] == "forward (onnxruntime)"

@@ -1,4 +1,4 @@
-"""run_check decisions and the `faux-checks check` CLI: exit codes, outputs, bad inputs (C01-C04, C10)."""
+"""check_one_attribute decisions and the `faux-checks check` CLI: exit codes, outputs, bad inputs (C01-C04, C10)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
-from faux_checks.gate.check import run_check
+from faux_checks.gate.one_attribute import check_one_attribute
 from faux_checks_app.cli import main
 from faux_checks.inputs.models import save_torchscript
 from faux_checks.gate.policy import load_policy
@@ -43,10 +43,10 @@ def files(tmp_path_factory) -> dict[str, Path]:
 
 
 def test_linear_unfair_scores_match_closed_form(files):
-    """Linear target on a proxy: every LIC score is σ'(z)|⟨w, a⟩|/‖a‖², checked through run_check."""
+    """Linear target on a proxy: every LIC score is σ'(z)|⟨w, a⟩|/‖a‖², checked through check_one_attribute."""
     data = pd.read_csv(files["data"])
     policy = load_policy(files["policy"])
-    result = run_check(linear_model(UNFAIR), data, policy=policy)
+    result = check_one_attribute(linear_model(UNFAIR), data, policy=policy)
     assert result.decision == "failed"
     assert result.exit_code == 1
     assert result.flagged_fraction > 0.3
@@ -54,7 +54,7 @@ def test_linear_unfair_scores_match_closed_form(files):
     assert set(result.by_group.index) == {"F", "M"}
     assert result.evidence_summary()[0]["column"] == "proxy"
     assert result.evidence_summary()[0]["share"] > 0.5
-    fair = run_check(linear_model(FAIR), data, policy=policy)
+    fair = check_one_attribute(linear_model(FAIR), data, policy=policy)
     assert fair.decision == "passed" and fair.flagged_fraction < 0.02
     assert np.nanmedian(result.scores) > 10 * np.nanmedian(fair.scores)
 
@@ -62,8 +62,8 @@ def test_linear_unfair_scores_match_closed_form(files):
 def test_same_inputs_same_numbers(files):
     data = pd.read_csv(files["data"])
     policy = load_policy(files["policy"])
-    a = run_check(linear_model(UNFAIR), data, policy=policy)
-    b = run_check(linear_model(UNFAIR), data, policy=policy)
+    a = check_one_attribute(linear_model(UNFAIR), data, policy=policy)
+    b = check_one_attribute(linear_model(UNFAIR), data, policy=policy)
     np.testing.assert_array_equal(a.scores, b.scores)
     assert a.flagged_fraction == b.flagged_fraction
     assert a.provenance["data_sha256"] == b.provenance["data_sha256"]
@@ -76,7 +76,7 @@ def test_an_attribute_no_column_carries_passes_without_the_aux_floor(files):
     data = pd.read_csv(files["data"])
     rng = np.random.default_rng(1)
     data = data.drop(columns="proxy").assign(proxy=rng.normal(size=len(data)))[FEATURES + ["sex", "y"]]
-    result = run_check(linear_model(UNFAIR), data, policy=load_policy(files["policy"]))
+    result = check_one_attribute(linear_model(UNFAIR), data, policy=load_policy(files["policy"]))
     aux_rule = {r["rule"]: r for r in result.rules}["min_aux_quality"]
     assert aux_rule["observed"] < 0.7 and aux_rule["detail"].startswith("not applied: nothing is free to move")
     assert {r["rule"]: r["status"] for r in result.rules}["held_jointly_free"] == "ok"
@@ -124,7 +124,7 @@ def test_c01_missing_protected_values_cli_and_library(files, capsys):
             encode_protected(container, name="sex")
     # the documented policy: drop and count, identically
     policy = load_policy(files["policy"]).with_overrides(missing_protected="drop")
-    result = run_check(linear_model(FAIR), data, policy=policy)
+    result = check_one_attribute(linear_model(FAIR), data, policy=policy)
     assert result.n_missing_protected == 6 and result.n_individuals == 194
     assert np.isnan(result.scores[:6]).all()
 
@@ -171,7 +171,7 @@ def test_c04_awkward_feature_columns(files, capsys):
                  "--policy", str(files["policy"])]) == 2
     assert "'f3' is entirely empty (300 rows)" in capsys.readouterr().err
     constant = base.assign(f3=1.0)
-    result = run_check(linear_model(FAIR), constant, policy=load_policy(files["policy"]))
+    result = check_one_attribute(linear_model(FAIR), constant, policy=load_policy(files["policy"]))
     assert np.isfinite(result.scores).all()
     mixed = base.assign(f3=["a", 1] * 150)
     from faux_checks import FeatureSpec, InputError
@@ -206,7 +206,7 @@ def test_c02_nullable_protected_dtype_counts_na_and_serialises(files, dtype):
     data["sex"] = pd.array(values if dtype == "Int64" else values.astype(bool), dtype=dtype)
     data.loc[data.index[:9], "sex"] = pd.NA
     policy = load_policy(files["policy"]).with_overrides(missing_protected="drop")
-    result = run_check(linear_model(UNFAIR), data, policy=policy)
+    result = check_one_attribute(linear_model(UNFAIR), data, policy=policy)
     payload = json.loads(result.to_json())
     assert payload["n_missing_protected"] == 9
     assert payload["n_individuals"] == 391
@@ -218,7 +218,7 @@ def test_c02_nullable_protected_dtype_counts_na_and_serialises(files, dtype):
     from faux_checks import InputError
 
     with pytest.raises(InputError, match=r"'sex' has 9 missing values in 400 rows"):
-        run_check(linear_model(UNFAIR), data, policy=load_policy(files["policy"]))
+        check_one_attribute(linear_model(UNFAIR), data, policy=load_policy(files["policy"]))
 
 
 def test_check_writes_a_signed_evidence_pack_that_verify_checks(files, tmp_path, capsys):

@@ -32,7 +32,7 @@ def test_import_faux_checks_loads_no_integration():
 
 
 def test_public_api_is_exported():
-    for name in ("run_check", "CheckResult", "Policy", "load_policy", "FeatureSpec", "AuxiliaryModel", "FAuxTester",
+    for name in ("check", "check_attributes", "CheckResult", "Policy", "load_policy", "FeatureSpec", "AuxiliaryModel", "FAuxTester",
                  "TargetOutput", "encode_protected", "FauxChecksError", "InputError", "UndecidableError"):
         assert name in faux_checks.__all__, name
     assert all(hasattr(faux_checks, name) for name in faux_checks.__all__)

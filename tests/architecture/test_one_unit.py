@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = ("faux_checks", "faux_checks_app", "flows", "expectations")
 #: Modules that held a second, several-attribute path beside the plain one; their work is the plain path's.
-REMOVED = ("faux_checks/gate/stream/attributes.py", "flows/shard_attributes.py")
+REMOVED = ("faux_checks/gate/stream/attributes.py", "flows/shard_attributes.py", "faux_checks/gate/check.py")
 
 
 def _sources():
@@ -38,7 +38,7 @@ def test_one_combine():
 def test_the_twin_modules_stay_removed():
     """The several-attribute stream and shard modules are gone; nothing imports them."""
     assert [m for m in REMOVED if (ROOT / m).exists()] == []
-    names = r"gate\.stream\.attributes|shard_attributes|score_stream_attributes|score_sharded_attributes"
+    names = r"gate\.stream\.attributes|shard_attributes|score_stream_attributes|score_sharded_attributes|\brun_check\b"
     found = [f"{p.relative_to(ROOT)}:{i}" for p in _sources()
              for i, line in enumerate(p.read_text().splitlines(), 1) if re.search(names, line)]
     assert found == [], found
@@ -51,3 +51,11 @@ def test_no_function_is_a_twin_of_another():
     twins = sorted(n for n in defined if n.endswith("_attributes") and n[: -len("_attributes")] in defined
                    and n != "check_attributes")   # the library's gate; faux_checks.check displays what it returns
     assert twins == [], twins
+
+
+def test_one_public_entry_per_concept():
+    """``faux_checks.check`` is the entry for a gate; one attribute's check is not a second public entry."""
+    import faux_checks
+
+    assert "check" in faux_checks.__all__ and "check_one_attribute" not in faux_checks.__all__
+    assert not hasattr(faux_checks, "run_check")

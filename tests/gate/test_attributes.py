@@ -16,7 +16,7 @@ from torch import nn
 
 from faux_checks.errors import InputError
 from faux_checks.gate.attributes import add_intersections, check_attributes, intersection_cells
-from faux_checks.gate.check import run_check
+from faux_checks.gate.one_attribute import check_one_attribute
 from faux_checks.gate.policy import Policy
 from faux_checks.groundtruth.proxy import make_proxy_data, proxy_fairness_scores
 
@@ -107,14 +107,14 @@ def test_the_gate_fails_on_the_attribute_the_target_uses_and_passes_on_the_other
 
 
 def test_each_attribute_is_exactly_its_own_single_attribute_check(truth_case):
-    """The layer adds nothing: with the same inputs, A's section is run_check with protected = "A"."""
+    """The layer adds nothing: with the same inputs, A's section is check_one_attribute with protected = "A"."""
     frame, model, result, _, _ = truth_case
     from faux_checks.inputs.tabular import FeatureSpec
 
     spec = FeatureSpec.passthrough(frame, exclude=["A", "B"])
     single = Policy.model_validate({**_policy().model_dump(), "attributes": (), "protected": "A",
                                     "protected_kind": "binary"})
-    alone = run_check(model, frame, policy=single, feature_spec=spec)
+    alone = check_one_attribute(model, frame, policy=single, feature_spec=spec)
     assert alone.n_flagged == result["A"].n_flagged and alone.flagged_fraction == result["A"].flagged_fraction
     np.testing.assert_array_equal(alone.scores, result["A"].scores)
     via_layer = check_attributes(model, frame, policy=single, feature_spec=spec)

@@ -15,7 +15,7 @@ import torch
 from _support import UNFAIR, linear, make_data
 
 from faux_checks.gate.aux_cache import aux_cache_stats, aux_store, clear_aux_cache
-from faux_checks.gate.check import run_check
+from faux_checks.gate.one_attribute import check_one_attribute
 from faux_checks.gate.policy import load_policy
 from faux_checks.report.records import write_check_records
 
@@ -30,7 +30,7 @@ def _policy(tmp_path):
 def _recorded(tmp_path):
     data = make_data(1200, seed=1)
     policy = _policy(tmp_path)
-    first = run_check(linear(UNFAIR), data, policy=policy)
+    first = check_one_attribute(linear(UNFAIR), data, policy=policy)
     write_check_records(first, tmp_path / "records")
     clear_aux_cache()                                          # a new process: nothing trained here yet
     return data, policy, first
@@ -47,7 +47,7 @@ def test_a_recorded_model_is_restored_by_its_key_and_scores_bit_for_bit(tmp_path
         return (tmp_path / "records", "run abc123") if k == key else None
 
     with aux_store(lookup):
-        second = run_check(linear(UNFAIR), data, policy=policy)
+        second = check_one_attribute(linear(UNFAIR), data, policy=policy)
     assert aux_cache_stats()["restored"] == 1 and aux_cache_stats()["trainings"] == 1     # the extra seed is trained
     assert asked[0] == key and len(asked) == 2
     prov = second.provenance
@@ -73,7 +73,7 @@ def test_a_record_for_another_key_or_a_failing_lookup_trains_and_says_why(tmp_pa
     info = tmp_path / "records" / "aux_model.json"
     info.write_text(info.read_text().replace(first.provenance["aux_key"], "0" * 64))
     with caplog.at_level(logging.WARNING), aux_store(lambda k: (tmp_path / "records", "run abc123")):
-        second = run_check(linear(UNFAIR), data, policy=policy)
+        second = check_one_attribute(linear(UNFAIR), data, policy=policy)
     assert aux_cache_stats()["restored"] == 1 and aux_cache_stats()["trainings"] == 1   # the seed's record is intact
     assert second.provenance["aux_reused_from"] is None
     assert second.provenance["aux_seeds_reused_from"] == {"1": "run abc123"}
@@ -85,7 +85,7 @@ def test_a_record_for_another_key_or_a_failing_lookup_trains_and_says_why(tmp_pa
 
     clear_aux_cache()
     with aux_store(broken):
-        third = run_check(linear(UNFAIR), data, policy=policy)
+        third = check_one_attribute(linear(UNFAIR), data, policy=policy)
     assert aux_cache_stats()["trainings"] == 2 and third.provenance["aux_reused_from"] is None
 
 
@@ -104,14 +104,14 @@ def test_every_aux_seed_is_recorded_and_a_second_check_trains_none(tmp_path, mon
     real_fit = AuxiliaryModel.fit
     monkeypatch.setattr(AuxiliaryModel, "fit", lambda self, *a, **k: fits.append(1) or real_fit(self, *a, **k))
     with aux_store(lambda k: (tmp_path / "records", "run abc123") if k in known else None):
-        second = run_check(linear(UNFAIR), data, policy=policy)
+        second = check_one_attribute(linear(UNFAIR), data, policy=policy)
     assert fits == [] and aux_cache_stats()["trainings"] == 0 and aux_cache_stats()["restored"] == 2
     assert second.provenance["aux_seeds_reused_from"] == {str(policy.seed + 1): "run abc123"}
     assert second.interval.seeds == first.interval.seeds and second.interval == first.interval
     assert second.provenance["aux_seed_keys"] == keys
     clear_aux_cache()
     with aux_store(lambda k: None):                              # nothing recorded: both trained (the count is real)
-        run_check(linear(UNFAIR), data, policy=policy)
+        check_one_attribute(linear(UNFAIR), data, policy=policy)
     assert len(fits) == 2
 
 

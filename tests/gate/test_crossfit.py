@@ -17,7 +17,7 @@ import pytest
 from _support import UNFAIR, linear, make_data
 from faux_checks.gate.aux_cache import _key
 from faux_checks.gate.bounds import auc_interval, auc_rows_needed, flagged_interval
-from faux_checks.gate.check import run_check
+from faux_checks.gate.one_attribute import check_one_attribute
 from faux_checks.gate.check_rules import CheckEvidence, check_rules
 from faux_checks.gate.crossfit import (CROSS_FIT_SEED_OFFSET, cross_fit_k, fit_folds, fold_assignment,
                                        pooled_holds)
@@ -77,7 +77,7 @@ def test_cross_fitted_scores_are_the_fold_models_scores_row_by_row():
     give the check's scores to 1e-12; every group's held-out count is its audited count."""
     data, p = make_data(400), policy()
     target = linear(UNFAIR)
-    result = run_check(target, data, policy=p)
+    result = check_one_attribute(target, data, policy=p)
     record = result.provenance["cross_fit"]
     assert record["folds"] == 5 and record["fold_seed"] == p.seed + CROSS_FIT_SEED_OFFSET
     assert {g["group"]: g["holdout"] for g in result.group_rows} == {g["group"]: g["audited"] for g in result.group_rows}
@@ -189,11 +189,11 @@ def test_an_audit_whose_single_split_misses_the_aux_floor_is_cross_fitted():
     data = pd.DataFrame({"x1": rng.normal(size=n), "x2": rng.normal(size=n),
                          "proxy": 1.0 * (sex == "M") + rng.normal(size=n), "sex": sex, "y": 0})
     target = linear([0.0, 0.0, 0.0])                 # a fair target: reads nothing
-    single = run_check(target, data, policy=policy(aux={"epochs": 30, "cross_fit_folds": 0}))
+    single = check_one_attribute(target, data, policy=policy(aux={"epochs": 30, "cross_fit_folds": 0}))
     aux_rule = {r["rule"]: r for r in single.rules}["min_aux_quality"]
     assert single.provenance.get("cross_fit") is None and aux_rule["status"] == "not met", aux_rule
     assert single.decision == "undecided"
-    crossed = run_check(target, data, policy=policy())
+    crossed = check_one_attribute(target, data, policy=policy())
     assert crossed.provenance["cross_fit"]["rule"] == FLOOR_REASON
     assert crossed.aux_intervals[0]["n_positive"] + crossed.aux_intervals[0]["n_negative"] == n
     assert {r["rule"]: r["status"] for r in crossed.rules}["min_aux_quality"] == "ok"

@@ -2,7 +2,7 @@
 
 The engine (:func:`faux_checks.gate.decision.decide`) and the check's rules
 (:func:`~faux_checks.gate.check_rules.check_rules`) with the values asserted; the issue's three cases
-reconstructed; an all-undefined and an empty run through every path (run_check, the streaming
+reconstructed; an all-undefined and an empty run through every path (check_one_attribute, the streaming
 scorer, the Great Expectations suite, the drift audit) never pass, whatever the policy says.
 """
 
@@ -22,7 +22,7 @@ from _support import FAIR, UNFAIR, linear, make_data
 from faux_checks.errors import InputError
 from faux_checks.gate.bounds import (auc_interval, clopper_pearson, flagged_interval, quality_intervals,
                                      rows_needed)
-from faux_checks.gate.check import run_check
+from faux_checks.gate.one_attribute import check_one_attribute
 from faux_checks.gate.check_rules import CheckEvidence, check_rules
 from faux_checks.gate.decision import decide, rule_row
 from faux_checks.gate.policy import Policy
@@ -153,14 +153,14 @@ def test_aux_quality_per_group_with_intervals():
     assert out.decision == "undecided" and "C vs rest" in out.reasons[0]
 
 
-# ------------------------------------------------------------------------------------------- run_check
+# ------------------------------------------------------------------------------------------- check_one_attribute
 def test_issue_case_tiny_group_through_run_check():
     """A group of 3 among 1,000: the gate returned a plain pass; now undecided, with the counts."""
     data = make_data(1000, seed=3)
     data.loc[data.index[:3], "sex"] = "B"
     data = data[data["sex"] != "F"].reset_index(drop=True)          # groups B (3) and M
     data = pd.concat([data, make_data(1000 - len(data), seed=4).assign(sex="M")], ignore_index=True)
-    result = run_check(linear(FAIR), data, policy=policy(decision={"min_group_rows": 30}))
+    result = check_one_attribute(linear(FAIR), data, policy=policy(decision={"min_group_rows": 30}))
     assert result.decision == "undecided" and result.exit_code == 2
     assert result.reasons[0].startswith("insufficient evidence: group 'B' has 3 of 1,000 rows (minimum 30)")
     held = {g["group"]: g for g in result.group_rows}
@@ -175,7 +175,7 @@ def test_seeds_widen_the_interval_reproducibly_and_the_report_says_how_far_they_
 
     data, p = make_data(400), policy(decision={"min_group_rows": 20, "aux_seeds": 3})
     target = linear([1.0, 0.0, 0.0, 0.0, 0.05])                      # a weak use of the proxy: scores near δ
-    a, b = run_check(target, data, policy=p), run_check(target, data, policy=p)
+    a, b = check_one_attribute(target, data, policy=p), check_one_attribute(target, data, policy=p)
     assert a.interval.to_dict() == b.interval.to_dict()             # same inputs and seed, same numbers
     seeds = a.interval.seeds
     assert seeds["seeds"] == [0, 1, 2] and seeds["rows"] == 400 and len(seeds["fractions"]) == 3
@@ -184,7 +184,7 @@ def test_seeds_widen_the_interval_reproducibly_and_the_report_says_how_far_they_
     lo, hi = a.interval.individuals
     assert a.interval.lower == pytest.approx(max(0, lo + min(0, min(seeds["fractions"]) - seeds["fractions"][0])))
     assert a.interval.upper == pytest.approx(min(1, hi + max(0, max(seeds["fractions"]) - seeds["fractions"][0])))
-    one = run_check(target, data, policy=policy(decision={"min_group_rows": 20, "aux_seeds": 1}))
+    one = check_one_attribute(target, data, policy=policy(decision={"min_group_rows": 20, "aux_seeds": 1}))
     assert one.interval.seeds is None and one.interval.individuals == a.interval.individuals
     paths = write_report(tmp_path / "r", decision=a.decision, reasons=a.reasons, check=a.to_dict())
     page = paths["html"].read_text()
@@ -200,7 +200,7 @@ def test_inf_in_a_feature_names_the_column_and_the_count():
     data.loc[data.index[[3, 7]], "f2"] = np.inf
     data.loc[data.index[9], "f2"] = -np.inf
     with pytest.raises(InputError, match=r"numeric column 'f2' has 3 infinite values \(\+inf 2, -inf 1\) in 400 rows"):
-        run_check(linear(FAIR), data, policy=policy())
+        check_one_attribute(linear(FAIR), data, policy=policy())
 
 
 # ------------------------------------------------------------------------------------------- every path
@@ -227,7 +227,7 @@ def test_all_undefined_never_passes_run_check_and_the_stream(tmp_path):
     from faux_checks.gate.stream.run import score_stream
 
     data, p = make_data(400), policy(AUX_MOVE)
-    result = run_check(linear(UNFAIR), data, policy=p, aux_model=_FlatAux())
+    result = check_one_attribute(linear(UNFAIR), data, policy=p, aux_model=_FlatAux())
     assert result.n_undefined == 400 and result.decision == "undecided"
     assert result.reasons[0].startswith("400 of 400 LIC scores are undefined: no individual has a defined LIC score")
     assert result.flagged_fraction == 1.0 and math.isnan(result.flagged_fraction_defined)
@@ -267,7 +267,7 @@ def test_an_empty_run_never_passes_any_path(tmp_path):
     empty = make_data(400).iloc[:0]
     assert decide(check_rules(evidence(n=0, flagged=0, groups={"F": 0, "M": 0}), p)).decision == "undecided"
     with pytest.raises(InputError, match="0 rows"):
-        run_check(linear(FAIR), empty, policy=p)
+        check_one_attribute(linear(FAIR), empty, policy=p)
     no_protected = make_data(400).assign(sex=None)
     no_protected.to_parquet(tmp_path / "d.parquet")
     with pytest.raises(InputError, match="no non-missing values"):

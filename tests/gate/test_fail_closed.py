@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from _support import FAIR, linear, make_data, sha256, write_policy
-from faux_checks.gate.check import run_check
+from faux_checks.gate.one_attribute import check_one_attribute
 from faux_checks_app.cli import main
 from faux_checks.gate.policy import load_policy
 
@@ -115,7 +115,7 @@ def test_inf_scores_are_undefined_not_flagged_or_passed(files, monkeypatch):
         return dataclasses.replace(res, scores=scores)
 
     monkeypatch.setattr(FAuxTester, "evaluate", evaluate)
-    result = run_check(linear(FAIR), pd.read_csv(files["data"]), policy=load_policy(files["policy"]))
+    result = check_one_attribute(linear(FAIR), pd.read_csv(files["data"]), policy=load_policy(files["policy"]))
     assert result.decision == "undecided"
     assert result.n_undefined == 200 and np.isnan(result.scores[::2]).all()
     assert not np.isinf(result.scores).any()

@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 from scipy.stats import binomtest
 
-from faux_checks import load_policy, run_check
+from faux_checks import load_policy
+from faux_checks.gate.one_attribute import check_one_attribute
 from faux_checks.gate.bounds import flagged_interval
 from faux_checks.gate.check_rules import CheckEvidence, check_rules, group_intervals
 from faux_checks.gate.decision import decide
@@ -112,7 +113,7 @@ def test_run_check_fails_a_model_that_passes_overall_but_flags_most_of_a_small_g
         "faux": p.faux.model_copy(update={"admissible": ("held",), "max_flagged_fraction": 0.1}),
         "aux": p.aux.model_copy(update={"epochs": 20}),
         "decision": p.decision.model_copy(update={"aux_seeds": 1, "min_group_rows": 30})})
-    res = run_check(Target().eval(), df[["f0", "f1", "proxy", "held", "group"]], policy=policy)
+    res = check_one_attribute(Target().eval(), df[["f0", "f1", "proxy", "held", "group"]], policy=policy)
     rules = {r["rule"]: r for r in res.rules}
     by_group = res.by_group["flagged_fraction"]
     assert by_group["small"] > 0.5 and res.flagged_fraction < 0.1, (by_group.to_dict(), res.flagged_fraction)

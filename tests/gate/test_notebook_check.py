@@ -1,6 +1,6 @@
 """Issue 22, item 2: ``faux_checks.check(model, df, protected=...)`` and its rich result.
 
-The numbers are the engine's: the same model, data and policy through ``run_check`` give the same scores to the
+The numbers are the engine's: the same model, data and policy through ``check_one_attribute`` give the same scores to the
 bit, and the DataFrames hold exactly what the engine's result holds.
 """
 
@@ -12,7 +12,8 @@ import pytest
 
 import faux_checks
 from _support import linear, make_data
-from faux_checks import InputError, load_policy, run_check
+from faux_checks import InputError, load_policy
+from faux_checks.gate.one_attribute import check_one_attribute
 
 SETTINGS = {"aux": {"epochs": 20}, "decision": {"min_group_rows": 20, "aux_seeds": 1},
             "faux": {"delta": 0.05, "max_flagged_fraction": 0.1}, "target_output": "logit"}
@@ -37,7 +38,7 @@ def test_check_is_run_check_and_its_dataframes_hold_the_engines_numbers(data, tm
     model = linear([1.0, 0, 0, 0, 2.0])
     policy = _policy()
     res = faux_checks.check(model, data.drop(columns=["y", "race"]), protected="sex", policy=policy)
-    engine = run_check(model, data.drop(columns=["y", "race"]), policy=policy)
+    engine = check_one_attribute(model, data.drop(columns=["y", "race"]), policy=policy)
     assert res.decision == engine.decision == "failed" and res.exit_code == 1
     np.testing.assert_array_equal(res.scores["lic_score"].to_numpy(), engine.scores)
     assert list(res.rules["rule"]) == [r["rule"] for r in engine.rules]

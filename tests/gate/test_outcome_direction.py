@@ -100,7 +100,7 @@ def _denial_frame(n=1200, seed=5):
 
 def _check(policy_overrides):
     from faux_checks import FeatureSpec
-    from faux_checks.gate.check import run_check
+    from faux_checks.gate.one_attribute import check_one_attribute
     from faux_checks.gate.policy import Policy
 
     df = _denial_frame()
@@ -109,7 +109,7 @@ def _check(policy_overrides):
         "protected": "sex", "label": "deny", "positive_label": "yes", "target_output": "probability",
         "min_aux_quality": 0.5, "faux": {"delta": 0.1, "max_flagged_fraction": 0.05}, "aux": {"epochs": 5},
         "decision": {"min_group_rows": 50, "aux_seeds": 1}, **policy_overrides})
-    return df, run_check(_ProxyDenial(), df, policy=policy, feature_spec=spec)
+    return df, check_one_attribute(_ProxyDenial(), df, policy=policy, feature_spec=spec)
 
 
 def test_the_report_says_per_group_which_way_the_probability_moves():

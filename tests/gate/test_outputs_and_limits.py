@@ -9,7 +9,7 @@ import torch
 import _support
 from _support import FAIR, UNFAIR
 from faux_checks import InputError
-from faux_checks.gate.check import run_check
+from faux_checks.gate.one_attribute import check_one_attribute
 from faux_checks.gate.policy import load_policy
 from faux_checks.gate.rows import check_model_outputs
 from faux_checks.method.output import TargetOutput
@@ -123,7 +123,7 @@ def test_a_zero_limit_says_it_can_never_pass(files):
     path = files["dir"] / "zero.toml"
     path.write_text(files["policy"].read_text().replace("max_flagged_fraction = 0.1", "max_flagged_fraction = 0"))
     policy = load_policy(path)
-    result = run_check(_support.linear(FAIR), files["frame"], policy=policy)
+    result = check_one_attribute(_support.linear(FAIR), files["frame"], policy=policy)
     assert result.decision == "undecided"
     upper = result.to_dict()["interval"]["upper"]
     assert result.reasons[0] == (
@@ -132,7 +132,7 @@ def test_a_zero_limit_says_it_can_never_pass(files):
         "number of rows, so a limit of 0 can fail a model but never pass one; set a positive limit (e.g. 0.01) "
         "(LIC score > δ = 0.05: 0; of 400 individuals)")   # one aux seed (tests/_support.POLICY): no seeds clause
     assert "seeds disagree" not in result.reasons[0]
-    unfair = run_check(_support.linear(UNFAIR), files["frame"], policy=policy)
+    unfair = check_one_attribute(_support.linear(UNFAIR), files["frame"], policy=policy)
     assert unfair.decision == "failed" and "even the lower bound exceeds it" in unfair.reasons[0]
 
 
@@ -151,7 +151,7 @@ def test_aux_hidden_is_bounded(tmp_path, hidden, found):
 
 
 def test_aux_quality_reason_names_its_metric_once(files):
-    result = run_check(_support.linear(FAIR), files["frame"], policy=load_policy(files["policy"]))
+    result = check_one_attribute(_support.linear(FAIR), files["frame"], policy=load_policy(files["policy"]))
     (reason,) = [r for r in result.reasons if r.startswith("auxiliary model ")]
     assert "roc_auc roc_auc" not in reason
     assert reason.startswith("auxiliary model roc_auc 0.") and reason.endswith("; F vs M): lower bound >= "

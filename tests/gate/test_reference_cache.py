@@ -13,7 +13,7 @@ import torch
 from _support import FAIR, UNFAIR, linear, make_data
 
 from faux_checks.gate.aux_cache import _reference_key, aux_cache_stats, clear_aux_cache
-from faux_checks.gate.check import run_check
+from faux_checks.gate.one_attribute import check_one_attribute
 from faux_checks.gate.policy import load_policy
 
 POLICY = ('protected = "sex"\nlabel = "y"\nmin_aux_quality = 0.7\n[faux]\ndelta = 0.05\nmax_flagged_fraction = 0.1\n'
@@ -29,15 +29,15 @@ def _policy(tmp_path, faux: str = ""):
 def test_a_second_target_reuses_the_reference_and_scores_as_with_a_new_fit(tmp_path):
     data, policy = make_data(800, seed=3), _policy(tmp_path)
     clear_aux_cache()
-    run_check(linear(FAIR), data, policy=policy)
-    reused = run_check(linear(UNFAIR), data, policy=policy)
+    check_one_attribute(linear(FAIR), data, policy=policy)
+    reused = check_one_attribute(linear(UNFAIR), data, policy=policy)
     stats = aux_cache_stats()
     # the first check fitted one reference; the second reused it and fitted only its sensitivity reading's (a failed
-    # check re-reads with one column declared admissible: gate/check.py, another reference)
+    # check re-reads with one column declared admissible: gate/one_attribute.py, another reference)
     assert (stats["reference_fits"], stats["reference_hits"]) == (2, 1)
     assert (stats["trainings"], stats["hits"]) == (1, 1)
     clear_aux_cache()                                             # a fresh process: the reference fitted anew
-    fresh = run_check(linear(UNFAIR), data, policy=policy)
+    fresh = check_one_attribute(linear(UNFAIR), data, policy=policy)
     assert (aux_cache_stats()["reference_fits"], aux_cache_stats()["reference_hits"]) == (2, 0)
     np.testing.assert_array_equal(reused.scores, fresh.scores)
     assert reused.flagged_fraction == fresh.flagged_fraction > 0.1 and reused.decision == fresh.decision == "failed"
@@ -46,9 +46,9 @@ def test_a_second_target_reuses_the_reference_and_scores_as_with_a_new_fit(tmp_p
 
 def test_other_rows_or_other_settings_fit_a_new_reference(tmp_path):
     clear_aux_cache()
-    run_check(linear(FAIR), make_data(800, seed=3), policy=_policy(tmp_path))
-    run_check(linear(FAIR), make_data(800, seed=4), policy=_policy(tmp_path))                # other audit rows
-    run_check(linear(FAIR), make_data(800, seed=3), policy=_policy(tmp_path, "hold_independent = false\n"))
+    check_one_attribute(linear(FAIR), make_data(800, seed=3), policy=_policy(tmp_path))
+    check_one_attribute(linear(FAIR), make_data(800, seed=4), policy=_policy(tmp_path))                # other audit rows
+    check_one_attribute(linear(FAIR), make_data(800, seed=3), policy=_policy(tmp_path, "hold_independent = false\n"))
     stats = aux_cache_stats()
     assert stats["reference_hits"] == 0 and stats["reference_fits"] == 3
     assert stats["hits"] == 1                   # the third check's aux model is the first's: only the reading changed

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from faux_checks import AuxiliaryModel, FAuxTester, FeatureSpec, InputError, TargetOutput
-from faux_checks.gate.check import run_check
+from faux_checks.gate.one_attribute import check_one_attribute
 from faux_checks.gate.policy import Policy, load_policy
 from faux_checks.gate.stream.plan import prepare_scoring
 from faux_checks.gate.stream.run import score_stream
@@ -129,7 +129,7 @@ def test_stream_equals_run_check_when_every_row_trains_the_aux_model(files, tmp_
     policy = make_policy(variant, aux={"epochs": 4, "max_train_rows": 5000})
     summary = score_stream(target, files["dir"] / "data.parquet", policy=policy, feature_spec=spec, chunk_rows=256,
                            out_path=tmp_path / "s.csv")["sex"]
-    result = run_check(target, df, policy=policy, feature_spec=spec)
+    result = check_one_attribute(target, df, policy=policy, feature_spec=spec)
     scores = pd.read_csv(tmp_path / "s.csv")
     np.testing.assert_allclose(scores["lic_score"], result.scores, rtol=1e-12, atol=0)
     assert summary.flagged_fraction == result.flagged_fraction
@@ -142,14 +142,14 @@ def test_stream_equals_run_check_when_every_row_trains_the_aux_model(files, tmp_
 
 @pytest.mark.parametrize("variant", ["faux", "swap"])
 def test_protected_column_as_target_input_matches_run_check(files, tmp_path, variant):
-    """C09 through the stream: the direct term of a protected input is added as in run_check."""
+    """C09 through the stream: the direct term of a protected input is added as in check_one_attribute."""
     df = files["df"]
     spec = FeatureSpec.fit(df, ["f0", "f1", "proxy", "sex"], name="with-sex")
     target = make_target(spec.n_features)
     policy = make_policy(variant, aux={"epochs": 3, "max_train_rows": 5000})
     summary = score_stream(target, files["dir"] / "data.parquet", policy=policy, feature_spec=spec, chunk_rows=700,
                            out_path=tmp_path / "s.parquet")["sex"]
-    result = run_check(target, df, policy=policy, feature_spec=spec)
+    result = check_one_attribute(target, df, policy=policy, feature_spec=spec)
     np.testing.assert_allclose(pd.read_parquet(tmp_path / "s.parquet")["lic_score"], result.scores, rtol=1e-12, atol=0)
     assert summary.n_flagged == int(result.flagged().sum())
 

@@ -1,4 +1,4 @@
-"""The swap reading through the gate: run_check against the data generator's own counterfactual, the
+"""The swap reading through the gate: check_one_attribute against the data generator's own counterfactual, the
 policy's admissible and linked columns, what the result and report say."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from faux_checks import run_check
+from faux_checks.gate.one_attribute import check_one_attribute
 from faux_checks.errors import InputError
 from faux_checks.gate.policy import Policy, load_policy, policy_path
 from faux_checks.inputs.tabular import FeatureSpec
@@ -65,7 +65,7 @@ def test_line_search_reaches_the_generators_counterfactual():
     """A proxy that separates the groups almost perfectly (aux AUC ≈ 0.999): the aux log-odds are steep and
     non-linear, so the move is searched along its direction until the aux output reaches the matched value."""
     df, spec, target, truth = _proxy_case()
-    result = run_check(target, df, policy=_policy(swap_line_search=2), feature_spec=spec)
+    result = check_one_attribute(target, df, policy=_policy(swap_line_search=2), feature_spec=spec)
     error = np.abs(result.scores - truth)
     assert np.quantile(error, 0.95) < 0.07                              # per individual, against the exact change
     assert result.flagged_fraction == pytest.approx(np.mean(truth > 0.1), abs=0.03)
@@ -75,7 +75,7 @@ def test_line_search_reaches_the_generators_counterfactual():
 def test_default_reading_on_a_near_separable_proxy_errs_towards_flagging():
     """The shipped one-step move overshoots there (docs/benchmark.md, decision): more flags, never fewer."""
     df, spec, target, truth = _proxy_case()
-    result = run_check(target, df, policy=_policy(), feature_spec=spec)
+    result = check_one_attribute(target, df, policy=_policy(), feature_spec=spec)
     share = np.mean(truth > 0.1)
     assert share <= result.flagged_fraction <= share + 0.2
     assert result.provenance["score_unit"].startswith("probability points")
@@ -89,7 +89,7 @@ def test_default_reading_on_a_near_separable_proxy_errs_towards_flagging():
 def test_a_target_that_ignores_the_proxies_scores_zero_and_passes():
     df = _data()
     spec = FeatureSpec.fit(df, ["f0", "f1", "proxy"], name="numeric")
-    result = run_check(_linear([1.0, -0.5, 0.0]), df, policy=_policy(), feature_spec=spec)
+    result = check_one_attribute(_linear([1.0, -0.5, 0.0]), df, policy=_policy(), feature_spec=spec)
     assert result.decision == "passed" and np.nanmax(result.scores) < 1e-6
 
 
@@ -97,15 +97,15 @@ def test_admissible_columns_are_held_fixed_and_must_be_inputs():
     df = _data()
     spec = FeatureSpec.fit(df, ["f0", "f1", "proxy", "role"], name="with-role")
     target = _linear([0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0])               # only the proxy (role has 4 levels)
-    free = run_check(target, df, policy=_policy(), feature_spec=spec)
-    held = run_check(target, df, policy=_policy(admissible=("proxy",)), feature_spec=spec)
+    free = check_one_attribute(target, df, policy=_policy(), feature_spec=spec)
+    held = check_one_attribute(target, df, policy=_policy(admissible=("proxy",)), feature_spec=spec)
     assert free.flagged_fraction > 0.5
     assert held.flagged_fraction < free.flagged_fraction / 5          # the proxy may differ: little is left
     assert held.provenance["swap"]["admissible"] == ["proxy"]
     with pytest.raises(InputError, match=r"admissible column\(s\) \['zip'\] are not inputs"):
-        run_check(target, df, policy=_policy(admissible=("zip",)), feature_spec=spec)
+        check_one_attribute(target, df, policy=_policy(admissible=("zip",)), feature_spec=spec)
     with pytest.raises(InputError, match="every feature is declared admissible"):
-        run_check(target, df, policy=_policy(admissible=("f0", "f1", "proxy", "role"), hold_uninformative=False),
+        check_one_attribute(target, df, policy=_policy(admissible=("f0", "f1", "proxy", "role"), hold_uninformative=False),
                   feature_spec=spec)
 
 
@@ -120,7 +120,7 @@ def test_linked_columns_tester_in_the_gate_is_the_exact_counterfactual():
         "faux": {"delta": 0.1, "max_flagged_fraction": 0.05, "admissible": ["f0", "married"]},
         "linked_columns": {"role": {"M": "Husband", "F": "Wife"}},
         "testers": {"linked_columns": {"threshold": 0.1, "max_flagged_fraction": 0.05, "gating": True}}})
-    result = run_check(target, df, policy=policy, feature_spec=spec)
+    result = check_one_attribute(target, df, policy=policy, feature_spec=spec)
     f0, role = df["f0"].to_numpy(), df["role"].to_numpy()
     z0 = (f0 - spec.columns[0].mean) / spec.columns[0].std
     couple = np.isin(role, ["Husband", "Wife"])
@@ -139,7 +139,7 @@ def test_protected_input_leads_the_evidence():
     spec = FeatureSpec.fit(df, ["f0", "proxy", "sex"], name="with-sex")
     names = spec.feature_names
     target = _linear([0.3, 0.2] + [2.0 if n == "sex=M" else 0.0 for n in names[2:]])
-    result = run_check(target, df, policy=_policy(), feature_spec=spec)
+    result = check_one_attribute(target, df, policy=_policy(), feature_spec=spec)
     assert result.uses_protected_directly
     assert result.evidence_summary()[0]["column"] == "sex"
     assert any("sets it to the other group too" in r for r in result.reasons)

@@ -14,7 +14,7 @@ import torch
 from pydantic import Field, ValidationError
 
 import faux_checks_gx as E
-from faux_checks.gate.check import run_check
+from faux_checks.gate.one_attribute import check_one_attribute
 from faux_checks.gate.policy import Policy, TesterSettings
 from faux_checks.gate.tester_table import TESTERS, Tester, TesterCall, not_applicable, register_tester
 from faux_checks.gate.testers import baseline_scores
@@ -99,7 +99,7 @@ def test_a_registered_tester_runs_in_the_check_and_in_the_gx_suite(plugin, frame
     expected = float(np.mean(np.abs(files["fitted"].encode(frame)[:, 1]) > 1.0))
     assert 0.05 < expected < 0.9                        # the column is standardised: ~32% of rows over 1
 
-    direct = run_check(load_model(files["model"]), frame, policy=policy, feature_spec=files["fitted"])
+    direct = check_one_attribute(load_model(files["model"]), frame, policy=policy, feature_spec=files["fitted"])
     entry = direct.testers["abs_feature"]
     assert entry["value"] == pytest.approx(expected, abs=1e-12)
     assert entry["passed"] is False and entry["description"] == "|x_1| > 1"

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from faux_checks import FeatureSpec
-from faux_checks.gate.check import run_check
+from faux_checks.gate.one_attribute import check_one_attribute
 from faux_checks.gate.policy import Policy
 from faux_checks.groundtruth.mechanisms import make_mechanism_data, mechanism_fairness_scores
 
@@ -70,17 +70,17 @@ def test_one_group_under_the_floor_blocks_a_pass_but_not_a_clear_fail(cell):
     unfair, fair = _target(spec, UNFAIR_LEVELS), _target(spec, {})
     assert _truth(data, spec, unfair) > 0.7 and _truth(data, spec, fair) == 0.0
 
-    clear = run_check(fair, audit, policy=_policy(0.5), feature_spec=spec)
+    clear = check_one_attribute(fair, audit, policy=_policy(0.5), feature_spec=spec)
     assert clear.decision == "passed"                        # every bound over the floor: judged as usual
     # a floor over every group's bound: the audit is cross-fitted (every row held out once), still under it
-    every = run_check(unfair, audit, policy=_policy(0.99), feature_spec=spec)
+    every = check_one_attribute(unfair, audit, policy=_policy(0.99), feature_spec=spec)
     assert "cross_fit" in every.provenance and every.decision == "failed"
     lowers = sorted(r["lower"] for r in every.aux_intervals)
     assert len(lowers) == 3 and lowers[0] < lowers[1] < 0.99
     floor = (lowers[0] + lowers[1]) / 2                       # exactly one group's bound under it
 
     for target, want in ((unfair, "failed"), (fair, "undecided")):
-        result = run_check(target, audit, policy=_policy(floor), feature_spec=spec)
+        result = check_one_attribute(target, audit, policy=_policy(floor), feature_spec=spec)
         rules = {r["rule"]: r for r in result.rules}
         weak = [r["what"] for r in result.aux_intervals if r["lower"] < floor]
         assert rules["min_aux_quality"]["status"] == "not met" and len(weak) == 1, result.aux_intervals

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from faux_checks import FeatureSpec, ForwardOnlyTarget, Policy, load_policy, run_check
+from faux_checks import FeatureSpec, ForwardOnlyTarget, Policy, load_policy
+from faux_checks.gate.one_attribute import check_one_attribute
 from faux_checks.errors import InputError
 from faux_checks.gate.tester_table import TESTERS, not_applicable
 from faux_checks.groundtruth.value import VALUE_COLUMNS, exact_limit_target, make_value_data
@@ -40,7 +41,7 @@ def unfair():
     spec = FeatureSpec.fit(data.frame(), columns=[*VALUE_COLUMNS, "proxy_linear", "proxy_nonlinear",
                                                   "proxy_category", "proxy_legit", "c"])
     target = ForwardOnlyTarget(exact_limit_target(data, spec), access="forward (exact limit)", output_form="value")
-    return data, spec, target, run_check(target, data.frame(), policy=_policy(), feature_spec=spec)
+    return data, spec, target, check_one_attribute(target, data.frame(), policy=_policy(), feature_spec=spec)
 
 
 @pytest.mark.slow        # one gate on 3,000 rows (aux training, sensitivity): 10-30 s
@@ -63,7 +64,7 @@ def test_a_fair_credit_limit_passes():
     spec = FeatureSpec.fit(data.frame(), columns=[*VALUE_COLUMNS, "proxy_linear", "proxy_nonlinear",
                                                   "proxy_category", "proxy_legit", "c"])
     target = ForwardOnlyTarget(exact_limit_target(data, spec), access="forward (exact limit)", output_form="value")
-    res = run_check(target, data.frame(), policy=_policy(), feature_spec=spec)
+    res = check_one_attribute(target, data.frame(), policy=_policy(), feature_spec=spec)
     assert data.true_share(DELTA) == 0.0
     assert res.decision == "passed" and res.flagged_fraction == 0.0
 

@@ -18,7 +18,8 @@ import torch
 
 pytest.importorskip("sklearn")
 
-from faux_checks import ForwardOnlyTarget, as_target, from_column_transformer, load_policy, run_check  # noqa: E402
+from faux_checks import ForwardOnlyTarget, as_target, from_column_transformer, load_policy  # noqa: E402
+from faux_checks.gate.one_attribute import check_one_attribute
 from faux_checks.errors import InputError  # noqa: E402
 
 BANK = Path(__file__).resolve().parents[3] / "shared" / "data" / "bank_marketing" / "bank-additional.csv"  # ../shared
@@ -60,7 +61,7 @@ def pipe(bank):
 
 @pytest.fixture(scope="module")
 def in_memory(bank, pipe):
-    return run_check(pipe, bank, policy=_policy())
+    return check_one_attribute(pipe, bank, policy=_policy())
 
 
 def _own_probability(pipe, bank, result):
@@ -83,7 +84,7 @@ def test_the_pipeline_gives_the_same_scores_as_its_transformer_as_spec_and_the_r
         bank, pipe, in_memory):
     spec = from_column_transformer(pipe[0])
     target = ForwardOnlyTarget(lambda x: pipe[1:].predict_proba(x), access="by hand", output_form="softmax")
-    by_hand = run_check(target, bank, policy=_policy(), feature_spec=spec)
+    by_hand = check_one_attribute(target, bank, policy=_policy(), feature_spec=spec)
     np.testing.assert_array_equal(by_hand.scores, in_memory.scores)
     assert by_hand.decision == in_memory.decision
 
@@ -105,7 +106,7 @@ def test_a_pipeline_logged_with_mlflow_sklearn_skops_gates_on_raw_rows(bank, pip
     assert path.name.endswith(".skops")
     target = load_model(path)
     assert target.feature_spec is not None and target.feature_spec.n_features == target.n_features
-    res = run_check(target, bank, policy=_policy())
+    res = check_one_attribute(target, bank, policy=_policy())
     np.testing.assert_array_equal(res.scores, in_memory.scores)
     assert res.provenance["target_access"].startswith("forward (scikit-learn via skops); features: the pipeline's")
 
@@ -146,12 +147,12 @@ def test_a_spec_of_another_width_next_to_a_pipeline_names_both_widths_and_the_fi
 def test_a_width_mismatch_says_the_fix_once_and_an_unknown_object_names_its_type(bank):
     target = ForwardOnlyTarget(lambda x: np.zeros((len(x), 1)), access="by hand", n_features=3)
     with pytest.raises(InputError) as err:
-        run_check(target, bank, policy=_policy(), feature_spec=from_column_transformer(_ct(bank)))
+        check_one_attribute(target, bank, policy=_policy(), feature_spec=from_column_transformer(_ct(bank)))
     msg = str(err.value)
     assert "expects 3 encoded features but X has" in msg
     assert msg.lower().count("pass the feature spec") == 1, msg
     with pytest.raises(InputError, match=r"the target model is a builtins\.dict; the gate takes a torch\.nn\.Module"):
-        run_check({"not": "a model"}, bank, policy=_policy())
+        check_one_attribute({"not": "a model"}, bank, policy=_policy())
 
 
 def _ct(bank):
@@ -188,7 +189,7 @@ def test_in_memory_estimators_on_the_encoded_matrix_read_their_own_probability(b
     target, used = as_target(model, spec)
     assert used is spec                                                              # the given spec, not replaced
     assert (target is model) == (kind == "torch")
-    res = run_check(model, bank, policy=_policy(), feature_spec=spec)
+    res = check_one_attribute(model, bank, policy=_policy(), feature_spec=spec)
     assert res.n_individuals == len(bank)
     if not res.top_flagged:
         pytest.skip(f"{kind}: nobody flagged at δ = 0.05; the probability comparison needs a flagged row")

@@ -13,7 +13,8 @@ import pytest
 import torch
 from scipy.stats import ks_2samp
 
-from faux_checks import FeatureSpec, load_policy, run_check
+from faux_checks import FeatureSpec, load_policy
+from faux_checks.gate.one_attribute import check_one_attribute
 from faux_checks.errors import InputError
 from faux_checks.groundtruth.joint import (JOINT_CONSTRUCTIONS, joint_fair_logit, joint_fairness_scores,
                                            joint_unfair_logit, make_joint_data)
@@ -101,7 +102,7 @@ def _gate(construction, seed, unfair):
     truth = joint_fairness_scores(predict, data)
     policy = load_policy(protected="c", target_output="logit", seed=seed).model_copy(update={"label": None})
     policy = policy.model_copy(update={"decision": policy.decision.model_copy(update={"aux_seeds": 1})})
-    return run_check(target, frame.assign(c=data.protected()), policy=policy, feature_spec=spec), truth
+    return check_one_attribute(target, frame.assign(c=data.protected()), policy=policy, feature_spec=spec), truth
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from _support import linear, sex_proxy_frame
 import faux_checks_gx as E
 from faux_checks_gx.baselines import TESTER_PARAMS, UNFAIR_MAP_METRIC
-from faux_checks.gate.check import run_check
+from faux_checks.gate.one_attribute import check_one_attribute
 from faux_checks.inputs.models import load_model, save_torchscript
 from faux_checks.gate.policy import Policy
 from faux_checks.inputs.tabular import FeatureSpec
@@ -65,7 +65,7 @@ def test_each_new_expectation_fires_with_run_check_numbers(frame, files):
     policy = make_policy(STRICT)
     outcome = E.validate_frame(frame, E.build_suite(policy, model_path=files["unfair"],
                                                     feature_spec_path=files["spec"]))
-    direct = run_check(load_model(files["unfair"]), frame, policy=policy,
+    direct = check_one_attribute(load_model(files["unfair"]), frame, policy=policy,
                        feature_spec=FeatureSpec.load(files["spec"]))
 
     assert [r["type"] for r in outcome.expectations][1:] == list(NEW.values())
@@ -87,15 +87,15 @@ def test_each_new_expectation_fires_with_run_check_numbers(frame, files):
 
 def test_the_suite_runs_the_check_once_and_the_baselines_read_its_testers(frame, files, monkeypatch):
     """Issue 12: GX resolves one faux.check for the fAux expectation and every baseline metric; the baselines
-    validate run_check's numbers and score nothing again (a hand-built expectation with other settings does)."""
-    import faux_checks.gate.check as check_mod
+    validate check_one_attribute's numbers and score nothing again (a hand-built expectation with other settings does)."""
+    import faux_checks.gate.one_attribute as check_mod
     import faux_checks.gate.testers as testers_mod
 
-    calls = {"run_check": 0, "baseline_scores": 0, "fta": 0}
-    real_run_check, real_scores = check_mod.run_check, testers_mod.baseline_scores
+    calls = {"check_one_attribute": 0, "baseline_scores": 0, "fta": 0}
+    real_run_check, real_scores = check_mod.check_one_attribute, testers_mod.baseline_scores
 
     def counted_run_check(*a, **k):
-        calls["run_check"] += 1
+        calls["check_one_attribute"] += 1
         return real_run_check(*a, **k)
 
     def counted_scores(name, *a, **k):
@@ -108,7 +108,7 @@ def test_the_suite_runs_the_check_once_and_the_baselines_read_its_testers(frame,
         calls["fta"] += 1
         return real_fta(self, *a, **k)
 
-    monkeypatch.setattr(check_mod, "run_check", counted_run_check)
+    monkeypatch.setattr(check_mod, "check_one_attribute", counted_run_check)
     monkeypatch.setattr(testers_mod, "baseline_scores", counted_scores)
     monkeypatch.setattr(E.baseline_metrics.FTATester, "score", counted_fta)
     testers = {**STRICT, "fta": {"threshold": 0.05, "max_flagged_fraction": 0.5},
@@ -117,8 +117,8 @@ def test_the_suite_runs_the_check_once_and_the_baselines_read_its_testers(frame,
     suite = E.build_suite(policy, model_path=files["unfair"], feature_spec_path=files["spec"])
     outcome = E.validate_frame(frame, suite)
     per_run = {k: v for k, v in calls.items()}
-    assert per_run["run_check"] == 1                       # the fAux expectation's check, shared by 7 baselines
-    # run_check itself scores each per-individual tester once (5 through baseline_scores; FTA in it too)
+    assert per_run["check_one_attribute"] == 1                       # the fAux expectation's check, shared by 7 baselines
+    # check_one_attribute itself scores each per-individual tester once (5 through baseline_scores; FTA in it too)
     assert per_run["baseline_scores"] == 5 and per_run["fta"] == 1
     check = outcome.check
     for r in outcome.expectations[1:]:
@@ -133,7 +133,7 @@ def test_the_suite_runs_the_check_once_and_the_baselines_read_its_testers(frame,
         check["testers"]["equalized_odds"]["value"]
 
     # an expectation whose threshold differs from its policy's scores the rows itself (and still agrees)
-    calls.update(run_check=0, baseline_scores=0)
+    calls.update(check_one_attribute=0, baseline_scores=0)
     odd = E.ExpectUnfairMapFlaggedFractionToBeAtMost(
         column="sex", model_path=files["unfair"], feature_spec_path=files["spec"],
         policy_json=policy.model_dump_json(), threshold=5.0, **{k: v for k, v in STRICT["unfair_map"].items()
@@ -141,12 +141,12 @@ def test_the_suite_runs_the_check_once_and_the_baselines_read_its_testers(frame,
     import great_expectations as gx
 
     E.validate_frame(frame, gx.ExpectationSuite(name="odd", expectations=[suite.expectations[0], odd]))
-    assert calls["run_check"] == 1 and calls["baseline_scores"] == 1 + 5
+    assert calls["check_one_attribute"] == 1 and calls["baseline_scores"] == 1 + 5
 
 
 def test_gating_new_tester_fails_a_passing_model(frame, files):
     policy = make_policy({"weighted_fta": {**STRICT["weighted_fta"], "gating": True}})
-    direct = run_check(load_model(files["fair3"]), frame, policy=policy)
+    direct = check_one_attribute(load_model(files["fair3"]), frame, policy=policy)
     outcome = E.validate_frame(frame, E.build_suite(policy, model_path=files["fair3"]))
 
     assert direct.testers["weighted_fta"]["passed"] is False
@@ -158,7 +158,7 @@ def test_gating_new_tester_fails_a_passing_model(frame, files):
 
 def test_ftu_flip_not_applicable_without_the_protected_input(frame, files):
     policy = make_policy({"ftu_flip": STRICT["ftu_flip"]})
-    direct = run_check(load_model(files["fair3"]), frame, policy=policy)
+    direct = check_one_attribute(load_model(files["fair3"]), frame, policy=policy)
     outcome = E.validate_frame(frame, E.build_suite(policy, model_path=files["fair3"]))
 
     t = direct.testers["ftu_flip"]
@@ -213,7 +213,7 @@ def test_policy_accepts_new_testers_and_rejects_unknown_ones():
 
 
 def test_linked_columns_expectation_matches_run_check_and_gates(tmp_path):
-    """The linked-columns tester through the GX suite: run_check's numbers, gating, aliases known."""
+    """The linked-columns tester through the GX suite: check_one_attribute's numbers, gating, aliases known."""
     rng = np.random.default_rng(2)
     n = 400
     sex = rng.choice(["F", "M"], n)
@@ -227,7 +227,7 @@ def test_linked_columns_expectation_matches_run_check_and_gates(tmp_path):
                          label=None, linked_columns=links, min_aux_quality=0.5)
     spec_path = spec.save(tmp_path / "spec.json")
     outcome = E.validate_frame(df, E.build_suite(policy, model_path=str(model), feature_spec_path=str(spec_path)))
-    direct = run_check(load_model(model), df, policy=policy, feature_spec=spec)
+    direct = check_one_attribute(load_model(model), df, policy=policy, feature_spec=spec)
     kind = "expect_linked_columns_flagged_fraction_to_be_at_most"
     r = row(outcome, kind)
     z = (df["x1"].to_numpy() - spec.columns[0].mean) / spec.columns[0].std
@@ -238,5 +238,5 @@ def test_linked_columns_expectation_matches_run_check_and_gates(tmp_path):
     # a model that cannot see Husband/Wife (aliased to one value) scores 0 and the declared values stay known
     canon = FeatureSpec.fit(df, ["x1", "role"], aliases={"role": {"Husband": "Spouse", "Wife": "Spouse"}}, name="c")
     blind = save_torchscript(linear([1.0] + [0.0] * (canon.n_features - 1)), tmp_path / "blind.pt")
-    again = run_check(load_model(blind), df, policy=policy, feature_spec=canon)
+    again = check_one_attribute(load_model(blind), df, policy=policy, feature_spec=canon)
     assert again.testers["linked_columns"]["value"] == 0.0 and again.testers["linked_columns"]["passed"]

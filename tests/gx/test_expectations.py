@@ -22,7 +22,7 @@ from _support import linear, sex_proxy_frame  # noqa: E402
 import faux_checks_gx as E  # noqa: E402
 from faux_checks_gx.baselines import DP_METRIC, EO_METRIC, FTA_METRIC  # noqa: E402
 from faux_checks_gx.faux import FAUX_METRIC  # noqa: E402
-from faux_checks.gate.check import run_check  # noqa: E402
+from faux_checks.gate.one_attribute import check_one_attribute  # noqa: E402
 from faux_checks.errors import InputError  # noqa: E402
 from faux_checks.inputs.models import load_model, save_torchscript  # noqa: E402
 from faux_checks.gate.policy import Policy  # noqa: E402
@@ -87,7 +87,7 @@ def test_fair_model_passes(frame, files):
 
 
 def test_unfair_model_fails_with_run_check_numbers(frame, files, unfair_outcome):
-    direct = run_check(load_model(files["unfair"]), frame, policy=make_policy())
+    direct = check_one_attribute(load_model(files["unfair"]), frame, policy=make_policy())
 
     assert unfair_outcome.decision == "failed" and unfair_outcome.exit_code == 1
     assert direct.decision == "failed"
@@ -100,7 +100,7 @@ def test_unfair_model_fails_with_run_check_numbers(frame, files, unfair_outcome)
     assert direct.flagged_fraction == pytest.approx(np.mean(truth > 0.05), abs=0.03)
     assert unfair_outcome.check["flagged_fraction"] == direct.flagged_fraction
     assert unfair_outcome.check["n_individuals"] == 600
-    # the baseline metrics score the same individuals as run_check's own testers
+    # the baseline metrics score the same individuals as check_one_attribute's own testers
     assert row(unfair_outcome, FTA)["observed_value"] == pytest.approx(direct.testers["fta"]["value"], abs=1e-12)
     assert row(unfair_outcome, DP)["observed_value"] == pytest.approx(direct.testers["demographic_parity"]["value"])
     assert row(unfair_outcome, EO)["observed_value"] == pytest.approx(direct.testers["equalized_odds"]["value"])
@@ -136,7 +136,7 @@ def test_gating_baseline_failure_fails(frame, files):
 def test_fta_validator_fires_and_report_only_never_fails(frame, files):
     testers = {"fta": {"threshold": 0.01, "max_flagged_fraction": 0.05}}
     outcome = E.validate_frame(frame, E.build_suite(make_policy(testers=testers), model_path=files["fair"]))
-    direct = run_check(load_model(files["fair"]), frame, policy=make_policy(testers=testers))
+    direct = check_one_attribute(load_model(files["fair"]), frame, policy=make_policy(testers=testers))
 
     fta = row(outcome, FTA)
     assert fta["success"] is False and fta["exception"] is None
@@ -256,11 +256,11 @@ def test_missing_aux_model_file_is_undecided(frame, files, tmp_path):
     assert outcome.decision == "undecided" and "does not exist" in outcome.reasons[0]
 
 
-# ------------------------------------------------------------------ consistency with run_check
+# ------------------------------------------------------------------ consistency with check_one_attribute
 def test_max_rows_sample_is_the_one_run_check_audits(frame, files):
     policy = make_policy(testers={"fta": {"threshold": 0.2}, "demographic_parity": {"threshold": 0.2}}, max_rows=250)
     outcome = E.validate_frame(frame, E.build_suite(policy, model_path=files["unfair"]))
-    direct = run_check(load_model(files["unfair"]), frame, policy=policy)
+    direct = check_one_attribute(load_model(files["unfair"]), frame, policy=policy)
 
     assert outcome.check["n_individuals"] == 250
     assert row(outcome, FAUX)["observed_value"] == direct.flagged_fraction
@@ -326,21 +326,21 @@ def test_load_suite_refuses_unknown_or_invalid_expectations(files, tmp_path):
 
 # ------------------------------------------------------------------ cost of the adapter
 def test_gx_decides_as_a_direct_run_check(frame, files, record_property):
-    """validate_frame (fAux only) decides as a direct run_check on the same data; the time of each is recorded."""
+    """validate_frame (fAux only) decides as a direct check_one_attribute on the same data; the time of each is recorded."""
     policy = make_policy(testers={})
     suite = E.build_suite(policy, model_path=files["unfair"])
     model = load_model(files["unfair"])
     direct_s, gx_s = [], []
     for _ in range(2):
         t = time.perf_counter()
-        direct = run_check(model, frame, policy=policy)
+        direct = check_one_attribute(model, frame, policy=policy)
         direct_s.append(time.perf_counter() - t)
         t = time.perf_counter()
         outcome = E.validate_frame(frame, suite)
         gx_s.append(time.perf_counter() - t)
     overhead = min(gx_s) - min(direct_s)
     record_property("gx_overhead_s", round(overhead, 3))
-    print(f"run_check {min(direct_s):.3f} s, validate_frame {min(gx_s):.3f} s, GX overhead {overhead:.3f} s")
+    print(f"check_one_attribute {min(direct_s):.3f} s, validate_frame {min(gx_s):.3f} s, GX overhead {overhead:.3f} s")
     assert outcome.check["flagged_fraction"] == direct.flagged_fraction
     # No wall-clock assert: under load one failed the README's test command on a fresh clone (issue 21). The
-    # overhead is measured by benchmarks/bench_gate.py (validate_frame - run_check, same run); recorded here only.
+    # overhead is measured by benchmarks/bench_gate.py (validate_frame - check_one_attribute, same run); recorded here only.

@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from _support import linear, make_data
-from faux_checks import load_policy, run_check
+from faux_checks import load_policy
+from faux_checks.gate.one_attribute import check_one_attribute
 from faux_checks.errors import InputError
 from faux_checks.gate.rows import prepare_audit
 from faux_checks.gate.stream.source import DataSource
@@ -75,7 +76,7 @@ def test_a_label_named_column_never_becomes_a_model_input():
     df = make_data(300, seed=2)                                         # f0..f3, proxy, sex, y (0/1)
     policy = load_policy(protected="sex").with_overrides(label=None)
     with pytest.raises(InputError) as err:
-        run_check(linear([1.0, 0, 0, 0, 0, 0]), df, policy=policy)
+        check_one_attribute(linear([1.0, 0, 0, 0, 0, 0]), df, policy=policy)
     msg = str(err.value)
     assert "['y'] look like a label" in msg and "--label y" in msg
     rows = prepare_audit(df, policy=policy.with_overrides(label="y"))

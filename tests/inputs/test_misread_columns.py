@@ -87,11 +87,11 @@ def test_empty_and_whitespace_ambiguous_names_are_refused(files, tmp_path):
         f"data file {path} has ambiguous column names: column 3 has an empty name; 'f1' and 'f1 ' differ only by "
         "surrounding whitespace (columns 2 and 4). Every column needs")
     frame = files["data"].rename(columns={"f3": "f0"})                    # an in-memory frame: same rule
-    from faux_checks.gate.check import run_check
+    from faux_checks.gate.one_attribute import check_one_attribute
     from faux_checks.gate.policy import load_policy
 
     with pytest.raises(InputError, match=r"^data has ambiguous column names: 'f0' is given 2 times \(columns 1 and 4\)"):
-        run_check(_support.FirstInputs(UNFAIR), frame, policy=load_policy(files["policy"]))
+        check_one_attribute(_support.FirstInputs(UNFAIR), frame, policy=load_policy(files["policy"]))
 
 
 def test_parquet_header_is_checked_too(files, tmp_path):

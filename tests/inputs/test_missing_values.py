@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 import torch
 
-from faux_checks import FeatureSpec, Policy, run_check
+from faux_checks import FeatureSpec, Policy
+from faux_checks.gate.one_attribute import check_one_attribute
 from faux_checks.errors import InputError
 from faux_checks.groundtruth.missingness import missingness_labels, missingness_proxy, true_share
 from faux_checks.inputs.missing import nan_inputs, sklearn_takes_nan, target_takes_missing
@@ -70,7 +71,7 @@ def test_nan_reaches_a_nan_native_model_unchanged():
     seen = []
     inner = model.predict_proba
     model.predict_proba = lambda x: (seen.append(np.array(x, copy=True)), inner(x))[1]   # a spy on the model's input
-    result = run_check(model, data.frame, policy=policy(min_aux_quality=0.5))
+    result = check_one_attribute(model, data.frame, policy=policy(min_aux_quality=0.5))
     expected = data.frame[COLUMNS].to_numpy()
     whole = [x for x in seen if x.shape == expected.shape]
     assert whole, "the model was never read on the audited rows"
@@ -86,7 +87,7 @@ def test_a_target_that_cannot_take_nan_is_refused_naming_every_column():
     frame.loc[[3, 7, 11, 19], "x1"] = np.nan
     counts = frame[COLUMNS].isna().sum()
     with pytest.raises(InputError) as info:
-        run_check(torch.nn.Linear(3, 1), frame, policy=policy(target_output="logit"))
+        check_one_attribute(torch.nn.Linear(3, 1), frame, policy=policy(target_output="logit"))
     message = str(info.value)
     assert "2 columns have missing values" in message
     assert "column 'x1' has 4 missing values in 400 rows" in message
@@ -94,7 +95,7 @@ def test_a_target_that_cannot_take_nan_is_refused_naming_every_column():
     assert 'missing_values = "pass"' in message
     model = hgb(missingness_proxy(500, seed=1), unfair=False)
     with pytest.raises(InputError, match=r"column 'x1' has 4 .*column 'savings' has .*missing_values = \"refuse\""):
-        run_check(model, frame, policy=policy(missing_values="refuse"))
+        check_one_attribute(model, frame, policy=policy(missing_values="refuse"))
 
 
 def test_a_categorical_column_with_missing_values_is_refused_for_a_nan_native_target():
@@ -103,7 +104,7 @@ def test_a_categorical_column_with_missing_values_is_refused_for_a_nan_native_ta
     model = HistGradientBoostingClassifier(max_iter=5).fit(spec.encode(frame.fillna({"job": "a", "savings": 0.0})),
                                                            np.arange(300) % 2)
     with pytest.raises(InputError, match=r"column 'job' has 100 missing values in 300 rows; .*categorical"):
-        run_check(model, frame, policy=policy(), feature_spec=spec)
+        check_one_attribute(model, frame, policy=policy(), feature_spec=spec)
 
 
 @pytest.mark.slow
@@ -114,7 +115,7 @@ def test_a_proxy_in_missingness_is_read_as_the_truth(unfair):
     model = hgb(missingness_proxy(3000, seed=1), unfair=unfair)
     data = missingness_proxy(3000, seed=3)
     truth = true_share(lambda f: model.predict_proba(f[COLUMNS].to_numpy())[:, 1], data, 0.1)
-    result = run_check(model, data.frame, policy=policy(decision={"min_group_rows": 100}))
+    result = check_one_attribute(model, data.frame, policy=policy(decision={"min_group_rows": 100}))
     if unfair:
         assert truth > 0.15
         assert result.decision == "failed"

@@ -124,7 +124,7 @@ def test_a_fair_model_of_the_legitimate_feature_scores_zero_when_independent_col
 
 
 def test_an_admissible_only_target_scores_zero_and_the_check_says_why():
-    from faux_checks.gate.check import run_check
+    from faux_checks.gate.one_attribute import check_one_attribute
     from faux_checks.gate.policy import Policy
 
     rng = np.random.default_rng(3)
@@ -139,7 +139,7 @@ def test_an_admissible_only_target_scores_zero_and_the_check_says_why():
         "protected": "sex", "target_output": "logit", "min_aux_quality": 0.7,
         "faux": {"delta": 0.1, "max_flagged_fraction": 0.05, "admissible": ["mediator"]},
         "aux": {"epochs": 10}, "decision": {"min_group_rows": 50, "aux_seeds": 1}})
-    result = run_check(target, df, policy=policy, feature_spec=spec)
+    result = check_one_attribute(target, df, policy=policy, feature_spec=spec)
     assert result.decision == "passed"
     assert np.nanmax(result.scores) == 0.0 and result.n_undefined == 0
     assert any("nothing outside the declared columns carries 'sex'" in r for r in result.reasons)
@@ -153,7 +153,7 @@ def test_an_admissible_only_target_scores_zero_and_the_check_says_why():
 
 def test_an_admissible_only_target_passes_under_a_weak_auxiliary_model():
     """The mediator carries c weakly (aux ROC-AUC under the 0.7 floor): nothing is free, so the floor does not apply."""
-    from faux_checks.gate.check import run_check
+    from faux_checks.gate.one_attribute import check_one_attribute
     from faux_checks.gate.policy import Policy
 
     rng = np.random.default_rng(5)
@@ -167,7 +167,7 @@ def test_an_admissible_only_target_passes_under_a_weak_auxiliary_model():
         "protected": "sex", "target_output": "logit", "min_aux_quality": 0.7,
         "faux": {"delta": 0.1, "max_flagged_fraction": 0.05, "admissible": ["mediator"]},
         "aux": {"epochs": 10, "cross_fit_folds": 0}, "decision": {"min_group_rows": 50, "aux_seeds": 1}})
-    result = run_check(_Logistic([1.0, 0.5, 2.0]), df, policy=policy, feature_spec=spec)
+    result = check_one_attribute(_Logistic([1.0, 0.5, 2.0]), df, policy=policy, feature_spec=spec)
     aux_rule = next(r for r in result.rules if r["rule"] == "min_aux_quality")
     assert aux_rule["observed"] < 0.7                                      # the floor would not be met
     assert result.decision == "passed" and result.flagged_fraction == 0.0
@@ -318,7 +318,7 @@ def test_a_value_tied_to_two_groups_is_refused_with_its_name():
 
 def test_the_gate_s_own_aux_model_given_back_reproduces_its_score():
     """Issue 25, bad input 4: a given aux model is measured and its reference fitted on the gate's own split."""
-    from faux_checks.gate.check import run_check
+    from faux_checks.gate.one_attribute import check_one_attribute
     from faux_checks.gate.policy import Policy
 
     rng = np.random.default_rng(7)
@@ -332,8 +332,8 @@ def test_the_gate_s_own_aux_model_given_back_reproduces_its_score():
         "protected": "sex", "target_output": "logit", "min_aux_quality": 0.5,
         "faux": {"delta": 0.1, "max_flagged_fraction": 0.05}, "aux": {"epochs": 10},
         "decision": {"min_group_rows": 50, "aux_seeds": 1}})
-    gate = run_check(target, df, policy=policy, feature_spec=spec)
-    again = run_check(target, df, policy=policy, feature_spec=spec, aux_model=gate.aux_model.net_)
+    gate = check_one_attribute(target, df, policy=policy, feature_spec=spec)
+    again = check_one_attribute(target, df, policy=policy, feature_spec=spec, aux_model=gate.aux_model.net_)
     assert gate.flagged_fraction > 0.2
     assert again.flagged_fraction == pytest.approx(gate.flagged_fraction, abs=1e-12)
     assert again.provenance["swap"]["held_fixed_uninformative"] == gate.provenance["swap"]["held_fixed_uninformative"]

@@ -188,7 +188,7 @@ def _mediated_frame(n=3000, seed=11):
 
 def test_run_check_parts_add_up_to_the_change_and_match_the_linear_closed_form():
     from faux_checks import FeatureSpec
-    from faux_checks.gate.check import run_check
+    from faux_checks.gate.one_attribute import check_one_attribute
     from faux_checks.gate.policy import Policy
 
     df = _mediated_frame()
@@ -205,7 +205,7 @@ def test_run_check_parts_add_up_to_the_change_and_match_the_linear_closed_form()
         "protected": "sex", "target_output": "probability", "min_aux_quality": 0.5,
         "faux": {"delta": 0.05, "max_flagged_fraction": 0.05, "admissible": ["mediator"]},
         "aux": {"epochs": 10}, "decision": {"min_group_rows": 50, "aux_seeds": 1}})
-    result = run_check(target, df, policy=policy, feature_spec=spec)
+    result = check_one_attribute(target, df, policy=policy, feature_spec=spec)
     parts = result.decomposition
     assert parts is not None and list(parts.columns) == ["direct", "proxies", "admissible", "total"]
     ok = parts.dropna()
@@ -234,7 +234,7 @@ def test_run_check_parts_add_up_to_the_change_and_match_the_linear_closed_form()
 
 def test_a_target_without_c_s_columns_has_a_direct_part_of_exactly_zero():
     from faux_checks import FeatureSpec
-    from faux_checks.gate.check import run_check
+    from faux_checks.gate.one_attribute import check_one_attribute
     from faux_checks.gate.policy import Policy
 
     df = _mediated_frame(seed=12)
@@ -244,7 +244,7 @@ def test_a_target_without_c_s_columns_has_a_direct_part_of_exactly_zero():
         "protected": "sex", "target_output": "probability", "min_aux_quality": 0.5,
         "faux": {"delta": 0.05, "max_flagged_fraction": 0.05}, "aux": {"epochs": 10},
         "decision": {"min_group_rows": 50, "aux_seeds": 1}})
-    result = run_check(target, df, policy=policy, feature_spec=spec)
+    result = check_one_attribute(target, df, policy=policy, feature_spec=spec)
     ok = result.decomposition.dropna()
     assert (ok["direct"] == 0.0).all()
     np.testing.assert_allclose(ok["proxies"] + ok["admissible"], ok["total"], atol=1e-6)
@@ -253,7 +253,7 @@ def test_a_target_without_c_s_columns_has_a_direct_part_of_exactly_zero():
 
 def test_the_check_s_group_table_counts_match_the_audit_rows():
     from faux_checks import FeatureSpec
-    from faux_checks.gate.check import run_check
+    from faux_checks.gate.one_attribute import check_one_attribute
     from faux_checks.gate.policy import Policy
 
     df = _mediated_frame(n=2000, seed=13)
@@ -264,7 +264,7 @@ def test_the_check_s_group_table_counts_match_the_audit_rows():
         "protected": "sex", "target_output": "probability", "min_aux_quality": 0.5, "missing_protected": "drop",
         "favourable_label": "1", "faux": {"delta": 0.05, "max_flagged_fraction": 0.05}, "aux": {"epochs": 5},
         "decision": {"min_group_rows": 50, "aux_seeds": 1}})
-    result = run_check(target, df, policy=policy, feature_spec=spec)
+    result = check_one_attribute(target, df, policy=policy, feature_spec=spec)
     table = {r["group"]: r for r in result.to_dict()["group_table"]}
     audited = df.iloc[10:]
     p = 0.5 + spec.encode(audited) @ np.array([0.06, 0.01, 0.04])

@@ -103,7 +103,7 @@ def test_aux_training_on_device_cpu_is_the_default_training_bit_for_bit():
 def test_the_check_records_the_device_it_scored_on():
     import pandas as pd
 
-    from faux_checks.gate.check import run_check
+    from faux_checks.gate.one_attribute import check_one_attribute
 
     rng = np.random.default_rng(0)
     n = 600
@@ -113,7 +113,7 @@ def test_the_check_records_the_device_it_scored_on():
     policy = load_policy(protected="g").with_overrides(label=None)
     policy = policy.with_overrides(aux=policy.aux.model_copy(update={"epochs": 2}),
                                    scale=policy.scale.model_copy(update={"device": "cpu"}))
-    result = run_check(target, frame, policy=policy)
+    result = check_one_attribute(target, frame, policy=policy)
     assert result.provenance["device"] == "cpu"
 
 

@@ -203,7 +203,7 @@ def test_a_categorical_with_more_levels_than_the_limit_is_refused_with_the_colum
 def test_check_deadline_ends_a_check_that_hangs_with_exit_2_and_an_undecided_report(tmp_path, monkeypatch):
     import time
 
-    import faux_checks.gate.check as check_module
+    import faux_checks.gate.one_attribute as check_module
     from faux_checks.inputs.models import save_torchscript
     from faux_checks_app.cli import main
 
@@ -217,8 +217,8 @@ def test_check_deadline_ends_a_check_that_hangs_with_exit_2_and_an_undecided_rep
         calls.append(1)
         time.sleep(120)
 
-    monkeypatch.setattr(check_module, "run_check", hangs)
-    monkeypatch.setattr("faux_checks.gate.attributes.run_check", hangs)   # the one check path (issue 21)
+    monkeypatch.setattr(check_module, "check_one_attribute", hangs)
+    monkeypatch.setattr("faux_checks.gate.attributes.check_one_attribute", hangs)   # the one check path (issue 21)
     code = main(["check", "--model", str(model), "--data", str(tmp_path / "d.csv"), "--policy",
                  str(write_policy(tmp_path / "p.toml")), "--report-dir", str(tmp_path / "r"), "--deadline", "1"])
     assert calls == [1] and code == 2

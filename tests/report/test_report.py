@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import torch
 
-from faux_checks.gate.check import run_check
+from faux_checks.gate.one_attribute import check_one_attribute
 from faux_checks.audit.drift import run_audit
 from faux_checks.errors import InputError
 from faux_checks.gate.policy import Policy
@@ -52,7 +52,7 @@ def reports(tmp_path_factory):
                                     "decision": {"min_group_rows": 15}})   # the current batch: ~100 women
     ref, cur = _data(), _data(seed=1, p_male=0.8)
     model_info = {"name": "credit", "version": "2", "sha256": "ab" * 32}
-    check = run_check(model, ref, policy=policy, model_info=model_info)
+    check = check_one_attribute(model, ref, policy=policy, model_info=model_info)
     history = history_points(
         [{"version": "1", "fairness_gate": "failed", "fairness_flagged_fraction": "0.41",
           "fairness_checked_at": "2026-01-01T00:00:00+00:00", "fairness_run_id": "r1"},

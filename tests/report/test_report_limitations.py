@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from _support import linear, make_data, write_policy
-from faux_checks import load_policy, run_check
+from faux_checks import load_policy
+from faux_checks.gate.one_attribute import check_one_attribute
 from faux_checks.inputs.models import model_format
 from faux_checks.report.build import build_report, write_report
 from faux_checks.report.limitations import limitations
@@ -64,7 +65,7 @@ def test_a_real_check_page_has_the_limitations_section_the_unit_and_the_model_ta
     model = tmp_path / "m.pt"
     torch.jit.save(torch.jit.script(linear([1.0, 0, 0, 0, 2.0])), str(model))
     policy = load_policy(write_policy(tmp_path / "p.toml", target_output='"logit"'))
-    result = run_check(torch.jit.load(str(model)), df, policy=policy)
+    result = check_one_attribute(torch.jit.load(str(model)), df, policy=policy)
     paths = write_report(tmp_path / "r", decision=result.decision, reasons=result.reasons, check=result.to_dict(),
                          model={"path": str(model)})
     html = paths["html"].read_text()

@@ -12,7 +12,7 @@ number of rows n. Two passes over the file:
    sample is the same whatever the chunk size and however the file is split into shards: the
    bottom-k of a union is the bottom-k of the parts' bottom-k (:func:`~.sample.merge_samples`).
    With n ≤ ``max_train_rows`` every audited row is in it, in input order, exactly as
-   :func:`faux_checks.gate.check.run_check` trains.
+   :func:`faux_checks.gate.one_attribute.check_one_attribute` trains.
 2. **Setup** (:mod:`.plan`). The auxiliary model is trained once on that sample (seed
    ``policy.seed``; quality on its held-out rows) or a given one is wrapped (quality on the whole
    sample). The protected groups and the target's output form are fixed here, once, for every
@@ -41,7 +41,7 @@ intersections): the passes (:mod:`.passes`) read the file once for all of them, 
 with its own sample, auxiliary model, counts and scores file; one result type,
 :class:`~.outcome.StreamResult`, with one :class:`~.outcome.StreamSection` per attribute.
 
-Differences from :func:`~faux_checks.gate.check.run_check`, each recorded in
+Differences from :func:`~faux_checks.gate.one_attribute.check_one_attribute`, each recorded in
 ``StreamSummary.notes``: every row is scored (``policy.max_rows`` is not applied); baseline
 testers and per-feature evidence are not computed (a policy with a *gating* baseline tester gives
 ``undecided``); a continuous protected attribute is grouped by the training sample's quartiles;

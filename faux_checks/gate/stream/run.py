@@ -100,7 +100,7 @@ def score_stream(
     Raises
     ------
     InputError
-        As :func:`faux_checks.gate.check.run_check` (prefixed with the attribute when several are
+        As :func:`faux_checks.gate.one_attribute.check_one_attribute` (prefixed with the attribute when several are
         checked), plus an existing output path, an intersection's derived name already a column of
         the data, and ``aux_model`` given for a policy with several attributes.
 

@@ -36,7 +36,7 @@ class StreamSummary(DecidedResult):
     ----------
     decision : {"passed", "failed", "undecided"}
         The gate's rules (:func:`~faux_checks.gate.check_rules.check_rules`) read by
-        :func:`~faux_checks.gate.decision.decide`, as in ``run_check``; an enabled *gating* baseline
+        :func:`~faux_checks.gate.decision.decide`, as in ``check_one_attribute``; an enabled *gating* baseline
         tester is a rule ``not computed`` here (not run by the streaming scorer).
     reasons : list of str
     flagged_fraction : float
@@ -55,7 +55,7 @@ class StreamSummary(DecidedResult):
         Seconds: ``sample``, ``aux``, ``score``, ``merge``, ``total``, ``first_score`` (start to the
         first written score).
     notes : list of str
-        How this run differs from ``run_check`` (see module docstring).
+        How this run differs from ``check_one_attribute`` (see module docstring).
     provenance : dict
     interval : FlaggedInterval or None
         The flagged fraction's interval over rows and aux seeds (seeds scored on the training sample).

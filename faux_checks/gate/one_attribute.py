@@ -1,4 +1,8 @@
-"""The gate's check in memory: :func:`run_check` -> :class:`~faux_checks.gate.result.CheckResult`.
+"""One protected attribute's check in memory: :func:`check_one_attribute` -> :class:`~faux_checks.gate.result.CheckResult`.
+
+The gate over N ≥ 1 attributes (:func:`faux_checks.gate.attributes.check_attributes`, and
+``faux_checks.check`` for a notebook) runs it once per attribute and decides once
+(:func:`faux_checks.gate.sections.combine`); it is not a public entry of its own.
 
 The steps, each in its own module of this folder:
 
@@ -48,10 +52,10 @@ from .scorer import faux_tester
 from .seeds import seed_sample, seed_spread
 from .testers import run_baselines
 
-__all__ = ["run_check"]
+__all__ = ["check_one_attribute"]
 
 
-def run_check(
+def check_one_attribute(
     target_model,
     data: pd.DataFrame,
     *,
