@@ -18,7 +18,6 @@ LONG_FUNCTIONS = {
     ("faux_checks/gate/check.py", "run_check"): 157, ("faux_checks/report/plots.py", "render_plots"): 156,
     ("flows/shard_attributes.py", "score_sharded_attributes"): 129, ("flows/shard.py", "score_sharded"): 123,
     ("faux_checks/method/faux.py", "evaluate"): 118,
-    ("faux_checks/report/build.py", "build_report"): 117,
     ("faux_checks/method/chunk.py", "swap_chunk"): 113,
     ("faux_checks/registry/trail.py", "log_gate_run"): 103,
     ("flows/gate.py", "gate"): 105, ("faux_checks/gate/stream/run.py", "score_stream"): 98,
