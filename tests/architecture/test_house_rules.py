@@ -19,7 +19,6 @@ LONG_FUNCTIONS = {
     ("flows/shard_attributes.py", "score_sharded_attributes"): 129, ("flows/shard.py", "score_sharded"): 123,
     ("faux_checks/method/faux.py", "evaluate"): 118,
     ("faux_checks/method/chunk.py", "swap_chunk"): 113,
-    ("faux_checks/registry/trail.py", "log_gate_run"): 103,
     ("flows/gate.py", "gate"): 105, ("faux_checks/gate/stream/run.py", "score_stream"): 98,
     ("faux_checks/registry/versions.py", "register_version"): 90,
     ("faux_checks/method/counterfactual.py", "counterfactual_inputs"): 89, ("faux_checks_app/gate_cli.py", "cmd_gate"): 92,
