@@ -15,7 +15,7 @@ PACKAGES = {"faux_checks": "faux_checks", "faux_checks_app": "faux_checks_app", 
 #: Functions longer than 80 lines when the rule was written, with their length then: each may shrink or be split,
 #: never grow; a function not listed here may not pass 80 lines.
 LONG_FUNCTIONS = {
-    ("faux_checks/gate/check.py", "run_check"): 157, ("faux_checks/report/plots.py", "render_plots"): 156,
+    ("faux_checks/gate/check.py", "run_check"): 157,
     ("flows/shard_attributes.py", "score_sharded_attributes"): 129, ("flows/shard.py", "score_sharded"): 123,
     ("faux_checks/method/faux.py", "evaluate"): 118,
     ("faux_checks/method/chunk.py", "swap_chunk"): 113,
