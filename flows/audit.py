@@ -325,9 +325,6 @@ def audit(model_name: str, data_path: str, reference_path: str | None = None, po
     -------
     dict (the audit summary) when the audit passed; otherwise a ``Failed`` state carrying it.
     """
-    from faux_checks.audit.results import AuditResult
-    from faux_checks.report.artifacts import artifact_markdown, artifact_table
-    from faux_checks.report.build import summarise_data
     from faux_checks.settings import default_home
 
     from faux_checks.report.evidence import signing_key_path
@@ -350,28 +347,10 @@ def audit(model_name: str, data_path: str, reference_path: str | None = None, po
     model_info = {"name": model_name, "version": version}
     if target["sha256"]:  # a version logged with MLflow's own API has no model_sha256 tag: hashed once downloaded
         model_info["sha256"] = target["sha256"]
-    data: list[dict] = []
-    data_at = data_written_at(data_path)
-    with tempfile.TemporaryDirectory(prefix="faux-audit-") as workdir:
-        try:
-            model_path, spec_path = fetch_version(model_name, version, tracking_uri, workdir)
-            if "sha256" not in model_info:
-                from faux_checks.inputs.models import model_sha256
-
-                model_info["sha256"] = model_sha256(model_path)
-            reference = load_table(target["reference_path"])
-            data_at = data_written_at(data_path)   # before the read: a batch replaced meanwhile is newer than this
-            current = load_table(data_path, sep, thousands, decimal)   # the current batch: CLI --sep/--thousands/--decimal
-            records = None if retrain_aux else fetch_gate_records(target["gate_record"].get("run_id"), tracking_uri,
-                                                                  workdir)
-            data = [summarise_data(reference, path=target["reference_path"], name="reference"),
-                    summarise_data(current, path=data_path, name="current")]
-            result = audit_batch(model_path, spec_path, reference, current, policy_path, target["policy_json"],
-                                 report_dir, model_info, target["gate_record"], records, positive_label)
-        except Exception as exc:  # noqa: BLE001 - fail closed, but still record the undecided audit
-            logger.error("audit of %s v%s could not run: %s", model_name, version, exc)
-            result = AuditResult.undecided(f"the audit could not run: {type(exc).__name__}: {exc}",
-                                           provenance=model_info)
+    result, data, data_at = _audit_in_workdir(target, model_info, data_path=data_path, policy_path=policy_path,
+                                              tracking_uri=tracking_uri, report_dir=report_dir, retrain_aux=retrain_aux,
+                                              csv={"sep": sep, "thousands": thousands, "decimal": decimal},
+                                              positive_label=positive_label)
     for column in result.drift.skipped:
         logger.warning("column '%s' skipped: %s", column.column, column.note)
     report = write_audit_report(result, report_dir, model_info, data, tracking_uri)
@@ -381,12 +360,59 @@ def audit(model_name: str, data_path: str, reference_path: str | None = None, po
         {"reference": target.get("reference_path"), "current": data_path, "policy": policy_path}, signing_key,
         data_at, started_at)
     AUDIT_PROGRESS.update(stage="superseded" if superseded else "recorded")
+    _publish_artifacts(model_name, version, report, report_dir)
+    logger.info("%s v%s audit: %s (%s)", model_name, version, result.decision, result.rule)
+    return _final_state(model_name, version, result, report_dir=report_dir, run_id=run_id, superseded=superseded)
+
+
+def _audit_in_workdir(target: dict, model_info: dict, *, data_path: str, policy_path: str | None,
+                      tracking_uri: str | None, report_dir: str, retrain_aux: bool, csv: dict,
+                      positive_label: str | None):
+    """Download the deployed version and the gate's records into a temporary folder, read both batches and audit
+    them: ``(AuditResult, data summaries, the current batch's written-at time)``. Fails closed: any error makes the
+    result ``undecided`` with its reason. ``model_info`` gains the model file's sha256 when the version has none."""
+    from faux_checks.audit.results import AuditResult
+    from faux_checks.report.build import summarise_data
+
+    logger = run_logger()
+    data: list[dict] = []
+    data_at = data_written_at(data_path)
+    with tempfile.TemporaryDirectory(prefix="faux-audit-") as workdir:
+        try:
+            model_path, spec_path = fetch_version(model_info["name"], target["version"], tracking_uri, workdir)
+            if "sha256" not in model_info:
+                from faux_checks.inputs.models import model_sha256
+
+                model_info["sha256"] = model_sha256(model_path)
+            reference = load_table(target["reference_path"])
+            data_at = data_written_at(data_path)   # before the read: a batch replaced meanwhile is newer than this
+            current = load_table(data_path, csv["sep"], csv["thousands"], csv["decimal"])   # CLI --sep/--thousands/--decimal
+            records = None if retrain_aux else fetch_gate_records(target["gate_record"].get("run_id"), tracking_uri,
+                                                                  workdir)
+            data = [summarise_data(reference, path=target["reference_path"], name="reference"),
+                    summarise_data(current, path=data_path, name="current")]
+            result = audit_batch(model_path, spec_path, reference, current, policy_path, target["policy_json"],
+                                 report_dir, model_info, target["gate_record"], records, positive_label)
+        except Exception as exc:  # noqa: BLE001 - fail closed, but still record the undecided audit
+            logger.error("audit of %s v%s could not run: %s", model_info["name"], target["version"], exc)
+            result = AuditResult.undecided(f"the audit could not run: {type(exc).__name__}: {exc}",
+                                           provenance=model_info)
+    return result, data, data_at
+
+
+def _publish_artifacts(model_name: str, version, report: dict, report_dir: str) -> None:
+    """The audit's Prefect artifacts: its markdown summary and its table of limits."""
+    from faux_checks.report.artifacts import artifact_markdown, artifact_table
+
     key = slug(model_name)
     create_markdown_artifact(key=f"fairness-audit-{key}", markdown=artifact_markdown(report, report_dir=report_dir),
                              description=f"fairness drift audit of {markdown_text(model_name)} v{markdown_text(version)}")
     create_table_artifact(key=f"fairness-audit-{key}-limits", table=artifact_table(report),
                           description=f"audit limits of {markdown_text(model_name)} v{markdown_text(version)}")
-    logger.info("%s v%s audit: %s (%s)", model_name, version, result.decision, result.rule)
+
+
+def _final_state(model_name: str, version, result, *, report_dir: str, run_id: str | None, superseded: str | None):
+    """The flow's end: ``Completed`` with the audit summary when it passed, else a ``Failed`` state carrying it."""
     summary = {"model_name": model_name, "version": version, "decision": result.decision, "reasons": result.reasons,
                "report_dir": report_dir, "run_id": run_id, "timings": result.timings,
                "recorded": superseded is None, **({"superseded": superseded} if superseded else {})}

@@ -97,7 +97,6 @@ def group_table(selected: np.ndarray, probability: np.ndarray, sensitive, *, fav
         Lengths differ or ``sensitive`` has no column.
     """
     import pandas as pd
-    from fairlearn.metrics import MetricFrame, count, selection_rate
 
     frame = pd.DataFrame(sensitive).reset_index(drop=True)
     n = len(frame)
@@ -113,31 +112,40 @@ def group_table(selected: np.ndarray, probability: np.ndarray, sensitive, *, fav
     sets = [[c] for c in frame.columns]
     if frame.shape[1] >= 2:
         sets.append(list(frame.columns))
+    return [row for cols in sets for row in _attribute_rows(frame[cols], arrays, favourable=favourable,
+                                                            min_count=min_count)]
+
+
+def _attribute_rows(sensitive, arrays: dict[str, np.ndarray], *, favourable: bool | None,
+                    min_count: int) -> list[dict]:
+    """:func:`group_table`'s rows of one attribute (or intersection): the columns of ``sensitive``, as text."""
+    from fairlearn.metrics import MetricFrame, count, selection_rate
+
+    cols = list(sensitive.columns)
     mean = lambda y_true, y_pred: float(np.mean(y_pred))     # noqa: E731  (a MetricFrame metric)
 
-    def by_group(values, metric, cols):
+    def by_group(values, metric):
         return MetricFrame(metrics=metric, y_true=arrays["selected"], y_pred=values,
-                           sensitive_features=frame[cols]).by_group
+                           sensitive_features=sensitive).by_group
 
+    table = by_group(arrays["selected"], {"count": count, "selection_rate": selection_rate})
+    scores = by_group(arrays["probability"], mean)
+    flags = by_group(arrays["flagged"], mean) if "flagged" in arrays else None
+    enough = table["count"] >= min_count
+    rates = table["selection_rate"] if favourable is not False else 1.0 - table["selection_rate"]
+    best = rates[enough].max() if enough.any() and favourable is not None else np.nan
     rows = []
-    for cols in sets:
-        table = by_group(arrays["selected"], {"count": count, "selection_rate": selection_rate}, cols)
-        scores = by_group(arrays["probability"], mean, cols)
-        flags = by_group(arrays["flagged"], mean, cols) if flagged is not None else None
-        enough = table["count"] >= min_count
-        rates = table["selection_rate"] if favourable is not False else 1.0 - table["selection_rate"]
-        best = rates[enough].max() if enough.any() and favourable is not None else np.nan
-        for key, row in table.iterrows():
-            key = key if isinstance(key, tuple) else (key,)
-            ok = bool(row["count"] >= min_count)
-            rate = float(rates.loc[key if len(key) > 1 else key[0]]) if ok and favourable is not None else None
-            entry = {"attribute": " × ".join(map(str, cols)), "group": " × ".join(map(str, key)),
-                     "count": int(row["count"]), "predicted_rate": float(row["selection_rate"]) if ok else None,
-                     "favourable_rate": rate,
-                     "mean_score": float(scores.loc[key if len(key) > 1 else key[0]]) if ok else None,
-                     "impact_ratio": (rate / best) if rate is not None and np.isfinite(best) and best > 0 else None,
-                     "most_favoured": None if favourable is None else bool(ok and rate == best)}
-            if flags is not None:
-                entry["flagged_fraction"] = float(flags.loc[key if len(key) > 1 else key[0]]) if ok else None
-            rows.append(entry)
+    for key, row in table.iterrows():
+        key = key if isinstance(key, tuple) else (key,)
+        ok = bool(row["count"] >= min_count)
+        rate = float(rates.loc[key if len(key) > 1 else key[0]]) if ok and favourable is not None else None
+        entry = {"attribute": " × ".join(map(str, cols)), "group": " × ".join(map(str, key)),
+                 "count": int(row["count"]), "predicted_rate": float(row["selection_rate"]) if ok else None,
+                 "favourable_rate": rate,
+                 "mean_score": float(scores.loc[key if len(key) > 1 else key[0]]) if ok else None,
+                 "impact_ratio": (rate / best) if rate is not None and np.isfinite(best) and best > 0 else None,
+                 "most_favoured": None if favourable is None else bool(ok and rate == best)}
+        if flags is not None:
+            entry["flagged_fraction"] = float(flags.loc[key if len(key) > 1 else key[0]]) if ok else None
+        rows.append(entry)
     return rows

@@ -159,62 +159,78 @@ def read_ubjson(data: bytes):
     ValueError
         Not UBJSON, truncated, or a count past the data.
     """
-    import numpy as np
+    reader = _UbjsonReader(data)
+    return reader.value(bytes(reader.take(1)), 0)
 
-    view = memoryview(data)
-    pos = 0
 
-    def take(n: int) -> memoryview:
-        nonlocal pos
-        if n < 0 or pos + n > len(view):
-            raise ValueError(f"UBJSON truncated or a count past the data at byte {pos}")
-        out = view[pos:pos + n]
-        pos += n
+class _UbjsonReader:
+    """One pass over UBJSON bytes (:func:`read_ubjson`): ``pos`` is the next byte, every read is bounds-checked."""
+
+    def __init__(self, data: bytes):
+        self.view = memoryview(data)
+        self.pos = 0
+
+    def take(self, n: int) -> memoryview:
+        """The next ``n`` bytes; :class:`ValueError` when fewer are left."""
+        if n < 0 or self.pos + n > len(self.view):
+            raise ValueError(f"UBJSON truncated or a count past the data at byte {self.pos}")
+        out = self.view[self.pos:self.pos + n]
+        self.pos += n
         return out
 
-    def count() -> int:
-        marker = bytes(take(1))
+    def count(self) -> int:
+        """A length or count: an integer marker and its value, no larger than the bytes left."""
+        import numpy as np
+
+        marker = bytes(self.take(1))
         if marker not in _UBJ_NUM or marker in (b"d", b"D"):
-            raise ValueError(f"UBJSON length with marker {marker!r} at byte {pos - 1}")
-        n = int(np.frombuffer(take(np.dtype(_UBJ_NUM[marker]).itemsize), _UBJ_NUM[marker])[0])
-        if n < 0 or n > len(view) - pos:
-            raise ValueError(f"UBJSON count {n:,} at byte {pos} is past the {len(view) - pos:,} bytes left")
+            raise ValueError(f"UBJSON length with marker {marker!r} at byte {self.pos - 1}")
+        n = int(np.frombuffer(self.take(np.dtype(_UBJ_NUM[marker]).itemsize), _UBJ_NUM[marker])[0])
+        if n < 0 or n > len(self.view) - self.pos:
+            raise ValueError(f"UBJSON count {n:,} at byte {self.pos} is past the {len(self.view) - self.pos:,} bytes left")
         return n
 
-    def value(marker: bytes, depth: int):
+    def value(self, marker: bytes, depth: int):
+        """The value of type ``marker`` at nesting ``depth`` (at most 64)."""
+        import numpy as np
+
         if depth > 64:
             raise ValueError("UBJSON nested deeper than 64 levels")
         if marker in _UBJ_NUM:
             dtype = np.dtype(_UBJ_NUM[marker])
-            return np.frombuffer(take(dtype.itemsize), dtype)[0].item()
+            return np.frombuffer(self.take(dtype.itemsize), dtype)[0].item()
         if marker == b"Z" or marker == b"N":
             return None
         if marker in (b"T", b"F"):
             return marker == b"T"
         if marker == b"C":
-            return bytes(take(1)).decode("latin-1")
+            return bytes(self.take(1)).decode("latin-1")
         if marker in (b"S", b"H"):
-            return bytes(take(count())).decode("utf-8", "replace")
+            return bytes(self.take(self.count())).decode("utf-8", "replace")
         if marker in (b"[", b"{"):
-            return container(marker, depth)
-        raise ValueError(f"UBJSON marker {marker!r} at byte {pos - 1}")
+            return self.container(marker, depth)
+        raise ValueError(f"UBJSON marker {marker!r} at byte {self.pos - 1}")
 
-    def container(kind: bytes, depth: int):
-        nonlocal pos
+    def container(self, kind: bytes, depth: int):
+        """An array (``[``) or object (``{``): optimised (``$`` type, ``#`` count; a typed numeric array decoded at
+        once with numpy) or ended by its closing marker."""
+        import numpy as np
+
+        view = self.view
         typed = n = None
-        if view[pos:pos + 1] == b"$":
-            take(1)
-            typed = bytes(take(1))
-            if view[pos:pos + 1] != b"#":
-                raise ValueError(f"UBJSON typed container without a count at byte {pos}")
-        if view[pos:pos + 1] == b"#":
-            take(1)
-            n = count()
+        if view[self.pos:self.pos + 1] == b"$":
+            self.take(1)
+            typed = bytes(self.take(1))
+            if view[self.pos:self.pos + 1] != b"#":
+                raise ValueError(f"UBJSON typed container without a count at byte {self.pos}")
+        if view[self.pos:self.pos + 1] == b"#":
+            self.take(1)
+            n = self.count()
         if kind == b"[" and typed in _UBJ_NUM and n is not None:
             dtype = np.dtype(_UBJ_NUM[typed])
-            if n * dtype.itemsize > len(view) - pos:
-                raise ValueError(f"UBJSON array of {n:,} {dtype} past the data at byte {pos}")
-            return np.frombuffer(take(n * dtype.itemsize), dtype).tolist()
+            if n * dtype.itemsize > len(view) - self.pos:
+                raise ValueError(f"UBJSON array of {n:,} {dtype} past the data at byte {self.pos}")
+            return np.frombuffer(self.take(n * dtype.itemsize), dtype).tolist()
         items: list = []
         out: dict = {}
         i = 0
@@ -222,18 +238,16 @@ def read_ubjson(data: bytes):
             if n is not None:
                 if i == n:
                     break
-            elif view[pos:pos + 1] == (b"]" if kind == b"[" else b"}"):
-                take(1)
+            elif view[self.pos:self.pos + 1] == (b"]" if kind == b"[" else b"}"):
+                self.take(1)
                 break
             if kind == b"{":
-                key = bytes(take(count())).decode("utf-8", "replace")
-                out[key] = value(typed or bytes(take(1)), depth + 1)
+                key = bytes(self.take(self.count())).decode("utf-8", "replace")
+                out[key] = self.value(typed or bytes(self.take(1)), depth + 1)
             else:
-                items.append(value(typed or bytes(take(1)), depth + 1))
+                items.append(self.value(typed or bytes(self.take(1)), depth + 1))
             i += 1
         return out if kind == b"{" else items
-
-    return value(bytes(take(1)), 0)
 
 
 def _too_many(path, what: str, found, limit: int, setting: str) -> InputError:

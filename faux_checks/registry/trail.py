@@ -284,7 +284,7 @@ class DecisionTrail(RunReader):
             The uploaded artifacts do not match the files of ``report_dir`` (:meth:`_check_uploaded`);
             the run is then marked FAILED, as on any other error.
         """
-        from mlflow.entities import Metric, Param
+        from mlflow.entities import Param
 
         if kind not in ("gate", "audit"):
             raise InputError(f"kind must be 'gate' or 'audit', got {kind!r}")
@@ -292,33 +292,10 @@ class DecisionTrail(RunReader):
         report_dir = Path(report_dir)
         if not report_dir.is_dir():
             raise InputError(f"report directory {report_dir} does not exist (log_gate_run '{name}' v{mv.version})")
-        now_ms = int(time.time() * 1000)
-        metric_rows = []
-        for key, value in metrics.items():
-            if value is None:
-                continue
-            try:
-                if isinstance(value, (str, bytes)):
-                    raise TypeError
-                number = float(value)  # numpy / torch scalars too
-            except (TypeError, ValueError):
-                raise InputError(
-                    f"metric {key!r} must be a number, got {type(value).__name__} {value!r}"
-                ) from None
-            metric_rows.append(Metric(str(key), number, now_ms, 0))
+        metric_rows = _metric_rows(metrics, now_ms=int(time.time() * 1000))
         param_rows = [Param(str(k), tag_value(v)) for k, v in params.items()]
         run_tags = {str(k): tag_value(v) for k, v in tags.items()}
-        # MLflow would silently truncate longer values (with a log warning): refuse instead
-        for what, values, limit in (
-            ("parameter", {p.key: p.value for p in param_rows}, _MAX_PARAM_CHARS),
-            ("tag", run_tags, _MAX_RUN_TAG_CHARS),
-        ):
-            for key, text in values.items():
-                if len(text) > limit:
-                    raise InputError(
-                        f"gate run {what} {key!r} has {len(text):,} characters, over MLflow's limit of "
-                        f"{limit:,}; write it to a file in report_dir instead"
-                    )
+        _refuse_truncation({p.key: p.value for p in param_rows}, run_tags)
         run_tags.update({"faux_checks.model_name": name, "faux_checks.model_version": str(mv.version),
                          "faux_checks.kind": kind, RUN_STATE_TAG: RUN_RECORDING})   # 'decided' once the version names it
 
@@ -327,6 +304,12 @@ class DecisionTrail(RunReader):
             self.client.create_run, experiment_id, run_name=f"{name}-v{mv.version}-{kind}", tags=run_tags
         )
         run_id = run.info.run_id
+        self._fill_run(run_id, metric_rows, param_rows, report_dir, what=f"'{name}' v{mv.version}")
+        return run_id
+
+    def _fill_run(self, run_id: str, metric_rows: list, param_rows: list, report_dir: Path, *, what: str) -> None:
+        """Log the metrics and parameters in batches and upload ``report_dir``, checked whole; the run ends FINISHED,
+        or FAILED on any error (a value MLflow rejects raised as :class:`InputError` naming ``what``)."""
         try:
             for i in range(0, len(metric_rows), _BATCH_METRICS):
                 with_retry(self.client.log_batch, run_id, metrics=metric_rows[i : i + _BATCH_METRICS])
@@ -337,10 +320,9 @@ class DecisionTrail(RunReader):
         except BaseException as exc:
             with_retry(self.client.set_terminated, run_id, "FAILED")
             if error_code(exc) == "INVALID_PARAMETER_VALUE":
-                raise InputError(f"MLflow rejected a value of the gate run for '{name}' v{mv.version}: {exc}") from exc
+                raise InputError(f"MLflow rejected a value of the gate run for {what}: {exc}") from exc
             raise
         with_retry(self.client.set_terminated, run_id, "FINISHED")
-        return run_id
 
     def _check_uploaded(self, run_id: str, report_dir: Path) -> None:
         """Raise unless the run's artifacts hold every file of ``report_dir`` at its size (a record is whole
@@ -456,3 +438,35 @@ class DecisionTrail(RunReader):
         except Exception as exc:  # noqa: BLE001 - the decision is recorded; readers skip unsettled runs
             logging.getLogger(__name__).warning("%s v%s: runs not settled after run %s (%s)", name, version, run_id, exc)
             return []
+
+
+def _metric_rows(metrics: Mapping[str, float | None], *, now_ms: int) -> list:
+    """One MLflow ``Metric`` per number (numpy / torch scalars too), None values left out; :class:`InputError` for a
+    value that is not a number."""
+    from mlflow.entities import Metric
+
+    rows = []
+    for key, value in metrics.items():
+        if value is None:
+            continue
+        try:
+            if isinstance(value, (str, bytes)):
+                raise TypeError
+            number = float(value)  # numpy / torch scalars too
+        except (TypeError, ValueError):
+            raise InputError(
+                f"metric {key!r} must be a number, got {type(value).__name__} {value!r}"
+            ) from None
+        rows.append(Metric(str(key), number, now_ms, 0))
+    return rows
+
+
+def _refuse_truncation(params: Mapping[str, str], tags: Mapping[str, str]) -> None:
+    """MLflow would silently truncate longer values (with a log warning): raise :class:`InputError` instead."""
+    for what, values, limit in (("parameter", params, _MAX_PARAM_CHARS), ("tag", tags, _MAX_RUN_TAG_CHARS)):
+        for key, text in values.items():
+            if len(text) > limit:
+                raise InputError(
+                    f"gate run {what} {key!r} has {len(text):,} characters, over MLflow's limit of "
+                    f"{limit:,}; write it to a file in report_dir instead"
+                )

@@ -113,28 +113,8 @@ class ModelVersions(RegistryClient):
         InputError
             If ``name`` is empty, a file does not exist, or both files have the same file name.
         """
-        if not isinstance(name, str) or not name.strip():
-            raise InputError(f"registered model name must be a non-empty string, got {name!r}")
-        model_path = Path(model_path)
-        if not model_path.is_file():
-            raise InputError(f"model file {model_path} does not exist (register_version '{name}')")
-        spec_path = Path(feature_spec_path) if feature_spec_path is not None else None
-        if spec_path is not None:
-            if not spec_path.is_file():
-                raise InputError(f"feature spec file {spec_path} does not exist (register_version '{name}')")
-            if spec_path.name == model_path.name:
-                raise InputError(
-                    f"the model file and the feature spec have the same file name {model_path.name!r}; "
-                    "rename one of them (both are stored in the same artifact folder)"
-                )
-        version_tags = {str(k): tag_value(v) for k, v in (tags or {}).items()}
-        version_tags[MODEL_SHA_TAG] = model_sha256(model_path)
-        version_tags[MODEL_FILE_TAG] = model_path.name
-        version_tags.setdefault(MODEL_FORMAT_TAG, _model_format(model_path))     # a format the caller gave is kept
-        if spec_path is not None:
-            version_tags[SPEC_FILE_TAG] = spec_path.name
-            version_tags[SPEC_SHA_TAG] = model_sha256(spec_path)
-
+        model_path, spec_path = _registered_files(name, model_path, feature_spec_path)
+        version_tags = _version_tags(tags, model_path, spec_path)
         experiment_id = self._experiment_id(MODELS_EXPERIMENT)
         run = with_retry(
             self.client.create_run,
@@ -402,3 +382,36 @@ class ModelVersions(RegistryClient):
             )
             rows.append(row)
         return rows
+
+
+def _registered_files(name: str, model_path: str | Path,
+                      feature_spec_path: str | Path | None) -> tuple[Path, Path | None]:
+    """The model file and the feature spec file as paths, once both exist under different file names; raises
+    :class:`InputError` otherwise, or for an empty ``name``."""
+    if not isinstance(name, str) or not name.strip():
+        raise InputError(f"registered model name must be a non-empty string, got {name!r}")
+    model_path = Path(model_path)
+    if not model_path.is_file():
+        raise InputError(f"model file {model_path} does not exist (register_version '{name}')")
+    spec_path = Path(feature_spec_path) if feature_spec_path is not None else None
+    if spec_path is not None:
+        if not spec_path.is_file():
+            raise InputError(f"feature spec file {spec_path} does not exist (register_version '{name}')")
+        if spec_path.name == model_path.name:
+            raise InputError(
+                f"the model file and the feature spec have the same file name {model_path.name!r}; "
+                "rename one of them (both are stored in the same artifact folder)"
+            )
+    return model_path, spec_path
+
+
+def _version_tags(tags: Mapping[str, Any] | None, model_path: Path, spec_path: Path | None) -> dict[str, str]:
+    """The version's tags: the caller's (as strings), the files' names and sha256, the model format unless given."""
+    version_tags = {str(k): tag_value(v) for k, v in (tags or {}).items()}
+    version_tags[MODEL_SHA_TAG] = model_sha256(model_path)
+    version_tags[MODEL_FILE_TAG] = model_path.name
+    version_tags.setdefault(MODEL_FORMAT_TAG, _model_format(model_path))     # a format the caller gave is kept
+    if spec_path is not None:
+        version_tags[SPEC_FILE_TAG] = spec_path.name
+        version_tags[SPEC_SHA_TAG] = model_sha256(spec_path)
+    return version_tags

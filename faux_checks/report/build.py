@@ -179,24 +179,11 @@ def _environment(check: dict | None, audit: dict | None) -> dict:
     }
 
 
-def build_report(
-    *,
-    decision: str,
-    reasons: list[str],
-    check: dict | None,
-    kind: str = "gate",
-    model: dict | None = None,
-    expectations: list[dict] | None = None,
-    audit: dict | None = None,
-    history: list[dict] | None = None,
-    data: list[dict] | None = None,
-    artifacts: dict[str, str] | None = None,
-    rules: list[dict] | None = None,
-    attributes: list[dict] | None = None,
-    policy: dict | None = None,
-    policy_sha256: str | None = None,
-    regression: list[dict] | None = None,
-) -> dict:
+def build_report(*, decision: str, reasons: list[str], check: dict | None, kind: str = "gate", model: dict | None = None,
+                 expectations: list[dict] | None = None, audit: dict | None = None, history: list[dict] | None = None,
+                 data: list[dict] | None = None, artifacts: dict[str, str] | None = None, rules: list[dict] | None = None,
+                 attributes: list[dict] | None = None, policy: dict | None = None, policy_sha256: str | None = None,
+                 regression: list[dict] | None = None) -> dict:
     """The report dict (not validated; :func:`write_report` validates before writing).
 
     Parameters
@@ -231,42 +218,18 @@ def build_report(
         A gate's per-individual comparison with the deployed and the previous version
         (:func:`faux_checks.gate.regression.version_comparison` rows), written as ``regression``.
     """
-    if kind not in KINDS:
-        raise InputError(f"report kind must be one of {list(KINDS)}, got {kind!r}")
-    if decision not in EXIT_CODES:
-        raise InputError(f"decision must be one of {list(EXIT_CODES)}, got {decision!r}")
+    if kind not in KINDS or decision not in EXIT_CODES:
+        raise InputError(f"report kind must be one of {list(KINDS)}, got {kind!r}" if kind not in KINDS else
+                         f"decision must be one of {list(EXIT_CODES)}, got {decision!r}")
     prov = (check or {}).get("provenance") or {}
     audit_prov = (audit or {}).get("provenance") or {}
-    # an audit scores each batch with [audit] max_rows folded into a copy of the policy: the report shows (and
-    # hashes) the policy as given, the one the gate recorded (one policy hash everywhere)
-    if kind == "audit" and audit_prov.get("policy"):
-        policy = policy or audit_prov.get("policy")
-        policy_sha256 = policy_sha256 or audit_prov.get("policy_sha256")
-    policy = policy or prov.get("policy") or audit_prov.get("policy")
-    data = list(data or [])
-    if kind == "gate":
-        batches = [_batch(data[0] if data else None, check, "audit data")]
-    else:
-        by_name = {d.get("name"): d for d in data}
-        batches = [_batch(by_name.get("reference"), (audit or {}).get("reference_check"), "reference"),
-                   _batch(by_name.get("current"), check, "current")]
+    policy, policy_sha256 = _report_policy(kind, policy, policy_sha256, prov, audit_prov)
+    batches = _batches(kind, list(data or []), check, audit)
     model = {str(k): v for k, v in (model or {}).items()}
     now = utc_now()
-    if check is not None:
-        this_ff = check.get("flagged_fraction")
-    else:
-        this_ff = None
-    points = list(history or [])
-    points.append({"kind": kind, "version": str(model.get("version", "")), "decision": decision,
-                   "flagged_fraction": this_ff, "at": now, "run_id": None, "this_run": True})
-    if kind == "gate":                                     # this decision's δ and policy, as the earlier ones'
-        points[-1].update({"delta": (check or {}).get("delta"),
-                           "policy_sha256": policy_sha256 or prov.get("policy_sha256")})
-    previous = next((c for c in regression or [] if c.get("role") == "previous" and c.get("change")), None)
-    if previous is not None:
-        change = previous["change"]
-        points[-1]["churn"] = {"against": str(previous["compared_with"]), "newly_flagged": change["newly_flagged"],
-                               "resolved": change["resolved"], "n": change["n"]}
+    this_run = {"kind": kind, "version": str(model.get("version", "")), "decision": decision,
+                "flagged_fraction": check.get("flagged_fraction") if check is not None else None, "at": now}
+    points = _history(history, this_run, check, policy_sha256 or prov.get("policy_sha256"), regression)
     rules = (audit or {}).get("limits") if kind == "audit" else _gate_rules(reasons, check, rules)
     payload = {
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -296,6 +259,42 @@ def build_report(
     if regression:
         payload["regression"] = list(regression)
     return jsonable(payload)
+
+
+def _report_policy(kind: str, policy: dict | None, policy_sha256: str | None, prov: dict,
+                   audit_prov: dict) -> tuple[dict | None, str | None]:
+    """The policy the report shows and its hash: as given, else the audit's, else the check's provenance."""
+    # an audit scores each batch with [audit] max_rows folded into a copy of the policy: the report shows (and
+    # hashes) the policy as given, the one the gate recorded (one policy hash everywhere)
+    if kind == "audit" and audit_prov.get("policy"):
+        policy = policy or audit_prov.get("policy")
+        policy_sha256 = policy_sha256 or audit_prov.get("policy_sha256")
+    return policy or prov.get("policy") or audit_prov.get("policy"), policy_sha256
+
+
+def _batches(kind: str, data: list[dict], check: dict | None, audit: dict | None) -> list[dict]:
+    """The report's ``data``: the audit data of a gate; the reference and current batches of an audit."""
+    if kind == "gate":
+        return [_batch(data[0] if data else None, check, "audit data")]
+    by_name = {d.get("name"): d for d in data}
+    return [_batch(by_name.get("reference"), (audit or {}).get("reference_check"), "reference"),
+            _batch(by_name.get("current"), check, "current")]
+
+
+def _history(history: list[dict] | None, this_run: dict, check: dict | None, policy_sha256: str | None,
+             regression: list[dict] | None) -> list[dict]:
+    """The earlier decisions and this run's point: a gate's δ and policy hash, and its churn against the
+    previous version (newly flagged and resolved individuals) when compared."""
+    points = list(history or [])
+    points.append({**this_run, "run_id": None, "this_run": True})
+    if this_run["kind"] == "gate":                          # this decision's δ and policy, as the earlier ones'
+        points[-1].update({"delta": (check or {}).get("delta"), "policy_sha256": policy_sha256})
+    previous = next((c for c in regression or [] if c.get("role") == "previous" and c.get("change")), None)
+    if previous is not None:
+        change = previous["change"]
+        points[-1]["churn"] = {"against": str(previous["compared_with"]), "newly_flagged": change["newly_flagged"],
+                               "resolved": change["resolved"], "n": change["n"]}
+    return points
 
 
 def write_report(report_dir: str | Path, *, decision: str, reasons: list[str], check: dict | None,

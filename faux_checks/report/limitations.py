@@ -44,32 +44,46 @@ def limitations(report: dict[str, Any]) -> list[dict[str, str]]:
     if not check:
         return [{"topic": "decision", "text": "the check did not run, so nothing about the model was measured: the "
                  "decision is undecided because of the reasons above, not because of the model's scores"}]
-    out: list[dict[str, str]] = []
     protected = policy.get("protected") or "c"
     variant = prov.get("variant") or faux.get("variant")
     outcome = check.get("outcome") or {}
     name = outcome.get("probability") or "P(y)"
+    out = [_reading(protected, variant, name, report_unit(report) or "probability points"),
+           _declarations(protected, list(faux.get("admissible") or []))]
+    out += _attribute_statements(protected, prov.get("protected_kind") or policy.get("protected_kind"),
+                                 prov.get("groups") or [])
+    out += _group_statements(check, policy, report.get("decision") or check.get("decision"))
+    out += _run_statements(check, prov, outcome, name)
+    return out
+
+
+def _reading(protected: str, variant: str | None, name: str, unit: str) -> dict[str, str]:
+    """What the score reads: a modelled counterfactual change in ``unit`` (the target's output), or (another variant) not."""
     if variant in (None, "swap"):
-        out.append({"topic": "reading", "text": (
+        return {"topic": "reading", "text": (
             f"the score is an estimate of how much {name} would change if only '{protected}' were swapped, the other "
-            f"features moving as the auxiliary model and the matched move say they go with it ({report_unit(report) or 'probability points'}). "
-            "It is a model of the counterfactual, not an observed one: a proxy the data do not show is not seen")})
-    else:
-        out.append({"topic": "reading", "text": (
-            f"the '{variant}' reading's score is not in probability points (eq. 9: per unit of the auxiliary model's "
-            "output), so δ depends on how steep that model is and does not mean the same on another data set")})
-    admissible = list(faux.get("admissible") or [])
+            f"features moving as the auxiliary model and the matched move say they go with it ({unit}). "
+            "It is a model of the counterfactual, not an observed one: a proxy the data do not show is not seen")}
+    return {"topic": "reading", "text": (
+        f"the '{variant}' reading's score is not in probability points (eq. 9: per unit of the auxiliary model's "
+        "output), so δ depends on how steep that model is and does not mean the same on another data set")}
+
+
+def _declarations(protected: str, admissible: list[str]) -> dict[str, str]:
+    """The admissible columns declared (a value judgement the result holds under), or that none is."""
     if admissible:
-        out.append({"topic": "declarations", "text": (
+        return {"topic": "declarations", "text": (
             f"declared admissible, and held at each person's own value: {', '.join(admissible)}. That these may "
-            "differ between groups is the policy owner's value judgement; the result holds under it only")})
-    else:
-        out.append({"topic": "declarations", "text": (
-            "no column is declared admissible: the score counts the use of every feature that differs between "
-            f"groups of '{protected}', not discrimination alone (docs/benchmark.md: 47–61% of every Adult model flagged without "
-            "declarations). Which columns may differ is a value judgement for the policy's owner")})
-    kind = prov.get("protected_kind") or policy.get("protected_kind")
-    groups = prov.get("groups") or []
+            "differ between groups is the policy owner's value judgement; the result holds under it only")}
+    return {"topic": "declarations", "text": (
+        "no column is declared admissible: the score counts the use of every feature that differs between "
+        f"groups of '{protected}', not discrimination alone (docs/benchmark.md: 47–61% of every Adult model flagged without "
+        "declarations). Which columns may differ is a value judgement for the policy's owner")}
+
+
+def _attribute_statements(protected: str, kind: str | None, groups: list) -> list[dict[str, str]]:
+    """What a continuous or a multi-class protected attribute weakens (measured cells); nothing for a binary one."""
+    out: list[dict[str, str]] = []
     if kind == "continuous":
         out.append({"topic": "attribute", "text": (
             f"'{protected}' is continuous: each person is moved by ± one standard deviation. With a categorical proxy "
@@ -80,7 +94,13 @@ def limitations(report: dict[str, Any]) -> list[dict[str, str]]:
             f"'{protected}' has {len(groups) or 'several'} groups: each person is scored at their largest change over "
             "the other groups; small groups carry wide intervals, and a multi-class c under-flagged in an earlier "
             "reading (2.4% against 4.0% on default_credit_card; the shipped reading 3.9%)")})
-    out += _group_statements(check, policy, report.get("decision") or check.get("decision"))
+    return out
+
+
+def _run_statements(check: dict, prov: dict, outcome: dict, name: str) -> list[dict[str, str]]:
+    """Facts of this run: an undeclared favourable outcome, undefined scores, a forward-only target, a given or
+    reused auxiliary model."""
+    out: list[dict[str, str]] = []
     if outcome and not outcome.get("declared"):
         out.append({"topic": "outcome", "text": (
             f"which outcome is favourable is not declared (policy {outcome.get('key') or 'favourable_label'}): the "

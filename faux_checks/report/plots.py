@@ -52,23 +52,49 @@ def render_plots(report: dict) -> dict[str, str]:
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import PercentFormatter
+    plots: dict[str, str] = {}
+    for key, draw in _PLOTS.items():
+        fig = draw(report)
+        if fig is not None:
+            plots[key] = _png_data_uri(fig)
+    return plots
 
+
+def _parts(report: dict) -> tuple[dict, dict, dict]:
+    """The report's ``check``, ``audit`` and the audit's ``fairness`` sections (empty when absent)."""
     check = report.get("check") or {}
     audit = report.get("audit") or {}
-    fairness = audit.get("fairness") or {}
+    return check, audit, audit.get("fairness") or {}
+
+
+def _delta_line(ax, delta) -> None:
+    """The policy's δ as a dashed vertical line (none when δ is absent or 0)."""
+    if delta:
+        ax.axvline(delta, color="crimson", ls="--", label=f"δ = {delta:g}")
+
+
+def _limit_line(ax, mff) -> None:
+    """The policy's ``max_flagged_fraction`` as a dotted horizontal line (none when absent)."""
+    if mff is not None:
+        ax.axhline(mff, color="grey", ls=":", label=f"max_flagged_fraction {mff:.1%}")
+
+
+def _share_axis(ax, title: str) -> None:
+    """A flagged-fraction y axis in percent, as in the page, with the legend outside and ``title``."""
+    from matplotlib.ticker import PercentFormatter
+
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    ax.set_ylabel("flagged fraction")
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0))   # shares in percent, as in the page
+    ax.set_title(title)
+
+
+def _score_histogram(report: dict):
+    """LIC score histogram with δ (audit: reference and current on one grid)."""
+    import matplotlib.pyplot as plt
+
+    check, _, fairness = _parts(report)
     delta = check.get("delta")
-    mff = check.get("max_flagged_fraction")
-    plots: dict[str, str] = {}
-
-    score_axis = score_axis_label(report)
-
-    def vline(ax):
-        if delta:
-            ax.axvline(delta, color="crimson", ls="--", label=f"δ = {delta:g}")
-
-    # LIC score histogram with δ (audit: reference and current on one grid)
     two = fairness.get("score_histograms") or {}
     hist = check.get("score_histogram") or {}
     if two.get("log10_edges"):
@@ -77,45 +103,53 @@ def render_plots(report: dict) -> dict[str, str]:
         ax.stairs(two["reference"], edges, fill=True, alpha=0.45, label="reference", color="tab:blue")
         ax.stairs(two["current"], edges, fill=False, lw=1.8, label="current", color="tab:orange")
         ax.set_xscale("log")
-        vline(ax)
+        _delta_line(ax, delta)
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
-        ax.set_xlabel(score_axis)
-        ax.set_ylabel("individuals")
-        ax.set_title("LIC score distribution: reference vs current")
-        plots["score_histogram"] = _png_data_uri(fig)
+        title = "LIC score distribution: reference vs current"
     elif hist.get("counts"):
         fig, ax = plt.subplots(figsize=(6.4, 3.2))
         ax.stairs(hist["counts"], [10 ** e for e in hist["log10_edges"]], fill=True, alpha=0.6)
         ax.set_xscale("log")
-        vline(ax)
+        _delta_line(ax, delta)
         if delta:
             ax.legend()
-        ax.set_xlabel(score_axis)
-        ax.set_ylabel("individuals")
-        ax.set_title("LIC score distribution")
-        plots["score_histogram"] = _png_data_uri(fig)
+        title = "LIC score distribution"
+    else:
+        return None
+    ax.set_xlabel(score_axis_label(report))
+    ax.set_ylabel("individuals")
+    ax.set_title(title)
+    return fig
 
-    # flagged fraction vs δ
+
+def _flagged_vs_delta(report: dict):
+    """The flagged fraction as δ varies (audit: reference and current)."""
+    import matplotlib.pyplot as plt
+
+    check, audit, fairness = _parts(report)
     curves = fairness.get("flagged_fraction_vs_delta") or {}
     series = ({"reference": curves.get("reference") or {}, "current": curves.get("current") or {}} if audit
               else {"": check.get("flagged_fraction_vs_delta") or {}})
     series = {k: v for k, v in series.items() if v.get("delta")}
-    if series:
-        fig, ax = plt.subplots(figsize=(6.4, 3.2))
-        for label, curve in series.items():
-            ax.plot(curve["delta"], curve["flagged_fraction"], label=label or None)
-        ax.set_xscale("log")
-        vline(ax)
-        if mff is not None:
-            ax.axhline(mff, color="grey", ls=":", label=f"max_flagged_fraction {mff:.1%}")
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
-        ax.set_xlabel(f"δ ({report_unit(report)})" if report_unit(report) else "δ")
-        ax.set_ylabel("flagged fraction")
-        ax.yaxis.set_major_formatter(PercentFormatter(1.0))   # shares in percent, as in the page
-        ax.set_title("Flagged fraction vs δ")
-        plots["flagged_vs_delta"] = _png_data_uri(fig)
+    if not series:
+        return None
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    for label, curve in series.items():
+        ax.plot(curve["delta"], curve["flagged_fraction"], label=label or None)
+    ax.set_xscale("log")
+    _delta_line(ax, check.get("delta"))
+    _limit_line(ax, check.get("max_flagged_fraction"))
+    ax.set_xlabel(f"δ ({report_unit(report)})" if report_unit(report) else "δ")
+    _share_axis(ax, "Flagged fraction vs δ")
+    return fig
 
-    # per protected group
+
+def _by_group(report: dict):
+    """The flagged fraction per protected group (audit: reference and current side by side)."""
+    import matplotlib.pyplot as plt
+
+    check, _, fairness = _parts(report)
+    mff = check.get("max_flagged_fraction")
     groups_audit = fairness.get("by_group") or []
     groups = check.get("by_group") or []
     if groups_audit:
@@ -127,82 +161,103 @@ def render_plots(report: dict) -> dict[str, str]:
         ax.bar(x - 0.2, [g.get("flagged_fraction_reference") or 0.0 for g in groups_audit], 0.4, label="reference")
         ax.bar(x + 0.2, [g.get("flagged_fraction_current") or 0.0 for g in groups_audit], 0.4, label="current")
         ax.set_xticks(x, names)
-        if mff is not None:
-            ax.axhline(mff, color="grey", ls=":", label=f"max_flagged_fraction {mff:.1%}")
+        _limit_line(ax, mff)
+        _share_axis(ax, "Flagged fraction per protected group")
+        return fig
+    if not groups:
+        return None
+    from matplotlib.ticker import PercentFormatter
+
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    ax.bar([str(g.get("group")) for g in groups], [g.get("flagged_fraction") or 0.0 for g in groups],
+           color="steelblue")
+    if mff is not None:
+        _limit_line(ax, mff)
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
-        ax.set_ylabel("flagged fraction")
-        ax.yaxis.set_major_formatter(PercentFormatter(1.0))   # shares in percent, as in the page
-        ax.set_title("Flagged fraction per protected group")
-        plots["by_group"] = _png_data_uri(fig)
-    elif groups:
-        fig, ax = plt.subplots(figsize=(6.4, 3.2))
-        ax.bar([str(g.get("group")) for g in groups], [g.get("flagged_fraction") or 0.0 for g in groups],
-               color="steelblue")
-        if mff is not None:
-            ax.axhline(mff, color="grey", ls=":", label=f"max_flagged_fraction {mff:.1%}")
-            ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
-        ax.set_ylabel("flagged fraction")
-        ax.yaxis.set_major_formatter(PercentFormatter(1.0))   # shares in percent, as in the page
-        ax.set_title("Flagged fraction per protected group")
-        plots["by_group"] = _png_data_uri(fig)
+    ax.set_ylabel("flagged fraction")
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0))   # shares in percent, as in the page
+    ax.set_title("Flagged fraction per protected group")
+    return fig
 
-    # evidence columns over flagged individuals
-    evidence = check.get("evidence_summary") or []
-    if evidence:
-        fig, ax = plt.subplots(figsize=(6.4, 0.9 + 0.28 * len(evidence)))
-        ax.barh([e["column"] for e in evidence][::-1], [e["share"] for e in evidence][::-1], color="darkorange")
-        ax.set_xlabel("share of mean |evidence| over flagged individuals (all, if none flagged)")
-        ax.set_title("Columns that carry the dependence on the protected attribute")
-        plots["evidence"] = _png_data_uri(fig)
 
-    # auxiliary model ROC
+def _evidence(report: dict):
+    """The columns that carry the dependence on the protected attribute, over flagged individuals."""
+    import matplotlib.pyplot as plt
+
+    evidence = (report.get("check") or {}).get("evidence_summary") or []
+    if not evidence:
+        return None
+    fig, ax = plt.subplots(figsize=(6.4, 0.9 + 0.28 * len(evidence)))
+    ax.barh([e["column"] for e in evidence][::-1], [e["share"] for e in evidence][::-1], color="darkorange")
+    ax.set_xlabel("share of mean |evidence| over flagged individuals (all, if none flagged)")
+    ax.set_title("Columns that carry the dependence on the protected attribute")
+    return fig
+
+
+def _aux_roc(report: dict):
+    """The auxiliary model's ROC curve, its AUC in the title."""
+    import matplotlib.pyplot as plt
+
+    check = report.get("check") or {}
     roc = check.get("aux_roc") or {}
-    if roc.get("fpr"):
-        fig, ax = plt.subplots(figsize=(3.6, 3.6))
-        ax.plot(roc["fpr"], roc["tpr"])
-        ax.plot([0, 1], [0, 1], color="grey", ls=":")
-        ax.set_xlabel("false positive rate")
-        ax.set_ylabel("true positive rate")
-        q = check.get("aux_quality")
-        ax.set_title(f"Auxiliary model ROC (AUC {q:.3f})" if q is not None else "Auxiliary model ROC")
-        plots["aux_roc"] = _png_data_uri(fig)
+    if not roc.get("fpr"):
+        return None
+    fig, ax = plt.subplots(figsize=(3.6, 3.6))
+    ax.plot(roc["fpr"], roc["tpr"])
+    ax.plot([0, 1], [0, 1], color="grey", ls=":")
+    ax.set_xlabel("false positive rate")
+    ax.set_ylabel("true positive rate")
+    q = check.get("aux_quality")
+    ax.set_title(f"Auxiliary model ROC (AUC {q:.3f})" if q is not None else "Auxiliary model ROC")
+    return fig
 
-    # column drift
+
+def _drift(report: dict):
+    """Each compared column's drift score (red: drifted) against its threshold."""
+    import matplotlib.pyplot as plt
+
+    audit = report.get("audit") or {}
     compared = [c for c in (audit.get("drift") or {}).get("columns") or [] if c.get("status") == "compared"]
-    if compared:
-        fig, ax = plt.subplots(figsize=(6.4, 0.9 + 0.3 * len(compared)))
-        names = [f"{c['column']} ({c['role'][0]})" for c in compared][::-1]
-        scores = [c.get("score") or 0.0 for c in compared][::-1]
-        colours = ["crimson" if c.get("drifted") else "seagreen" for c in compared][::-1]
-        ax.barh(names, scores, color=colours)
-        for i, c in enumerate(compared[::-1]):
-            if c.get("threshold") is not None:
-                ax.plot([c["threshold"]] * 2, [i - 0.4, i + 0.4], color="black", lw=1.5)
-        ax.set_xlabel("drift score (bar; red = drifted) and threshold (black tick); f/p/o = feature/protected/other")
-        ax.set_title("Column drift, current vs reference")
-        plots["drift"] = _png_data_uri(fig)
+    if not compared:
+        return None
+    fig, ax = plt.subplots(figsize=(6.4, 0.9 + 0.3 * len(compared)))
+    names = [f"{c['column']} ({c['role'][0]})" for c in compared][::-1]
+    scores = [c.get("score") or 0.0 for c in compared][::-1]
+    colours = ["crimson" if c.get("drifted") else "seagreen" for c in compared][::-1]
+    ax.barh(names, scores, color=colours)
+    for i, c in enumerate(compared[::-1]):
+        if c.get("threshold") is not None:
+            ax.plot([c["threshold"]] * 2, [i - 0.4, i + 0.4], color="black", lw=1.5)
+    ax.set_xlabel("drift score (bar; red = drifted) and threshold (black tick); f/p/o = feature/protected/other")
+    ax.set_title("Column drift, current vs reference")
+    return fig
 
-    # history of the flagged fraction
+
+def _history(report: dict):
+    """The flagged fraction across versions and audits, coloured by decision (* = this run)."""
+    import matplotlib.pyplot as plt
+
     points = [p for p in report.get("history") or [] if p.get("flagged_fraction") is not None]
-    if points:
-        fig, ax = plt.subplots(figsize=(6.4, 3.2))
-        colour = {"passed": "seagreen", "failed": "crimson", "undecided": "goldenrod"}
-        for kind, marker in (("gate", "o"), ("audit", "^")):
-            idx = [i for i, p in enumerate(points) if p["kind"] == kind]
-            if idx:
-                ax.scatter(idx, [points[i]["flagged_fraction"] for i in idx], marker=marker, s=55,
-                           c=[colour.get(points[i]["decision"], "grey") for i in idx], label=kind, edgecolors="black")
-        ax.plot(range(len(points)), [p["flagged_fraction"] for p in points], color="grey", lw=0.8, zorder=0)
-        ax.set_xticks(range(len(points)), [f"v{p['version']}\n{p['kind']}" + ("*" if p.get("this_run") else "")
-                                           for p in points], fontsize=7)
-        if mff is not None:
-            ax.axhline(mff, color="grey", ls=":", label=f"max_flagged_fraction {mff:.1%}")
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
-        ax.set_ylabel("flagged fraction")
-        ax.yaxis.set_major_formatter(PercentFormatter(1.0))   # shares in percent, as in the page
-        ax.set_title("Flagged fraction across versions and audits (* = this run)")
-        plots["history"] = _png_data_uri(fig)
-    return plots
+    if not points:
+        return None
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    colour = {"passed": "seagreen", "failed": "crimson", "undecided": "goldenrod"}
+    for kind, marker in (("gate", "o"), ("audit", "^")):
+        idx = [i for i, p in enumerate(points) if p["kind"] == kind]
+        if idx:
+            ax.scatter(idx, [points[i]["flagged_fraction"] for i in idx], marker=marker, s=55,
+                       c=[colour.get(points[i]["decision"], "grey") for i in idx], label=kind, edgecolors="black")
+    ax.plot(range(len(points)), [p["flagged_fraction"] for p in points], color="grey", lw=0.8, zorder=0)
+    ax.set_xticks(range(len(points)), [f"v{p['version']}\n{p['kind']}" + ("*" if p.get("this_run") else "")
+                                       for p in points], fontsize=7)
+    _limit_line(ax, (report.get("check") or {}).get("max_flagged_fraction"))
+    _share_axis(ax, "Flagged fraction across versions and audits (* = this run)")
+    return fig
+
+
+#: The report's plots by id, in page order: each draws a figure from the report, or None when its data is absent.
+_PLOTS = {"score_histogram": _score_histogram, "flagged_vs_delta": _flagged_vs_delta, "by_group": _by_group,
+          "evidence": _evidence, "aux_roc": _aux_roc, "drift": _drift, "history": _history}
 
 
 def _png_data_uri(fig) -> str:
