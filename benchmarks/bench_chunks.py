@@ -1,6 +1,6 @@
 """A clean stream passes whatever the chunk size: the batch-independence probe on 1 M Adult-like rows.
 
-Issue 14. ``score-large`` once rejected 1.5 M clean Adult rows with the default 16,384-row chunks
+``score-large`` once rejected 1.5 M clean Adult rows with the default 16,384-row chunks
 ("batch-dependent model"), because the probe compared the auxiliary model's float32 outputs per
 chunk with ``atol = 1e-6`` and float32 kernels round differently for a batch of 8 rows and a batch
 of one. The probe now runs once per model per stream, in float64, with a tolerance relative to the
@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def old_probe_fails(fn, x) -> bool:
-    """The probe as it was before issue 14 (float32, atol 1e-6), on at most 8 rows."""
+    """A float32 probe with an absolute tolerance (atol 1e-6), the naive design, on at most 8 rows."""
     import torch
 
     x = x[:8].float()

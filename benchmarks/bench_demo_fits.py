@@ -1,4 +1,4 @@
-"""How often the demo trains an auxiliary model and fits a swap reference (issue 23, item 1).
+"""How often the demo trains an auxiliary model and fits a swap reference.
 
 Runs ``faux-checks demo`` in this process (fresh temporary home, registry and Prefect folder), counting
 every ``AuxiliaryModel.fit`` call (one per trained seed) and every ``fit_swap_reference`` call, and reads

@@ -53,7 +53,7 @@ the first start created (what a later process with a kept ``PREFECT_HOME`` pays)
 The last line printed is ``per_version_s=<x> overhead_share=<y>`` (wall time; the share is of the
 flow's wall time, one-time server start included).
 
-``--cli`` (issue 23, item 2) measures instead what a user waits for: one ``faux-checks gate`` command on one Adult
+``--cli`` measures instead what a user waits for: one ``faux-checks gate`` command on one Adult
 version, as a subprocess in a fresh registry and Prefect home (interpreter start, imports, the temporary Prefect
 server, the flow, teardown), against the flow's own wall time (the body of ``faux_checks_flows.gate.gate``, timed by a wrapper
 the subprocess installs, so that a checkout without the flow's timing log line is measured the same way); then a

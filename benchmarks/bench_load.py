@@ -13,7 +13,7 @@ Peak RSS is ``resource.getrusage``: this process (the flow, its tasks, GX, torch
 separately, its largest waited-for child (Prefect's temporary API server). Torch runs on
 ``--threads`` intra-op threads (default 1, as the test suite).
 
-Memory over versions (issue 25, fault 7: ~5-6 MB more per version over 20 versions): the current RSS
+Memory over versions: the current RSS
 (``psutil``) is read after every version's gate, and the least-squares slope over versions 2..N (the
 first version pays the one-off imports and caches) is the last line printed, ``rss_slope_mb_per_version=``.
 """

@@ -1,6 +1,6 @@
 """Sharded fAux scoring of a large Parquet file on Dask through Prefect: memory, scaling, time to first score.
 
-Issue 7. Generates n individuals x d numeric features (float32, standard normal) plus a binary
+Generates n individuals x d numeric features (float32, standard normal) plus a binary
 protected column ``group`` into a temporary Parquet file in row groups, then scores it with
 ``faux_checks_flows.score_large.run_score_sharded`` (Prefect flow, ``DaskTaskRunner`` on a local
 ``distributed.LocalCluster``, ``threads_per_worker=1``) once per worker count, each run in its own
@@ -331,7 +331,7 @@ def _rebatch(batches, size: int = 1 << 20):
 def serial_seconds(timings: dict) -> float:
     """Seconds of the run's critical path that more workers do not shorten: plan, the wait for the aux model, merge.
 
-    The sample and score passes run on the workers (the extra aux seeds too, after issue 23); everything else runs
+    The sample and score passes run on the workers (the extra aux seeds too); everything else runs
     in the driver, or on one worker while the first shard waits for it.
     """
     return sum(float(timings.get(k) or 0.0) for k in ("plan", "aux", "merge"))

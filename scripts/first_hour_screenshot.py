@@ -1,4 +1,4 @@
-"""Screenshot of issue 22's first-hour report (docs/img/first_hour_report.png), rendered in headless Chromium.
+"""Screenshot of the first-hour report (docs/img/first_hour_report.png), rendered in headless Chromium.
 
 The journey of tests/app/test_first_hour_journey.py in a temporary folder (tests/_first_hour.py: bank marketing, a
 skops Pipeline, an XGBoost booster and a torch MLP logged with MLflow's own API): ``faux-checks gate bank``, then

@@ -1,4 +1,4 @@
-"""Screenshots of the report sections of issue 24 (docs/evidence.md), rendered in headless Chromium.
+"""Screenshots of the report sections (docs/evidence.md), rendered in headless Chromium.
 
 Two real gate runs in a temporary folder (embedded sqlite registry, temporary Prefect API):
 

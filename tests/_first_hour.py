@@ -1,4 +1,4 @@
-"""The inputs of issue 22's first-hour journey (tests/app/test_first_hour_journey.py, scripts/first_hour_screenshot.py).
+"""The inputs of the first-hour journey (tests/app/test_first_hour_journey.py, scripts/first_hour_screenshot.py).
 
 Bank marketing (UCI 222, ``../shared/data/bank_marketing/bank-additional.csv``, ';'-separated, text label ``y``
 yes/no): the first 1,500 rows, written back ';'-separated with a protected column ``age_group`` ("55+": 153 rows,

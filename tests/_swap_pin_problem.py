@@ -1,5 +1,5 @@
-"""A fixed small swap problem whose scores are pinned in tests/method/test_swap_pinned.py (recorded on main before
-the scoring optimisations of issue 12, so that any change of the swap reading's numbers shows)."""
+"""A fixed small swap problem whose scores are pinned in tests/method/test_swap_pinned.py (so that any change of the
+swap reading's numbers shows)."""
 
 from __future__ import annotations
 

@@ -276,7 +276,7 @@ def test_tree_targets_snap_one_hot_moves_by_default_and_an_explicit_soft_gets_a_
     frame = pd.DataFrame({"a": [1.0, 2.0, 3.0], "job": ["x", "y", "x"]})
     spec, numeric = FeatureSpec.fit(frame, ["a", "job"]), FeatureSpec.fit(frame, ["a"])
     default = load_policy(write_policy(tmp_path / "auto.toml"))
-    assert default.faux.swap_categorical == "coupled"                  # discrete levels for every target (issue 20)
+    assert default.faux.swap_categorical == "coupled"                  # discrete levels for every target
     assert swap_categorical(default.faux, tree) == swap_categorical(default.faux, linear) == "coupled"
     assert tree_note(tree, default, spec) == []
     auto = default.model_copy(update={"faux": default.faux.model_copy(update={"swap_categorical": "auto"})})

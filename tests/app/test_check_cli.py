@@ -130,7 +130,7 @@ def test_c01_missing_protected_values_cli_and_library(files, capsys):
 
 
 def test_c03_missing_columns_are_configuration_exit_3_and_write_nothing(files, capsys):
-    """Issue 22, item 3: a missing protected column or a width the model does not take is a configuration error of
+    """A missing protected column or a width the model does not take is a configuration error of
     `check` too: exit 3, one error line (``--quiet``: no progress lines), no report written (before: exit 2 and an undecided
     report)."""
     data = make_data(300).drop(columns=["sex"])

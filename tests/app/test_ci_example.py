@@ -1,4 +1,4 @@
-"""The CI step of docs/ci.md, run locally (issue 22, item 9): `scripts/ci-example.sh` on a small registry.
+"""The CI step of docs/ci.md, run locally: `scripts/ci-example.sh` on a small registry.
 
 A fair version passes and an unfair one fails (exit 1, the JSON Lines name both); the shipped policy on data
 without its columns is exit 3 with nothing recorded; a rerun with nothing new exits 0.

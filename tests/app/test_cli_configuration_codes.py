@@ -1,4 +1,4 @@
-"""Issue 22, the last CLI gaps: ``--positive-label`` on ``gate`` and ``audit`` (precedence over the policy key) and
+"""CLI configuration: ``--positive-label`` on ``gate`` and ``audit`` (precedence over the policy key) and
 exit 3 for configuration mistakes of ``audit`` (``check``'s are in tests/app/test_check_cli.py).
 
 No Prefect server: the flows are replaced by recorders of what the command hands them, or the command stops

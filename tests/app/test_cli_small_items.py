@@ -1,4 +1,4 @@
-"""Issue 25, item 8's small ones: what the CLI prints (stdout carries the result only; labels say what is true)."""
+"""What the CLI prints (stdout carries the result only; labels say what is true)."""
 
 from __future__ import annotations
 

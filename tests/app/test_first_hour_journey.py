@@ -1,4 +1,4 @@
-"""Issue 22, "Done when": a data scientist's first hour, end to end through the CLI on bank marketing.
+"""A data scientist's first hour, end to end through the CLI on bank marketing.
 
 Three versions logged with MLflow's own API (a skops Pipeline with no feature spec, an XGBoost booster and a pt2
 torch MLP with ``feature_spec.json`` in ``extra_files``; tests/_first_hour.py), then, in order:

@@ -1,5 +1,5 @@
 """Configuration checked before the registry is touched, re-gates of undecided versions, alias semantics and a quiet
-unknown model (issue 22, items 3, 4, 6).
+unknown model.
 
 Data: ``_support.make_data`` with ``sex``/``y`` renamed ``gender``/``outcome``, so the shipped policy (``sex``,
 ``income``) is the forgotten-policy mistake of the issue.
@@ -128,7 +128,7 @@ def test_unknown_model_is_one_line_without_prefect(files, tmp_path):
                     f"sqlite:///{tmp_path / 'mlflow.db'}; existing models (0): []. Check the name or register the "
                     "model first; nothing was recorded"]
     assert "Traceback" not in proc.stderr
-    assert not (tmp_path / "mlflow.db").exists()          # the lookup created no registry file (issue 22, item 4)
+    assert not (tmp_path / "mlflow.db").exists()          # the lookup created no registry file
 
 
 def _decide(reg, version, decision, **tags):

@@ -1,4 +1,4 @@
-"""End to end (issue 15): versions logged through MLflow's own API, gated, re-gated after a policy change,
+"""End to end: versions logged through MLflow's own API, gated, re-gated after a policy change,
 audited with the gate's own auxiliary model; the run records and tags hold what they claim, and the
 working directory is untouched.
 

@@ -1,4 +1,4 @@
-"""Commands that need no flow engine never import it (issue 12): `spec`, `check`, `report` and `history` run in a
+"""Commands that need no flow engine never import it: `spec`, `check`, `report` and `history` run in a
 fresh interpreter, in process through the CLI's ``main``, and Prefect must not be in ``sys.modules`` after
 them (importing Prefect alone costs seconds; starting its temporary API server ~10 s)."""
 

@@ -1,5 +1,5 @@
 """docs/architecture.md matches the code: its "Public names" table lists exactly ``faux_checks.__all__``, each
-name from the module that defines it (issue 21, item 6)."""
+name from the module that defines it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Habits that keep the house readable (issue 21, items 4 and 2): no module of the library or its
+"""Habits that keep the house readable: no module of the library or its
 integrations over 500 lines, and the protected-attribute ``Kind`` literal written in one module only."""
 
 from __future__ import annotations

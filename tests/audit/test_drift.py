@@ -250,7 +250,7 @@ def test_drift_share_details_show_two_decimals_like_every_other_share():
 
 
 def test_one_decide_audit_for_one_or_several_attributes():
-    """Issue 21: one attribute is a list of one (unprefixed rows); with two, each attribute's rows are prefixed and
+    """One attribute is a list of one (unprefixed rows); with two, each attribute's rows are prefixed and
     the shared ones (drift share) appear once; the worst attribute decides."""
     drift = _drift(sex_drifted=True)
     drift = DriftResult(columns=drift.columns + [ColumnDrift("race", "protected", "compared", "categorical",

@@ -1,4 +1,4 @@
-"""One protected attribute is a list of one (issue 21, item 1).
+"""One protected attribute is a list of one.
 
 The policy's two ways of naming protected attributes, ``protected = "sex"`` (with ``protected_kind``
 and a top-level ``[linked_columns]``) and ``[[attributes]]`` tables, must keep what users recorded:

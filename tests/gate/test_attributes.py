@@ -1,4 +1,4 @@
-"""Issue 15 item 7: several protected attributes in one gate (faux_checks/gate/attributes.py).
+"""Several protected attributes in one gate (faux_checks/gate/attributes.py).
 
 Known truth from the proxy-injection generator (faux_checks/groundtruth/proxy.py): two protected
 attributes A (binary) and B (multi-class, 3 groups), drawn independently, each with its own
@@ -202,5 +202,5 @@ def test_the_check_command_reports_one_section_per_attribute(tmp_path, capsys):
         assert len(scores) == 900 and set(scores["status"]) == {"scored"}
     flagged = pd.read_csv(tmp_path / "scores.sex.csv")["flagged"].mean()
     assert flagged == pytest.approx(report["attributes"][0]["check"]["n_flagged"] / 900)
-    assert main(args + ["--protected", "sex"]) == 3   # configuration (issue 22)
+    assert main(args + ["--protected", "sex"]) == 3   # configuration
     assert "declares several protected attributes (sex, race); `check` and `gate` check every one" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""The auxiliary model trained once per process (issue 23, item 1): a reused model is the one a new training gives."""
+"""The auxiliary model trained once per process: a reused model is the one a new training gives."""
 
 from __future__ import annotations
 

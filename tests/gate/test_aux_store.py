@@ -1,4 +1,4 @@
-"""The auxiliary model reused across processes (issue 23, item 1): a gate's recorded model, restored by its key.
+"""The auxiliary model reused across processes: a gate's recorded model, restored by its key.
 
 A restored model must be the model a new training gives: the same weights, quality, held-out ROC and scores, bit
 for bit (the run that recorded it trained it on the same rows, protected values, encoding, settings and seed).
@@ -90,7 +90,7 @@ def test_a_record_for_another_key_or_a_failing_lookup_trains_and_says_why(tmp_pa
 
 
 def test_every_aux_seed_is_recorded_and_a_second_check_trains_none(tmp_path, monkeypatch):
-    """Issue 23, item 2: the extra seeds' models are recorded by their keys; restored, no AuxiliaryModel.fit runs,
+    """The extra seeds' models are recorded by their keys; restored, no AuxiliaryModel.fit runs,
     and the seed spread is the same figure for figure."""
     from faux_checks.method.auxiliary import AuxiliaryModel
 

@@ -1,4 +1,4 @@
-"""Issue 11: one decision engine, enough evidence, undefined rows counted, bounds instead of point values.
+"""One decision engine, enough evidence, undefined rows counted, bounds instead of point values.
 
 The engine (:func:`faux_checks.gate.decision.decide`) and the check's rules
 (:func:`~faux_checks.gate.check_rules.check_rules`) with the values asserted; the issue's three cases
@@ -278,7 +278,7 @@ def test_an_empty_run_never_passes_any_path(tmp_path):
 
 
 def test_one_decision_to_exit_code_mapping_for_every_result():
-    """Issue 21: every result carrying a decision derives from Outcome, whose exit_code reads one table;
+    """Every result carrying a decision derives from Outcome, whose exit_code reads one table;
     no other module maps a decision to a code (the notebook's FairnessCheck delegates to its result)."""
     import pathlib
     import re

@@ -1,4 +1,4 @@
-"""Issue 22, item 5: per-group rules that gate (``[decision] max_group_flagged_fraction``, ``max_group_flagged_ratio``).
+"""Per-group rules that gate (``[decision] max_group_flagged_fraction``, ``max_group_flagged_ratio``).
 
 Truth: counts chosen so that the Clopper-Pearson bounds are on a known side of each limit (the bounds are
 recomputed here with scipy's exact binomial test), and an end-to-end check whose small group is flagged by

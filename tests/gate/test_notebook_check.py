@@ -1,4 +1,4 @@
-"""Issue 22, item 2: ``faux_checks.check(model, df, protected=...)`` and its rich result.
+"""``faux_checks.check(model, df, protected=...)`` and its rich result.
 
 The numbers are the engine's: the same model, data and policy through ``check_one_attribute`` give the same scores to the
 bit, and the DataFrames hold exactly what the engine's result holds.

@@ -1,4 +1,4 @@
-"""Smaller holes of issue 25 (bad input 6): output paths checked first, probability outputs checked on every row,
+"""Output paths checked first, probability outputs checked on every row,
 ``max_flagged_fraction = 0`` explained, ``aux.hidden`` bounded, one metric name per aux-quality reason."""
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ class SoftmaxBadPast(torch.nn.Module):
 
 
 def test_score_large_checks_the_outputs_of_every_chunk_not_only_the_sample(tmp_path, capsys):
-    """Issue 25 item 6f: a softmax that is wrong on one row past the sample and the first chunk refuses the run."""
+    """A softmax that is wrong on one row past the sample and the first chunk refuses the run."""
     from faux_checks.gate.stream.plan import resolve_feature_spec
     from faux_checks.gate.stream.passes import sample_pass, stream_attributes
     from faux_checks.gate.stream.source import DataSource

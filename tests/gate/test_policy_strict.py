@@ -1,4 +1,4 @@
-"""Issue 11, strict policies: every field strictly typed, bounds checked, one default per setting.
+"""Strict policies: every field strictly typed, bounds checked, one default per setting.
 
 The matrix walks every field of every policy section (their pydantic annotations) and writes a
 TOML policy with a value of the wrong type at that key: a boolean or a string where a number
@@ -132,7 +132,7 @@ def test_the_issue_cases_exit_3_from_the_cli_naming_the_key(tmp_path, capsys):
         code = main(["check", "--model", str(tmp_path / "absent.pt"), "--data", str(tmp_path / "absent.csv"),
                      "--protected", "sex", "--policy", str(path)])
         err = capsys.readouterr().err
-        assert code == 3 and words in err, err   # a configuration mistake (issue 22)
+        assert code == 3 and words in err, err   # a configuration mistake
 
 
 def test_integers_are_numbers_but_nan_inf_and_out_of_bounds_are_not(tmp_path):
@@ -208,7 +208,7 @@ def _several(tmp_path: Path, body: str) -> Path:
 
 
 def test_several_protected_attributes_and_intersections(tmp_path):
-    """Issue 15 item 7: [[attributes]] with kinds, per-attribute admissible and linked columns, intersections."""
+    """[[attributes]] with kinds, per-attribute admissible and linked columns, intersections."""
     path = _several(tmp_path, 'intersections = [["sex", "race"]]\n'
                     '[[attributes]]\ncolumn = "sex"\nkind = "binary"\n'
                     'linked_columns = { relationship = { Male = "Husband", Female = "Wife" } }\n'
@@ -226,7 +226,7 @@ def test_several_protected_attributes_and_intersections(tmp_path):
     assert per["sex×race"].faux.admissible == ("age", "hours")                     # less every component
     assert per["sex"].linked_columns == {"relationship": {"Male": "Husband", "Female": "Wife"}}
     assert per["sex"].testers["linked_columns"].enabled and not per["race"].testers["linked_columns"].enabled
-    assert all([a.column for a in p.attributes] == [p.protected] and not p.intersections     # a list of one (issue 21)
+    assert all([a.column for a in p.attributes] == [p.protected] and not p.intersections     # a list of one
                and p.model_dump()["attributes"] == () for p in per.values())                # dumped as written
     with pytest.raises(InputError, match="the in-memory check checks one protected attribute; this policy declares "
                        "4 \\(sex, race, age, sex×race\\)"):

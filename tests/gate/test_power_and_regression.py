@@ -1,4 +1,4 @@
-"""Power of a run (issue 24, item 3) and the per-individual comparison of two versions (item 1)."""
+"""Power of a run and the per-individual comparison of two versions."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The swap reference fitted once per process and inputs (issue 23, item 1): gate/aux_cache.fitted_reference.
+"""The swap reference fitted once per process and inputs: gate/aux_cache.fitted_reference.
 
 The reference depends on the auxiliary model, its rows and values and the reading's settings, not on the target:
 a second target checked on the same audit data reuses it, and scores exactly as with a reference fitted anew.

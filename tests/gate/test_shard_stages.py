@@ -1,4 +1,4 @@
-"""The sharded flow's stages without a serial tail (issue 23, item 3): the aux seeds apart, the output a dataset.
+"""The sharded flow's stages without a serial tail: the aux seeds apart, the output a dataset.
 
 No Dask here: the stage functions run in this process; ``tests/gate/test_streaming.py`` runs the flow on 2 workers.
 """

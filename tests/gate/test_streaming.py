@@ -1,4 +1,4 @@
-"""Streaming and sharded fAux scores (issue 7): chunked = whole, CSV = Parquet, input order, exact counts.
+"""Streaming and sharded fAux scores: chunked = whole, CSV = Parquet, input order, exact counts.
 
 The Dask flow test starts a Prefect temporary server and a 2-worker LocalCluster (~25-40 s on a
 loaded 2-core machine); every other test runs the streaming functions directly.

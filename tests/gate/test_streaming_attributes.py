@@ -1,4 +1,4 @@
-"""Issue 21 item 1: the streaming scorer and ``score-large`` take several protected attributes.
+"""The streaming scorer and ``score-large`` take several protected attributes.
 
 Known truth from the proxy-injection generator of tests/gate/test_attributes.py: the target reads A's
 linear proxy only, so on A a large share of rows moves by more than δ and on B none does. The

@@ -1,4 +1,4 @@
-"""Issue 22, item 1: the estimator as the data scientist holds it, gated on raw bank-marketing rows.
+"""The estimator as the data scientist holds it, gated on raw bank-marketing rows.
 
 A fitted scikit-learn Pipeline (ColumnTransformer + LogisticRegression) in memory, through a skops file and
 through ``mlflow.sklearn.log_model``; an in-memory XGBoost, LightGBM and scikit-learn classifier on the encoded

@@ -86,7 +86,7 @@ def test_each_new_expectation_fires_with_run_check_numbers(frame, files):
 
 
 def test_the_suite_runs_the_check_once_and_the_baselines_read_its_testers(frame, files, monkeypatch):
-    """Issue 12: GX resolves one faux.check for the fAux expectation and every baseline metric; the baselines
+    """GX resolves one faux.check for the fAux expectation and every baseline metric; the baselines
     validate check_one_attribute's numbers and score nothing again (a hand-built expectation with other settings does)."""
     import faux_checks.gate.one_attribute as check_mod
     import faux_checks.gate.testers as testers_mod

@@ -342,5 +342,5 @@ def test_gx_decides_as_a_direct_run_check(frame, files, record_property):
     record_property("gx_overhead_s", round(overhead, 3))
     print(f"check_one_attribute {min(direct_s):.3f} s, validate_frame {min(gx_s):.3f} s, GX overhead {overhead:.3f} s")
     assert outcome.check["flagged_fraction"] == direct.flagged_fraction
-    # No wall-clock assert: under load one failed the README's test command on a fresh clone (issue 21). The
+    # No wall-clock assert: under load one failed the README's test command on a fresh clone. The
     # overhead is measured by benchmarks/bench_gate.py (validate_frame - check_one_attribute, same run); recorded here only.

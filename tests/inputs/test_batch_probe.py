@@ -1,4 +1,4 @@
-"""Numerically honest batch-independence probe (issue 14): float64, relative tolerance, once per model per stream."""
+"""Numerically honest batch-independence probe: float64, relative tolerance, once per model per stream."""
 
 from __future__ import annotations
 

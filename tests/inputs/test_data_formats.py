@@ -1,4 +1,4 @@
-"""Issue 22, item 7: ordinary data formats. A ';'-separated CSV (bank marketing's own file) is sniffed, ``--sep``
+"""Ordinary data formats. A ';'-separated CSV (bank marketing's own file) is sniffed, ``--sep``
 overrides; yes/no labels map with a declared positive class and are refused without one; a column named like a
 label never becomes a model input when no label is declared.
 """
@@ -100,7 +100,7 @@ def test_cli_check_reads_a_semicolon_csv_with_yes_no_labels(tmp_path, capsys):
     assert "holds text" in capsys.readouterr().err
     assert main(args + ["--positive-label", "yes"]) == 0
     assert main(args + ["--positive-label", "yes", "--sep", ","]) == 3    # forced wrong delimiter: columns missing,
-    assert "configuration error" in capsys.readouterr().err               # a configuration error (issue 22, item 3)
+    assert "configuration error" in capsys.readouterr().err               # a configuration error
 
 
 def test_the_streaming_scorer_sniffs_a_semicolon_csv_and_takes_a_forced_sep(tmp_path):

@@ -1,4 +1,4 @@
-"""A torch.export (.pt2) archive never runs code when the gate reads it (issue 25, bad input 1).
+"""A torch.export (.pt2) archive never runs code when the gate reads it.
 
 Each test rewrites one part of a real ``torch.export.save`` archive so that torch 2.13's own loader would
 run a payload (creating a marker file), and checks that :func:`load_model` refuses it and that the marker

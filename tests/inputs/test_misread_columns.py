@@ -1,4 +1,4 @@
-"""Misread columns never reach the model (issue 25, bad input 2): ambiguous headers and numbers written as text.
+"""Misread columns never reach the model: ambiguous headers and numbers written as text.
 
 Before: a repeated header (``f0,f1,f2,f3,f1``) was read as ``f1.1``, and without a feature spec a
 column holding one ``"1,234.5"`` was read as text and left out, so every later input shifted by one

@@ -1,4 +1,4 @@
-"""The counterfactual moves only what the protected attribute moves (issue 20): metrics, holds, level switches.
+"""The counterfactual moves only what the protected attribute moves: metrics, holds, level switches.
 
 Closed forms on linear generators, a proxy built multiplicatively from a legitimate feature (the fair control
 must score 0), an admissible-only target (score 0 by definition), the exact level couplings against their
@@ -317,7 +317,7 @@ def test_a_value_tied_to_two_groups_is_refused_with_its_name():
 
 
 def test_the_gate_s_own_aux_model_given_back_reproduces_its_score():
-    """Issue 25, bad input 4: a given aux model is measured and its reference fitted on the gate's own split."""
+    """A given aux model is measured and its reference fitted on the gate's own split."""
     from faux_checks.gate.one_attribute import check_one_attribute
     from faux_checks.gate.policy import Policy
 

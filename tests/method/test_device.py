@@ -1,4 +1,4 @@
-"""The device option (issue 23, item 4): ``[scale] device`` / ``--device``, resolved once, recorded, never hashed.
+"""The device option: ``[scale] device`` / ``--device``, resolved once, recorded, never hashed.
 
 On the CPU the device plumbing must not change a single bit (the pinned scores of tests/method/test_swap_pinned.py stay;
 here: the same bytes with and without ``device="cpu"``). On CUDA (skipped without a GPU) the scores agree with the

@@ -1,4 +1,4 @@
-"""The protected-attribute kinds table (faux_checks/kinds.py, issue 21 item 2) says what the code does:
+"""The protected-attribute kinds table (faux_checks/kinds.py) says what the code does:
 each entry's flags are checked against the encoder, the auxiliary model and the quality rows."""
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The swap reading's scores on a fixed small problem, pinned (``python tests/_swap_pin_problem.py``).
 
-First recorded at a951020, before the scoring optimisations of issue 12; re-recorded when issue 20 changed the
-reading itself (columns independent of c held, the hold never dropped, the matched move of the free numeric
-columns, rank matching for a continuous c): the old values pinned a move of features the new reading holds by
-design.
+The values pin the reading as it is defined (columns independent of c held, the matched move of the free numeric
+columns, rank matching for a continuous c); git log of this file says when and why they were recorded.
 
 Faster code must give the same numbers up to float noise: relative 1e-5, or 1e-7 probability points for
 the smallest scores (the target's logit is float32: its rounding, ~1e-7 relative, moves P(y|x) by about

@@ -1,4 +1,4 @@
-"""The swap reading's torch path (issue 23, item 4): on a non-CPU device a chunk's matched quantiles, move and
+"""The swap reading's torch path: on a non-CPU device a chunk's matched quantiles, move and
 running maxima stay on the device, with no transfer to the host inside the chunk.
 
 The CPU keeps the numpy path (the pinned scores of tests/method/test_swap_pinned.py, bit for bit); the private switch

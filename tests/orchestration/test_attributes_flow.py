@@ -1,4 +1,4 @@
-"""Issue 15 item 7 through the Prefect gate flow: two protected attributes and their intersection.
+"""Through the Prefect gate flow: two protected attributes and their intersection.
 
 Data: ``sex`` with ``proxy`` = 2·[sex = M] + noise, ``race`` (3 groups) with ``race_proxy`` =
 its group index + noise, drawn independently. The unfair target leans on ``proxy`` only, so it

@@ -1,4 +1,4 @@
-"""The deadline is a hard bound, the lease release included (issue 25, fault 5).
+"""The deadline is a hard bound, the lease release included.
 
 Before: with the MLflow server frozen, ``gate --deadline 75`` ended at 121 s: after the deadline the lease
 release made one more slow registry call. Now the release runs for at most ``RELEASE_TIMEOUT_S``; a lease

@@ -58,7 +58,7 @@ def test_gate_promotes_fair_blocks_unfair(setup):
     report = json.loads(Path(history[v_unfair]["fairness_report"]).with_name("report.json").read_text())
     assert report["decision"] == "failed"
     assert report["check"]["flagged_fraction"] == pytest.approx(float(history[v_unfair]["fairness_flagged_fraction"]))
-    interval = report["check"]["interval"]                      # issue 11: the interval in the tags and the report
+    interval = report["check"]["interval"]                      # the interval in the tags and the report
     assert float(history[v_unfair]["fairness_flagged_fraction_lower"]) == pytest.approx(interval["lower"])
     assert float(history[v_unfair]["fairness_flagged_fraction_upper"]) == pytest.approx(interval["upper"])
     assert history[v_unfair]["fairness_confidence"] == "0.95" and interval["lower"] > 0.1

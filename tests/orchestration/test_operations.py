@@ -1,4 +1,4 @@
-"""Operable under faults (issue 14): bounded time, an unreachable registry, one gate per version, clean shutdown.
+"""Operable under faults: bounded time, an unreachable registry, one gate per version, clean shutdown.
 
 The CLI runs in subprocesses where a test needs real signals or two processes at once (each
 starts its own temporary Prefect API, as two `faux-checks gate` commands would).
@@ -232,7 +232,7 @@ def test_sigint_in_process_exits_130(tmp_path, capsys, monkeypatch):
 
 def test_a_unique_violation_on_the_lease_write_reads_as_taken(registered, monkeypatch):
     """The database's unique-constraint error on the lease write (PostgreSQL via an MLflow server) means
-    another gate wrote the lease first: taken, waited for and named, never raised (issue 25, fault 4)."""
+    another gate wrote the lease first: taken, waited for and named, never raised."""
     import json
 
     from mlflow.exceptions import RestException

@@ -1,4 +1,4 @@
-"""Bounded Prefect calls (issue 25, fault 2): Prefect's client timeout and retries come from ``[operations]``.
+"""Bounded Prefect calls: Prefect's client timeout and retries come from ``[operations]``.
 
 Before: each Prefect call against a killed server retried for 60-70 s (client defaults: 60 s timeout,
 5 retries with exponential backoff), and a gate reached 434 s. Now the gate sets

@@ -1,4 +1,4 @@
-"""Re-gating a decided version under a changed policy (issue 15, item 2): ``gate NAME --version N --force``."""
+"""Re-gating a decided version under a changed policy: ``gate NAME --version N --force``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 24 through the gate flow: who a new version harms (per individual, against the deployed and the previous
+"""Through the Prefect gate flow: who a new version harms (per individual, against the deployed and the previous
 version, the no-new-harm rule) and the evidence pack a reviewer verifies.
 
 - Adult demo v1 then v2 on 3,000 audit rows: v2's report counts newly flagged / resolved / still flagged exactly as a

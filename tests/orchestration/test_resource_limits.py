@@ -1,4 +1,4 @@
-"""Resource bombs are refused or isolated (issue 25, bad input 5).
+"""Resource bombs are refused or isolated.
 
 Before: a 4.5 KB LightGBM file with ``num_leaves=2000000000`` aborted the gate (exit 134) on every run and
 left v1 ``running`` so the next version was never gated; a 2 MB zip bomb named ``model.pt`` unpacked to
@@ -145,7 +145,7 @@ def test_xgboost_json_trees_nodes_and_depth_are_bounded(tmp_path):
 
 
 def test_xgboost_ubj_trees_nodes_and_depth_are_bounded_like_json(tmp_path):
-    """UBJ (issue 25, bad input 5 leftover): decoded by the bounded reader, it is the same document as the
+    """UBJ: decoded by the bounded reader, it is the same document as the
     JSON file of the same booster, and the same limits refuse it with the same messages."""
     xgb = pytest.importorskip("xgboost")
     from faux_checks.inputs.limits import read_ubjson
@@ -218,7 +218,7 @@ def test_check_deadline_ends_a_check_that_hangs_with_exit_2_and_an_undecided_rep
         time.sleep(120)
 
     monkeypatch.setattr(check_module, "check_one_attribute", hangs)
-    monkeypatch.setattr("faux_checks.gate.attributes.check_one_attribute", hangs)   # the one check path (issue 21)
+    monkeypatch.setattr("faux_checks.gate.attributes.check_one_attribute", hangs)   # the one check path
     code = main(["check", "--model", str(model), "--data", str(tmp_path / "d.csv"), "--policy",
                  str(write_policy(tmp_path / "p.toml")), "--report-dir", str(tmp_path / "r"), "--deadline", "1"])
     assert calls == [1] and code == 2

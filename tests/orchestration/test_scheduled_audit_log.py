@@ -1,4 +1,4 @@
-"""A scheduled audit that ends Failed logs its decision, not a Prefect traceback (issue 25, item 8).
+"""A scheduled audit that ends Failed logs its decision, not a Prefect traceback.
 
 Before: a deployment run of the audit flow (what ``python -m faux_checks_flows.deployments`` serves) that ended
 Failed logged "Engine execution exited with unexpected exception" and a ``TypeError`` traceback

@@ -1,4 +1,4 @@
-"""Concurrent leases on a PostgreSQL-backed MLflow server (issue 25, fault 4).
+"""Concurrent leases on a PostgreSQL-backed MLflow server.
 
 On PostgreSQL two gates that both found no lease tag both INSERT it; the second INSERT breaks the
 tags table's primary key and MLflow's server answers ``BAD_REQUEST: (psycopg.errors.UniqueViolation)

@@ -1,4 +1,4 @@
-"""Versions logged with MLflow's own APIs (issue 15, item 1): what the gate loads, what it refuses, and that
+"""Versions logged with MLflow's own APIs: what the gate loads, what it refuses, and that
 nothing is written to the working directory.
 
 Recipes (docs/using.md, "Registering versions"): ``mlflow.pytorch.log_model`` with MLflow 3's default

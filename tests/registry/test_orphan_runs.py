@@ -1,4 +1,4 @@
-"""Orphan decision runs (issue 25, fault 6): a run left by a gate killed while recording is never a second decision.
+"""Orphan decision runs: a run left by a gate killed while recording is never a second decision.
 
 Before: a gate killed (or MLflow frozen) while writing a record left a finished run tagged with a decision and
 some decision tags; the rerun added a second run: one version, two decision runs. Now every gate run is

@@ -1,4 +1,4 @@
-"""Records are whole or absent (issue 25, fault 1).
+"""Records are whole or absent.
 
 Before: a full disk under FAUX_CHECKS_HOME left ``report.json`` at 0 bytes and ``gx_validation.json``
 cut mid-way; the retry of the gate's ``record`` saw them, kept them, and the version ended ``passed`` +
@@ -213,9 +213,9 @@ def _half_then_no_space(path, raw):
 def test_a_full_disk_through_the_cli_exits_2_leaves_no_partial_file_and_the_next_gate_decides(env, monkeypatch):
     """The issue's case end to end: ``faux-checks gate`` with every record write dying on ENOSPC mid-write.
 
-    Before (issue 25): exit 0, the version ``passed`` + ``deployable`` with a 0-byte report.json. Now:
-    exit 2, the version stays new (``running``), no alias, no file under the report root that does not
-    read whole and no temporary file; with the disk back, the next gate records ``passed`` whole.
+    Never exit 0 with the version ``passed`` + ``deployable`` and a 0-byte report.json: exit 2, the version
+    stays new (``running``), no alias, no file under the report root that does not read whole and no temporary
+    file; with the disk back, the next gate records ``passed`` whole.
     """
     from faux_checks_app.cli import main
 

@@ -1,4 +1,4 @@
-"""Names and values from data are escaped wherever they are shown (issue 25, bad input 3).
+"""Names and values from data are escaped wherever they are shown.
 
 Before: a column named ``<script>...`` and a category ``<img onerror=...>`` reached Evidently's
 ``evidently_drift.html`` as raw HTML (the script ran); Prefect Markdown artifacts carried them raw;

@@ -236,7 +236,7 @@ def test_artifacts_summarise_the_report(reports):
 
 
 def test_history_has_every_gate_of_a_re_gated_version_with_its_delta_and_policy():
-    """Issue 22, item 8: a version gated twice is two points (from its gate runs), each with δ and the policy hash;
+    """A version gated twice is two points (from its gate runs), each with δ and the policy hash;
     a decision recorded without a run still comes from the version's tags, and churn joins the run's point."""
     runs = [{"run_id": "r1", "version": "1", "decision": "failed", "delta": "0.05", "policy_sha256": "a" * 64,
              "started_at": "2026-01-01T00:00:00+00:00", "metrics": {"flagged_fraction": 0.2}},

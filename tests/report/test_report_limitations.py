@@ -1,4 +1,4 @@
-"""Issue 22, item 8: the report an auditor reads. The score axis follows the reading in force; a limitations
+"""The report an auditor reads. The score axis follows the reading in force; a limitations
 section generated from what the run did; an undecided page shows the policy it was given; one policy hash in the
 gate's and the audit's report; the model table gives the format and how the target was queried; ``model_format``
 names ONNX, XGBoost, LightGBM and skops files.
