@@ -20,10 +20,8 @@ LONG_FUNCTIONS = {
     ("faux_checks/method/faux.py", "evaluate"): 118,
     ("faux_checks/method/chunk.py", "swap_chunk"): 113,
     ("faux_checks/gate/stream/run.py", "score_stream"): 98,
-    ("faux_checks_app/gate_cli.py", "cmd_gate"): 92,
     ("faux_checks/method/faux.py", "fit_reference"): 86,
     ("faux_checks/method/swap.py", "fit_swap_reference"): 82, ("faux_checks/gate/stream/plan.py", "prepare_scoring"): 82,
-    ("flows/gate_per_version.py", "gate_version"): 81,
 }
 
 
