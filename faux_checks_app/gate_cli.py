@@ -83,61 +83,72 @@ def cmd_gate(args) -> int:
         configure_environment()
         lifecycle.guard_temporary_server(say=error)
         from faux_checks_flows.gate import PROGRESS, gate
-
-        from .output import library_output_to_stderr
-
-        what = f"version(s) {', '.join(versions)}" if versions else "new versions"
-        eprint(f"gating {what} of '{args.model_name}' ({_prefect_api()}; "
-               f"deadline {deadline:g} s)")
-        start_temporary_server(deadline - (time.monotonic() - started))   # bounded, named on expiry (exit 2)
-        gate = _tracked(gate, stack)
-        from .prefect_outage import is_outage, report_outage
-
         from faux_checks_flows.gate_deadline import WINDOW
 
+        from .prefect_outage import is_outage, report_outage
+
+        what = f"version(s) {', '.join(versions)}" if versions else "new versions"
+        eprint(f"gating {what} of '{args.model_name}' ({_prefect_api()}; deadline {deadline:g} s)")
+        start_temporary_server(deadline - (time.monotonic() - started))   # bounded, named on expiry (exit 2)
+        gate = _tracked(gate, stack)
         PROGRESS.start(args.model_name, [str(v) for v in versions or plan.todo or []], [])   # nothing of an earlier run
         WINDOW.start(None)
-        try:
-            with library_output_to_stderr():
-                state = gate(model_name=args.model_name, data_path=args.data, policy_path=policy_path,
-                             tracking_uri=args.tracking_uri, alias=args.alias, report_root=args.report_dir,
-                             versions=versions, deadline_s=max(1.0, deadline - (time.monotonic() - started)),
-                             trusted_types=args.trust_type or None,
-                             regate=plan.regate or None, allow_rollback=args.allow_rollback,
-                             signing_key=args.signing_key, sep=args.sep, thousands=args.thousands,
-                             decimal=args.decimal,
-                             return_state=True)
-            lost = None
-            with contextlib.suppress(Exception):
-                lost = None if state.is_completed() else state.result(raise_on_failure=False)
-        except Exception as exc:   # the flow could not end in Prefect: its API went away
-            if not is_outage(exc):
-                raise
-            lost = exc
+        state, lost = _run_gate_flow(gate, args, policy_path=policy_path, versions=versions, plan=plan,
+                                     deadline_s=max(1.0, deadline - (time.monotonic() - started)))
         if isinstance(lost, BaseException) and is_outage(lost):
             return report_outage(args.model_name, lost, as_json=wants_json(args), say=say, error=error)
         _raise_if_unreachable(state, uri, seconds=time.monotonic() - started)
-        outcomes = _flow_outcomes(state)
-        if outcomes == [] and state.is_completed():   # the flow found nothing to gate: say so (stdout stays empty in --json)
-            return _nothing_to_gate(args, plan)
-        for row in plan.skipped:
-            eprint(f"skipped v{row['version']}: {row['reason']}")
-        if wants_json(args):
-            from .gate_plan import skipped_objects
-            from .output import emit_json, gate_error_object, gate_objects
-
-            if outcomes is None:
-                emit_json([gate_error_object(args.model_name, f"the gate flow ended {state.type} before deciding: "
-                                                              f"{state.message}")])
-                return EXIT_UNDECIDED
-            emit_json(gate_objects(args.model_name, outcomes) + skipped_objects(args.model_name, plan))
-            return _gate_exit_code(state, [o.get("decision") for o in outcomes])
-        return _print_history_and_code(args.model_name, args.tracking_uri, state, versions=versions)
+        return _gate_result(args, plan, state, versions)
     finally:
         stack.close()
         if armed:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
+
+
+def _run_gate_flow(gate, args, *, policy_path, versions, plan, deadline_s: float):
+    """Run the gate flow (library output on stderr): its final state, and what ended it when it did not complete
+    (the exception when Prefect's API went away, an outage)."""
+    from .output import library_output_to_stderr
+    from .prefect_outage import is_outage
+
+    state = None
+    try:
+        with library_output_to_stderr():
+            state = gate(model_name=args.model_name, data_path=args.data, policy_path=policy_path,
+                         tracking_uri=args.tracking_uri, alias=args.alias, report_root=args.report_dir,
+                         versions=versions, deadline_s=deadline_s, trusted_types=args.trust_type or None,
+                         regate=plan.regate or None, allow_rollback=args.allow_rollback,
+                         signing_key=args.signing_key, sep=args.sep, thousands=args.thousands,
+                         decimal=args.decimal, return_state=True)
+        lost = None
+        with contextlib.suppress(Exception):
+            lost = None if state.is_completed() else state.result(raise_on_failure=False)
+    except Exception as exc:   # the flow could not end in Prefect: its API went away
+        if not is_outage(exc):
+            raise
+        lost = exc
+    return state, lost
+
+
+def _gate_result(args, plan, state, versions) -> int:
+    """Say what the gate flow decided (JSON Lines with --json, else the history) and return the exit code."""
+    outcomes = _flow_outcomes(state)
+    if outcomes == [] and state.is_completed():   # the flow found nothing to gate: say so (stdout stays empty in --json)
+        return _nothing_to_gate(args, plan)
+    for row in plan.skipped:
+        eprint(f"skipped v{row['version']}: {row['reason']}")
+    if wants_json(args):
+        from .gate_plan import skipped_objects
+        from .output import emit_json, gate_error_object, gate_objects
+
+        if outcomes is None:
+            emit_json([gate_error_object(args.model_name, f"the gate flow ended {state.type} before deciding: "
+                                                          f"{state.message}")])
+            return EXIT_UNDECIDED
+        emit_json(gate_objects(args.model_name, outcomes) + skipped_objects(args.model_name, plan))
+        return _gate_exit_code(state, [o.get("decision") for o in outcomes])
+    return _print_history_and_code(args.model_name, args.tracking_uri, state, versions=versions)
 
 
 def _tracked(flow, stack: contextlib.ExitStack):

@@ -87,10 +87,7 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
     list of dict (one per version, see :class:`VersionOutcome`) when every version passed;
     otherwise a ``Failed`` state carrying the same list, so callers see the flow Failed.
     """
-    from dataclasses import asdict
-
     from faux_checks.report.evidence import signing_key_path
-    from faux_checks_flows.memory import free_version_memory
     from faux_checks.settings import default_home
 
     logger = run_logger()
@@ -101,9 +98,7 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
     deadline_s = float(deadline_s or operations.deadline_s)
     ends_at = time.monotonic() + deadline_s
     WINDOW.start(ends_at)   # no record or promotion starts after the deadline (flows/gate_deadline.py)
-    todo = versions if versions else _new_versions(model_name, tracking_uri)
-    if not versions and regate:
-        todo = sorted(set(todo) | {str(v) for v in regate}, key=int)
+    todo = versions or _new_and_regated(model_name, tracking_uri, regate)
     if not todo:
         logger.info("no new versions of %s to gate", model_name)
         return []
@@ -114,6 +109,43 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
         frame, load_error = None, exc
     outcomes: list[VersionOutcome] = []
     PROGRESS.start(model_name, todo, outcomes)
+    common = {"policy_path": policy_path, "tracking_uri": tracking_uri, "report_root": report_root,
+              "data_path": data_path}
+    _gate_each(model_name, todo, outcomes, frame, load_error, deadline_s=deadline_s, ends_at=ends_at,
+               regated=None if versions else {str(v) for v in regate or ()}, common=common,
+               alias=alias, aux_model_path=aux_model_path, trusted_types=list(trusted_types or []),
+               allow_rollback=allow_rollback, signing_key=signing_key)
+    logger.info("%s: %d version(s) gated; flow body %.2f s", FLOW_TIME_LOG, len(outcomes), time.perf_counter() - flow_started)
+    return _final_state(model_name, outcomes)
+
+
+def _new_and_regated(model_name: str, tracking_uri: str | None, regate: list[str] | None) -> list[str]:
+    """The versions the gate has not decided yet, and the decided ones named in ``regate``, in version order."""
+    todo = _new_versions(model_name, tracking_uri)
+    if regate:
+        todo = sorted(set(todo) | {str(v) for v in regate}, key=int)
+    return todo
+
+
+def _final_state(model_name: str, outcomes: list):
+    """``Completed`` with one dict per version when every version passed, else a ``Failed`` state carrying them."""
+    from dataclasses import asdict
+
+    results = [asdict(o) for o in outcomes]
+    bad = [o for o in outcomes if o.decision != "passed"]
+    if bad:
+        summary = ", ".join(f"v{o.version} {o.decision}" for o in bad)
+        return failed_state(f"fairness gate blocked {model_name}: {summary}", data=results)
+    return Completed(message=f"all {len(outcomes)} version(s) of {model_name} passed", data=results)
+
+
+def _gate_each(model_name: str, todo: list[str], outcomes: list, frame, load_error: BaseException | None, *,
+               deadline_s: float, ends_at: float, regated: set[str] | None, common: dict, **version_options) -> None:
+    """Gate the versions of ``todo`` in order, each under its lease, appending to ``outcomes``: a data load error
+    makes each ``undecided`` (recorded); versions reached after the deadline are not gated. ``regated``: the decided
+    versions gated again (None when the versions were named: every one is gated, new or not)."""
+    from faux_checks_flows.memory import free_version_memory
+
     with tempfile.TemporaryDirectory(prefix="faux-gate-") as workdir:
         for version in todo:
             if WINDOW.passed():   # the versions left are not gated: nothing recorded, they stay new
@@ -123,27 +155,17 @@ def gate(model_name: str, data_path: str, policy_path: str | None = None, tracki
                 PROGRESS.prefect_error = cause
                 raise PrefectUnreachableError(PROGRESS.describe())
             if load_error is not None:
-                outcome = record_undecided(model_name, version, load_error, tracking_uri, report_root, data_path,
-                                            policy_path)
+                outcome = record_undecided(model_name, version, load_error, common["tracking_uri"],
+                                           common["report_root"], common["data_path"], common["policy_path"])
             else:
                 outcome = gate_version_leased(
                     model_name, version, frame, lease_ttl_s=deadline_s + LEASE_MARGIN_S,
                     lease_wait_s=max(0.0, ends_at - time.monotonic() - LEASE_MARGIN_S),
-                    only_if_new=not versions and str(version) not in {str(v) for v in regate or ()},
-                    policy_path=policy_path, tracking_uri=tracking_uri, alias=alias, report_root=report_root,
-                    workdir=workdir, aux_model_path=aux_model_path, data_path=data_path,
-                    trusted_types=list(trusted_types or []), allow_rollback=allow_rollback,
-                    signing_key=signing_key)
+                    only_if_new=regated is not None and str(version) not in regated,
+                    workdir=workdir, **common, **version_options)
             outcomes.append(outcome)
             WINDOW.deliver()        # a deadline held back during this version's record ends the run here
             free_version_memory()   # flat RSS over versions (flows/memory.py)
-    results = [asdict(o) for o in outcomes]
-    logger.info("%s: %d version(s) gated; flow body %.2f s", FLOW_TIME_LOG, len(outcomes), time.perf_counter() - flow_started)
-    bad = [o for o in outcomes if o.decision != "passed"]
-    if bad:
-        summary = ", ".join(f"v{o.version} {o.decision}" for o in bad)
-        return failed_state(f"fairness gate blocked {model_name}: {summary}", data=results)
-    return Completed(message=f"all {len(outcomes)} version(s) of {model_name} passed", data=results)
 
 
 #: The flow's closing log line starts with this (``benchmarks/bench_gate.py --cli`` reads the flow time from it).

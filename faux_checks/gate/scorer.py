@@ -116,6 +116,15 @@ def faux_tester(target_model, aux: AuxiliaryModel, policy: Policy, output: Targe
         tester.reference = reference
         return tester
     assert reference_rows is not None               # every caller passes a reference or the rows to fit one on
+    return _fit_reference(tester, layout, faux, reference_rows, reference_values, holds=holds,
+                          holdout_rows=holdout_rows, holdout_values=holdout_values)
+
+
+def _fit_reference(tester: FAuxTester, layout, faux, reference_rows: np.ndarray, reference_values, *,
+                   holds: tuple | None, holdout_rows: np.ndarray | None, holdout_values) -> FAuxTester:
+    """The swap tester with its reference fitted on ``reference_rows``: with ``holds``, the features judged
+    elsewhere held besides the admissible ones (their tests kept on the tester); else the policy's
+    ``hold_uninformative`` reads ``holdout_rows``."""
     if holds is not None:
         held, informativeness, independence, joint = holds
         fitted_reference(tester, reference_rows[:, layout.keep], reference_values,

@@ -277,6 +277,35 @@ def _matched_inputs(x: torch.Tensor, c, *, reference: SwapReference, settings: S
     return out
 
 
+def _moved(aux_raw, x_aux: torch.Tensor, v: torch.Tensor, grad: torch.Tensor, goal: torch.Tensor, floors, *,
+           pair: tuple, metric: torch.Tensor, free_t: torch.Tensor, all_free: bool, on_device: bool,
+           settings: SwapSettings):
+    """One target's move of the auxiliary inputs ``x_aux`` (b, d_aux) toward ``goal``: the swap displacement of the
+    free features, ``settings``' line search and further Newton steps, categorical snapping.
+
+    Returns the moved inputs (b, d_aux) float32 and the rows whose move is undefined (bool, on x's device on the
+    torch path, else an ndarray).
+    """
+    a_t, b_t = pair
+    dx, undef = swap_displacement(grad if all_free else grad.index_select(1, free_t), metric, goal - v, floors)
+    undefined = undef.clone() if on_device else host(undef).copy()
+    if all_free:
+        moved = x_aux + dx                                               # (b, d_aux) float32
+    else:
+        moved = x_aux.clone()
+        moved.index_add_(1, free_t, dx)
+    if settings.line_search:
+        moved = _line_search(aux_raw, x_aux, dx, free_t, v, goal, a_t, b_t, settings.line_search)
+    for _ in range(settings.steps - 1):                                    # further Newton steps (a finite path)
+        v, grad = _aux_value_and_grad(aux_raw, moved, a_t, b_t)
+        dx, undef = swap_displacement(grad if all_free else grad.index_select(1, free_t), metric, goal - v, floors)
+        moved.index_add_(1, free_t, dx)
+        undefined |= undef if on_device else host(undef)
+    if settings.categorical == "snap":
+        moved = _snap(moved, settings.categorical_groups)
+    return moved, undefined
+
+
 def counterfactual_inputs(aux_raw, x: torch.Tensor, c: np.ndarray | None, *, reference: SwapReference,
                           settings: SwapSettings = SwapSettings(), keep: np.ndarray | None = None,
                           direct_levels: np.ndarray | None = None) -> list[tuple[np.ndarray, torch.Tensor, np.ndarray]]:
@@ -342,22 +371,8 @@ def counterfactual_inputs(aux_raw, x: torch.Tensor, c: np.ndarray | None, *, ref
                                       x_aux if reference.admissible.any() else None, a_np, other, t, c_values),
                                device=device)
         floors = _row_floors(reference, a_np, other, b_rows, device)
-        dx, undef = swap_displacement(grad if all_free else grad.index_select(1, free_t), metric, goal - v, floors)
-        undefined = undef.clone() if on_device else host(undef).copy()
-        if all_free:
-            moved = x_aux + dx                                               # (b, d_aux) float32
-        else:
-            moved = x_aux.clone()
-            moved.index_add_(1, free_t, dx)
-        if settings.line_search:
-            moved = _line_search(aux_raw, x_aux, dx, free_t, v, goal, a_t, b_t, settings.line_search)
-        for _ in range(settings.steps - 1):                                    # further Newton steps (a finite path)
-            v, grad = _aux_value_and_grad(aux_raw, moved, a_t, b_t)
-            dx, undef = swap_displacement(grad if all_free else grad.index_select(1, free_t), metric, goal - v, floors)
-            moved.index_add_(1, free_t, dx)
-            undefined |= undef if on_device else host(undef)
-        if settings.categorical == "snap":
-            moved = _snap(moved, settings.categorical_groups)
+        moved, undefined = _moved(aux_raw, x_aux, v, grad, goal, floors, pair=(a_t, b_t), metric=metric,
+                                  free_t=free_t, all_free=all_free, on_device=on_device, settings=settings)
         if keep.all():
             x1 = moved
         else:

@@ -137,19 +137,7 @@ def write_check_records(result, folder: str | Path) -> dict[str, str]:
             with whole_file(path) as tmp:
                 torch.jit.save(aux.to_torchscript(), str(tmp))
             written["aux_model"] = str(path)
-            provenance = result.provenance or {}
-            info = {"kind": aux.kind, "output_space": aux.output_space,
-                    "groups": list(getattr(aux, "groups_", ()) or ()),
-                    "n_features": getattr(aux, "n_features_in_", None), "quality": getattr(aux, "quality_", None),
-                    "quality_metric": getattr(aux, "quality_metric_", None),
-                    "protected": (provenance.get("policy") or {}).get("protected"),
-                    "feature_spec": provenance.get("feature_spec"), "policy_sha256": provenance.get("policy_sha256"),
-                    "aux_given": provenance.get("aux_given"), "training": provenance.get("aux_training"),
-                    "aux_key": provenance.get("aux_key")}      # the gate's next runs reuse it (gate/aux_cache.py)
-            reference = getattr(result, "swap_reference", None)
-            if reference is not None:                         # the audit reads both batches with it (its holds too)
-                info["swap_reference"] = reference.to_dict()
-                info["swap_settings"] = swap_settings_of((provenance.get("policy") or {}).get("faux") or {})
+            info = _aux_model_info(aux, result)
             info_path = folder / RECORD_FILES["aux_model_info"]
             written["aux_model_info"] = str(write_whole(info_path, json.dumps(jsonable(info), indent=2)))
         for seed, model in seed_models:            # the extra seeds: restored by their own keys (gate/aux_cache.py)
@@ -159,10 +147,7 @@ def write_check_records(result, folder: str | Path) -> dict[str, str]:
             with whole_file(folder / pt) as tmp:
                 torch.jit.save(model.to_torchscript(), str(tmp))
             written[f"aux_seed_{seed}"] = str(folder / pt)
-            info = {"kind": model.kind, "output_space": model.output_space,
-                    "groups": list(getattr(model, "groups_", ()) or ()),
-                    "n_features": getattr(model, "n_features_in_", None), "quality": getattr(model, "quality_", None),
-                    "seed": int(seed), "training": {"epochs_run": getattr(model, "epochs_run_", None)},
+            info = {**_model_fields(model), "seed": int(seed), "training": {"epochs_run": getattr(model, "epochs_run_", None)},
                     "aux_key": getattr(model, "cache_key_", None)}
             written[f"aux_seed_{seed}_info"] = str(write_whole(folder / js, json.dumps(jsonable(info), indent=2)))
     except BaseException:
@@ -170,6 +155,28 @@ def write_check_records(result, folder: str | Path) -> dict[str, str]:
             Path(done).unlink(missing_ok=True)
         raise
     return written
+
+
+def _model_fields(model) -> dict:
+    """An auxiliary model's kind, output space, groups, input width and measured quality."""
+    return {"kind": model.kind, "output_space": model.output_space, "groups": list(getattr(model, "groups_", ()) or ()),
+            "n_features": getattr(model, "n_features_in_", None), "quality": getattr(model, "quality_", None)}
+
+
+def _aux_model_info(aux, result) -> dict:
+    """What the gate's next runs and the audit need to reuse the check's auxiliary model: how it was trained, on
+    which policy and encoding, its cache key (gate/aux_cache.py) and the swap reference fitted with it."""
+    provenance = result.provenance or {}
+    info = {**_model_fields(aux), "quality_metric": getattr(aux, "quality_metric_", None),
+            "protected": (provenance.get("policy") or {}).get("protected"),
+            "feature_spec": provenance.get("feature_spec"), "policy_sha256": provenance.get("policy_sha256"),
+            "aux_given": provenance.get("aux_given"), "training": provenance.get("aux_training"),
+            "aux_key": provenance.get("aux_key")}      # the gate's next runs reuse it (gate/aux_cache.py)
+    reference = getattr(result, "swap_reference", None)
+    if reference is not None:                         # the audit reads both batches with it (its holds too)
+        info["swap_reference"] = reference.to_dict()
+        info["swap_settings"] = swap_settings_of((provenance.get("policy") or {}).get("faux") or {})
+    return info
 
 
 #: The ``[faux]`` settings a recorded swap reference was fitted under; the audit reuses it only under the same ones.

@@ -18,12 +18,9 @@ LONG_FUNCTIONS = {
     ("faux_checks/gate/one_attribute.py", "check_one_attribute"): 157,
     ("flows/shard.py", "score_sharded"): 123,
     ("faux_checks/method/faux.py", "evaluate"): 118,
-    ("flows/gate.py", "gate"): 105, ("faux_checks/gate/stream/run.py", "score_stream"): 98,
-    ("faux_checks/method/counterfactual.py", "counterfactual_inputs"): 89, ("faux_checks_app/gate_cli.py", "cmd_gate"): 92,
-    ("faux_checks/method/faux.py", "fit_reference"): 86, ("faux_checks/gate/scorer.py", "faux_tester"): 85,
-    ("faux_checks/report/records.py", "write_check_records"): 82,
+    ("faux_checks/gate/stream/run.py", "score_stream"): 98,
+    ("faux_checks/method/faux.py", "fit_reference"): 86,
     ("faux_checks/method/swap.py", "fit_swap_reference"): 82, ("faux_checks/gate/stream/plan.py", "prepare_scoring"): 82,
-    ("flows/gate_per_version.py", "gate_version"): 81,
 }
 
 
