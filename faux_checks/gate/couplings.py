@@ -129,13 +129,15 @@ def coupling_rule(couplings: Mapping[str, Any] | None, policy, base: FlaggedInte
     b = couplings.get("bounds") or {}
     bounds = (f"; over every coupling of the levels (Fréchet bounds) {b['flagged_lower']:.1%}–{b['flagged_upper']:.1%} "
               f"flagged, {b['change_lower']:.1%}–{b['change_upper']:.1%} of people change level" if b else "")
+    named = couplings.get("setting", "auto") != "auto"
+    why = ("named by the policy (swap_coupling)" if named else
+           "swap_coupling 'auto': Gumbel-max for groups, comonotone for a continuous protected attribute")
     what = (f"the level of the categorical column(s) {', '.join(couplings.get('columns') or ())} moves under a "
-            f"coupling the data do not identify ({'; '.join(parts)}{bounds})")
+            f"coupling the data do not identify; the check reads '{used}' ({why}) ({'; '.join(parts)}{bounds})")
     if k == m:
         return [rule_row(COUPLING_RULE, "ok", f"{line}: {what}", k, m)]
-    if couplings.get("setting", "auto") != "auto":
-        return [rule_row(COUPLING_RULE, "ok", f"{line}: decided by the policy's coupling '{used}' "
-                         f"(swap_coupling): {what}", k, m)]
+    if named:
+        return [rule_row(COUPLING_RULE, "ok", f"{line}: decided by the policy's coupling '{used}': {what}", k, m)]
     return [rule_row(COUPLING_RULE, "not met", f"{line}: the couplings consistent with the data give different "
                      f"decisions, so the data cannot decide: {what}; set [faux] swap_coupling = 'comonotone' or "
                      "'gumbel' to decide by one", k, m)]

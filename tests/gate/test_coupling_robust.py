@@ -90,7 +90,8 @@ def test_agreeing_readings_are_robust_across_every_reading(fractions, decision):
     assert decide(rows).decision == decision
     row = _row(rows)
     assert row["status"] == "ok" and row["detail"].startswith("decision robust across 2 of 2 readings")
-    assert "gumbel (used)" in row["detail"] and "'zip'" not in row["detail"] and "zip" in row["detail"]
+    assert "gumbel (used)" in row["detail"] and "column(s) zip" in row["detail"]
+    assert "the check reads 'gumbel' (swap_coupling 'auto': Gumbel-max for groups" in row["detail"]
 
 
 def test_the_rule_has_no_row_where_it_does_not_apply_nor_without_readings():
