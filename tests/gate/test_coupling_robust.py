@@ -3,18 +3,24 @@
 Counts are chosen so that each reading's Clopper–Pearson interval lies on a known side of the limit (n = 2,000,
 limit 5%: 1.0% passes with an upper bound near 1.5%, 20% fails with a lower bound near 18%). Under ``"auto"``
 readings that disagree leave the check undecided (never passed, and not failed on one coupling alone); a coupling
-named by the policy decides; agreement is reported as "decision robust across 2 of 2 readings".
+named by the policy decides; agreement is reported as "decision robust across 2 of 2 readings". End to end, the
+in-memory check records every reading and the Fréchet bounds in its provenance.
 """
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
 import pytest
+import torch
+from torch import nn
 
-from faux_checks import load_policy
+from faux_checks import AuxiliaryModel, FeatureSpec, load_policy, run_check
 from faux_checks.gate.bounds import flagged_interval
 from faux_checks.gate.check_rules import CheckEvidence, check_rules
 from faux_checks.gate.couplings import coupling_rule, reading_decision, used_coupling
 from faux_checks.gate.decision import decide
+from faux_checks.groundtruth.zipcode import make_zip_data
 
 N = 2000
 AUX = [{"metric": "roc_auc", "quality": 0.9, "lower": 0.88, "upper": 0.92, "what": "held-out"}]
@@ -102,3 +108,35 @@ def test_the_rule_has_no_row_where_it_does_not_apply_nor_without_readings():
     rows = check_rules(_evidence(policy, 0.01, 0.01, couplings=None), policy)     # the streaming path: no readings
     assert not [r for r in rows if r["rule"] == "level_coupling"]
     assert coupling_rule(None, policy, flagged_interval(20, N, 0.95)) == []
+
+
+class _Linear(nn.Module):
+    def __init__(self, w):
+        super().__init__()
+        self.w = nn.Parameter(torch.as_tensor(w, dtype=torch.float32)[:, None], requires_grad=False)
+
+    def forward(self, x):
+        return x @ self.w
+
+
+def test_the_check_records_every_reading_and_the_bounds_and_says_the_decision_is_robust():
+    """An 8-level zip-code proxy (inverse-CDF generator) and a target whose log-odds fall by 3 per unit of place."""
+    base = pd.DataFrame({"x": np.random.default_rng(0).normal(size=1500)})
+    data = make_zip_data(base, coupling="inverse_cdf", levels=8, strength=1.5, seed=0)
+    frame = data.frame().assign(c=data.protected())
+    spec = FeatureSpec.fit(frame, ["x", "zip"], min_frequency=1)
+    X = spec.encode(frame)
+    zip_cols = np.flatnonzero(spec.feature_to_column() == spec.source_columns.index("zip"))
+    w = np.zeros(X.shape[1])
+    w[zip_cols] = -3.0 * (2.0 * np.arange(8) / 7 - 1.0)                   # levels z00 … z07 in order
+    aux = AuxiliaryModel(kind="binary", seed=0, epochs=20).fit(X, data.c)
+    policy = load_policy(protected="c").model_copy(update={"label": None})
+    result = run_check(_Linear(w), frame, policy=policy, feature_spec=spec, aux_model=aux)
+    couplings = result.provenance["couplings"]
+    assert couplings["applies"] and couplings["columns"] == ["zip"] and couplings["used"] == "gumbel"
+    readings, bounds = couplings["readings"], couplings["bounds"]
+    assert readings["gumbel"] == pytest.approx(result.flagged_fraction, abs=1 / 1500)   # the check's own figure
+    assert bounds["flagged_lower"] <= min(readings.values()) <= max(readings.values()) <= bounds["flagged_upper"]
+    assert bounds["change_lower"] > 0.1 and bounds["enumerated_mass"] == pytest.approx(1.0)
+    row = _row(result.rules)
+    assert result.decision == "failed" and row["detail"].startswith("decision robust across 2 of 2 readings")
