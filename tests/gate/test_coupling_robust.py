@@ -140,3 +140,14 @@ def test_the_check_records_every_reading_and_the_bounds_and_says_the_decision_is
     assert bounds["change_lower"] > 0.1 and bounds["enumerated_mass"] == pytest.approx(1.0)
     row = _row(result.rules)
     assert result.decision == "failed" and row["detail"].startswith("decision robust across 2 of 2 readings")
+
+
+def test_the_report_s_limitations_say_what_the_coupling_leaves_open():
+    from faux_checks.report.limitations import limitations
+
+    couplings = {**_couplings(_policy(), 0.31, 0.32), "bounds": BOUNDS}
+    report = {"check": {"provenance": {"couplings": couplings}}, "policy": {"protected": "c"}, "decision": "failed"}
+    (text,) = [s["text"] for s in limitations(report) if s["topic"] == "coupling"]
+    assert "zip" in text and "comonotone 31.0%; gumbel 32.0%; over every coupling 0.4%–61.0%" in text
+    report["check"]["provenance"]["couplings"] = {"applies": False, "reason": "no categorical feature is free"}
+    assert not [s for s in limitations(report) if s["topic"] == "coupling"]
