@@ -41,7 +41,7 @@ def _base_logit(frame) -> np.ndarray:
             + 0.03 * (frame["hours-per-week"].to_numpy(float) - 40) - 0.5)
 
 
-def run(generator: str, target: str, n: int, seed: int) -> dict:
+def run(generator: str, target: str, n: int, seed: int, redlining: float | None = None) -> dict:
     """One cell: data, target, truth, the gate's check; a JSON-ready row."""
     from _cells import _Masked, prob, train_mlp
 
@@ -62,7 +62,7 @@ def run(generator: str, target: str, n: int, seed: int) -> dict:
         real = np.isin(spec.feature_to_column(), [spec.source_columns.index(c) for c in REAL])
         net = _Masked(train_mlp(X_train[:, real], income[:N_TRAIN], seed=seed), real)
     else:
-        logit = zip_unfair_logit(frame, _base_logit(frame))
+        logit = zip_unfair_logit(frame, _base_logit(frame), **({} if redlining is None else {"redlining": redlining}))
         y = (np.random.default_rng(50 + seed).random(N_TRAIN) < 1 / (1 + np.exp(-logit))).astype(int)
         net = train_mlp(X_train, y, seed=seed)
     truth = zip_fairness_scores(lambda f: prob(net, spec.encode(f)), audit)
@@ -74,7 +74,8 @@ def run(generator: str, target: str, n: int, seed: int) -> dict:
     rule = next((r for r in result.rules if r["rule"] == "level_coupling"), None)
     bounds = couplings.get("bounds") or {}
     return {
-        "generator": generator, "target": target, "n": n, "seed": seed, "true_share": float(np.mean(truth > TAU)),
+        "generator": generator, "target": target, "n": n, "seed": seed, "redlining": redlining,
+        "true_share": float(np.mean(truth > TAU)),
         "flagged": result.flagged_fraction, "lower": result.interval.lower, "upper": result.interval.upper,
         "readings": couplings.get("readings"), "used": couplings.get("used"),
         "bounds": [bounds.get("flagged_lower"), bounds.get("flagged_upper")],
@@ -119,6 +120,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--generators", default=",".join(GENERATORS))
     ap.add_argument("--targets", default="fair,unfair")
+    ap.add_argument("--redlining", type=float, default=None, help="the unfair labels' logit per unit of place "
+                    "(default: faux_checks.groundtruth.zipcode.REDLINING)")
     ap.add_argument("--out", type=Path, default=None, help="JSON file the rows are appended to (one run per line)")
     ap.add_argument("--table", type=Path, default=None, help="print the markdown table of a JSON file and exit")
     args = ap.parse_args(argv)
@@ -132,7 +135,7 @@ def main(argv=None) -> int:
     for gen in args.generators.split(","):
         for tgt in args.targets.split(","):
             for seed in map(int, args.seeds.split(",")):
-                row = run(gen, tgt, args.n, seed)
+                row = run(gen, tgt, args.n, seed, args.redlining)
                 rows.append(row)
                 verdict = expected(row)
                 mark = "" if verdict is None else ("  right" if row["decision"] == verdict else "  WRONG")

@@ -164,13 +164,13 @@ def make_zip_data(features: pd.DataFrame, *, coupling: str, strength: float = DE
                    protected_name=protected_name)
 
 
-def zip_unfair_logit(frame: pd.DataFrame, base_logit: np.ndarray | None = None, *, levels: int = ZIP_LEVELS
-                     ) -> np.ndarray:
-    """The family's unfair target: a logit (n,) of −``REDLINING`` · x_k for the row's level k (of ``levels``), plus
+def zip_unfair_logit(frame: pd.DataFrame, base_logit: np.ndarray | None = None, *, levels: int = ZIP_LEVELS,
+                     redlining: float = REDLINING) -> np.ndarray:
+    """The family's unfair target: a logit (n,) of −``redlining`` · x_k for the row's level k (of ``levels``), plus
     ``base_logit``."""
     k = frame["zip"].str.slice(1).astype(int).to_numpy()
     place = 2.0 * k / (levels - 1) - 1.0
-    return -REDLINING * place + (0.0 if base_logit is None else np.asarray(base_logit, dtype=np.float64))
+    return -redlining * place + (0.0 if base_logit is None else np.asarray(base_logit, dtype=np.float64))
 
 
 def zip_fair_logit(frame: pd.DataFrame, base_logit: np.ndarray | None = None) -> np.ndarray:
