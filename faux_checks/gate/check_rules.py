@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence
 
 from .._validation import fmt_count
 from .bounds import FlaggedInterval, auc_interval, auc_rows_needed, below_floor, clopper_pearson, rows_needed
+from .couplings import with_coupling_rule
 from .decision import rule_row
 
 __all__ = ["GUARD_RULES", "CheckEvidence", "check_rules", "group_flagged_rules", "group_intervals", "held_block_rule"]
@@ -56,6 +57,8 @@ class CheckEvidence:
         The joint test of the columns the tool's own tests hold
         (:func:`faux_checks.method.joint_hold.jointly_free_hold`'s summary, with ``columns``: their source
         names); None on a path without it (no rule then).
+    couplings : dict, optional
+        :func:`faux_checks.gate.couplings.coupling_evidence`; None on a path without readings (no rule then).
     """
 
     n: int
@@ -71,6 +74,7 @@ class CheckEvidence:
     testers_not_run: tuple[str, ...] = ()
     group_flagged: Mapping[str, float] | None = None
     held_block: Mapping[str, Any] | None = None
+    couplings: Mapping[str, Any] | None = None
 
 
 def check_rules(evidence: CheckEvidence, policy) -> list[dict]:
@@ -97,19 +101,14 @@ def check_rules(evidence: CheckEvidence, policy) -> list[dict]:
     - ``max_group_flagged_fraction`` and, when set, ``max_group_flagged_ratio``: :func:`group_flagged_rules`;
     - ``held_jointly_free``: :func:`held_block_rule` (the report's own numbers must not say that the auxiliary
       model's evidence about c sits in what the counterfactual holds);
+    - ``level_coupling``: :func:`~faux_checks.gate.couplings.with_coupling_rule` (a categorical proxy's move read
+      under each coupling consistent with the data);
     - ``tester:<name>`` for each gating baseline tester: ``exceeded`` over its limit, ``not computed``
       when it could not run (or is not run on this path) and when it is not applicable to this model
       (e.g. a gradient tester on a forward-only target): a gating tester that cannot judge never passes.
 
-    Parameters
-    ----------
-    evidence : CheckEvidence
-    policy : Policy
-
-    Returns
-    -------
-    list of dict
-        :func:`rule_row` rows for :func:`decide`.
+    Parameters: ``evidence`` (:class:`CheckEvidence`), ``policy`` (Policy). Returns :func:`rule_row` rows (list of
+    dict) for :func:`decide`.
     """
     if evidence.n == 0:
         return [rule_row("min_group_rows", "not computed", "no audited rows: there is nothing to decide on", 0,
@@ -121,7 +120,7 @@ def check_rules(evidence: CheckEvidence, policy) -> list[dict]:
     rows.append(_flagged_rule(evidence, policy, unmet))
     rows += group_flagged_rules(evidence, policy, unmet)
     rows += held_block_rule(evidence)
-    return rows + _tester_rules(evidence)
+    return with_coupling_rule(rows, evidence.couplings, policy, evidence.interval) + _tester_rules(evidence)
 
 
 def group_intervals(ev: CheckEvidence, policy, *, every: bool = False) -> list[dict]:

@@ -41,6 +41,7 @@ from .check_provenance import check_provenance, target_access_record
 from .power import capacity_statement, detectable_fraction
 from .check_notes import check_notes, column_roles, held_columns, sensitivity, sensitivity_note, tree_note
 from .check_rules import CheckEvidence, check_rules
+from .couplings import coupling_evidence
 from .joint_block import held_block_summary
 from .decision import decide
 from .decompose import column_parts, decompose_change, reason_list
@@ -146,7 +147,7 @@ def check_one_attribute(
         n=n, n_flagged=n_flagged, n_undefined=n_undefined, group_rows=_group_counts(group_labels, names),
         holdout_rows=_group_counts(group_labels[held_out], names), aux_metric=aux.metric,
         aux_intervals=aux.intervals, interval=interval, testers=testers, nothing_free=_nothing_free(tester),
-        group_flagged=_group_sums(group_labels, worst, names),
+        group_flagged=_group_sums(group_labels, worst, names), couplings=coupling_evidence(tester, audit, policy, lic),
         held_block=held_block_summary(tester, audit.feature_spec, policy.single_protected("the in-memory check")))
     outcome = decide(check_rules(evidence, policy))
     reasons = list(outcome.reasons)
@@ -187,7 +188,7 @@ def check_one_attribute(
     provenance["aux_seeds_reused_from"] = {str(k): getattr(m, "reused_from_", None) for k, m in seed_models}
     provenance["device"] = getattr(tester, "device_used_", "cpu")    # where the scores ran ([scale] device)
     provenance["proxy_capacity"] = capacity
-    provenance["cross_fit"] = cross_fit_record(aux)       # None: the single split
+    provenance.update(cross_fit=cross_fit_record(aux), couplings=evidence.couplings)   # None: single split, no readings
     if provenance["swap"] is not None:
         provenance["swap"]["held_fixed_uninformative"] = held
         provenance["swap"]["sensitivity"] = sensitivities

@@ -136,7 +136,8 @@ class FauxSettings(StrictSection):
     swap_coupling: Literal["auto", "comonotone", "gumbel"] = Field(
         "auto", description="Variant swap, swap_categorical = 'coupled': a person keeps their rank along the levels' "
         "likelihood-ratio order ('comonotone'), or their Gumbel noise of the level model ('gumbel'); 'auto' is "
-        "comonotone for a continuous protected attribute and gumbel for groups.")
+        "comonotone for a continuous protected attribute and gumbel for groups, and leaves a check undecided when the "
+        "two couplings give different decisions (rule level_coupling); a named coupling decides.")
     continuous_matching: Literal["rank", "slope"] = Field(
         "rank", description="Variant swap, continuous protected attribute: the aux output moves to the value of the "
         "person's rank at c ± 1 sd ('rank'), or by one global regression slope ('slope').")

@@ -9,4 +9,6 @@
 - ``definitional``: UCI Adult's definitional counterfactual (sex flipped, relationship Husband ↔ Wife).
 - ``labels``: historical label bias against a protected group.
 - ``joint``: joint-only proxies: a pair of columns, each alike in every group, that carries c together.
+- ``zipcode``: a 60-level categorical proxy generated under the inverse-CDF or the Gumbel-max coupling (the
+  data cannot tell them apart).
 """

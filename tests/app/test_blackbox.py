@@ -200,7 +200,7 @@ def test_xgboost_ranks_truly_unfair_individuals_like_an_mlp_on_proxy_ground_trut
     assert res["xgb"]["ap"] >= res["mlp"]["ap"] - 0.05, res
 
 
-def test_run_check_gates_an_onnx_model_as_its_pytorch_twin(tmp_path):
+def test_check_one_attribute_gates_an_onnx_model_as_its_pytorch_twin(tmp_path):
     from faux_checks.gate.one_attribute import check_one_attribute
     from faux_checks.gate.policy import load_policy
 

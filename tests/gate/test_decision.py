@@ -154,7 +154,7 @@ def test_aux_quality_per_group_with_intervals():
 
 
 # ------------------------------------------------------------------------------------------- check_one_attribute
-def test_issue_case_tiny_group_through_run_check():
+def test_issue_case_tiny_group_through_check_one_attribute():
     """A group of 3 among 1,000: the gate returned a plain pass; now undecided, with the counts."""
     data = make_data(1000, seed=3)
     data.loc[data.index[:3], "sex"] = "B"
@@ -223,7 +223,7 @@ def _all_nan(monkeypatch):
     monkeypatch.setattr(FAuxTester, "evaluate", evaluate)
 
 
-def test_all_undefined_never_passes_run_check_and_the_stream(tmp_path):
+def test_all_undefined_never_passes_check_one_attribute_and_the_stream(tmp_path):
     from faux_checks.gate.stream.run import score_stream
 
     data, p = make_data(400), policy(AUX_MOVE)

@@ -94,7 +94,7 @@ def test_a_path_without_per_group_counts_cannot_pass_the_per_group_rule():
     assert row["status"] == "not computed" and decide(check_rules(ev, _policy())).decision == "undecided"
 
 
-def test_run_check_fails_a_model_that_passes_overall_but_flags_most_of_a_small_group():
+def test_check_one_attribute_fails_a_model_that_passes_overall_but_flags_most_of_a_small_group():
     rng = np.random.default_rng(0)
     n = 3000
     small = rng.random(n) < 0.06

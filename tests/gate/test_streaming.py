@@ -124,7 +124,7 @@ def test_chunked_scores_equal_whole_data_in_input_order(files, name, tmp_path):
 
 
 @pytest.mark.parametrize("variant", ["faux", "swap"])
-def test_stream_equals_run_check_when_every_row_trains_the_aux_model(files, tmp_path, variant):
+def test_stream_equals_check_one_attribute_when_every_row_trains_the_aux_model(files, tmp_path, variant):
     df, spec, target = files["df"], files["spec"], files["target"]
     policy = make_policy(variant, aux={"epochs": 4, "max_train_rows": 5000})
     summary = score_stream(target, files["dir"] / "data.parquet", policy=policy, feature_spec=spec, chunk_rows=256,
@@ -141,7 +141,7 @@ def test_stream_equals_run_check_when_every_row_trains_the_aux_model(files, tmp_
 
 
 @pytest.mark.parametrize("variant", ["faux", "swap"])
-def test_protected_column_as_target_input_matches_run_check(files, tmp_path, variant):
+def test_protected_column_as_target_input_matches_check_one_attribute(files, tmp_path, variant):
     """C09 through the stream: the direct term of a protected input is added as in check_one_attribute."""
     df = files["df"]
     spec = FeatureSpec.fit(df, ["f0", "f1", "proxy", "sex"], name="with-sex")

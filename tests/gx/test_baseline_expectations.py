@@ -61,7 +61,7 @@ def row(outcome, kind: str) -> dict:
     return found
 
 
-def test_each_new_expectation_fires_with_run_check_numbers(frame, files):
+def test_each_new_expectation_fires_with_check_one_attribute_numbers(frame, files):
     policy = make_policy(STRICT)
     outcome = E.validate_frame(frame, E.build_suite(policy, model_path=files["unfair"],
                                                     feature_spec_path=files["spec"]))
@@ -92,11 +92,11 @@ def test_the_suite_runs_the_check_once_and_the_baselines_read_its_testers(frame,
     import faux_checks.gate.testers as testers_mod
 
     calls = {"check_one_attribute": 0, "baseline_scores": 0, "fta": 0}
-    real_run_check, real_scores = check_mod.check_one_attribute, testers_mod.baseline_scores
+    real_check_one_attribute, real_scores = check_mod.check_one_attribute, testers_mod.baseline_scores
 
-    def counted_run_check(*a, **k):
+    def counted_check_one_attribute(*a, **k):
         calls["check_one_attribute"] += 1
-        return real_run_check(*a, **k)
+        return real_check_one_attribute(*a, **k)
 
     def counted_scores(name, *a, **k):
         calls["baseline_scores"] += 1
@@ -108,7 +108,7 @@ def test_the_suite_runs_the_check_once_and_the_baselines_read_its_testers(frame,
         calls["fta"] += 1
         return real_fta(self, *a, **k)
 
-    monkeypatch.setattr(check_mod, "check_one_attribute", counted_run_check)
+    monkeypatch.setattr(check_mod, "check_one_attribute", counted_check_one_attribute)
     monkeypatch.setattr(testers_mod, "baseline_scores", counted_scores)
     monkeypatch.setattr(E.baseline_metrics.FTATester, "score", counted_fta)
     testers = {**STRICT, "fta": {"threshold": 0.05, "max_flagged_fraction": 0.5},
@@ -212,7 +212,7 @@ def test_policy_accepts_new_testers_and_rejects_unknown_ones():
         make_policy({"fliptest": {"threshold": 0.1, "method": "wgan"}})
 
 
-def test_linked_columns_expectation_matches_run_check_and_gates(tmp_path):
+def test_linked_columns_expectation_matches_check_one_attribute_and_gates(tmp_path):
     """The linked-columns tester through the GX suite: check_one_attribute's numbers, gating, aliases known."""
     rng = np.random.default_rng(2)
     n = 400

@@ -86,7 +86,7 @@ def test_fair_model_passes(frame, files):
     assert outcome.reasons[0].startswith("flagged fraction 0.00% (95% CI 0.00%–0.61%) <= max_flagged_fraction 10.00%")
 
 
-def test_unfair_model_fails_with_run_check_numbers(frame, files, unfair_outcome):
+def test_unfair_model_fails_with_check_one_attribute_numbers(frame, files, unfair_outcome):
     direct = check_one_attribute(load_model(files["unfair"]), frame, policy=make_policy())
 
     assert unfair_outcome.decision == "failed" and unfair_outcome.exit_code == 1
@@ -257,7 +257,7 @@ def test_missing_aux_model_file_is_undecided(frame, files, tmp_path):
 
 
 # ------------------------------------------------------------------ consistency with check_one_attribute
-def test_max_rows_sample_is_the_one_run_check_audits(frame, files):
+def test_max_rows_sample_is_the_one_check_one_attribute_audits(frame, files):
     policy = make_policy(testers={"fta": {"threshold": 0.2}, "demographic_parity": {"threshold": 0.2}}, max_rows=250)
     outcome = E.validate_frame(frame, E.build_suite(policy, model_path=files["unfair"]))
     direct = check_one_attribute(load_model(files["unfair"]), frame, policy=policy)
@@ -325,7 +325,7 @@ def test_load_suite_refuses_unknown_or_invalid_expectations(files, tmp_path):
 
 
 # ------------------------------------------------------------------ cost of the adapter
-def test_gx_decides_as_a_direct_run_check(frame, files, record_property):
+def test_gx_decides_as_a_direct_check_one_attribute(frame, files, record_property):
     """validate_frame (fAux only) decides as a direct check_one_attribute on the same data; the time of each is recorded."""
     policy = make_policy(testers={})
     suite = E.build_suite(policy, model_path=files["unfair"])

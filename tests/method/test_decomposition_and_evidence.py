@@ -186,7 +186,7 @@ def _mediated_frame(n=3000, seed=11):
                          "mediator": (z + sex + 0.3 * rng.normal(size=n)) / 4, "sex": np.where(sex == 1, "M", "F")})
 
 
-def test_run_check_parts_add_up_to_the_change_and_match_the_linear_closed_form():
+def test_check_one_attribute_parts_add_up_to_the_change_and_match_the_linear_closed_form():
     from faux_checks import FeatureSpec
     from faux_checks.gate.one_attribute import check_one_attribute
     from faux_checks.gate.policy import Policy
