@@ -55,6 +55,14 @@ def test_the_flagged_fraction_of_a_credit_limit_equals_the_true_share_within_its
     rows = [t["row"] for t in res.top_flagged]
     np.testing.assert_allclose([t["probability"] for t in res.top_flagged], data.limit()[rows], rtol=1e-5)
     assert res.provenance["unit"] == "EUR" and res.provenance["target_output"] == "value"
+    from faux_checks.gate.decision import summary_line
+
+    assert summary_line(res).endswith("at δ=500 EUR, n=3,000")
+    # the group table: no class at ŷ > 0.5 for a limit; the mean limit per group, in EUR
+    rows = {r["group"]: r for r in res.group_table}
+    assert all(r["predicted_rate"] is None for r in rows.values())
+    for g, code in (("g0", 0), ("g1", 1)):
+        assert rows[g]["mean_score"] == pytest.approx(data.limit()[data.c == code].mean(), rel=1e-5)
 
 
 @pytest.mark.slow        # one gate on 3,000 rows (aux training, sensitivity): 10-30 s
