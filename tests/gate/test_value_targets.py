@@ -99,7 +99,8 @@ def test_the_report_speaks_in_the_unit(unfair, tmp_path):
     _, _, _, res = unfair
     paths = write_report(tmp_path / "r", decision=res.decision, reasons=res.reasons, check=res.to_dict())
     page, report = paths["html"].read_text(), json.loads(paths["json"].read_text())
-    assert "500 EUR" in " ".join(report["check"]["outcome"]["sentences"])
+    sentences = report["check"]["outcome"]["sentences"]
+    assert len(sentences) == 2 and all("500 EUR" in t for t in sentences)       # one per group, no label direction
     assert report["check"]["outcome"]["unit"] == "EUR" and report["policy"]["faux"]["unit"] == "EUR"
     assert "LIC score &gt; δ = 500.0 EUR" in page or "LIC score > δ = 500.0 EUR" in page
     assert "would fall by more than 500 EUR" in page and "(EUR)" in page
