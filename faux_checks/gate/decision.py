@@ -182,8 +182,8 @@ def summary_line(result) -> str:
     """One-line outcome of a check-like result: "failed: 7.20% (95% CI 6.9–7.5%) flagged > 5.0% at δ=0.05, n=10,000".
 
     ``result`` needs ``decision``, ``reasons``, ``rules``, ``interval`` (a FlaggedInterval or None),
-    ``max_flagged_fraction``, ``delta`` and ``n_individuals`` (a :class:`CheckResult` or a streaming summary).
-    When the decision came from another rule than the flagged fraction, that rule's detail is shown.
+    ``max_flagged_fraction``, ``delta`` and ``n_individuals`` (a :class:`CheckResult` or a streaming summary); δ
+    carries the unit of a value target (``provenance["unit"]``). When the decision came from another rule than the flagged fraction, that rule's detail is shown.
     """
     first = result.reasons[0] if result.reasons else "no reason recorded"
     deciding = next((r["rule"] for r in (result.rules or []) if r["status"] == "exceeded"), "max_flagged_fraction")
@@ -191,8 +191,9 @@ def summary_line(result) -> str:
     if result.decision == "undecided" or iv is None or deciding != "max_flagged_fraction":
         return f"{result.decision}: {first}"
     op = ">" if result.decision == "failed" else "<="
+    unit = (getattr(result, "provenance", None) or {}).get("unit")        # a value target's unit ([faux] unit)
     return (f"{result.decision}: {iv.text()} flagged {op} {result.max_flagged_fraction:.1%} "
-            f"at δ={result.delta:g}, n={result.n_individuals:,}")
+            f"at δ={result.delta:g}{' ' + unit if unit else ''}, n={result.n_individuals:,}")
 
 
 def undefined_note(n_undefined: int) -> str:

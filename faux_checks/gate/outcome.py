@@ -216,7 +216,7 @@ def direction_sentences(direction: OutcomeDirection, moves: list[dict], delta: f
         out.append(f"For {m[first + '_fraction']:.0%} of group '{m['group']}' ({fmt_count(round(m[first]))} of "
                    f"{fmt_count(m['n'])}) the estimated {name} would {first} by more than {points} if only "
                    f"'{protected}' changed{meaning[first]}; {rest}.")
-    if direction.target_favourable is None and out:
+    if direction.target_favourable is None and out and direction.unit is None:   # a value target has no label class
         out.append(f"Which outcome is favourable is not declared (policy {FAVOURABLE_KEY}, e.g. {FAVOURABLE_KEY} = "
                    f"\"no\" on a deny label): these moves are not read as gains or losses, and no group is called "
                    "most favoured.")

@@ -13,6 +13,7 @@ given                                                  read as
                                                        (``predict_proba``), so the gate is given the raw DataFrame
 other scikit-learn estimator or Pipeline with          ``predict_proba`` on the encoded matrix
 ``predict_proba``
+a scikit-learn regressor or a Pipeline ending in one   ``predict``, form ``value`` (policy ``target_output = "value"``)
 ``xgboost.Booster`` / ``XGBClassifier``                margins (log-odds or class scores), as the file loader
 ``lightgbm.Booster`` / ``LGBMClassifier``              raw scores, as the file loader
 =====================================================  =========================================================
@@ -39,7 +40,8 @@ from .targets import lightgbm_target, sklearn_target, xgboost_target
 __all__ = ["as_target", "sklearn_target"]   # sklearn_target lives in .targets beside the other wrappers
 
 SUPPORTED_TARGETS = ("a torch.nn.Module or TorchScript module, a fitted scikit-learn estimator or Pipeline with "
-                     "predict_proba, an xgboost Booster/XGBClassifier or a lightgbm Booster/LGBMClassifier")
+                     "predict_proba (or a regressor, target_output = 'value'), an xgboost Booster/XGBClassifier or a "
+                     "lightgbm Booster/LGBMClassifier")
 
 
 def _library(model) -> str:

@@ -13,6 +13,7 @@ xgboost     ``Booster.save_model`` JSON or UBJ         margins: log-odds (``logi
                                                        class scores (``logits``)
 lightgbm    ``Booster.save_model`` text                raw scores, as XGBoost               forward (lightgbm)
 skops       ``skops.io.dump`` of a fitted classifier   ``predict_proba`` (``softmax``)     forward (scikit-learn via skops)
+            or regressor                               ``predict`` (``value``)
 ==========  =========================================  ==================================  ==================
 
 None of these formats runs code when read: ONNX, XGBoost and LightGBM files are data, and skops rebuilds

@@ -50,8 +50,9 @@ class ForwardOnlyTarget(torch.nn.Module):
         (``output_form`` says which). Called on float ``dtype`` arrays of at most ``batch_size`` rows.
     access : str
         How the target is queried, for the report (e.g. ``"forward (onnxruntime)"``).
-    output_form : {"auto", "logit", "probability", "softmax", "logits"}
-        The form of ``predict``'s output when the loader knows it (used when the policy says ``"auto"``).
+    output_form : {"auto", "logit", "probability", "softmax", "logits", "value"}
+        The form of ``predict``'s output when the loader knows it (used when the policy says ``"auto"``);
+        ``"value"``: a regressor's output in its own unit, which the policy must declare (``target_output = "value"``).
     n_features : int, optional
         The number of encoded features the model expects (checked on every call when given).
     dtype : numpy dtype

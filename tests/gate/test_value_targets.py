@@ -56,6 +56,14 @@ def test_the_flagged_fraction_of_a_credit_limit_equals_the_true_share_within_its
     rows = [t["row"] for t in res.top_flagged]
     np.testing.assert_allclose([t["probability"] for t in res.top_flagged], data.limit()[rows], rtol=1e-5)
     assert res.provenance["unit"] == "EUR" and res.provenance["target_output"] == "value"
+    from faux_checks.gate.decision import summary_line
+
+    assert summary_line(res).endswith("at δ=500 EUR, n=3,000")
+    # the group table: no class at ŷ > 0.5 for a limit; the mean limit per group, in EUR
+    rows = {r["group"]: r for r in res.group_table}
+    assert all(r["predicted_rate"] is None for r in rows.values())
+    for g, code in (("g0", 0), ("g1", 1)):
+        assert rows[g]["mean_score"] == pytest.approx(data.limit()[data.c == code].mean(), rel=1e-5)
 
 
 @pytest.mark.slow        # one gate on 3,000 rows (aux training, sensitivity): 10-30 s
@@ -92,7 +100,8 @@ def test_the_report_speaks_in_the_unit(unfair, tmp_path):
     _, _, _, res = unfair
     paths = write_report(tmp_path / "r", decision=res.decision, reasons=res.reasons, check=res.to_dict())
     page, report = paths["html"].read_text(), json.loads(paths["json"].read_text())
-    assert "500 EUR" in " ".join(report["check"]["outcome"]["sentences"])
+    sentences = report["check"]["outcome"]["sentences"]
+    assert len(sentences) == 2 and all("500 EUR" in t for t in sentences)       # one per group, no label direction
     assert report["check"]["outcome"]["unit"] == "EUR" and report["policy"]["faux"]["unit"] == "EUR"
     assert "LIC score &gt; δ = 500.0 EUR" in page or "LIC score > δ = 500.0 EUR" in page
     assert "would fall by more than 500 EUR" in page and "(EUR)" in page
