@@ -8,6 +8,7 @@ Truth: the target is a credit limit ``1000·x0 + 800·c`` EUR, so changing only 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -16,6 +17,7 @@ import torch
 from faux_checks.audit.drift import run_audit
 from faux_checks.gate.policy import Policy
 from faux_checks.inputs.tabular import FeatureSpec
+from faux_checks.report.build import write_report
 
 FEATURES = ["x0", "x1", "proxy", "c"]
 
@@ -29,7 +31,7 @@ def _frame(n: int, seed: int) -> pd.DataFrame:
     return df
 
 
-def test_audit_of_a_value_target_has_no_classification_number_and_states_delta_in_its_unit():
+def test_audit_of_a_value_target_has_no_classification_number_and_states_delta_in_its_unit(tmp_path):
     ref, cur = _frame(400, 0), _frame(400, 1)
     spec = FeatureSpec.fit(ref, FEATURES)
     assert spec.n_features == 4
@@ -62,3 +64,8 @@ def test_audit_of_a_value_target_has_no_classification_number_and_states_delta_i
     payload = result.to_dict()
     json.dumps(payload, allow_nan=False)
     assert payload["classification"]["status"] == "not applicable"
+    # the report validates against its schema and the page says why, with the unit
+    paths = write_report(tmp_path, kind="audit", decision=result.decision, reasons=result.reasons,
+                         check=fairness.current.to_dict(), audit=payload)
+    page = Path(paths["html"]).read_text()
+    assert "Classification quality: not applicable (value target, unit EUR)" in page
