@@ -18,7 +18,7 @@ from ..method._batching import as_tensor
 from ..method.output import TargetOutput, predict_probability, resolve_output_form
 from .results import ClassificationQuality
 
-__all__ = ["classification_quality", "finite_or_none"]
+__all__ = ["classification_quality", "finite_or_none", "value_target_reason"]
 
 logger = logging.getLogger(__name__)
 
@@ -55,8 +55,12 @@ def classification_quality(
 
     Skipped, with the reason, when the policy names no label, a batch lacks it or holds
     non-numeric labels, a batch holds a single class, or the features cannot be encoded.
-    Rows with a missing label are left out (counted in the reason's note).
+    Rows with a missing label are left out (counted in the reason's note). For a target that returns a value
+    (policy ``target_output = "value"``) the status is ``"not applicable"`` with no metric: ROC-AUC, log loss and
+    the 0.5 cut-off read the output as a probability, which a value in its own unit (``[faux] unit``) is not.
     """
+    if policy.target_output == "value":
+        return ClassificationQuality("not applicable", value_target_reason(policy.faux.unit))
     label = policy.label
     if not label:
         return ClassificationQuality("skipped", "the policy names no label column")
@@ -125,6 +129,12 @@ def _evidently_classification(ref: pd.DataFrame, cur: pd.DataFrame, html_path):
             ref_value = None
         metrics[name] = {"reference": finite_or_none(ref_value), "current": finite_or_none(payload.get("value"))}
     return metrics, saved
+
+
+def value_target_reason(unit: str | None) -> str:
+    """Why classification quality has no number for a target that returns a value in ``unit`` (``[faux] unit``)."""
+    return (f"not applicable (value target, unit {unit}): accuracy, ROC-AUC and log loss read the target's output "
+            "as a probability of the label's class; a value target's output is in its own unit")
 
 
 def finite_or_none(value) -> float | None:

@@ -140,20 +140,23 @@ def _fairness_limits(settings: AuditSettings, fairness: FairnessDrift) -> list[d
     cur, ref = fairness.current, fairness.reference
     if fairness.error or cur is None or ref is None:
         return [rule_row("fairness", "not computed", fairness.error or "the fAux checks did not run")]
+    unit = (ref.provenance or {}).get("unit")                # a value target's unit ([faux] unit); None for a probability
+    at = f" at δ={ref.delta:g} {unit}" if unit else ""
     limits: list[dict] = []
     undecided = [(n, c) for n, c in (("reference", ref), ("current batch", cur)) if c.decision == "undecided"]
     for name, check in undecided:
         limits.append(rule_row("fairness", "not computed", f"the fAux check on the {name} is undecided: {check.reasons[0]}"))
     if settings.fail_on_current_check and cur.decision != "undecided":
-        limits.append(rule_row("current_check", CHECK_STATUS[cur.decision], f"the gate's rule on the current batch: "
+        limits.append(rule_row("current_check", CHECK_STATUS[cur.decision], f"the gate's rule on the current batch{at}: "
                                f"{cur.decision}: {cur.reasons[0]}", cur.flagged_fraction, cur.max_flagged_fraction))
     if undecided:
         return limits
     inc, limit = fairness.increase, settings.max_flagged_fraction_increase
     limits.append(rule_row(
         "max_flagged_fraction_increase", "exceeded" if inc > limit else "ok",
-        f"flagged fraction {fairness.flagged_fraction_reference:.2%} (reference) -> {fairness.flagged_fraction_current:.2%} "
-        f"(current): {inc:+.2%} {'>' if inc > limit else '<='} max_flagged_fraction_increase {limit:.2%}", inc, limit))
+        f"flagged fraction{at} {fairness.flagged_fraction_reference:.2%} (reference) -> "
+        f"{fairness.flagged_fraction_current:.2%} (current): {inc:+.2%} {'>' if inc > limit else '<='} "
+        f"max_flagged_fraction_increase {limit:.2%}", inc, limit))
     group_limit = settings.max_group_flagged_fraction_increase
     compared = [g for g in fairness.by_group if g["compared"]]
     if not compared:
@@ -163,14 +166,14 @@ def _fairness_limits(settings: AuditSettings, fairness: FairnessDrift) -> list[d
         over = g["increase"] > group_limit
         limits.append(rule_row(
             "max_group_flagged_fraction_increase", "exceeded" if over else "ok",
-            f"group '{g['group']}': flagged fraction {g['flagged_fraction_reference']:.2%} -> "
+            f"group '{g['group']}': flagged fraction{at} {g['flagged_fraction_reference']:.2%} -> "
             f"{g['flagged_fraction_current']:.2%} ({g['increase']:+.2%} {'>' if over else '<='} {group_limit:.2%})",
             g["increase"], group_limit))
     if np.isfinite(fairness.ks_pvalue):
         over = fairness.ks_pvalue < settings.score_ks_pvalue and fairness.ks_statistic >= settings.score_ks_min_statistic
         limits.append(rule_row(
             "score_ks", "exceeded" if over else "ok",
-            f"LIC score distribution: KS statistic {fairness.ks_statistic:.3f}, p = {fairness.ks_pvalue:.3g} "
+            f"LIC score distribution{' (' + unit + ')' if unit else ''}: KS statistic {fairness.ks_statistic:.3f}, p = {fairness.ks_pvalue:.3g} "
             f"({fmt_count(fairness.n_reference_scores)} vs {fmt_count(fairness.n_current_scores)} scores; fails when "
             f"p < {settings.score_ks_pvalue:g} and the statistic >= {settings.score_ks_min_statistic:g})",
             fairness.ks_pvalue, settings.score_ks_pvalue))
@@ -185,6 +188,9 @@ def _classification_limits(settings: AuditSettings, classification: Classificati
     limit = settings.max_roc_auc_drop
     if limit is None:
         return []
+    if classification.status == "not applicable":       # a value target: no ROC-AUC to compare; fails closed
+        return [rule_row("max_roc_auc_drop", "not computed", f"ROC-AUC {classification.reason}; remove [audit] "
+                         "max_roc_auc_drop from the policy of a value target", None, limit)]
     auc: dict[str, Any] = classification.metrics.get("roc_auc") or {}   # both values checked not None below
     if classification.status != "computed" or auc.get("reference") is None or auc.get("current") is None:
         return [rule_row("max_roc_auc_drop", "not computed", f"ROC-AUC not computed: {classification.reason or 'no value'}",

@@ -160,7 +160,8 @@ class ClassificationQuality:
 
     ``metrics``: name -> ``{"reference": value, "current": value}`` (accuracy, precision, recall,
     f1, roc_auc, log_loss). ``status`` is ``"skipped"`` with ``reason`` when the label column is
-    absent, not binary for the tested class, or the features cannot be encoded.
+    absent, not binary for the tested class, or the features cannot be encoded; ``"not applicable"``, with no
+    metric, for a target that returns a value (policy ``target_output = "value"``).
     """
 
     status: str
