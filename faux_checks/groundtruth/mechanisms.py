@@ -52,8 +52,8 @@ import pandas as pd
 
 from .._validation import fmt_count
 from ..errors import InputError
-from ..kinds import KINDS, Kind
-from .proxy import disadvantage, protected_embedding, InjectedProtected
+from ..kinds import Kind
+from .proxy import check_kind_and_bias, disadvantage, protected_embedding, InjectedProtected
 
 __all__ = ["MECHANISMS", "MechanismData", "make_mechanism_data", "mechanism_fairness_scores"]
 
@@ -322,12 +322,7 @@ def _check_arguments(mechanism: str, kind: str, bias: float, n_groups: int) -> N
     """Raise :class:`InputError` for an unknown mechanism or kind, a bias outside [0, 1], or too few groups."""
     if mechanism not in MECHANISMS:
         raise InputError(f"mechanism must be one of {list(MECHANISMS)}, got {mechanism!r}")
-    if kind not in KINDS:
-        raise InputError(f"kind must be 'binary', 'multiclass' or 'continuous', got {kind!r}")
-    if not 0.0 <= bias <= 1.0:
-        raise InputError(f"bias must be in [0, 1], got {bias}")
-    if kind == "multiclass" and n_groups < 3:
-        raise InputError(f"a multi-class protected attribute needs n_groups >= 3, got {n_groups}")
+    check_kind_and_bias(kind, bias, n_groups)
     if mechanism == "names" and kind == "continuous":
         raise InputError("the 'names' mechanism needs protected groups (binary or multi-class), not a continuous c")
 

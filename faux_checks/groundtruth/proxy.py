@@ -40,7 +40,7 @@ from .._validation import fmt_count
 from ..errors import InputError
 from ..kinds import KINDS, Kind
 
-__all__ = ["protected_embedding", "DEFAULT_STRENGTH", "disadvantage", "InjectedProtected", "make_proxy_data", "PROXY_COLUMNS",
+__all__ = ["check_kind_and_bias", "protected_embedding", "DEFAULT_STRENGTH", "disadvantage", "InjectedProtected", "make_proxy_data", "PROXY_COLUMNS",
            "proxy_fairness_scores", "ProxyData"]
 
 PROXY_COLUMNS: tuple[str, ...] = ("proxy_linear", "proxy_nonlinear", "proxy_category", "proxy_legit")
@@ -48,6 +48,30 @@ CATEGORY_LEVELS: tuple[str, ...] = ("A", "B", "C", "D")
 #: Mechanism strengths s (measured: binary c, held-out aux ROC-AUC 0.88 on Adult and law school rows).
 DEFAULT_STRENGTH = {"linear": 0.35, "nonlinear": 0.35, "category": 0.56, "legit": 0.35}
 
+
+
+def check_kind_and_bias(kind: str, bias: float, n_groups: int) -> None:
+    """Refuse a generator's protected-attribute kind, label bias or group count out of range.
+
+    Parameters
+    ----------
+    kind : {"binary", "multiclass", "continuous"}
+    bias : float
+        Label bias, in [0, 1].
+    n_groups : int
+        Groups of a multi-class attribute (at least 3).
+
+    Raises
+    ------
+    InputError
+        The first setting out of range, named with the value given.
+    """
+    if kind not in KINDS:
+        raise InputError(f"kind must be 'binary', 'multiclass' or 'continuous', got {kind!r}")
+    if not 0.0 <= bias <= 1.0:
+        raise InputError(f"bias must be in [0, 1], got {bias}")
+    if kind == "multiclass" and n_groups < 3:
+        raise InputError(f"a multi-class protected attribute needs n_groups >= 3, got {n_groups}")
 
 
 def protected_embedding(c: np.ndarray, kind: str, n_groups: int) -> np.ndarray:
@@ -219,12 +243,7 @@ def make_proxy_data(features: pd.DataFrame, labels, *, legit_column: str, kind: 
         Bad kind, bias, strength keys, labels other than 0/1, a missing or non-numeric
         ``legit_column``, missing values, or a proxy column name already in ``features``.
     """
-    if kind not in KINDS:
-        raise InputError(f"kind must be 'binary', 'multiclass' or 'continuous', got {kind!r}")
-    if not 0.0 <= bias <= 1.0:
-        raise InputError(f"bias must be in [0, 1], got {bias}")
-    if kind == "multiclass" and n_groups < 3:
-        raise InputError(f"a multi-class protected attribute needs n_groups >= 3, got {n_groups}")
+    check_kind_and_bias(kind, bias, n_groups)
     unknown = set(strength or {}) - set(DEFAULT_STRENGTH)
     if unknown:
         raise InputError(f"unknown strength keys {sorted(unknown)}; known: {sorted(DEFAULT_STRENGTH)}")
