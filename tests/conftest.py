@@ -14,11 +14,8 @@ tests inherit them:
 from __future__ import annotations
 
 import atexit
-import contextlib
-import inspect
 import os
 import shutil
-import socket
 import sys
 import tempfile
 
@@ -56,9 +53,9 @@ def pytest_collection_modifyitems(config, items):
     """Files with the most slow tests first, each file's tests kept in their order.
 
     Under ``-n auto --dist loadfile`` a worker takes the next file in this order when it is free
-    (``--no-loadscope-reorder`` in ``addopts``: xdist's own order, most tests first, left the files of a
-    few minute-long end-to-end tests for the end, one worker running them while the other idled).
-    Longest first keeps both workers busy to the end.
+    (``--no-loadscope-reorder`` in ``addopts``). xdist's own order, most tests first, leaves the files of a
+    few minute-long end-to-end tests to the end, one worker running them while the other idles; longest
+    first keeps both workers busy to the end.
     """
     slow: dict[str, int] = {}
     first: dict[str, int] = {}
@@ -137,77 +134,18 @@ def _log_handlers_outlive_capture():
                     console.file = sys.stderr
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+@pytest.fixture(scope="module")
+def harness():
+    """A Prefect test server for the flow tests of one module (``prefect_test_harness``); yields its API URL.
 
-
-@pytest.fixture(scope="session")
-def prefect_test_server():
-    """One Prefect test server per test process (a temporary sqlite database), started on first use.
-
-    The same start as ``prefect_test_harness`` (which starts one per call): the database URL is set
-    only while the server process starts (it reads its settings then), so the in-process CLI tests of
-    other modules still start their own temporary server with their own database. Started once per
-    process, not per module: a start (database migrations included) took 8–36 s on a 2-core machine.
+    Module scope, not session: in-process CLI tests elsewhere must still start (and stop) their own
+    temporary server, which an API URL left set for the whole session would hide.
     """
     from faux_checks.settings import configure_environment
 
     configure_environment()
-    import prefect.settings
-    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import PREFECT_API_URL
+    from prefect.testing.utilities import prefect_test_harness
 
-    folder = tempfile.mkdtemp(prefix="prefect-test-server-", dir=_TMP)
-    url = "sqlite+aiosqlite:///" + os.path.join(folder, "prefect-test.db")
-    with prefect.settings.temporary_settings(updates={prefect.settings.PREFECT_SERVER_DATABASE_CONNECTION_URL: url}):
-        server = SubprocessASGIServer(port=_free_port())
-        # the start-up limit is given, never the default (Prefect's 20 s expired on a loaded machine)
-        server.start(timeout=300)
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def harness(prefect_test_server):
-    """The Prefect test server as the API of one module's flow tests; yields its API URL.
-
-    Module scope for the API URL, not session: in-process CLI tests elsewhere must still start (and
-    stop) their own temporary server, which an API URL left set for the whole session would hide. What
-    ``prefect_test_harness`` does around its server is done here: the server is the process's default
-    temporary server while the module runs (code that asks for one finds it), the settings are the
-    process-global ones, and the log and event workers are drained at the end.
-    """
-    import prefect.context
-    import prefect.settings
-    from prefect.events.worker import EventsWorker
-    from prefect.logging.handlers import APILogWorker
-    from prefect.server.api.server import SubprocessASGIServer
-    from prefect.server.database.dependencies import temporary_database_interface
-    from prefect.utilities.asyncutils import run_coro_as_sync
-
-    prior_default = SubprocessASGIServer._instances.get(None)
-    SubprocessASGIServer._instances[None] = prefect_test_server
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(temporary_database_interface())
-        stack.enter_context(prefect.settings.temporary_settings(
-            updates={prefect.settings.PREFECT_API_URL: prefect_test_server.api_url}))
-        stack.enter_context(prefect.context._temporary_global_settings_context(prefect.context.get_settings_context()))
-        yield prefect_test_server.api_url
-
-        async def drain_workers():
-            try:
-                result = APILogWorker.instance().drain()
-                if inspect.isawaitable(result):
-                    await result
-            except RuntimeError:          # the log worker never started
-                pass
-            result = EventsWorker.drain_all()
-            if inspect.isawaitable(result):
-                await result
-
-        run_coro_as_sync(drain_workers())
-    if prior_default is not None:
-        SubprocessASGIServer._instances[None] = prior_default
-    else:
-        SubprocessASGIServer._instances.pop(None, None)
+    with prefect_test_harness(server_startup_timeout=300):
+        yield PREFECT_API_URL.value()

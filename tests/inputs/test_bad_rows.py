@@ -1,4 +1,4 @@
-"""Malformed rows are named: field counts and unparsable values, by row number, whatever the workers."""
+"""Malformed rows are named (issue 14): field counts and unparsable values, by row number, whatever the workers."""
 
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def test_unparsable_values_are_named_with_their_rows(case, tmp_path):
 
 
 def test_a_truncated_line_and_a_non_numeric_value_are_both_named(case, tmp_path):
-    """Such a file reported "1 malformed rows", naming only the field count."""
+    """Issue 25, item 8: such a file reported "1 malformed rows", naming only the field count."""
     import torch
 
     df = case["df"]
@@ -114,10 +114,14 @@ def test_more_than_five_named_first_five_and_counted(case, tmp_path):
 
 
 @pytest.mark.slow
-def test_same_first_error_with_two_workers(case, tmp_path, harness):
+def test_same_first_error_with_two_workers(case, tmp_path):
     """The sharded flow checks the rows before the CSV is copied or any worker starts (no cluster needed)."""
     from faux_checks.inputs.models import save_torchscript
+    from faux_checks.settings import configure_environment
     import torch
+
+    configure_environment()
+    from prefect.testing.utilities import prefect_test_harness
 
     from faux_checks_flows.score_large import run_score_sharded
 
@@ -129,9 +133,10 @@ def test_same_first_error_with_two_workers(case, tmp_path, harness):
             score_stream(torch.jit.load(str(model)), case["truncated"], policy=_policy(), feature_spec=case["spec"],
                          chunk_rows=chunk_rows, out_path=tmp_path / f"one-{chunk_rows}.parquet")
         messages.append(str(info.value))
-    with pytest.raises(InputError) as info:
-        run_score_sharded(model, case["truncated"], tmp_path / "two.parquet", policy=_policy(),
-                          feature_spec_path=spec, workers=2, chunk_rows=97)
+    with prefect_test_harness(server_startup_timeout=90):
+        with pytest.raises(InputError) as info:
+            run_score_sharded(model, case["truncated"], tmp_path / "two.parquet", policy=_policy(),
+                              feature_spec_path=spec, workers=2, chunk_rows=97)
     messages.append(str(info.value))
     assert len(set(messages)) == 1 and messages[0].startswith(TRUNCATED.format(path=case["truncated"]))
     assert not list(tmp_path.glob(".two*"))                # no work folder left
