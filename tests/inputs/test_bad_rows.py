@@ -1,4 +1,4 @@
-"""Malformed rows are named (issue 14): field counts and unparsable values, by row number, whatever the workers."""
+"""Malformed rows are named: field counts and unparsable values, by row number, whatever the workers."""
 
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def test_unparsable_values_are_named_with_their_rows(case, tmp_path):
 
 
 def test_a_truncated_line_and_a_non_numeric_value_are_both_named(case, tmp_path):
-    """Issue 25, item 8: such a file reported "1 malformed rows", naming only the field count."""
+    """Such a file reported "1 malformed rows", naming only the field count."""
     import torch
 
     df = case["df"]
