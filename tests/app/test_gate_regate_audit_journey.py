@@ -48,7 +48,7 @@ def snapshot(folder: Path) -> dict[str, int]:
     return {str(p.relative_to(folder)): (p.stat().st_size if p.is_file() else -1) for p in folder.rglob("*")}
 
 
-def test_issue15_done_when(tmp_path, monkeypatch, harness, capfd):
+def test_versions_logged_gated_regated_and_audited_end_to_end(tmp_path, monkeypatch, harness, capfd):
     import mlflow
 
     from faux_checks.gate.policy import load_policy

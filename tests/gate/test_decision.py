@@ -154,7 +154,7 @@ def test_aux_quality_per_group_with_intervals():
 
 
 # ------------------------------------------------------------------------------------------- check_one_attribute
-def test_issue_case_tiny_group_through_check_one_attribute():
+def test_a_tiny_group_through_check_one_attribute():
     """A group of 3 among 1,000: the gate returned a plain pass; now undecided, with the counts."""
     data = make_data(1000, seed=3)
     data.loc[data.index[:3], "sex"] = "B"
