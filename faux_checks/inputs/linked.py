@@ -9,7 +9,7 @@ target model, and the scores file holds per-row scores only. Audit rows whose ke
 *unmatched*: counted here, handled by the policy's ``[protected_file] unmatched``
 (:mod:`faux_checks.gate.unmatched`).
 
-Method reference: the fAux check (Hu et al. 2022, arXiv 2210.06288) needs c on the audited rows for the
+Method reference: the fAux check (Castiglione et al., arXiv 2210.06288) needs c on the audited rows for the
 auxiliary model only; the target is read on x alone, so joining c by a key leaves the scores of the matched
 rows exactly those of the same rows with c as a column.
 """
