@@ -21,7 +21,8 @@ by accident.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -36,7 +37,7 @@ from ..method.faux import FAuxTester, LICResult
 from ..method.output import TargetOutput, resolve_output_form
 from .aux_model import AuxFit, free_column_quality
 from .crossfit import check_aux, cross_fit_record, cross_fit_scores, cross_fit_seed_spread, oof_free_quality
-from .bounds import flagged_interval
+from .bounds import FlaggedInterval, flagged_interval
 from .check_provenance import check_provenance, target_access_record
 from .power import capacity_statement, detectable_fraction
 from .check_notes import check_notes, column_roles, held_columns, sensitivity, sensitivity_note, tree_note
@@ -108,6 +109,79 @@ def check_one_attribute(
     docstring, the decision rules in :func:`~faux_checks.gate.check_rules.check_rules`.
     """
     frame = as_frame(data)
+    scored = _scored_rows(target_model, frame, policy, feature_spec, aux_model=aux_model, progress=progress)
+    testers = run_baselines(policy, scored.target_model, scored.resolved, scored.audit.X, scored.lic,
+                            scored.group_labels, scored.audit.y_true, audit=scored.audit)
+    flags = _flag_counts(scored, policy, given=aux_model is not None)
+    evidence = _check_evidence(scored, flags, testers, policy)
+    outcome = decide(check_rules(evidence, policy))
+    readings = _readings(scored, flags, policy, outcome.decision)
+    provenance = _provenance(frame, scored, flags, readings, evidence, policy, given=aux_model is not None,
+                             model_info=model_info)
+    return _check_result(frame, scored, flags, evidence, outcome, readings, testers, provenance, policy)
+
+
+@dataclass(frozen=True)
+class _Scored:
+    """One attribute's audited rows, the target as scored and the fAux scores: what every later stage reads."""
+
+    target_model: Any            # the target as scored: NaN inputs where the missing indicator says so
+    audit: AuditRows
+    direction: OutcomeDirection  # the favourable outcome's direction (favourable_label checked on the label)
+    output: TargetOutput         # the declared output
+    resolved: TargetOutput       # the output form read from the target
+    column: str                  # the protected attribute
+    uses_direct: bool            # the target takes the protected attribute as input
+    mask: np.ndarray             # (d,) bool: the protected attribute's encoded columns
+    group_labels: np.ndarray     # (n,) each audited row's group
+    names: list                  # group names: the declared ones, else those found
+    aux: AuxFit
+    lic: LICResult
+    tester: FAuxTester
+
+
+@dataclass(frozen=True)
+class _Flags:
+    """The flagged fraction: each row's flag, the counts and the interval over individuals and over aux seeds."""
+
+    flagged: np.ndarray          # (n,) bool: defined rows flagged (the lists)
+    weights: np.ndarray          # (n,) what each defined row adds (0/1 or P)
+    worst: np.ndarray            # (n,) undefined counted as flagged
+    n_flagged: int
+    n_undefined: int
+    interval: FlaggedInterval
+    seed_models: list            # (seed, aux model): the extra seeds' models, recorded for re-gates
+
+
+@dataclass(frozen=True)
+class _Readings:
+    """What the run reads beside the decision rules: the notes added to the reasons, the per-column evidence, the
+    swap reading's sensitivity, parts and column roles, the group table, the power and the proxy capacity."""
+
+    notes: list[str]             # reasons after the decision rules' own, in order
+    held: list[str]              # columns held fixed as uninformative
+    column_evidence: pd.DataFrame   # (n, source columns)
+    sensitivities: list[dict]
+    groups_table: list[dict]
+    decomposition: pd.DataFrame | None
+    power: dict
+    roles: list
+    free_quality: float | None
+    capacity: str
+
+
+def _target_and_rows(target_model, frame: pd.DataFrame, policy: Policy, feature_spec: FeatureSpec | None):
+    """The inputs: the rows to audit, encoded, and a target model that accepts them and says its output form.
+
+    Returns ``(target_model, audit, direction, output, resolved)``: the target as scored (NaN inputs where the missing
+    indicator says so), the :class:`~faux_checks.gate.rows.AuditRows`, the favourable outcome's direction, the
+    declared and the resolved output. Every row goes through the target before any training.
+
+    Raises
+    ------
+    InputError
+        Missing columns or values, a feature count the model does not accept, an ambiguous output form.
+    """
     target_model, feature_spec = as_target(target_model, feature_spec)   # a Pipeline, booster, estimator as it is
     audit = prepare_audit(frame, policy=policy, feature_spec=feature_spec,
                           takes_missing=target_takes_missing(target_model, policy.missing_values))
@@ -118,100 +192,146 @@ def check_one_attribute(
     output = TargetOutput(form=policy.target_output, target_class=policy.target_class)
     resolved = resolve_output_form(target_model, Xt[:256], output)
     check_model_outputs(target_model, Xt, resolved, rows=audit.row_index)   # every row, before any training
-    uses_direct, mask = _direct_term(audit, policy)
+    return target_model, audit, direction, output, resolved
+
+
+def _scored_rows(target_model, frame: pd.DataFrame, policy: Policy, feature_spec: FeatureSpec | None, *,
+                 aux_model, progress: bool) -> _Scored:
+    """The inputs (:func:`_target_and_rows`), the auxiliary model (trained on the audit rows or given, with its
+    quality: :func:`~faux_checks.gate.crossfit.check_aux`) and the fAux scores of every audited row."""
+    target_model, audit, direction, output, resolved = _target_and_rows(target_model, frame, policy, feature_spec)
+    column = policy.single_protected("the in-memory check")    # prepare_audit refused several attributes already
+    uses_direct, mask = column in audit.feature_spec.source_columns, audit.feature_spec.feature_mask(column)
     group_labels = audit.protected.group_labels(audit.values)
     names = list(audit.protected.groups) or sorted(set(group_labels))
     aux = check_aux(audit, policy, mask, group_labels, names, aux_model=aux_model, progress=progress)
     lic, tester = _faux_scores(target_model, aux, audit, policy, output, mask, progress=progress)
+    return _Scored(target_model=target_model, audit=audit, direction=direction, output=output, resolved=resolved,
+                   column=column, uses_direct=uses_direct, mask=mask, group_labels=group_labels, names=names, aux=aux,
+                   lic=lic, tester=tester)
 
-    faux = policy.faux
-    n, n_undefined = len(audit.X), int(lic.undefined.sum())
-    flagged = lic.flagged(faux.delta)                                     # (n,) bool: flagged defined rows (lists)
-    weights = lic.flag_probability(faux.delta)                            # (n,) what each defined row adds (0/1 or P)
-    worst = lic.decision_weights(faux.delta)                              # (n,) undefined counted as flagged
-    testers = run_baselines(policy, target_model, resolved, audit.X, lic, group_labels, audit.y_true, audit=audit)
+
+def _flag_counts(s: _Scored, policy: Policy, *, given: bool) -> _Flags:
+    """Each row's flag at δ and the flagged fraction's interval: over individuals, and over aux seeds (extra trainings
+    on a seeded sample: :func:`~faux_checks.gate.seeds.seed_spread`, cross-fitted
+    :func:`~faux_checks.gate.crossfit.cross_fit_seed_spread`; none for a ``given`` aux model)."""
+    delta, n = policy.faux.delta, len(s.audit.X)
+    weights = s.lic.flag_probability(delta)
+    worst = s.lic.decision_weights(delta)
     sample = seed_sample(n, policy)
-    seed_models: list = []                                                # (seed, aux model): recorded for re-gates
-    if aux_model is not None:
+    seed_models: list = []
+    if given:
         seeds = None
-    elif aux.cross is not None:
-        seeds = cross_fit_seed_spread(target_model, aux.cross, audit, policy, resolved, mask, sample=sample,
+    elif s.aux.cross is not None:
+        seeds = cross_fit_seed_spread(s.target_model, s.aux.cross, s.audit, policy, s.resolved, s.mask, sample=sample,
                                       used_flagged=worst[sample], models=seed_models)
     else:
-        seeds = seed_spread(target_model, policy, resolved, audit.feature_spec, audit.protected, audit.X, audit.values,
-                            train=aux.rows, sample=sample, used_flagged=worst[sample], models=seed_models)
+        seeds = seed_spread(s.target_model, policy, s.resolved, s.audit.feature_spec, s.audit.protected, s.audit.X,
+                            s.audit.values, train=s.aux.rows, sample=sample, used_flagged=worst[sample],
+                            models=seed_models)
     interval = flagged_interval(int(round(float(worst.sum()))), n, policy.decision.confidence, seeds)
-    n_flagged = int(round(float(weights.sum())))
-    held_out = np.arange(n) if aux.cross is not None else aux.holdout     # cross-fitted: every row held out once
-    evidence = CheckEvidence(
-        n=n, n_flagged=n_flagged, n_undefined=n_undefined, group_rows=_group_counts(group_labels, names),
-        holdout_rows=_group_counts(group_labels[held_out], names), aux_metric=aux.metric,
-        aux_intervals=aux.intervals, interval=interval, testers=testers, nothing_free=_nothing_free(tester),
-        group_flagged=_group_sums(group_labels, worst, names), couplings=coupling_evidence(tester, audit, policy, lic),
-        held_block=held_block_summary(tester, audit.feature_spec, policy.single_protected("the in-memory check")))
-    outcome = decide(check_rules(evidence, policy))
-    reasons = list(outcome.reasons)
-    column = policy.single_protected("the in-memory check")    # prepare_audit refused several attributes already
-    held = held_columns(tester, audit.feature_spec, column)
-    reasons += check_notes(policy, audit, lic, n_undefined, uses_direct, held, _nothing_free(tester))
-    reasons += tree_note(target_model, policy, audit.feature_spec)
+    return _Flags(flagged=s.lic.flagged(delta), weights=weights, worst=worst, n_flagged=int(round(float(weights.sum()))),
+                  n_undefined=int(s.lic.undefined.sum()), interval=interval, seed_models=seed_models)
 
-    spec = audit.feature_spec
-    assert lic.evidence is not None, "_faux_scores asks the tester for evidence"
-    column_evidence = pd.DataFrame(spec.aggregate(lic.evidence.astype(np.float64)), columns=spec.source_columns,
-                                   index=audit.row_index)                # (n, source columns)
-    sensitivities = sensitivity(target_model, aux, audit, policy, output, lic, column_evidence, held, outcome.decision,
-                               mask)
-    groups_table = _group_table(lic, group_labels, worst, column, audit.protected.n_missing, direction)
-    decomposition = decompose_change(target_model, resolved, audit.X, lic, spec, column, faux.admissible,
-                                     audit.row_index) if faux.variant == "swap" else None
-    reasons += sensitivity_note(sensitivities, policy)
-    power = _power(interval, faux.max_flagged_fraction, policy.decision.confidence)
-    roles = column_roles(tester, audit.feature_spec, policy) if faux.variant == "swap" else []
-    free_quality = _free_quality(tester, aux, audit, mask) if faux.variant == "swap" else None
+
+def _check_evidence(s: _Scored, flags: _Flags, testers: dict, policy: Policy) -> CheckEvidence:
+    """What the decision rules read (:func:`~faux_checks.gate.check_rules.check_rules`): the counts, rows per group
+    audited and held out (cross-fitted: every row held out once), the aux quality, the interval, the testers, the
+    couplings and the held block."""
+    held_out = np.arange(len(s.audit.X)) if s.aux.cross is not None else s.aux.holdout
+    return CheckEvidence(
+        n=len(s.audit.X), n_flagged=flags.n_flagged, n_undefined=flags.n_undefined,
+        group_rows=_group_counts(s.group_labels, s.names), holdout_rows=_group_counts(s.group_labels[held_out], s.names),
+        aux_metric=s.aux.metric, aux_intervals=s.aux.intervals, interval=flags.interval, testers=testers,
+        nothing_free=_nothing_free(s.tester), group_flagged=_group_sums(s.group_labels, flags.worst, s.names),
+        couplings=coupling_evidence(s.tester, s.audit, policy, s.lic),
+        held_block=held_block_summary(s.tester, s.audit.feature_spec, s.column))
+
+
+def _readings(s: _Scored, flags: _Flags, policy: Policy, decision: str) -> _Readings:
+    """The readings beside the decision: the notes (:mod:`~faux_checks.gate.check_notes`), the per-column evidence,
+    the sensitivity to the held columns, the group table, the swap reading's parts and column roles, the power
+    (:func:`_power`) and the proxy capacity (:func:`~faux_checks.gate.power.capacity_statement`)."""
+    faux, spec, aux = policy.faux, s.audit.feature_spec, s.aux
+    held = held_columns(s.tester, spec, s.column)
+    notes = [*check_notes(policy, s.audit, s.lic, flags.n_undefined, s.uses_direct, held, _nothing_free(s.tester)),
+             *tree_note(s.target_model, policy, spec)]
+    assert s.lic.evidence is not None, "_faux_scores asks the tester for evidence"
+    column_evidence = pd.DataFrame(spec.aggregate(s.lic.evidence.astype(np.float64)), columns=spec.source_columns,
+                                   index=s.audit.row_index)                # (n, source columns)
+    sensitivities = sensitivity(s.target_model, aux, s.audit, policy, s.output, s.lic, column_evidence, held, decision,
+                                s.mask)
+    groups_table = _group_table(s.lic, s.group_labels, flags.worst, s.column, s.audit.protected.n_missing, s.direction)
+    decomposition = decompose_change(s.target_model, s.resolved, s.audit.X, s.lic, spec, s.column, faux.admissible,
+                                     s.audit.row_index) if faux.variant == "swap" else None
+    notes += sensitivity_note(sensitivities, policy)
+    power = _power(flags.interval, faux.max_flagged_fraction, policy.decision.confidence)
+    roles = column_roles(s.tester, spec, policy) if faux.variant == "swap" else []
+    free_quality = _free_quality(s.tester, aux, s.audit, s.mask) if faux.variant == "swap" else None
     first = (aux.intervals or [{}])[0]
     capacity = capacity_statement(aux.metric.split(" ")[0], aux.quality, (first.get("lower"), first.get("upper"))
-                                  if first.get("lower") is not None else None, free_quality, roles, interval.fraction)
-    reasons += [f"power: {power['statement']}", f"proxy capacity: {capacity}"]
+                                  if first.get("lower") is not None else None, free_quality, roles,
+                                  flags.interval.fraction)
+    notes += [f"power: {power['statement']}", f"proxy capacity: {capacity}"]
+    return _Readings(notes=notes, held=held, column_evidence=column_evidence, sensitivities=sensitivities,
+                     groups_table=groups_table, decomposition=decomposition, power=power, roles=roles,
+                     free_quality=free_quality, capacity=capacity)
+
+
+def _provenance(frame: pd.DataFrame, s: _Scored, flags: _Flags, readings: _Readings, evidence: CheckEvidence,
+                policy: Policy, *, given: bool, model_info: dict | None) -> dict:
+    """The record of how the result was reached (:func:`~faux_checks.gate.check_provenance.check_provenance`): the
+    target's access, the power, the aux models' cache keys and origins, the device, the cross-fit, the couplings
+    and, for the swap reading, its held columns, sensitivity, column roles and free-column quality."""
+    provenance = check_provenance(frame, policy, s.audit, s.resolved, s.aux, given=given, model_info=model_info,
+                                  target_model=s.target_model)
+    provenance.update(target_access_record(s.target_model, policy, s.resolved))
+    provenance["power"] = readings.power
+    provenance["aux_reused"] = bool(s.aux.reused)      # a copy of the model this process trained on the same inputs
+    provenance["aux_key"] = getattr(s.aux.model, "cache_key_", None)             # what its training read (aux_cache)
+    provenance["aux_reused_from"] = getattr(s.aux.model, "reused_from_", None)   # "run <id>": restored from a record
+    provenance["aux_seed_keys"] = {str(k): getattr(m, "cache_key_", None) for k, m in flags.seed_models}  # extra seeds
+    provenance["aux_seeds_reused_from"] = {str(k): getattr(m, "reused_from_", None) for k, m in flags.seed_models}
+    provenance["device"] = getattr(s.tester, "device_used_", "cpu")    # where the scores ran ([scale] device)
+    provenance["proxy_capacity"] = readings.capacity
+    provenance.update(cross_fit=cross_fit_record(s.aux), couplings=evidence.couplings)   # None: single split
+    if provenance["swap"] is not None:
+        provenance["swap"]["held_fixed_uninformative"] = readings.held
+        provenance["swap"]["sensitivity"] = readings.sensitivities
+        provenance["swap"]["columns"] = readings.roles
+        provenance["swap"]["aux_quality_free_columns"] = readings.free_quality
+    return provenance
+
+
+def _check_result(frame: pd.DataFrame, s: _Scored, flags: _Flags, evidence: CheckEvidence, outcome,
+                  readings: _Readings, testers: dict, provenance: dict, policy: Policy) -> CheckResult:
+    """The result: the decision and its reasons, the flagged fraction and its interval, the per-row scores and flag
+    probabilities on the input rows (NaN for rows not audited), the group tables, the top flagged individuals, the
+    δ curve, the outcome record and the models to re-gate with."""
+    faux, lic, audit = policy.faux, s.lic, s.audit
     scores_all = np.full(len(frame), np.nan)                              # (n_input_rows,)
     scores_all[audit.row_index] = lic.scores
     flags_all = np.full(len(frame), np.nan)
-    flags_all[audit.row_index] = np.where(lic.undefined, np.nan, weights)
-    provenance = check_provenance(frame, policy, audit, resolved, aux, given=aux_model is not None, model_info=model_info,
-                                  target_model=target_model)
-    provenance.update(target_access_record(target_model, policy, resolved))
-    provenance["power"] = power
-    provenance["aux_reused"] = bool(aux.reused)      # a copy of the model this process trained on the same inputs
-    provenance["aux_key"] = getattr(aux.model, "cache_key_", None)             # what its training read (aux_cache)
-    provenance["aux_reused_from"] = getattr(aux.model, "reused_from_", None)   # "run <id>": restored from a record
-    provenance["aux_seed_keys"] = {str(k): getattr(m, "cache_key_", None) for k, m in seed_models}   # extra seeds
-    provenance["aux_seeds_reused_from"] = {str(k): getattr(m, "reused_from_", None) for k, m in seed_models}
-    provenance["device"] = getattr(tester, "device_used_", "cpu")    # where the scores ran ([scale] device)
-    provenance["proxy_capacity"] = capacity
-    provenance.update(cross_fit=cross_fit_record(aux), couplings=evidence.couplings)   # None: single split, no readings
-    if provenance["swap"] is not None:
-        provenance["swap"]["held_fixed_uninformative"] = held
-        provenance["swap"]["sensitivity"] = sensitivities
-        provenance["swap"]["columns"] = roles
-        provenance["swap"]["aux_quality_free_columns"] = free_quality
+    flags_all[audit.row_index] = np.where(lic.undefined, np.nan, flags.weights)
     return CheckResult(
-        decision=outcome.decision, reasons=reasons, flagged_fraction=interval.fraction,
-        max_flagged_fraction=faux.max_flagged_fraction, delta=faux.delta, n_individuals=n,
-        n_undefined=n_undefined, n_missing_protected=audit.protected.n_missing,
-        by_group=_by_group_table(group_labels, lic.scores, weights, lic.undefined), aux_quality=aux.quality,
-        aux_quality_metric=aux.metric, evidence=column_evidence, testers=testers, provenance=provenance,
-        scores=scores_all, row_index=audit.row_index, uses_protected_directly=uses_direct,
-        top_flagged=_top_flagged(lic, audit.row_index, column_evidence, flagged, groups=tuple(audit.protected.groups),
-                                 decomposition=decomposition,
-                                 parts_of=column_parts(spec, column, faux.admissible)),
-        curve=delta_curve(lic.scores, outcomes=lic.outcomes, weights=lic.outcome_weights), aux_roc=aux.roc,
-        n_flagged=n_flagged, interval=interval, flag_probability=flags_all,
-        rules=outcome.rules, aux_intervals=list(aux.intervals),
-        group_rows=[{"group": g, "audited": evidence.group_rows[g], "holdout": evidence.holdout_rows[g]} for g in names],
-        aux_model=aux.model, aux_seed_models=seed_models, swap_reference=getattr(tester, "reference", None),
-        decomposition=decomposition,
-        group_table=groups_table,
-        outcome=outcome_record(direction, lic, group_labels, names, faux.delta, column),
+        decision=outcome.decision, reasons=[*outcome.reasons, *readings.notes], flagged_fraction=flags.interval.fraction,
+        max_flagged_fraction=faux.max_flagged_fraction, delta=faux.delta, n_individuals=len(audit.X),
+        n_undefined=flags.n_undefined, n_missing_protected=audit.protected.n_missing,
+        by_group=_by_group_table(s.group_labels, lic.scores, flags.weights, lic.undefined), aux_quality=s.aux.quality,
+        aux_quality_metric=s.aux.metric, evidence=readings.column_evidence, testers=testers, provenance=provenance,
+        scores=scores_all, row_index=audit.row_index, uses_protected_directly=s.uses_direct,
+        top_flagged=_top_flagged(lic, audit.row_index, readings.column_evidence, flags.flagged,
+                                 groups=tuple(audit.protected.groups), decomposition=readings.decomposition,
+                                 parts_of=column_parts(audit.feature_spec, s.column, faux.admissible)),
+        curve=delta_curve(lic.scores, outcomes=lic.outcomes, weights=lic.outcome_weights), aux_roc=s.aux.roc,
+        n_flagged=flags.n_flagged, interval=flags.interval, flag_probability=flags_all,
+        rules=outcome.rules, aux_intervals=list(s.aux.intervals),
+        group_rows=[{"group": g, "audited": evidence.group_rows[g], "holdout": evidence.holdout_rows[g]}
+                    for g in s.names],
+        aux_model=s.aux.model, aux_seed_models=flags.seed_models, swap_reference=getattr(s.tester, "reference", None),
+        decomposition=readings.decomposition,
+        group_table=readings.groups_table,
+        outcome=outcome_record(s.direction, lic, s.group_labels, s.names, faux.delta, s.column),
     )
 
 
@@ -235,13 +355,6 @@ def _group_table(lic: LICResult, group_labels: np.ndarray, worst: np.ndarray, pr
                      "most_favoured": None if direction.target_favourable is None else False,
                      "flagged_fraction": None})
     return rows
-
-
-def _direct_term(audit: AuditRows, policy: Policy) -> tuple[bool, np.ndarray]:
-    """Whether the target takes the protected attribute as input, and its columns' mask (d,)."""
-    column = policy.single_protected("the in-memory check")
-    uses_direct = column in audit.feature_spec.source_columns
-    return uses_direct, audit.feature_spec.feature_mask(column)
 
 
 def _faux_scores(target_model, aux: AuxFit, audit: AuditRows, policy: Policy, output: TargetOutput,

@@ -165,40 +165,8 @@ class FAuxTester:
             raise InputError(f"variant must be one of {list(VARIANTS)}, got {self.variant!r}")
         self.device_used_ = "cpu"                         # variant swap may run elsewhere (_evaluate_swap)
         X = as_tensor(X)
-        n, d = X.shape
-        if n == 0:
-            raise InputError("no rows to score (0 individuals)")
-        _check_finite(X, X[: min(n, 256)])          # the probe rows now; every chunk as it is scored (no (n, d) temporaries)
-        mask = np.zeros(d, dtype=bool) if self.protected_mask is None else np.asarray(self.protected_mask, bool)
-        if mask.shape != (d,):
-            raise InputError(f"protected_mask has shape {mask.shape}, expected ({d},)")
-        keep = torch.from_numpy(~mask)
-        d_aux = int(keep.sum())
-        if self.aux_model.n_features_in_ not in (None, d_aux):
-            raise InputError(
-                f"the auxiliary model expects {self.aux_model.n_features_in_} features but X has {d_aux} "
-                f"(after removing {int(mask.sum())} protected columns)"
-            )
-        if self.variant == "swap":
-            if self.reference is None:
-                raise InputError("variant 'swap' needs a reference fitted on the aux model's rows "
-                                 "(faux_checks.method.swap.fit_swap_reference)")
-            if self.reference.metric.shape != (d_aux, d_aux):
-                raise InputError(f"the swap reference was fitted on {self.reference.metric.shape[0]} features but the "
-                                 f"auxiliary model sees {d_aux}")
-            if self.reference.kind != "continuous":
-                if c is None or len(c) != n:
-                    raise InputError(f"variant 'swap' needs the protected group of each of the {fmt_count(n)} rows")
-                c = np.asarray(c, dtype=np.int64)
-        direct_D = None
-        if mask.any() and self.variant != "swap":
-            if self.variant == "ng":
-                raise InputError("variant 'ng' cannot add the direct term of a protected input; use 'faux'")
-            if self.dx_dc_direct is None:
-                raise InputError("protected_mask given without dx_dc_direct")
-            direct_D = torch.as_tensor(np.asarray(self.dx_dc_direct, dtype=np.float64))  # (d, k)
-
-        output = resolve_output_form(self.target_model, X[: min(n, 256)], self.output)
+        c, mask, keep, direct_D = self._checked_inputs(X, c)
+        output = resolve_output_form(self.target_model, X[: min(len(X), 256)], self.output)
         if self.probe_batches:
             probe_batch_independence(self.target_model, self.aux_model, X, keep)
         twin = float64_copy(self.target_model) if output.form in ("probability", "softmax") else None
@@ -211,55 +179,7 @@ class FAuxTester:
                                  f"({self.target_model.access}); use variant 'swap' (the default) or 'faux' "
                                  "(eq. 9 by finite differences)")
             return self._evaluate_faux_forward(X, output, mask, direct_D, evidence)
-        scores = np.empty(n, dtype=np.float64)
-        undefined = np.empty(n, dtype=bool)
-        prob = np.empty(n, dtype=np.float64)
-        ev = np.empty((n, d), dtype=np.float32) if evidence else None
-        direct_out: Any = np.empty(n, dtype=np.float64) if direct_D is not None else None   # filled when direct_D is
-        baseline = self._baseline(X)
-        bar = _bar(n, self.progress)
-        for sl in iter_chunks(n, self.chunk_size):
-            x = X[sl]
-            _check_finite(X, x)
-            p, g = target_probability_and_gradient(self.target_model, x, output, chunk_size=self.chunk_size, _twin=twin)
-            if self.variant == "ig":
-                g = path_averaged_gradients(
-                    self._prob_fn(output, twin), x, n_outputs=1, baseline=baseline, n_steps=self.ig_steps
-                )[:, 0]
-                J = path_averaged_gradients(
-                    self.aux_model.outputs, x[:, keep], n_outputs=self.aux_model.n_jacobian_outputs,
-                    baseline=baseline[keep], n_steps=self.ig_steps,
-                )
-            else:
-                J = self.aux_model.jacobian(x[:, keep] if mask.any() else x, chunk_size=self.chunk_size)  # (b, k, d_aux)
-            direct = None
-            if direct_D is not None:
-                direct = g.double() @ direct_D                                           # (b, k)
-                direct_out[sl] = direct.abs().amax(dim=1).numpy()
-            g_aux = g[:, keep] if mask.any() else g                                      # (b, d_aux)
-            if self.variant == "ng":
-                res = faux_ng_scores(g_aux, J)
-            elif self.variant == "projection":
-                res = faux_projection_scores(g_aux, J, direct=direct)
-            else:
-                res = faux_scores(g_aux, J, ridge=self.ridge, direct=direct, evidence=evidence)
-            scores[sl] = res.scores.numpy()
-            undefined[sl] = res.undefined.numpy()
-            if output.form in ("probability", "softmax"):
-                # a probability output that is exactly 0 or 1 even in float64 has g = 0 by
-                # saturation, not by fairness: undefined, never a silent "not flagged"
-                saturated = ((p <= 0) | (p >= 1)).numpy()
-                undefined[sl] |= saturated
-                scores[sl][saturated] = np.nan
-            prob[sl] = p.numpy()
-            if ev is not None:
-                ev[sl][:, ~mask] = res.evidence.float().numpy()
-                ev[sl][:, mask] = 0.0
-            if bar is not None:
-                bar.update(sl.stop - sl.start)
-        if bar is not None:
-            bar.close()
-        return LICResult(scores=scores, undefined=undefined, evidence=ev, probability=prob, direct=direct_out)
+        return self._evaluate_gradients(X, output, mask, keep, direct_D, twin, evidence)
 
     def fit_reference(self, X_ref, c_ref, *, admissible=None, metric: str = "matched", holdout=None,
                       feature_groups=None, guard: float = 0.1, continuous_matching: Literal["rank", "slope"] = "rank",
@@ -429,6 +349,99 @@ class FAuxTester:
                 ev[sl] = np.where(undef[:, None], np.nan, terms / np.where(undef, 1.0, 2 * h[rows, top])[:, None])
         return LICResult(scores=scores, undefined=undefined, evidence=ev, probability=prob,
                          direct=None, no_split_crossed=flat)
+
+    def _checked_inputs(self, X: torch.Tensor, c) -> tuple[Any, np.ndarray, torch.Tensor, torch.Tensor | None]:
+        """The inputs :meth:`evaluate` reads, checked (InputError otherwise): rows, finite probe rows, the protected
+        mask, the aux model's feature count, (swap) the reference and each row's group, (other variants) the direct
+        term of a protected input. Returns ``(c, mask, keep, direct_D)`` for X (n, d): c as given, or (swap, groups)
+        int64 (n,); the mask (d,) bool; ``keep`` its complement, a tensor; ∂x/∂c (d, k) float64 or None."""
+        n, d = X.shape
+        if n == 0:
+            raise InputError("no rows to score (0 individuals)")
+        _check_finite(X, X[: min(n, 256)])          # the probe rows now; every chunk as it is scored (no (n, d) temporaries)
+        mask = np.zeros(d, dtype=bool) if self.protected_mask is None else np.asarray(self.protected_mask, bool)
+        if mask.shape != (d,):
+            raise InputError(f"protected_mask has shape {mask.shape}, expected ({d},)")
+        keep = torch.from_numpy(~mask)
+        d_aux = int(keep.sum())
+        if self.aux_model.n_features_in_ not in (None, d_aux):
+            raise InputError(f"the auxiliary model expects {self.aux_model.n_features_in_} features but X has {d_aux} "
+                             f"(after removing {int(mask.sum())} protected columns)")
+        if self.variant == "swap":
+            if self.reference is None:
+                raise InputError("variant 'swap' needs a reference fitted on the aux model's rows "
+                                 "(faux_checks.method.swap.fit_swap_reference)")
+            if self.reference.metric.shape != (d_aux, d_aux):
+                raise InputError(f"the swap reference was fitted on {self.reference.metric.shape[0]} features but the "
+                                 f"auxiliary model sees {d_aux}")
+            if self.reference.kind != "continuous":
+                if c is None or len(c) != n:
+                    raise InputError(f"variant 'swap' needs the protected group of each of the {fmt_count(n)} rows")
+                c = np.asarray(c, dtype=np.int64)
+        direct_D = None
+        if mask.any() and self.variant != "swap":
+            if self.variant == "ng":
+                raise InputError("variant 'ng' cannot add the direct term of a protected input; use 'faux'")
+            if self.dx_dc_direct is None:
+                raise InputError("protected_mask given without dx_dc_direct")
+            direct_D = torch.as_tensor(np.asarray(self.dx_dc_direct, dtype=np.float64))  # (d, k)
+        return c, mask, keep, direct_D
+
+    def _evaluate_gradients(self, X: torch.Tensor, output: TargetOutput, mask: np.ndarray, keep: torch.Tensor,
+                            direct_D, twin, evidence: bool) -> LICResult:
+        """Variants faux, ng, ig and projection chunk by chunk (eq. 9, eq. 10, path-averaged gradients, the projection):
+        the target's gradient g and the aux Jacobian J on the aux columns, plus the direct term g·∂x/∂c of a protected
+        input. A probability output saturated at exactly 0 or 1 has g = 0 by saturation, not by fairness: undefined."""
+        n, d = X.shape
+        scores = np.empty(n, dtype=np.float64)
+        undefined = np.empty(n, dtype=bool)
+        prob = np.empty(n, dtype=np.float64)
+        ev = np.empty((n, d), dtype=np.float32) if evidence else None
+        direct_out: Any = np.empty(n, dtype=np.float64) if direct_D is not None else None   # filled when direct_D is
+        baseline = self._baseline(X)
+        bar = _bar(n, self.progress)
+        for sl in iter_chunks(n, self.chunk_size):
+            x = X[sl]
+            _check_finite(X, x)
+            p, g = target_probability_and_gradient(self.target_model, x, output, chunk_size=self.chunk_size, _twin=twin)
+            if self.variant == "ig":
+                g = path_averaged_gradients(
+                    self._prob_fn(output, twin), x, n_outputs=1, baseline=baseline, n_steps=self.ig_steps
+                )[:, 0]
+                J = path_averaged_gradients(
+                    self.aux_model.outputs, x[:, keep], n_outputs=self.aux_model.n_jacobian_outputs,
+                    baseline=baseline[keep], n_steps=self.ig_steps,
+                )
+            else:
+                J = self.aux_model.jacobian(x[:, keep] if mask.any() else x, chunk_size=self.chunk_size)  # (b, k, d_aux)
+            direct = None
+            if direct_D is not None:
+                direct = g.double() @ direct_D                                           # (b, k)
+                direct_out[sl] = direct.abs().amax(dim=1).numpy()
+            g_aux = g[:, keep] if mask.any() else g                                      # (b, d_aux)
+            if self.variant == "ng":
+                res = faux_ng_scores(g_aux, J)
+            elif self.variant == "projection":
+                res = faux_projection_scores(g_aux, J, direct=direct)
+            else:
+                res = faux_scores(g_aux, J, ridge=self.ridge, direct=direct, evidence=evidence)
+            scores[sl] = res.scores.numpy()
+            undefined[sl] = res.undefined.numpy()
+            if output.form in ("probability", "softmax"):
+                # a probability output that is exactly 0 or 1 even in float64 has g = 0 by
+                # saturation, not by fairness: undefined, never a silent "not flagged"
+                saturated = ((p <= 0) | (p >= 1)).numpy()
+                undefined[sl] |= saturated
+                scores[sl][saturated] = np.nan
+            prob[sl] = p.numpy()
+            if ev is not None:
+                ev[sl][:, ~mask] = res.evidence.float().numpy()
+                ev[sl][:, mask] = 0.0
+            if bar is not None:
+                bar.update(sl.stop - sl.start)
+        if bar is not None:
+            bar.close()
+        return LICResult(scores=scores, undefined=undefined, evidence=ev, probability=prob, direct=direct_out)
 
     def _baseline(self, X: torch.Tensor) -> torch.Tensor:
         if self.variant != "ig":
