@@ -56,7 +56,7 @@ def _row(run: dict, level, result, wall: float, sharpness: float) -> dict:
             "aux_quality": check.aux_quality, "wall_s": round(wall, 1)}
 
 
-def runs(target: str, n: int, seed: int, sources, levels, draws: int) -> list[dict]:
+def runs(target: str, n: int, seed: int, sources, levels, draws: int, aux_seeds: int | None) -> list[dict]:
     """One target and seed: the known-c check, then the estimated check at every level."""
     from bench_small_data import proxy_run
 
@@ -75,7 +75,10 @@ def runs(target: str, n: int, seed: int, sources, levels, draws: int) -> list[di
     result = check_attributes(run["model"], frame, policy=known, feature_spec=run["spec"])
     out.append(_row(run, "known", result, time.perf_counter() - start, 1.0))
     section = {"column": "c", "groups": {"g0": "p_g0", "g1": "p_g1"}, "draws": draws}
-    policy = Policy.model_validate({**known.model_dump(), "protected_probabilities": section})
+    payload = {**known.model_dump(), "protected_probabilities": section}
+    if aux_seeds is not None:               # each draw trains its own aux model: the draws' spread holds the seeds'
+        payload["decision"] = {**payload["decision"], "aux_seeds": aux_seeds}
+    policy = Policy.model_validate(payload)
     for level in levels:
         audit = estimated_audit(run["frame"], "c", level, seed=1000 + seed)
         sharpness = expected_auc(audit[["p_g0", "p_g1"]].to_numpy())
@@ -115,6 +118,7 @@ def main(argv=None) -> int:
     ap.add_argument("--targets", default="unfair,fair")
     ap.add_argument("--levels", default=",".join(map(str, LEVELS)))
     ap.add_argument("--draws", type=int, default=5)
+    ap.add_argument("--aux-seeds", type=int, default=1, help="aux seeds per draw (the known line: the policy's)")
     ap.add_argument("--out", type=Path, default=None, help="JSON file the rows are appended to (one per line)")
     ap.add_argument("--table", type=Path, default=None, help="print the markdown table of a JSON file and exit")
     ap.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "data")
@@ -131,7 +135,8 @@ def main(argv=None) -> int:
     for n in map(int, args.n.split(",")):
         for seed in map(int, args.seeds.split(",")):
             for target in args.targets.split(","):
-                for row in runs(target, n, seed, sources, [float(v) for v in args.levels.split(",")], args.draws):
+                for row in runs(target, n, seed, sources, [float(v) for v in args.levels.split(",")], args.draws,
+                                args.aux_seeds):
                     rows.append(row)
                     verdict = expected(row, row["min_sharpness"])
                     mark = "" if verdict is None else ("  right" if row["decision"] == verdict else "  WRONG")
