@@ -104,3 +104,13 @@ def test_score_large_and_the_registry_gate_refuse_probabilities(files, tmp_path,
     assert "score-large does not impute a protected attribute given as probabilities" in capsys.readouterr().err
     with pytest.raises(ConfigurationError, match="which the registry gate does not impute"):
         read_gate_inputs(Namespace(policy=str(files["policy"]), data=str(files["sharp"])))
+
+
+def test_notebook_verb_takes_the_probabilities_through_the_policy(files):
+    import faux_checks
+
+    result = faux_checks.check(_support.linear(UNFAIR), pd.read_csv(files["sharp"]), policy=files["policy"])
+    assert result.decision == "failed"
+    rules = result.rules.set_index("rule")
+    assert rules.loc["protected_probabilities", "status"] == "ok"
+    assert "sex" not in result.scores.columns and "p_M" not in result.scores.columns
