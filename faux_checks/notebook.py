@@ -92,6 +92,10 @@ def check(model, data: pd.DataFrame, *, protected: str | Sequence[str] | None = 
 
         result = check_linked_attributes(target, data, policy=policy, protected_rows=rows, feature_spec=spec,
                                          progress=progress)
+    elif policy.protected_probabilities is not None:   # c as per-row probabilities: multiple imputation
+        from .gate.estimated import check_estimated
+
+        result = check_estimated(target, data, policy=policy, feature_spec=spec, progress=progress)
     else:
         result = check_attributes(target, data, policy=policy, feature_spec=spec, progress=progress)
     return FairnessCheck(shown(result, policy), policy,

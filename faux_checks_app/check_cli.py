@@ -117,7 +117,7 @@ def _check(args, report_dir: Path | None) -> int:
                        decimal=getattr(args, "decimal", None))
     linked = _linked_rows(args, policy, spec, frame)    # [protected_file]: c joined by the key, unmatched rows handled
     frame = linked.frame if linked is not None else frame
-    _check_configuration(args, policy, model, spec, frame)
+    _check_configuration(args, policy, model, spec, _estimated_rows(args, policy, spec, frame))
     from .output import library_output_to_stderr
 
     if sectioned:
@@ -126,8 +126,11 @@ def _check(args, report_dir: Path | None) -> int:
     else:
         eprint(f"[3/4] fAux check on {len(frame):,} rows (auxiliary model {'given' if aux is not None else 'trained'})")
     t0 = time.perf_counter()
+    run = check_attributes
+    if policy.protected_probabilities is not None:    # c as probabilities: multiple imputation, draws checked
+        from faux_checks.gate.estimated import check_estimated as run
     with library_output_to_stderr():
-        result = check_attributes(model, frame, policy=policy, feature_spec=spec,
+        result = run(model, frame, policy=policy, feature_spec=spec,
                                   aux_models={names[0]: aux} if aux is not None else None,
                                   progress=sys.stderr.isatty() and not quiet(),
                                   model_info={"model_path": str(args.model), "model_sha256": model_sha256(args.model)})
@@ -172,6 +175,23 @@ def _linked_rows(args, policy, spec, frame):
     eprint(f"      protected file {policy.protected_file.path}: {len(linked.matched):,} of {linked.n_rows:,} rows "
            f"matched by '{linked.join_on}', {linked.n_unmatched:,} unmatched")
     return linked
+
+
+def _estimated_rows(args, policy, spec, frame):
+    """``frame`` itself, or with ``[protected_probabilities]`` the audit rows with the probabilities checked
+    (:func:`faux_checks.gate.estimated.imputed_frame`: exit 3 naming every offending column) and c's first draw in
+    place of the probability columns, for the preflight of the policy's columns and the model's inputs."""
+    settings = policy.protected_probabilities
+    if settings is None:
+        return frame
+    from faux_checks.gate.estimated import draw_seeds, imputed_frame
+    from faux_checks.inputs.probabilities import draw_groups, expected_auc
+
+    base, matrix = imputed_frame(frame, policy, feature_spec=spec, data_name=f"the audit data {args.data}")
+    eprint(f"      protected attribute '{settings.column}' as probabilities ({', '.join(settings.groups.values())}): "
+           f"expected ROC-AUC {expected_auc(matrix):.3f} (min_sharpness {settings.min_sharpness:.2f} to pass), "
+           f"{settings.draws} draws")
+    return base.assign(**{settings.column: draw_groups(matrix, list(settings.groups), draw_seeds(policy)[0])})
 
 
 def _check_configuration(args, policy, model, spec, frame) -> None:
@@ -237,6 +257,10 @@ def cmd_score_large(args) -> int:
         raise ConfigurationError("score-large does not join a protected file ([protected_file] or --protected-file): "
                                  "join the protected column onto the data first, or run `faux-checks check` with "
                                  "--protected-file; nothing was written")
+    if policy.protected_probabilities is not None:
+        raise ConfigurationError("score-large does not impute a protected attribute given as probabilities "
+                                 "([protected_probabilities]): run `faux-checks check`, which checks each draw of it "
+                                 "and combines them; nothing was written")
     if args.aux_model and len(policy.attribute_names) > 1:
         raise FauxChecksError(f"--aux-model gives one auxiliary model, but the policy checks "
                               f"{', '.join(policy.attribute_names)}, each with its own; drop --aux-model")

@@ -80,6 +80,10 @@ def read_gate_inputs(args) -> GateInputs:
         policy = load_policy(args.policy, positive_label=getattr(args, "positive_label", None))
     except (InputError, ValueError, OSError) as exc:
         raise ConfigurationError(f"{policy_name}: {exc}; nothing was recorded") from None
+    if policy.protected_probabilities is not None:
+        raise ConfigurationError(f"{policy_name} gives the protected attribute as probabilities "
+                                 "([protected_probabilities]), which the registry gate does not impute: run "
+                                 "`faux-checks check --model M --data D --policy P`; nothing was recorded")
     try:
         frame = read_table(args.data, sep=getattr(args, "sep", None), thousands=getattr(args, "thousands", None),
                        decimal=getattr(args, "decimal", None))

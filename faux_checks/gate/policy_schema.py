@@ -18,7 +18,8 @@ from pydantic import BeforeValidator, Field, SerializeAsAny, field_validator, mo
 from ..errors import InputError
 from ..kinds import Kind
 from .policy_sections import (AuditSettings, AuxSettings, DecisionSettings, FauxSettings, OperationsSettings,
-                              ScaleSettings, Columns, LinkTables, ProtectedFileSettings, list_as_tuple,
+                              ScaleSettings, Columns, LinkTables, ProtectedFileSettings,
+                              ProtectedProbabilitiesSettings, list_as_tuple,
                               StrictSection)
 from .tester_settings import TesterSettings
 
@@ -111,6 +112,26 @@ class Policy(StrictSection):
     protected_file: ProtectedFileSettings | None = Field(
         None, description="The protected attribute in a separate file linked by a key ([protected_file]); None = "
         "the audit data holds the protected column(s).")
+    protected_probabilities: ProtectedProbabilitiesSettings | None = Field(
+        None, description="The protected attribute given only as per-row group probabilities "
+        "([protected_probabilities], faux_checks.gate.estimated); None = the audit data holds c itself. Sets protected "
+        "to its column when protected is not given.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _estimated_attribute(cls, data: Any) -> Any:
+        """``[protected_probabilities] column`` names the protected attribute when ``protected`` is not given; a
+        second source of c (``[[attributes]]``, ``[protected_file]``, another ``protected``) is refused."""
+        section = data.get("protected_probabilities") if isinstance(data, dict) else None
+        if not section:
+            return data
+        column = section.get("column") if isinstance(section, dict) else getattr(section, "column", None)
+        clash = ("[[attributes]]" if data.get("attributes") else "[protected_file]" if data.get("protected_file")
+                 else f"protected = {data['protected']!r}" if data.get("protected") not in (None, column) else None)
+        if clash:
+            raise ValueError(f"[protected_probabilities] (column {column!r}) and {clash} both give the protected "
+                             "attribute; keep one: the probabilities when c is only estimated, the other when c is known")
+        return {**data, "protected": column} if column else data
 
     @field_validator("testers", mode="before")
     @classmethod
@@ -290,7 +311,8 @@ class Policy(StrictSection):
         payload = self.model_dump(mode="json")
         payload.pop("operations")           # deadlines and timeouts never change a decision
         payload["scale"].pop("device", None)  # nor does the device (recorded in the provenance)
-        for key in ("attributes", "intersections", "positive_label", "favourable_label", "protected_file"):
+        for key in ("attributes", "intersections", "positive_label", "favourable_label", "protected_file",
+                    "protected_probabilities"):
             if not payload[key]:
                 payload.pop(key)
         if payload.get("protected_file"):                 # where the file lies never changes a decision

@@ -16,7 +16,8 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from ..errors import InputError
 
 __all__ = ["StrictSection", "AuditSettings", "AuxSettings", "Columns", "DecisionSettings", "FauxSettings", "LinkTables",
-           "list_as_tuple", "MAX_AUX_LAYERS", "MAX_AUX_UNITS", "OperationsSettings", "ProtectedFileSettings", "ScaleSettings"]
+           "list_as_tuple", "MAX_AUX_LAYERS", "MAX_AUX_UNITS", "OperationsSettings", "ProtectedFileSettings",
+           "ProtectedProbabilitiesSettings", "ScaleSettings"]
 
 
 class StrictSection(BaseModel):
@@ -354,3 +355,40 @@ class ProtectedFileSettings(StrictSection):
     max_unmatched_share: float = Field(
         0.05, ge=0, lt=1, description="With unmatched = 'exclude', the largest unmatched share; above it the check "
         "is refused as with 'refuse' (a bound that wide decides little).")
+
+
+class ProtectedProbabilitiesSettings(StrictSection):
+    """The protected attribute given only as per-row group probabilities (``[protected_probabilities]``).
+
+    The audit data holds no protected column but one probability column per group (an estimate such as BISG's:
+    Elliott et al. 2009, "Using the Census Bureau's surname list to improve estimates of race/ethnicity");
+    :mod:`faux_checks.gate.estimated` checks the model by multiple imputation (Rubin 1987): ``draws`` completed
+    data sets, c drawn per row from its probabilities, each checked as if c were known, the flagged fractions
+    combined with Rubin's rules. A pass needs probabilities at least ``min_sharpness`` sharp (their expected ROC-AUC
+    against c drawn from them); blunter ones can fail a model, never pass it.
+    """
+
+    column: str = Field(..., min_length=1, description="The protected attribute's name as reported (e.g. 'race'); "
+                        "never a column of the audit data.")
+    groups: dict[str, str] = Field(
+        ..., min_length=2, description="Group -> its probability column in the audit data, e.g. { black = "
+        "\"p_black\", white = \"p_white\" }; at least two groups, each row's probabilities in [0, 1] summing to 1.")
+    draws: int = Field(5, ge=2, le=100, description="Completed data sets (multiple imputations, M); each trains its "
+                       "own auxiliary model, so the check costs about M single checks.")
+    min_sharpness: float = Field(
+        0.9, ge=0.5, le=1.0, description="The expected ROC-AUC of the probabilities against c drawn from them "
+        "(one-vs-rest macro for more than two groups) a pass needs; under it the gate is undecided at best "
+        "(blunt probabilities under-read the flagged fraction, docs/benchmark.md).")
+
+    @field_validator("groups")
+    @classmethod
+    def _distinct_columns(cls, value: dict[str, str]) -> dict[str, str]:
+        columns = list(value.values())
+        doubled = sorted({c for c in columns if columns.count(c) > 1})
+        if doubled:
+            raise ValueError(f"[protected_probabilities] groups name the column(s) {doubled} for more than one group; "
+                             "give each group its own probability column")
+        empty = sorted(g for g, c in value.items() if not str(c).strip() or not str(g).strip())
+        if empty:
+            raise ValueError(f"[protected_probabilities] groups {empty} have an empty name or column")
+        return value

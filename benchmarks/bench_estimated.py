@@ -1,0 +1,155 @@
+"""The protected attribute given only as calibrated probabilities: decisions and coverage per sharpness level.
+
+Cases: the ``proxy`` family of ``bench_small_data.py`` (Adult rows, an injected binary c with four proxies, 14% of the
+audited rows in group 1; ``fair``: an MLP of the real block only, truth 0; ``unfair``: every column, label bias 0.8),
+its true share of people moving by more than δ = 0.1 known exactly. The check gets, instead of c, calibrated
+probabilities at ROC-AUC ``--levels`` against c (:mod:`faux_checks.groundtruth.estimated`) and runs
+:func:`faux_checks.gate.estimated.check_estimated` with the shipped policy plus ``[protected_probabilities]``; the
+``known`` line is the same check with c itself (:func:`faux_checks.gate.attributes.check_attributes`). The rule is in
+``benchmarks/benchmark_notes.md`` ("Estimated protected attribute"); the table goes to docs/benchmark.md.
+
+Usage::
+
+    python benchmarks/bench_estimated.py --n 2000 --seeds 0,1,2 --out benchmarks/runs/estimated.json
+    python benchmarks/bench_estimated.py --table benchmarks/runs/estimated.json
+
+Every line printed: rows, sharpness (target and measured expected ROC-AUC), truth, read, interval, decision.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+TAU = 0.1
+LEVELS = (0.7, 0.8, 0.9, 0.95)
+
+
+def expected(row: dict, min_sharpness: float) -> str | None:
+    """The rule's verdict: failed for a clearly unfair target (truth ≥ 10%); for a fair control (truth ≤ 1%) passed
+    where the probabilities are sharp enough (measured expected ROC-AUC ≥ min_sharpness, or c known), else undecided."""
+    if row["target"] == "unfair" and row["true_share"] >= 0.10:
+        return "failed"
+    if row["target"] == "fair" and row["true_share"] <= 0.01:
+        sharp = row["level"] == "known" or row["sharpness"] >= min_sharpness
+        return "passed" if sharp else "undecided"
+    return None
+
+
+def _row(run: dict, level, result, wall: float, sharpness: float) -> dict:
+    check = result.sections[0].check
+    iv = check.interval
+    truth = float(np.mean(run["truth"] > TAU))
+    lo, hi = (iv.lower, iv.upper) if iv is not None else (float("nan"), float("nan"))
+    return {"level": level, "sharpness": sharpness, "true_share": truth, "flagged": check.flagged_fraction,
+            "lower": lo, "upper": hi, "covered": bool(lo <= truth <= hi), "decision": result.decision,
+            "draws": list(getattr(iv, "draws", ()) or ()), "between": getattr(iv, "between", None),
+            "not_ok": [r["rule"] for r in result.rules if r["status"] not in ("ok", "exceeded")],
+            "aux_quality": check.aux_quality, "wall_s": round(wall, 1)}
+
+
+def runs(target: str, n: int, seed: int, sources, levels, draws: int, aux_seeds: int | None) -> list[dict]:
+    """One target and seed: the known-c check, then the estimated check at every level."""
+    from bench_small_data import proxy_run
+
+    from faux_checks import load_policy
+    from faux_checks.gate.attributes import check_attributes
+    from faux_checks.gate.estimated import check_estimated
+    from faux_checks.gate.policy import Policy
+    from faux_checks.groundtruth.estimated import estimated_audit
+    from faux_checks.inputs.probabilities import expected_auc
+
+    run = proxy_run(target, n, seed, sources)
+    known = load_policy(None, protected="c").model_copy(update={"label": None})
+    frame = run["frame"].assign(c=np.where(np.asarray(run["c"]) == 1, "g1", "g0"))
+    out = []
+    start = time.perf_counter()
+    result = check_attributes(run["model"], frame, policy=known, feature_spec=run["spec"])
+    out.append(_row(run, "known", result, time.perf_counter() - start, 1.0))
+    section = {"column": "c", "groups": {"g0": "p_g0", "g1": "p_g1"}, "draws": draws}
+    payload = {**known.model_dump(), "protected_probabilities": section}
+    if aux_seeds is not None:               # each draw trains its own aux model: the draws' spread holds the seeds'
+        payload["decision"] = {**payload["decision"], "aux_seeds": aux_seeds}
+    policy = Policy.model_validate(payload)
+    for level in levels:
+        audit = estimated_audit(run["frame"], "c", level, seed=1000 + seed)
+        sharpness = expected_auc(audit[["p_g0", "p_g1"]].to_numpy())
+        start = time.perf_counter()
+        result = check_estimated(run["model"], audit, policy=policy, feature_spec=run["spec"])
+        out.append(_row(run, level, result, time.perf_counter() - start, sharpness))
+    return [{"target": target, "n": n, "seed": seed, "min_sharpness": policy.protected_probabilities.min_sharpness,
+             **r} for r in out]
+
+
+def _read(row: dict) -> str:
+    """'3.1% [2.0%, 4.5%]'."""
+    return f"{row['flagged']:.1%} [{row['lower']:.1%}, {row['upper']:.1%}]"
+
+
+def table(rows: list[dict]) -> str:
+    """Markdown: one line per rows, sharpness level and target, the seeds side by side."""
+    out = ["| rows | level (ROC-AUC of p) | measured sharpness | target | true share | read (per seed) | "
+           "intervals cover truth | decisions | right |", "|---:|---|---|---|---|---|---:|---|---:|"]
+    order = ["known"] + sorted({r["level"] for r in rows if r["level"] != "known"}, reverse=True)
+    keys = sorted({(r["n"], r["level"], r["target"]) for r in rows}, key=lambda k: (k[0], order.index(k[1]), k[2]))
+    for n, level, target in keys:
+        rs = sorted((r for r in rows if (r["n"], r["level"], r["target"]) == (n, level, target)), key=lambda r: r["seed"])
+        right = sum(1 for r in rs if r["decision"] == expected(r, r["min_sharpness"]))
+        out.append(f"| {n:,} | {level} | {', '.join(format(r['sharpness'], '.3f') for r in rs)} | {target} | "
+                   f"{', '.join(format(r['true_share'], '.1%') for r in rs)} | "
+                   f"{', '.join(_read(r) for r in rs)} | "
+                   f"{sum(r['covered'] for r in rs)}/{len(rs)} | {', '.join(r['decision'] for r in rs)} | "
+                   f"{right}/{len(rs)} |")
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", default="2000")
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--targets", default="unfair,fair")
+    ap.add_argument("--levels", default=",".join(map(str, LEVELS)))
+    ap.add_argument("--draws", type=int, default=5)
+    ap.add_argument("--aux-seeds", type=int, default=1, help="aux seeds per draw (the known line: the policy's)")
+    ap.add_argument("--out", type=Path, default=None, help="JSON file the rows are appended to (one per line)")
+    ap.add_argument("--table", type=Path, default=None, help="print the markdown table of a JSON file and exit")
+    ap.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "data")
+    args = ap.parse_args(argv)
+    if args.table:
+        print(table([json.loads(line) for line in args.table.read_text().splitlines() if line.strip()]))
+        return 0
+    import torch
+
+    from _cells import Sources
+
+    torch.set_num_threads(1)
+    sources, rows = Sources(args.data_dir), []
+    for n in map(int, args.n.split(",")):
+        for seed in map(int, args.seeds.split(",")):
+            for target in args.targets.split(","):
+                for row in runs(target, n, seed, sources, [float(v) for v in args.levels.split(",")], args.draws,
+                                args.aux_seeds):
+                    rows.append(row)
+                    verdict = expected(row, row["min_sharpness"])
+                    mark = "" if verdict is None else ("  right" if row["decision"] == verdict else "  WRONG")
+                    print(f"rows={n:5d} seed={seed} {target:6s} sharpness={row['level']!s:5s} "
+                          f"(measured {row['sharpness']:.3f}) truth={row['true_share']:6.1%} "
+                          f"read={row['flagged']:6.1%} [{row['lower']:.1%}, {row['upper']:.1%}] "
+                          f"{row['decision']}{mark} ({row['wall_s']} s) {' '.join(row['not_ok'])}", flush=True)
+                    if args.out:
+                        with open(args.out, "a") as fh:
+                            fh.write(json.dumps(row) + "\n")
+    print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
