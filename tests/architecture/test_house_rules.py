@@ -17,7 +17,7 @@ PACKAGES = {"faux_checks": "faux_checks", "faux_checks_app": "faux_checks_app", 
 LONG_FUNCTIONS = {
     ("flows/shard.py", "score_sharded"): 123,
     ("faux_checks/method/faux.py", "fit_reference"): 86,
-    ("faux_checks/method/swap.py", "fit_swap_reference"): 82, ("faux_checks/gate/stream/plan.py", "prepare_scoring"): 82,
+    ("faux_checks/method/swap.py", "fit_swap_reference"): 82,
 }
 
 
