@@ -253,16 +253,8 @@ def prepare_scoring(target_model, sample: SamplePart, *, policy: Policy, feature
     mask, dx_dc = (direct_derivative(feature_spec, protected) if uses_direct
                    else (np.zeros(X.shape[1], dtype=bool), None))
     X_aux = X[:, ~mask]
-    if aux_model is None:
-        aux = new_aux(policy, protected.kind, progress=progress)
-        aux.fit(X_aux, values, groups=codec.groups if protected_kind(codec.kind).grouped else ())
-        quality, metric = aux.quality_, aux.quality_metric_ + " (held-out rows of the training sample)"
-        hold, (y_hold, score_hold) = aux.holdout_rows_, aux.holdout_
-    else:
-        aux = given_aux(aux_model, policy, protected, X_aux.shape[1])
-        quality, metric, _ = quality_on(aux, X_aux, values, protected)
-        metric = metric.replace("on the audit rows", "on the training sample")
-        hold, y_hold, score_hold = np.arange(len(X)), values, holdout_scores(aux, X_aux)
+    aux, quality, metric, (hold, y_hold, score_hold) = _sample_aux(aux_model, policy, codec, protected, X_aux, values,
+                                                                   progress=progress)
     batch_probe = probe_batch_independence(target_model, aux, X, ~mask)
     intervals = quality_intervals(protected.kind, y_hold, score_hold, codec.groups, policy.decision.confidence,
                                   seed=policy.seed)
@@ -290,9 +282,35 @@ def prepare_scoring(target_model, sample: SamplePart, *, policy: Policy, feature
         swap_reference=swap_reference, c_std=c_std,
     )
     if aux_model is None and policy.decision.aux_seeds > 1:
-        seed_rows = seed_sample(len(X), policy)
-        lic = plan.tester(target_model, aux).evaluate(X[seed_rows], values[seed_rows], evidence=False)
-        seeds = seed_spread(target_model, policy, output, feature_spec, protected, X, values, train=np.arange(len(X)),
-                            sample=seed_rows, used_flagged=lic.decision_weights(policy.faux.delta))
-        plan = replace(plan, aux={**plan.aux, "seeds": seeds})
+        plan = _with_seed_spread(plan, target_model, aux, X, values, protected)
     return plan, aux
+
+
+def _sample_aux(aux_model, policy: Policy, codec: ProtectedCodec, protected: ProtectedAttribute, X_aux: np.ndarray,
+                values: np.ndarray, *, progress: bool) -> tuple[AuxiliaryModel, float, str, tuple]:
+    """The auxiliary model on the sample's rows X_aux (n, d_aux): trained (seeded, its held-out rows) or given (every
+    sample row). Returns ``(aux, quality, metric, (hold, y_hold, score_hold))``: the rows its quality reads, their
+    protected values and the aux model's scores on them."""
+    if aux_model is None:
+        aux = new_aux(policy, protected.kind, progress=progress)
+        aux.fit(X_aux, values, groups=codec.groups if protected_kind(codec.kind).grouped else ())
+        quality, metric = aux.quality_, aux.quality_metric_ + " (held-out rows of the training sample)"
+        hold, (y_hold, score_hold) = aux.holdout_rows_, aux.holdout_
+    else:
+        aux = given_aux(aux_model, policy, protected, X_aux.shape[1])
+        quality, metric, _ = quality_on(aux, X_aux, values, protected)
+        metric = metric.replace("on the audit rows", "on the training sample")
+        hold, y_hold, score_hold = np.arange(len(X_aux)), values, holdout_scores(aux, X_aux)
+    return aux, quality, metric, (hold, y_hold, score_hold)
+
+
+def _with_seed_spread(plan: ScoringPlan, target_model, aux: AuxiliaryModel, X: np.ndarray, values: np.ndarray,
+                      protected: ProtectedAttribute) -> ScoringPlan:
+    """The plan with the flagged fraction's spread over aux seeds (:func:`~faux_checks.gate.seeds.seed_spread`):
+    extra trainings on the sample, each scoring a seeded subset of its rows (X (n, d), protected ``values`` (n,))."""
+    policy = plan.policy
+    seed_rows = seed_sample(len(X), policy)
+    lic = plan.tester(target_model, aux).evaluate(X[seed_rows], values[seed_rows], evidence=False)
+    seeds = seed_spread(target_model, policy, plan.output, plan.feature_spec, protected, X, values,
+                        train=np.arange(len(X)), sample=seed_rows, used_flagged=lic.decision_weights(policy.faux.delta))
+    return replace(plan, aux={**plan.aux, "seeds": seeds})

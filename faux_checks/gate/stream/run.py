@@ -40,22 +40,10 @@ def _score_into(target_model, prepared: Mapping, source: DataSource, attributes,
     return counts
 
 
-def score_stream(
-    target_model,
-    source_path: str | Path,
-    *,
-    policy: Policy,
-    out_path: str | Path,
-    feature_spec: FeatureSpec | None = None,
-    aux_model=None,
-    aux_models: Mapping[str, Any] | None = None,
-    chunk_rows: int | None = None,
-    progress: bool = False,
-    model_info: dict | None = None,
-    sep: str | None = None,
-    thousands: str | None = None,
-    decimal: str | None = None,
-) -> StreamResult:
+def score_stream(target_model, source_path: str | Path, *, policy: Policy, out_path: str | Path,
+                 feature_spec: FeatureSpec | None = None, aux_model=None, aux_models: Mapping[str, Any] | None = None,
+                 chunk_rows: int | None = None, progress: bool = False, model_info: dict | None = None,
+                 sep: str | None = None, thousands: str | None = None, decimal: str | None = None) -> StreamResult:
     """Score every row of a large Parquet/CSV file with fAux in bounded memory, for every protected attribute, in this process.
 
     Parameters
@@ -109,22 +97,13 @@ def score_stream(
     fAux: Castiglione et al. 2022, eq. 9-10 (arXiv 2210.06288). Peak memory ≈ the training samples
     (attributes × ``max_train_rows`` × d float32) + one chunk's gradients and Jacobians.
     """
-    from ...inputs.estimators import as_target
-
     t0, t_wall = time.perf_counter(), time.time()
-    names = policy.attribute_names
-    if aux_model is not None:
-        if len(names) > 1:
-            raise InputError(f"aux_model gives one auxiliary model, but the policy checks {', '.join(names)}, each "
-                             "with its own; pass aux_models={attribute: model}")
-        aux_models = {names[0]: aux_model}
+    aux_models = _aux_models_by_name(policy, aux_model, aux_models)
     chunk_rows = int(chunk_rows or policy.scale.chunk_rows)
     paths = attribute_paths(out_path, policy)
-    target_model, feature_spec = as_target(target_model, feature_spec)   # a skops Pipeline brings its own spec
-    source = DataSource.open(source_path, sep=sep, thousands=thousands, decimal=decimal)
-    spec = resolve_feature_spec(source, policy, feature_spec, chunk_rows=chunk_rows)
-    check_rows(source, spec, chunk_rows=max(chunk_rows, 65_536))
-    attributes = stream_attributes(policy, source.columns)
+    target_model, source, spec, attributes = _open_source(target_model, source_path, policy, feature_spec,
+                                                          chunk_rows=chunk_rows, sep=sep, thousands=thousands,
+                                                          decimal=decimal)
     samples = sample_pass(source, attributes, feature_spec=spec, chunk_rows=chunk_rows)
     t1 = time.perf_counter()
     prepared = prepare_attributes(target_model, samples, attributes, feature_spec=spec, chunk_rows=chunk_rows,
@@ -138,3 +117,36 @@ def score_stream(
                "first_score": (first - t_wall) if first else None}
     return summarize(counts, {n: plan for n, (plan, _) in prepared.items()}, attributes, source=source, out_paths=paths, timings=timings,
                      model_info={"workers": 0, **(model_info or {})})
+
+
+def _aux_models_by_name(policy: Policy, aux_model, aux_models: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """The given auxiliary models by attribute name: ``aux_model`` is the one attribute's, ``aux_models`` any of them.
+
+    Raises
+    ------
+    InputError
+        ``aux_model`` given for a policy with several attributes (each has its own: pass ``aux_models``).
+    """
+    names = policy.attribute_names
+    if aux_model is None:
+        return aux_models
+    if len(names) > 1:
+        raise InputError(f"aux_model gives one auxiliary model, but the policy checks {', '.join(names)}, each "
+                         "with its own; pass aux_models={attribute: model}")
+    return {names[0]: aux_model}
+
+
+def _open_source(target_model, source_path: str | Path, policy: Policy, feature_spec: FeatureSpec | None, *,
+                 chunk_rows: int, sep: str | None, thousands: str | None, decimal: str | None):
+    """The source and how it is read: the target and its feature spec (given, the target's own, or the numeric
+    columns of the first chunk), every row checked against the spec, and the attributes to stream.
+
+    Returns ``(target_model, source, spec, attributes)``; raises InputError as :func:`score_stream` says.
+    """
+    from ...inputs.estimators import as_target
+
+    target_model, feature_spec = as_target(target_model, feature_spec)   # a skops Pipeline brings its own spec
+    source = DataSource.open(source_path, sep=sep, thousands=thousands, decimal=decimal)
+    spec = resolve_feature_spec(source, policy, feature_spec, chunk_rows=chunk_rows)
+    check_rows(source, spec, chunk_rows=max(chunk_rows, 65_536))
+    return target_model, source, spec, stream_attributes(policy, source.columns)
