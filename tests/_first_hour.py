@@ -128,7 +128,8 @@ def build_journey(root: Path) -> dict:
         exp = mlflow.MlflowClient(uri).create_experiment("bank-team", artifact_location=(root / "team").as_uri())
         with mlflow.start_run(experiment_id=exp):
             v = [mlflow.sklearn.log_model(_pipeline(df), name="pipeline", serialization_format="skops",
-                                          registered_model_name="bank").registered_model_version,
+                                          registered_model_name="bank", pip_requirements=["scikit-learn"]
+                                          ).registered_model_version,
                  mlflow.xgboost.log_model(booster, name="booster", registered_model_name="bank", pip_requirements=[],
                                           extra_files=[str(root / "spec" / "feature_spec.json")]
                                           ).registered_model_version,

@@ -72,9 +72,12 @@ def lending(tmp_path_factory):
     mlflow.set_tracking_uri(uri)
     try:
         exp = mlflow.MlflowClient(uri).create_experiment("lending-team", artifact_location=(root / "team").as_uri())
+        # pip_requirements given: MLflow infers them by loading the model in a child interpreter (10-60 s a call
+        # on a loaded 2-core machine); the gate never reads them
         with mlflow.start_run(experiment_id=exp):
             versions = {name: mlflow.sklearn.log_model(
                 model, name=name, serialization_format="skops", registered_model_name="lending",
+                pip_requirements=["scikit-learn"],
                 skops_trusted_types=sio.get_untrusted_types(data=sio.dumps(model))).registered_model_version
                 for name, model in (("fair", fair), ("unfair", unfair))}
     finally:

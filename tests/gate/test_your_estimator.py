@@ -100,7 +100,8 @@ def test_a_pipeline_logged_with_mlflow_sklearn_skops_gates_on_raw_rows(bank, pip
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
     with mlflow.start_run():
         info = mlflow.sklearn.log_model(pipe, name="model", serialization_format="skops",
-                                        skops_trusted_types=[], registered_model_name="bank-pipe")
+                                        skops_trusted_types=[], registered_model_name="bank-pipe",
+                                        pip_requirements=["scikit-learn"])
     folder = Path(mlflow.artifacts.download_artifacts(info.model_uri, dst_path=str(tmp_path / "dl")))
     path = mlflow_model_file(folder)
     assert path.name.endswith(".skops")
@@ -125,7 +126,8 @@ def test_a_registered_pipeline_gates_through_the_registry_download_and_the_gate_
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     mlflow.set_tracking_uri(uri)
     with mlflow.start_run():
-        mlflow.sklearn.log_model(pipe, name="model", serialization_format="skops", registered_model_name="bank-pipe")
+        mlflow.sklearn.log_model(pipe, name="model", serialization_format="skops", registered_model_name="bank-pipe",
+                                 pip_requirements=["scikit-learn"])
     model_path, spec_path = Registry(uri).download("bank-pipe", "1", tmp_path / "v1")
     assert spec_path is None and str(model_path).endswith(".skops")          # no spec attached: the pipeline's own
     outcome = validate_frame(bank, build_suite(_policy(), model_path=str(model_path)))
