@@ -69,8 +69,11 @@ def cell_metrics(cell, readings: dict) -> dict:
         entry = {}
         for delta in DELTAS:
             positive = cell.truth > delta
-            if isinstance(value, tuple):                              # coupled: (expected |Δ|, {δ: P})
+            if isinstance(value, tuple):          # coupled: (expected |Δ|, {δ: P}[, {δ: ranking score}])
                 rank, flags = value[0], np.asarray(value[1][delta], dtype=np.float64)
+                if len(value) > 2:                                    # AP of the per-person ranking score
+                    entry[f"ap_expected@{delta:g}"] = average_precision(rank, positive)
+                    rank = value[2][delta]
             else:
                 rank = value
                 flags = (np.nan_to_num(value, nan=np.inf) > delta).astype(np.float64)
