@@ -110,6 +110,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", default="3,4,5")
     ap.add_argument("--biases", default=",".join(f"{b:g}" for b in BIASES))
+    ap.add_argument("--cells", default=None, help="family:dataset:kind,... (default: the development cells; "
+                    "proxy:credit:binary is the held-out check, never tuned on)")
     ap.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "data")
     ap.add_argument("--out", type=Path, default=None, help="JSON file the rows are appended to (one run per line)")
     ap.add_argument("--table", type=Path, default=None, help="print the markdown tables of a JSON file and exit")
@@ -127,7 +129,8 @@ def main(argv=None) -> int:
     sources = _cells.Sources(args.data_dir)
     for seed in [int(s) for s in args.seeds.split(",")]:
         for bias in [float(b) for b in args.biases.split(",")]:
-            for family, dataset, kind in CELLS:
+            for family, dataset, kind in (CELLS if args.cells is None else
+                                          [tuple(c.split(":")) for c in args.cells.split(",")]):
                 row = one_cell(sources, family, dataset, kind, bias, seed)
                 m = row["0.1"]
                 print(f"{dataset} {family} {kind} bias {bias:g} seed {seed}: share {m['share']:.3f} flagged "
