@@ -55,7 +55,8 @@ def average_precision(scores, positive) -> float:
 
 
 def cell_metrics(cell, readings: dict) -> dict:
-    """Per reading and δ: AP against IFS > δ, flagged fraction (undefined rows count as flagged), undefined."""
+    """Per reading and δ: AP against IFS > δ (a coupled reading: of its per-person ranking score, and of its
+    expected change as ``ap_expected``), flagged fraction (undefined rows count as flagged), undefined."""
     out = {"family": cell.family, **cell.key, "n": int(len(cell.truth)), **{k: v for k, v in cell.meta.items()
                                                                            if isinstance(v, (int, float, str))}}
     for delta in DELTAS:
