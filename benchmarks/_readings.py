@@ -79,13 +79,13 @@ def _tester(cell, aux, *, admissible, options):
 
 def swap_scores(cell, name: str, *, declared: bool, deltas=(0.05, 0.1)):
     """One library swap reading: scores (probability points, NaN where undefined), or for a coupled reading
-    (expected |Δŷ|, {δ: P(|Δŷ| > δ), undefined rows 1})."""
+    (expected |Δŷ|, {δ: P(|Δŷ| > δ), undefined rows 1}, {δ: the per-person ranking score at δ})."""
     options = SWAP_READINGS[name][1]
     tester = _tester(cell, cell.aux, admissible=cell.admissible if declared else None, options=options)
     lic = tester.evaluate(cell.X, cell.c, evidence=False)
     if lic.outcomes is None:
         return lic.scores
-    return lic.scores, {d: lic.decision_weights(d) for d in deltas}
+    return lic.scores, {d: lic.decision_weights(d) for d in deltas}, {d: lic.ranking_score(d) for d in deltas}
 
 
 def eq9_scores(cell) -> np.ndarray:

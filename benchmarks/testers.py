@@ -55,7 +55,8 @@ def average_precision(scores, positive) -> float:
 
 
 def cell_metrics(cell, readings: dict) -> dict:
-    """Per reading and δ: AP against IFS > δ, flagged fraction (undefined rows count as flagged), undefined."""
+    """Per reading and δ: AP against IFS > δ (a coupled reading: of its per-person ranking score, and of its
+    expected change as ``ap_expected``), flagged fraction (undefined rows count as flagged), undefined."""
     out = {"family": cell.family, **cell.key, "n": int(len(cell.truth)), **{k: v for k, v in cell.meta.items()
                                                                            if isinstance(v, (int, float, str))}}
     for delta in DELTAS:
@@ -69,8 +70,11 @@ def cell_metrics(cell, readings: dict) -> dict:
         entry = {}
         for delta in DELTAS:
             positive = cell.truth > delta
-            if isinstance(value, tuple):                              # coupled: (expected |Δ|, {δ: P})
+            if isinstance(value, tuple):          # coupled: (expected |Δ|, {δ: P}[, {δ: ranking score}])
                 rank, flags = value[0], np.asarray(value[1][delta], dtype=np.float64)
+                if len(value) > 2:                                    # AP of the per-person ranking score
+                    entry[f"ap_expected@{delta:g}"] = average_precision(rank, positive)
+                    rank = value[2][delta]
             else:
                 rank = value
                 flags = (np.nan_to_num(value, nan=np.inf) > delta).astype(np.float64)

@@ -322,7 +322,7 @@ def _check_result(frame: pd.DataFrame, s: _Scored, flags: _Flags, evidence: Chec
         scores=scores_all, row_index=audit.row_index, uses_protected_directly=s.uses_direct,
         top_flagged=_top_flagged(lic, audit.row_index, readings.column_evidence, flags.flagged,
                                  groups=tuple(audit.protected.groups), decomposition=readings.decomposition,
-                                 parts_of=column_parts(audit.feature_spec, s.column, faux.admissible)),
+                                 delta=faux.delta, parts_of=column_parts(audit.feature_spec, s.column, faux.admissible)),
         curve=delta_curve(lic.scores, outcomes=lic.outcomes, weights=lic.outcome_weights), aux_roc=s.aux.roc,
         n_flagged=flags.n_flagged, interval=flags.interval, flag_probability=flags_all,
         rules=outcome.rules, aux_intervals=list(s.aux.intervals),
@@ -451,13 +451,14 @@ def _by_group_table(labels: np.ndarray, scores: np.ndarray, flagged: np.ndarray,
 
 def _top_flagged(lic: LICResult, row_index: np.ndarray, evidence: pd.DataFrame, flagged: np.ndarray, k: int = 10,
                  groups: tuple = (), decomposition: pd.DataFrame | None = None,
-                 parts_of: dict[str, str] | None = None) -> list[dict]:
-    """The ``k`` flagged individuals with the largest scores: ŷ, its counterfactual, the top evidence and (swap
+                 parts_of: dict[str, str] | None = None, delta: float = 0.0) -> list[dict]:
+    """The ``k`` flagged individuals ranked first by :meth:`~faux_checks.method.result.LICResult.ranking_score` at
+    ``delta``: ŷ, its counterfactual, the top evidence and (swap
     reading) the three parts of the change with the columns of each (:func:`~faux_checks.gate.decompose.reason_list`)."""
     if not flagged.any():
         return []
     idx = np.flatnonzero(flagged)
-    order = idx[np.argsort(-lic.scores[idx])][:k]
+    order = idx[np.argsort(-lic.ranking_score(delta)[idx], kind="stable")][:k]
     out = []
     for i in order:
         ev = evidence.iloc[i]

@@ -7,7 +7,8 @@
 - ``swap``: the default (swap) reading's reference and move; its parts ``metric``, ``shifts``, ``matching``, ``held``,
   ``quantiles``, ``torch_path``; ``counterfactual``, ``goals`` and ``chunk``: one chunk of individuals through it.
 - ``faux``: :class:`~faux_checks.method.faux.FAuxTester`, which streams individuals through them
-  (``result``: its :class:`~faux_checks.method.result.LICResult`; ``batch_probe``: the models' batch probe).
+  (``result``: its :class:`~faux_checks.method.result.LICResult`; ``ranking``: the per-person order it gives;
+  ``batch_probe``: the models' batch probe).
 
 New maths goes here, tested against closed forms (docs/method.md says what each reading means).
 """

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .ranking import ranking_score
+
 __all__ = ["LICResult"]
 
 
@@ -78,6 +80,15 @@ class LICResult:
         """
         bad = np.asarray(self.undefined, dtype=bool) | ~np.isfinite(np.asarray(self.scores, dtype=np.float64))
         return np.where(bad, 1.0, self.flag_probability(delta))
+
+    def ranking_score(self, delta: float) -> np.ndarray:
+        """Float (n,) in (0, 1]: the per-person ranking at delta, larger first (undefined rows first).
+
+        The rank of (:meth:`flag_probability`, ``scores``) in lexicographic order as a fraction of n
+        (:func:`~faux_checks.method.ranking.ranking_score`: the probability ranking principle). Without level
+        configurations it orders rows as ``scores`` does.
+        """
+        return ranking_score(self.scores, self.flag_probability(delta), self.undefined)
 
     def flagged(self, delta: float) -> np.ndarray:
         """Bool (n,): defined rows flagged at delta; undefined rows are never in it (count them apart).
