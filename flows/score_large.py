@@ -6,7 +6,8 @@ imports from there downward only.
 
 from __future__ import annotations
 
-from .shard import dask_task_runner, score_sharded
+from .dask_runner import dask_task_runner
+from .shard import score_sharded
 
 __all__ = ["run_score_sharded"]
 

@@ -28,12 +28,12 @@ are the same (a chunk never crosses a row group) and so are the samples, the mod
 
 Task runner: ``prefect_dask.DaskTaskRunner`` with a local ``distributed.LocalCluster``
 (``n_workers`` processes, ``threads_per_worker`` threads each) or a running scheduler at
-``scheduler_address``; see :func:`dask_task_runner` and :func:`faux_checks_flows.score_large.run_score_sharded`. The local
+``scheduler_address``; see :func:`faux_checks_flows.dask_runner.dask_task_runner` and :func:`faux_checks_flows.score_large.run_score_sharded`. The local
 cluster's workers get the flow's Prefect API URL, so they do not each start a temporary server
 (measured: +10 s and ~200 MB per worker otherwise). Workers of a remote scheduler need the data,
 model and work-folder paths on a shared file system and ``PREFECT_API_URL`` set, and should be
 started without Dask's ``MALLOC_TRIM_THRESHOLD_=65536`` (``distributed.nanny.pre-spawn-environ``):
-it triples the CPU time of the score pass (see :func:`_local_cluster`).
+it triples the CPU time of the score pass (:mod:`faux_checks_flows.dask_runner`).
 
 Parameters are paths, settings and small dicts; tasks use no result cache (``NO_CACHE``).
 Retries only on I/O (:func:`faux_checks_flows.common.retry_io_only`), never on bad input. The flow ends
@@ -43,7 +43,6 @@ Retries only on I/O (:func:`faux_checks_flows.common.retry_io_only`), never on b
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 import tempfile
@@ -58,10 +57,10 @@ from prefect.states import Completed, Failed
 from faux_checks.report.artifacts import markdown_text
 
 from .common import IO_TASK, run_logger
+from .dask_runner import cluster_threads
 from .shard_stages import finish_seeds, open_output, start_aux
 
-__all__ = ["carried_spec", "cluster_threads", "dask_task_runner", "plan_shards", "result_markdown", "score_sharded",
-           "ShardResult", "summary_markdown"]
+__all__ = ["carried_spec", "plan_shards", "result_markdown", "score_sharded", "ShardResult", "summary_markdown"]
 
 
 @dataclass
@@ -315,22 +314,11 @@ def score_sharded(model_path: str, data_path: str, out_path: str, policy: dict |
         Bad input (as :func:`faux_checks.gate.stream.run.score_stream`); an auxiliary model given
         for a policy with several attributes.
     """
-    from prefect.context import FlowRunContext
-
-    from faux_checks.errors import InputError
-    from faux_checks.gate.policy import Policy, load_policy
-    from faux_checks.gate.sections import attribute_key, attribute_paths, shown
-    from faux_checks.gate.stream.passes import stream_attributes, stream_columns
-    from faux_checks.gate.stream.plan import resolve_feature_spec
-    from faux_checks.gate.stream.source import DataSource, check_rows, csv_to_parquet
-    from faux_checks.inputs.tabular import FeatureSpec
+    from faux_checks.gate.sections import attribute_paths
 
     logger = run_logger()
     t0, t_wall = time.perf_counter(), time.time()
-    policy = Policy.model_validate(policy) if policy is not None else load_policy()
-    if aux_model_path and len(policy.attribute_names) > 1:
-        raise InputError(f"one auxiliary model given, but the policy checks {', '.join(policy.attribute_names)}, "
-                         "each with its own; drop the auxiliary model")
+    policy = _flow_policy(policy, aux_model_path)
     chunk_rows = int(chunk_rows or policy.scale.chunk_rows)
     out = Path(out_path)
     paths = attribute_paths(out, policy)
@@ -339,23 +327,9 @@ def score_sharded(model_path: str, data_path: str, out_path: str, policy: dict |
     work.mkdir(parents=True, exist_ok=True)
     trusted = tuple(trusted_types or ())
     try:
-        source = DataSource.open(data_path)
-        spec = resolve_feature_spec(source, policy, FeatureSpec.load(feature_spec_path) if feature_spec_path else
-                                    carried_spec(model_path, trusted), chunk_rows=chunk_rows)
-        check_rows(source, spec, chunk_rows=max(chunk_rows, 65_536))   # the same first rows named as in one process
-        attributes = stream_attributes(policy, source.columns)
-        notes = []
-        if source.format == "csv":
-            source = csv_to_parquet(source, work / "data.parquet", columns=stream_columns(spec, attributes),
-                                    chunk_rows=chunk_rows)
-            notes.append(f"CSV copied to Parquet ({source.n_row_groups} row groups of {chunk_rows:,} rows) to shard it")
-        slots = cluster_threads(FlowRunContext.get())
-        shards = plan_shards(source.row_group_rows, slots * policy.scale.shards_per_worker)
-        if len(shards) < slots:
-            notes.append(f"{len(shards)} shard(s) for {slots} worker thread(s): the file has {source.n_row_groups} row "
-                         "group(s); write it with smaller row groups to use every worker")
-        logger.info("%s: %s rows in %d row groups -> %d shards on %d worker thread(s), %d protected attribute(s)",
-                    source.path, f"{source.n_rows:,}", source.n_row_groups, len(shards), slots, len(attributes))
+        source, spec, attributes, notes = _sharded_source(data_path, policy, feature_spec_path, model_path, trusted,
+                                                          chunk_rows=chunk_rows, work=work)
+        slots, shards = _shard_plan(source, policy, len(attributes), notes, logger)
         t1 = time.perf_counter()
         samples = _global_samples(source, policy, attributes, spec, chunk_rows, shards)
         t2 = time.perf_counter()
@@ -363,21 +337,8 @@ def score_sharded(model_path: str, data_path: str, out_path: str, policy: dict |
                                 allow_pickle, trusted)
         del samples
         t3 = time.perf_counter()
-        outputs = {}    # a Parquet output is a dataset whose parts the workers write in place; a CSV merges its parts
-        try:
-            for a in attributes:
-                folder = work if len(attributes) == 1 else work / attribute_key(a.name)
-                folder.mkdir(exist_ok=True)
-                outputs[a.name] = open_output(paths[a.name], folder, len(shards))
-            results, plans = _score_shards(model_path, source, policy, attributes, started, outputs, shards,
-                                           allow_pickle, trusted)
-            t4 = time.perf_counter()
-            for output in outputs.values():
-                output.finish()
-        except BaseException:
-            for output in outputs.values():
-                output.abort()
-            raise
+        results, plans, t4 = _score_into_outputs(model_path, source, policy, attributes, started, paths, work, shards,
+                                                 allow_pickle, trusted)
         t5 = time.perf_counter()
     finally:
         if own_work_dir:
@@ -385,6 +346,99 @@ def score_sharded(model_path: str, data_path: str, out_path: str, policy: dict |
     times = {"t0": t0, "t1": t1, "t2": t2, "t3": t3, "t4": t4, "t5": t5, "wall": t_wall}
     result = _merged_result(results, plans, attributes, source, paths, times, notes,
                             {"model_path": model_path, "shards": [list(s) for s in shards], "worker_threads": slots})
+    return _flow_state(result, policy, data_path, logger)
+
+
+def _flow_policy(payload: dict | None, aux_model_path: str | None):
+    """The flow's policy: ``payload`` as ``Policy.model_dump(mode="json")`` gives it, or the shipped default.
+
+    Raises
+    ------
+    InputError
+        One auxiliary model given for a policy with several attributes (each has its own).
+    """
+    from faux_checks.errors import InputError
+    from faux_checks.gate.policy import Policy, load_policy
+
+    policy = Policy.model_validate(payload) if payload is not None else load_policy()
+    if aux_model_path and len(policy.attribute_names) > 1:
+        raise InputError(f"one auxiliary model given, but the policy checks {', '.join(policy.attribute_names)}, "
+                         "each with its own; drop the auxiliary model")
+    return policy
+
+
+def _sharded_source(data_path: str, policy, feature_spec_path: str | None, model_path: str, trusted: tuple[str, ...],
+                    *, chunk_rows: int, work: Path):
+    """The source and how it is read (module docstring, step 1): the feature spec (the given file, the one a skops
+    Pipeline carries, or the numeric columns), every row checked against it as in one process, the attributes, and a
+    CSV copied to Parquet in the work folder (one row group per chunk) so that it can be sharded.
+
+    Returns ``(source, spec, attributes, notes)``; raises InputError as
+    :func:`faux_checks.gate.stream.run.score_stream` does.
+    """
+    from faux_checks.gate.stream.passes import stream_attributes, stream_columns
+    from faux_checks.gate.stream.plan import resolve_feature_spec
+    from faux_checks.gate.stream.source import DataSource, check_rows, csv_to_parquet
+    from faux_checks.inputs.tabular import FeatureSpec
+
+    source = DataSource.open(data_path)
+    spec = resolve_feature_spec(source, policy, FeatureSpec.load(feature_spec_path) if feature_spec_path else
+                                carried_spec(model_path, trusted), chunk_rows=chunk_rows)
+    check_rows(source, spec, chunk_rows=max(chunk_rows, 65_536))   # the same first rows named as in one process
+    attributes = stream_attributes(policy, source.columns)
+    notes = []
+    if source.format == "csv":
+        source = csv_to_parquet(source, work / "data.parquet", columns=stream_columns(spec, attributes),
+                                chunk_rows=chunk_rows)
+        notes.append(f"CSV copied to Parquet ({source.n_row_groups} row groups of {chunk_rows:,} rows) to shard it")
+    return source, spec, attributes, notes
+
+
+def _shard_plan(source, policy, n_attributes: int, notes: list[str], logger) -> tuple[int, list[tuple[int, int]]]:
+    """The cluster's worker threads and the shards (:func:`plan_shards`, ``shards_per_worker`` per thread); a note
+    when the file has too few row groups to use every worker."""
+    from prefect.context import FlowRunContext
+
+    slots = cluster_threads(FlowRunContext.get())
+    shards = plan_shards(source.row_group_rows, slots * policy.scale.shards_per_worker)
+    if len(shards) < slots:
+        notes.append(f"{len(shards)} shard(s) for {slots} worker thread(s): the file has {source.n_row_groups} row "
+                     "group(s); write it with smaller row groups to use every worker")
+    logger.info("%s: %s rows in %d row groups -> %d shards on %d worker thread(s), %d protected attribute(s)",
+                source.path, f"{source.n_rows:,}", source.n_row_groups, len(shards), slots, n_attributes)
+    return slots, shards
+
+
+def _score_into_outputs(model_path: str, source, policy, attributes, started: dict, paths: dict, work: Path, shards,
+                        allow_pickle: bool, trusted: tuple[str, ...]) -> tuple[list[ShardResult], dict, float]:
+    """The score pass (:func:`_score_shards`) into each attribute's output: a Parquet dataset whose parts the workers
+    write in place, or a CSV merged from its parts; every output is aborted when a shard fails. Returns the shards'
+    results, the plans and the time the scores ended (``time.perf_counter``)."""
+    from faux_checks.gate.sections import attribute_key
+
+    outputs = {}    # a Parquet output is a dataset whose parts the workers write in place; a CSV merges its parts
+    try:
+        for a in attributes:
+            folder = work if len(attributes) == 1 else work / attribute_key(a.name)
+            folder.mkdir(exist_ok=True)
+            outputs[a.name] = open_output(paths[a.name], folder, len(shards))
+        results, plans = _score_shards(model_path, source, policy, attributes, started, outputs, shards,
+                                       allow_pickle, trusted)
+        scored = time.perf_counter()
+        for output in outputs.values():
+            output.finish()
+    except BaseException:
+        for output in outputs.values():
+            output.abort()
+        raise
+    return results, plans, scored
+
+
+def _flow_state(result, policy, data_path: str, logger):
+    """The flow's end state: ``Completed`` when the decision is passed, ``Failed`` otherwise, with the result as its
+    data; the shown section (:func:`faux_checks.gate.sections.shown`) as the Markdown artifact and the log line."""
+    from faux_checks.gate.sections import shown
+
     one = shown(result, policy)
     create_markdown_artifact(key="fairness-score-sharded", markdown=result_markdown(one),
                              description=f"sharded fAux scores of {markdown_text(data_path)}")
@@ -392,16 +446,6 @@ def score_sharded(model_path: str, data_path: str, out_path: str, policy: dict |
     if result.decision != "passed":
         return Failed(message=repr(one), data=result)
     return Completed(message=repr(one), data=result)
-
-
-def cluster_threads(ctx) -> int:
-    """Worker threads of the flow's Dask cluster (1 when the task runner is not Dask)."""
-    from prefect_dask import DaskTaskRunner
-
-    runner = getattr(ctx, "task_runner", None)
-    if not isinstance(runner, DaskTaskRunner):
-        return 1
-    return max(1, sum(runner.client.nthreads().values()))  # starts the cluster (lazily created on first use)
 
 
 def result_markdown(result) -> str:
@@ -427,53 +471,3 @@ def summary_markdown(s) -> str:
         lines += [f"| {md(g)} | {r.n:,} | {r.flagged:,} | {r.flagged_fraction:.4f} | {r.undefined:,} |"
                   for g, r in s.by_group.iterrows()]
     return "\n".join(lines)
-
-
-# ---------------------------------------------------------------------------- task runner
-def _local_cluster(**kwargs):
-    """A ``distributed.LocalCluster`` whose workers use the flow's Prefect API (no server per worker)."""
-    import dask
-    import distributed
-    from prefect.context import FlowRunContext
-
-    ctx = FlowRunContext.get()
-    env = dict(kwargs.pop("env", None) or {})
-    url = str(ctx.client.api_url) if ctx is not None and getattr(ctx, "client", None) is not None else None
-    if url:
-        env.setdefault("PREFECT_API_URL", url)
-    threads = str(kwargs.get("threads_per_worker", 1))
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        env.setdefault(var, threads)
-    for var in ("PREFECT_HOME", "DO_NOT_TRACK", "PREFECT_SERVER_ANALYTICS_ENABLED"):
-        if var in os.environ:
-            env.setdefault(var, os.environ[var])
-    # Dask starts workers with MALLOC_TRIM_THRESHOLD_=65536, which also turns off glibc's dynamic mmap
-    # threshold: every temporary above 128 kB is then mapped and unmapped per chunk. Measured on the
-    # fAux chunks (d = 100, 16,384 rows): 3x the CPU time (86k vs 251k rows per CPU-second). Unset it.
-    with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
-        return distributed.LocalCluster(env=env, **kwargs)
-
-
-def dask_task_runner(*, workers: int | None = None, threads_per_worker: int = 1, scheduler_address: str | None = None):
-    """The DaskTaskRunner for the settings: a running scheduler, or a new local cluster.
-
-    Parameters
-    ----------
-    workers : int, optional
-        Worker processes of the local cluster (default: one per CPU core).
-    threads_per_worker : int
-    scheduler_address : str, optional
-        ``tcp://host:8786`` of a running Dask scheduler; ``workers`` is then ignored.
-    """
-    from prefect_dask import DaskTaskRunner
-
-    from faux_checks.errors import InputError
-
-    if scheduler_address:
-        return DaskTaskRunner(address=scheduler_address)
-    if workers is not None and workers < 1:
-        raise InputError(f"workers must be >= 1 for a Dask cluster, got {workers}; score in one process with "
-                         "faux_checks.gate.stream.run.score_stream (CLI: --workers 0)")
-    return DaskTaskRunner(cluster_class=_local_cluster, cluster_kwargs={
-        "n_workers": int(workers or os.cpu_count() or 1), "threads_per_worker": int(threads_per_worker),
-        "processes": True, "dashboard_address": None, "silence_logs": logging.ERROR})

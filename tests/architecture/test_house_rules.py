@@ -15,7 +15,6 @@ PACKAGES = {"faux_checks": "faux_checks", "faux_checks_app": "faux_checks_app", 
 #: Functions longer than 80 lines when the rule was written, with their length then: each may shrink or be split,
 #: never grow; a function not listed here may not pass 80 lines.
 LONG_FUNCTIONS = {
-    ("flows/shard.py", "score_sharded"): 123,
     ("faux_checks/method/faux.py", "fit_reference"): 86,
     ("faux_checks/method/swap.py", "fit_swap_reference"): 82,
 }
