@@ -149,3 +149,12 @@ def harness():
 
     with prefect_test_harness(server_startup_timeout=300):
         yield PREFECT_API_URL.value()
+
+
+def pytest_runtest_setup(item):
+    """Once MLflow's stores are imported in this process, a new sqlite registry gets the tables of one migrated
+    copy (:func:`_support.use_migrated_copies`); nothing is imported here."""
+    if "mlflow.store.db.utils" in sys.modules:
+        from _support import use_migrated_copies
+
+        use_migrated_copies(_TMP)
