@@ -285,3 +285,57 @@ class FirstInputs(nn.Module):
 
     def forward(self, x):
         return self.lin(x[:, : self.k])
+
+
+# ------------------------------------------------------------------ MLflow sqlite registries from one migrated copy
+def copy_migrated_schema(initialize, template: str):
+    """MLflow's ``_initialize_tables`` for an empty sqlite file: the tables of ``template``, migrated once.
+
+    A fresh sqlite registry runs MLflow's create_all and every alembic migration (~1.2 s of CPU each; 10-24 s
+    of wall time on a loaded 2-core machine), and most registry tests create one. The template is migrated by
+    ``initialize`` itself (MLflow's own function) in an empty file on first use, and SQLite's backup API copies
+    its pages whole into the new file: the same tables, indexes and alembic revision. ``_initialize_tables``
+    writes no rows (the tracking store then writes the Default experiment with the registry's own artifact
+    root): tests/registry/test_registry.py compares the two. Any other database, or a file that already has
+    tables, goes through ``initialize``.
+    """
+    import os
+    import sqlite3
+
+    import sqlalchemy
+
+    def initialize_tables(engine):
+        path = engine.url.database
+        if engine.url.get_backend_name() != "sqlite" or not path or path == ":memory:" or \
+                sqlalchemy.inspect(engine).get_table_names():
+            return initialize(engine)
+        if not os.path.exists(template):
+            scratch = f"{template}.{os.getpid()}.tmp"
+            fresh = sqlalchemy.create_engine(f"sqlite:///{scratch}")
+            try:
+                initialize(fresh)
+            finally:
+                fresh.dispose()
+            os.replace(scratch, template)
+        source, target = sqlite3.connect(template), sqlite3.connect(path)
+        try:
+            source.backup(target)
+        finally:
+            source.close()
+            target.close()
+        return None
+
+    initialize_tables.migrated_from = initialize
+    return initialize_tables
+
+
+def use_migrated_copies(folder: str) -> None:
+    """MLflow's stores in this process create a new sqlite registry from one migrated copy kept in ``folder``
+    (:func:`copy_migrated_schema`); a second call changes nothing."""
+    import mlflow.store.db.utils as utils
+    import mlflow.store.model_registry.sqlalchemy_store as registry_store
+
+    if getattr(utils._initialize_tables, "migrated_from", None) is None:
+        utils._initialize_tables = copy_migrated_schema(utils._initialize_tables,
+                                                        str(Path(folder) / "mlflow-migrated.db"))
+    registry_store._initialize_tables = utils._initialize_tables
