@@ -150,8 +150,6 @@ def audit_batch(model_path: str, spec_path: str | None, reference, current, poli
     aux = {name: a for name, (a, _, _) in per.items() if a is not None}
     scores = {name: s for name, (_, s, _) in per.items() if s is not None}
     aux_source = {name: src for name, (_, _, src) in per.items()}
-    if not policy.reports_per_attribute:  # run_audit takes a protected = "..." policy's one attribute's bare
-        aux, scores, aux_source = aux.get(policy.protected), scores.get(policy.protected), aux_source[policy.protected]
     return run_audit(load_model(model_path), reference, current, policy=policy,
                      feature_spec=FeatureSpec.load(spec_path) if spec_path else None, evidence_dir=evidence_dir,
                      model_info=model_info, gate_record=gate_record, aux_model=aux, reference_scores=scores,
@@ -197,7 +195,7 @@ def write_audit_report(result, report_dir: str, model_info: dict, data: list[dic
     artifacts = {p.stem.replace("_", " "): p.name for p in sorted(Path(report_dir).glob("evidently_*.html"))}
     history = report_history(Registry(tracking_uri), model_info["name"])
     audit = result.to_dict()
-    attributes = audit.pop("attributes", None)  # a several-attribute audit: the report's own `attributes` sections
+    attributes = audit.pop("attributes", None)  # one section per attribute: the report's own `attributes`
     paths = write_report(report_dir, kind="audit", decision=result.decision, reasons=result.reasons,
                          check=None if current is None else current.to_dict(), audit=audit, model=model_info,
                          history=history, data=data, artifacts=artifacts, attributes=attributes)
@@ -248,7 +246,7 @@ def record_audit(model_name: str, version: str, tracking_uri: str | None, report
     }
     sections = report.get("attributes") or []
     by_attribute = []
-    for a in sections:  # several attributes: per attribute metrics and tags, in the gate's style (fairness_audit_attr_<key>_...)
+    for a in sections:  # per attribute metrics and tags, in the gate's style (fairness_audit_attr_<key>_...)
         drift_of = a.get("audit") or {}
         values = {"flagged_fraction_reference": drift_of.get("flagged_fraction_reference"),
                   "flagged_fraction_current": drift_of.get("flagged_fraction_current"),

@@ -319,7 +319,7 @@ def score_sharded(model_path: str, data_path: str, out_path: str, policy: dict |
 
     from faux_checks.errors import InputError
     from faux_checks.gate.policy import Policy, load_policy
-    from faux_checks.gate.sections import attribute_key, attribute_paths, shown
+    from faux_checks.gate.sections import attribute_key, attribute_paths
     from faux_checks.gate.stream.passes import stream_attributes, stream_columns
     from faux_checks.gate.stream.plan import resolve_feature_spec
     from faux_checks.gate.stream.source import DataSource, check_rows, csv_to_parquet
@@ -385,13 +385,12 @@ def score_sharded(model_path: str, data_path: str, out_path: str, policy: dict |
     times = {"t0": t0, "t1": t1, "t2": t2, "t3": t3, "t4": t4, "t5": t5, "wall": t_wall}
     result = _merged_result(results, plans, attributes, source, paths, times, notes,
                             {"model_path": model_path, "shards": [list(s) for s in shards], "worker_threads": slots})
-    one = shown(result, policy)
-    create_markdown_artifact(key="fairness-score-sharded", markdown=result_markdown(one),
+    create_markdown_artifact(key="fairness-score-sharded", markdown=result_markdown(result),
                              description=f"sharded fAux scores of {markdown_text(data_path)}")
-    logger.info("%r", one)
+    logger.info("%r", result)
     if result.decision != "passed":
-        return Failed(message=repr(one), data=result)
-    return Completed(message=repr(one), data=result)
+        return Failed(message=repr(result), data=result)
+    return Completed(message=repr(result), data=result)
 
 
 def cluster_threads(ctx) -> int:

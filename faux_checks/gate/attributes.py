@@ -144,6 +144,9 @@ class AttributesResult(Outcome):
         raise KeyError(f"no protected attribute {attribute!r}; checked: {[s.attribute for s in self.sections]}")
 
     def __repr__(self) -> str:
+        """One attribute: its check's line (the gate's decision and reasons are its own); several: each one's."""
+        if len(self.sections) == 1:
+            return repr(self.sections[0].check)
         parts = ", ".join(f"{s.attribute} {s.check.decision} {_pct(s.check.flagged_fraction)}" for s in self.sections)
         return f"{self.decision} over {len(self.sections)} protected attributes: {parts}"
 
