@@ -32,7 +32,7 @@ from faux_checks.report.artifacts import markdown_text
 
 from .common import IO_TASK, TASK, failed_state, run_logger, slug
 
-__all__ = ["AUDIT_PROGRESS", "audit", "data_written_at"]
+__all__ = ["AUDIT_PROGRESS", "audit", "data_written_at", "linked_batches"]
 
 #: The audit run of this process, for a caller whose command stops early (``faux_checks_app.standing``):
 #: ``model_name``, ``version`` (once found), ``stage`` (``running``, ``recording``, ``recorded``, ``superseded``)
@@ -143,6 +143,7 @@ def audit_batch(model_path: str, spec_path: str | None, reference, current, poli
     source = policy_path or ("the policy recorded by the gate" if policy_json else "the shipped default policy")
     run_logger().info("audit policy: %s (sha256 %s…)", source, policy.sha256()[:12])
     Path(evidence_dir).mkdir(parents=True, exist_ok=True)
+    reference, current = linked_batches(policy, reference, current)
     # one auxiliary model per attribute: the gate's records/ (one attribute) or records/<attribute_key>/ (several)
     per = {name: _gate_aux(records, one, gate_record.get("run_id")) for name, one in policy.attribute_policies().items()}
     for name, (_, _, src) in per.items():
@@ -154,6 +155,23 @@ def audit_batch(model_path: str, spec_path: str | None, reference, current, poli
                      feature_spec=FeatureSpec.load(spec_path) if spec_path else None, evidence_dir=evidence_dir,
                      model_info=model_info, gate_record=gate_record, aux_model=aux, reference_scores=scores,
                      aux_source=aux_source)
+
+
+def linked_batches(policy, reference, current):
+    """Both batches with c joined from the policy's ``[protected_file]`` by its key, as the gate joins its audit data
+    (:func:`faux_checks.gate.unmatched.gate_rows`: unmatched rows refused, c never a model input); the batches
+    themselves without one.
+
+    Raises
+    ------
+    ConfigurationError
+        Every join error, with the count of unmatched rows and their first keys
+        (:func:`faux_checks.gate.unmatched.gate_rows`).
+    """
+    from faux_checks.gate.unmatched import gate_rows
+
+    return (gate_rows(reference, policy, audit_name="the reference data"),
+            gate_rows(current, policy, audit_name="the current batch"))
 
 
 def _gate_aux(records: tuple[str | None, str] | None, policy, run_id: str | None):
