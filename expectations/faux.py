@@ -1,9 +1,12 @@
-"""The fAux individual-fairness check as a Great Expectations expectation.
+"""The fAux individual-fairness check and the library's gate as Great Expectations expectations.
 
 ``faux.check`` (metric provider) makes one call into :func:`faux_checks.gate.one_attribute.check_one_attribute` on the
 whole batch and returns ``CheckResult.to_dict()``; :class:`ExpectFauxFlaggedFractionToBeAtMost`
-succeeds when that check's decision is ``"passed"``. Modelled on GX's
-``expect_column_mean_to_be_between`` / ``column_mean`` (docs/architecture.md, "Adapters stay thin").
+succeeds when that check's decision is ``"passed"``. ``faux.gate`` reads every attribute's ``faux.check`` (the
+same metrics, computed once) and returns the library's decision over them all
+(:func:`faux_checks.gate.attributes.gate_of_checks`); :class:`ExpectFauxGateToPass` records it and succeeds
+when it is ``"passed"``. Modelled on GX's ``expect_column_mean_to_be_between`` / ``column_mean``
+(docs/architecture.md, "Adapters stay thin").
 """
 
 from __future__ import annotations
@@ -13,17 +16,21 @@ from typing import Any, ClassVar, Dict, Optional, Union
 from great_expectations.compatibility import pydantic
 from great_expectations.compatibility.typing_extensions import override
 from great_expectations.execution_engine import ExecutionEngine, PandasExecutionEngine
-from great_expectations.expectations.expectation import ColumnAggregateExpectation
+from great_expectations.expectations.expectation import BatchExpectation, ColumnAggregateExpectation
 from great_expectations.expectations.metrics.column_aggregate_metric_provider import ColumnAggregateMetricProvider
 from great_expectations.expectations.metrics.metric_provider import metric_value
+from great_expectations.expectations.metrics.table_metric_provider import TableMetricProvider
+from great_expectations.validator.metric_configuration import MetricConfiguration
 
 from faux_checks.gate.policy import Policy
 
 from ._inputs import cached_model, table_records
 
-__all__ = ["ExpectFauxFlaggedFractionToBeAtMost", "FauxCheck", "FAUX_METRIC"]
+__all__ = ["ExpectFauxFlaggedFractionToBeAtMost", "ExpectFauxGateToPass", "FauxCheck", "FauxGate", "FAUX_METRIC",
+           "GATE_METRIC"]
 
 FAUX_METRIC = "faux.check"
+GATE_METRIC = "faux.gate"
 
 EXPECTATION_SHORT_DESCRIPTION = (
     "Expect the share of individuals flagged by the fAux individual-fairness test (LIC score > δ) "
@@ -148,3 +155,91 @@ class ExpectFauxFlaggedFractionToBeAtMost(ColumnAggregateExpectation):
         details["check"] = check
         return {"success": check.get("decision") == "passed",
                 "result": {"observed_value": check.get("flagged_fraction"), "details": details}}
+
+
+GATE_POLICY_DESCRIPTION = "The whole gate policy as JSON (every protected attribute; Policy.model_dump_json())."
+
+
+class FauxGate(TableMetricProvider):
+    """``faux.gate``: the library's decision over every protected attribute of the policy, as a JSON-ready dict.
+
+    Depends on each attribute's ``faux.check`` with the fAux expectation's exact domain and value kwargs (its
+    single-attribute policy, :meth:`Policy.attribute_policies`), so GX runs each check once for both; the
+    value is :func:`faux_checks.gate.attributes.gate_of_checks` of those checks (a check that raised makes
+    this metric raise too: the suite is then ``undecided``).
+    """
+
+    metric_name = GATE_METRIC
+    value_keys = ("model_path", "feature_spec_path", "aux_model_path", "policy_json")
+
+    @classmethod
+    @override
+    def _get_evaluation_dependencies(cls, metric: MetricConfiguration, configuration=None, execution_engine=None,
+                                     runtime_configuration: Optional[dict] = None):
+        dependencies = super()._get_evaluation_dependencies(
+            metric=metric, configuration=configuration, execution_engine=execution_engine,
+            runtime_configuration=runtime_configuration)
+        kw = metric.metric_value_kwargs or {}
+        table = {k: v for k, v in (metric.metric_domain_kwargs or {}).items() if k != "column"}
+        for name, one in Policy.model_validate_json(kw["policy_json"]).attribute_policies().items():
+            dependencies[f"{FAUX_METRIC}:{name}"] = MetricConfiguration(
+                metric_name=FAUX_METRIC,
+                metric_domain_kwargs={k: name if k == "column" else table.get(k) for k in FauxCheck.domain_keys},
+                metric_value_kwargs={"model_path": kw.get("model_path"), "feature_spec_path": kw.get("feature_spec_path"),
+                                     "aux_model_path": kw.get("aux_model_path"), "policy_json": one.model_dump_json()})
+        return dependencies
+
+    @metric_value(engine=PandasExecutionEngine)
+    def _pandas(cls, execution_engine, metric_domain_kwargs: dict, metric_value_kwargs: dict,
+                metrics: dict[str, Any], runtime_configuration: dict) -> dict:
+        from faux_checks.gate.attributes import gate_of_checks
+
+        policy = Policy.model_validate_json(metric_value_kwargs["policy_json"])
+        checks = {name: metrics.get(f"{FAUX_METRIC}:{name}") for name in policy.attribute_names}
+        return gate_of_checks(policy, table_records(execution_engine, metric_domain_kwargs), checks)
+
+
+class ExpectFauxGateToPass(BatchExpectation):
+    __doc__ = f"""Expect the library's gate over every protected attribute of the policy to pass.
+
+    Records the decision of :func:`faux_checks.gate.attributes.gate_of_checks` over the suite's fAux checks
+    (one per attribute: the decision :func:`faux_checks.gate.attributes.check_attributes` takes); success is
+    that decision being ``"passed"``.
+
+    Args:
+        model_path (str): {MODEL_PATH_DESCRIPTION}
+        feature_spec_path (str or None): {FEATURE_SPEC_PATH_DESCRIPTION}
+        aux_model_path (str or None): {AUX_MODEL_PATH_DESCRIPTION}
+        policy_json (str): {GATE_POLICY_DESCRIPTION}
+
+    Returns:
+        ``observed_value`` = the decision; ``details`` holds ``decision``, ``reasons``, ``rules`` and
+        ``attributes`` (one section per attribute) under ``"gate"``.
+
+    Notes:
+        Castiglione et al. 2022, fAux (arXiv 2210.06288). A metric that raised surfaces as the expectation's
+        ``exception_info``; the suite's decision is then ``undecided`` (faux_checks_gx.suite.validate_frame).
+    """
+
+    model_path: str = pydantic.Field(min_length=1, description=MODEL_PATH_DESCRIPTION)
+    feature_spec_path: Optional[str] = pydantic.Field(None, description=FEATURE_SPEC_PATH_DESCRIPTION)
+    aux_model_path: Optional[str] = pydantic.Field(None, description=AUX_MODEL_PATH_DESCRIPTION)
+    policy_json: str = pydantic.Field(min_length=2, description=GATE_POLICY_DESCRIPTION)
+
+    library_metadata: ClassVar[Dict[str, Union[str, list, bool]]] = ExpectFauxFlaggedFractionToBeAtMost.library_metadata
+    _library_metadata = library_metadata
+
+    metric_dependencies = (GATE_METRIC,)
+    success_keys = ("model_path", "feature_spec_path", "aux_model_path", "policy_json")
+    args_keys = success_keys
+
+    @override
+    def _validate(self, metrics: Dict, runtime_configuration: Optional[dict] = None,
+                  execution_engine: Optional[ExecutionEngine] = None) -> Dict[str, Any]:
+        gate = metrics.get(GATE_METRIC)
+        if not isinstance(gate, dict):
+            return {"success": False, "result": {"observed_value": None, "details": {
+                "metric_missing": True, "decision": "undecided",
+                "reasons": [f"metric {GATE_METRIC} was not computed"]}}}
+        return {"success": gate.get("decision") == "passed",
+                "result": {"observed_value": gate.get("decision"), "details": {"gate": gate}}}

@@ -1,10 +1,12 @@
 """The gate suite: built from the policy, validated on a DataFrame, stored as JSON.
 
-:func:`validate_frame` turns GX's validation result into rule rows and lets the gate's engine
-decide (:func:`faux_checks.gate.decision.decide`): the fAux check's own rules (aux quality,
-evidence, undefined scores, the flagged fraction's bounds), one rule per gating baseline
-expectation, and a ``not computed`` rule for an expectation that raised or lacks its metric. It
-fails closed: no fAux expectation or an ``undecided`` fAux check give ``"undecided"``, never ``"passed"``.
+The suite's gate expectation (:class:`~faux_checks_gx.faux.ExpectFauxGateToPass`) records the library's
+decision over every protected attribute (:func:`faux_checks.gate.attributes.gate_of_checks` of the fAux
+checks); :func:`validate_frame` carries it as it is. What GX adds can only lower it, decided with the
+gate's engine (:func:`faux_checks.gate.decision.decide`) over the library's rules and these rows: a
+failing gating baseline expectation, a foreign expectation someone added (gating), and a ``not computed``
+row for an expectation that raised or lacks its metric. It fails closed: no fAux or gate expectation, or
+an ``undecided`` check, give ``"undecided"``, never ``"passed"``.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from faux_checks.errors import InputError
 from faux_checks.gate.decision import Outcome, rule_row
 from faux_checks.gate.policy import Policy
 
-from .faux import ExpectFauxFlaggedFractionToBeAtMost
+from .faux import ExpectFauxFlaggedFractionToBeAtMost, ExpectFauxGateToPass
 from .testers import SHIPPED_EXPECTATIONS, expectation_for, tester_expectation
 
 __all__ = ["SuiteOutcome", "build_suite", "validate_frame", "save_suite", "load_suite", "TESTER_EXPECTATIONS"]
@@ -33,6 +35,7 @@ __all__ = ["SuiteOutcome", "build_suite", "validate_frame", "save_suite", "load_
 logger = logging.getLogger(__name__)
 
 FAUX_TYPE = ExpectFauxFlaggedFractionToBeAtMost.expectation_type
+GATE_TYPE = ExpectFauxGateToPass.expectation_type
 #: The shipped testers' expectation classes (a registered tester's is :func:`.testers.tester_expectation`).
 TESTER_EXPECTATIONS = SHIPPED_EXPECTATIONS
 
@@ -41,7 +44,7 @@ def _is_ours(kind: str) -> bool:
     """Whether ``kind`` is the fAux expectation or a tester's of the table (shipped or built from an entry)."""
     from faux_checks.gate.tester_table import TESTERS
 
-    if kind == FAUX_TYPE:
+    if kind in (FAUX_TYPE, GATE_TYPE):
         return True
     for name in TESTERS:
         try:
@@ -60,10 +63,11 @@ class SuiteOutcome(Outcome):
     ----------
     decision : {"passed", "failed", "undecided"}
     reasons : list of str
-        The rule that produced the decision first, then the fAux check's reasons and notes on
-        non-gating baseline failures.
+        The library's reasons (the rule that produced the decision first), the rows GX added that lowered
+        it, then notes on non-gating baseline failures.
     check : dict or None
-        ``CheckResult.to_dict()`` of the fAux check; None when it could not run.
+        ``CheckResult.to_dict()`` of the attribute that decided (the first whose own decision is the
+        suite's); None when no check ran.
     expectations : list of dict
         Per expectation: ``type``, ``success``, ``observed_value``, ``gating``, ``exception``.
     gx_success : bool
@@ -71,13 +75,14 @@ class SuiteOutcome(Outcome):
     rules : list of dict
         The rule rows the engine decided from (the report's rules table).
     attributes : list of dict
-        A suite over several protected attributes (one fAux expectation each): per attribute, in
-        suite order, ``attribute`` and its ``check`` (``CheckResult.to_dict()``, None when it could not
-        run); ``check`` above is then the check of the first attribute whose own decision is the
-        suite's (the one that decided). Empty for one attribute.
+        One section per protected attribute (:func:`faux_checks.gate.sections.section_dict`), in the policy's
+        order, as the gate expectation recorded them; empty when it did not run.
+    library : dict or None
+        The library's decision as the gate expectation recorded it (``decision``, ``reasons``, ``rules``,
+        ``attributes``); None when it did not run.
     policy : dict or None
-        Several attributes: the whole policy (JSON form), set by the caller that expanded it
-        (``faux_checks_flows.gate.validate``); each check records its own attribute's policy.
+        The whole policy (JSON form), set by the caller that expanded it (``faux_checks_flows.gate.validate``);
+        each check records its own attribute's policy.
     gx_result : dict or None
         GX's validation result as JSON (``ExpectationSuiteValidationResult.to_json_dict()``); None
         when GX did not run.
@@ -93,6 +98,7 @@ class SuiteOutcome(Outcome):
     gx_success: bool = False
     rules: list[dict] = field(default_factory=list)
     attributes: list[dict] = field(default_factory=list)
+    library: dict | None = None
     policy: dict | None = None
     gx_result: dict | None = None
     regression: list[dict] = field(default_factory=list)
@@ -108,9 +114,10 @@ def build_suite(
     aux_model_path: str | None = None,
     name: str = "fairness-gate",
 ) -> gx.ExpectationSuite:
-    """One fAux expectation plus one expectation per enabled baseline tester, per protected attribute of the policy.
+    """One fAux expectation plus one expectation per enabled baseline tester, per protected attribute of the policy,
+    then the gate expectation that records the library's decision over them all.
 
-    A policy with ``[[attributes]]`` gives each attribute (and intersection) its own expectations,
+    Each attribute (and intersection) has its own expectations,
     built from its single-attribute policy (:meth:`Policy.attribute_policies`); the column of an
     intersection (``sex×race``) must be in the validated frame
     (:func:`faux_checks.gate.attributes.add_intersections`).
@@ -138,6 +145,9 @@ def build_suite(
     expectations: list[Any] = []
     for one in policy.attribute_policies().values():
         expectations += _attribute_expectations(one, model_path, feature_spec_path, aux_model_path)
+    expectations.append(ExpectFauxGateToPass(
+        model_path=str(model_path), feature_spec_path=None if feature_spec_path is None else str(feature_spec_path),
+        aux_model_path=None if aux_model_path is None else str(aux_model_path), policy_json=policy.model_dump_json()))
     return gx.ExpectationSuite(name=name, expectations=expectations)
 
 
@@ -242,80 +252,56 @@ def _fmt(value: Any) -> str:
 
 
 def _decide(result) -> SuiteOutcome:
-    """Read GX's validation result into rule rows and decide with the gate's engine (rules in :func:`validate_frame`).
-
-    Several fAux expectations (one per protected attribute): each expectation's rules are prefixed
-    with its column and one decision is taken over all of them by
-    :func:`faux_checks.gate.sections.combine`, as in the library's own gate.
-    """
-    from faux_checks.gate.sections import combine
+    """The library's decision recorded by the gate expectation, lowered only by the rows GX adds (module docstring)."""
+    from faux_checks.gate.decision import Decision, decide
 
     columns = list(dict.fromkeys(r.expectation_config.kwargs.get("column") for r in result.results
                                  if r.expectation_config.type == FAUX_TYPE))
     several = len(columns) > 1
-    own = str(columns[0]) if columns else ""
     rows: list[dict] = []
-    parts: list[tuple[str, list[dict]]] = []
+    added: list[dict] = []
     raised: dict[str, list[str]] = {}  # exception message -> expectation types that raised it
     notes: list[str] = []
-    check: dict | None = None
-    checks: dict[str, dict | None] = {c: None for c in columns}
+    gate: dict | None = None
+    checks: dict = {}
     for r in result.results:
-        kind = r.expectation_config.type
-        column = r.expectation_config.kwargs.get("column")
-        rules: list[dict] = []
+        kind, config = r.expectation_config.type, r.expectation_config
+        column = config.kwargs.get("column")
         res = r.result or {}
         details = res.get("details") or {}
-        is_faux = kind == FAUX_TYPE
-        # fAux always gates; a foreign expectation someone added to the suite gates too (fail closed)
-        gating = True if is_faux else bool(r.expectation_config.kwargs.get("gating", not _is_ours(kind)))
+        # fAux and the gate always gate; a foreign expectation someone added to the suite gates too (fail closed)
+        gating = True if kind in (FAUX_TYPE, GATE_TYPE) else bool(config.kwargs.get("gating", not _is_ours(kind)))
         error = _exception_message(r.exception_info)
         rows.append({"type": kind, "success": bool(r.success), "observed_value": res.get("observed_value"),
                      "gating": gating, "exception": error})
         if error is not None:
-            raised.setdefault(f"{column}: {error}" if several else error, []).append(kind)
+            raised.setdefault(f"{column}: {error}" if several and column else error, []).append(kind)
         elif details.get("metric_missing"):
-            rules.append(rule_row(kind, "not computed", f"{kind}: {(details.get('reasons') or ['its metric is missing'])[0]}"))
-        elif is_faux:
-            check = checks[column] = details.get("check")
-            rules += _faux_rules(check, bool(r.success))
+            added.append(rule_row(kind, "not computed", f"{kind}: {(details.get('reasons') or ['its metric is missing'])[0]}"))
+        elif kind == GATE_TYPE:
+            gate = details.get("gate")
+        elif kind == FAUX_TYPE:
+            checks[column] = details.get("check")    # its decision is the library's to combine (the gate's)
         elif not r.success:
             msg = f"{kind}: observed {_fmt(res.get('observed_value'))} exceeds its limit {_fmt(details.get('limit'))}"
             if gating:
-                rules.append(rule_row(kind, "exceeded", f"gating {msg}", res.get("observed_value"), details.get("limit")))
+                added.append(rule_row(kind, "exceeded", f"gating {msg}", res.get("observed_value"), details.get("limit")))
             else:
                 notes.append(f"{column}: non-gating, reported only: {msg}" if several else
                              f"non-gating, reported only: {msg}")
-        elif gating:
-            rules.append(rule_row(kind, "ok", f"{kind}: observed {_fmt(res.get('observed_value'))} within its limit "
-                                  f"{_fmt(details.get('limit'))}", res.get("observed_value"), details.get("limit")))
-        parts.append((str(column) if several else own, rules))   # one fAux attribute: every row is its own
-    shared = [rule_row("expectation raised", "not computed", f"{msg} (raised by {', '.join(kinds)})")
-              for msg, kinds in raised.items()]
-    outcome = combine([(None, shared), *parts])
-    attributes = [{"attribute": c, "check": checks[c]} for c in columns] if several else []
-    if several:  # the headline check: the first attribute whose own decision is the suite's
-        check = next((a["check"] for a in attributes if (a["check"] or {}).get("decision") == outcome.decision),
-                     next((a["check"] for a in attributes if a["check"]), None))
-    reasons = list(outcome.reasons)
-    if outcome.decision != "passed":
-        reasons += [n for n in notes if n not in reasons]
-    if not several:
-        reasons += [c for c in (check or {}).get("reasons") or [] if not any(c in r for r in reasons)]
-    if outcome.decision == "passed":
-        reasons += notes
-    return SuiteOutcome(outcome.decision, reasons, check, rows, bool(result.success), outcome.rules, attributes)
-
-
-def _faux_rules(check: dict | None, success: bool) -> list[dict]:
-    """The fAux check's own rules, less its baseline testers (their expectations are the suite's rows for them)."""
-    own = [r for r in (check or {}).get("rules") or [] if not str(r.get("rule", "")).startswith("tester:")]
-    if own:
-        return own
-    decision = (check or {}).get("decision")
-    first = ((check or {}).get("reasons") or ["no reason recorded"])[0]
-    status = "ok" if decision == "passed" and success else "exceeded" if decision == "failed" else "not computed"
-    return [rule_row("fAux check", status, f"fAux check {decision or 'gave no decision'}: {first}")]
+    added = [rule_row("expectation raised", "not computed", f"{msg} (raised by {', '.join(kinds)})")
+             for msg, kinds in raised.items()] + added
+    if gate is None and not added:
+        added = [rule_row(GATE_TYPE, "not computed", f"the suite recorded no library decision ({GATE_TYPE}); "
+                          "rebuild the suite from the policy (faux_checks_gx.build_suite)")]
+    library = Decision(gate["decision"], list(gate["reasons"]), list(gate["rules"])) if gate else None
+    outcome = library if library is not None and not added else decide([*added, *(library.rules if library else [])])
+    attributes = list((gate or {}).get("attributes") or [])
+    found = [a["check"] for a in attributes if a.get("check")] or [c for c in checks.values() if c]
+    check = next((c for c in found if c.get("decision") == outcome.decision), found[0] if found else None)
+    reasons = list(outcome.reasons) + [n for n in notes if n not in outcome.reasons]
+    return SuiteOutcome(outcome.decision, reasons, check, rows, bool(result.success), list(outcome.rules), attributes,
+                        library=gate)
 
 
 # ---------------------------------------------------------------------------------- store

@@ -84,7 +84,6 @@ def check(model, data: pd.DataFrame, *, protected: str | Sequence[str] | None = 
 
     target, spec = as_target(model, feature_spec)
     from .gate.attributes import check_attributes
-    from .gate.sections import shown
 
     policy, rows = _linked_policy(policy, protected_file, join_on)
     if policy.protected_file is not None:
@@ -98,7 +97,7 @@ def check(model, data: pd.DataFrame, *, protected: str | Sequence[str] | None = 
         result = check_estimated(target, data, policy=policy, feature_spec=spec, progress=progress)
     else:
         result = check_attributes(target, data, policy=policy, feature_spec=spec, progress=progress)
-    return FairnessCheck(shown(result, policy), policy,
+    return FairnessCheck(result, policy,
                          index=data.index if isinstance(data, pd.DataFrame) else None)
 
 
@@ -153,8 +152,9 @@ class FairnessCheck:
 
     Attributes
     ----------
-    result : CheckResult or AttributesResult
-        The engine's result, unchanged.
+    result : AttributesResult
+        The engine's result over every protected attribute, unchanged (``result["sex"]``: one attribute's
+        :class:`~faux_checks.gate.result.CheckResult`).
     policy : Policy
         The policy as used.
     index : pandas Index or None
@@ -184,11 +184,7 @@ class FairnessCheck:
     @property
     def _checks(self) -> dict[str, Any]:
         """Attribute name -> CheckResult (one entry for one attribute)."""
-        sections = getattr(self.result, "sections", None)
-        if sections is None:
-            assert self.policy.protected is not None    # a one-attribute result: its policy names the attribute
-            return {self.policy.protected: self.result}
-        return {s.attribute: s.check for s in sections}
+        return {s.attribute: s.check for s in self.result.sections}
 
     # ---------------------------------------------------------------- DataFrames
     @property
@@ -237,11 +233,8 @@ class FairnessCheck:
         from .report.build import build_report
 
         res = self.result
-        several = getattr(res, "sections", None) is not None
-        main = res.deciding.check if several else res
-        return build_report(decision=res.decision, reasons=list(res.reasons), check=main.to_dict(),
-                            rules=list(res.rules) if several else None,
-                            attributes=[s.to_dict() for s in res.sections] if several else None,
+        return build_report(decision=res.decision, reasons=list(res.reasons), check=res.deciding.check.to_dict(),
+                            rules=list(res.rules), attributes=[s.to_dict() for s in res.sections],
                             policy=self.policy.model_dump(mode="json"), policy_sha256=self.policy.sha256())
 
     def _repr_html_(self) -> str:

@@ -89,9 +89,9 @@ def _write_undecided_report(report_dir: Path, args, exc: BaseException) -> None:
 def _check(args, report_dir: Path | None) -> int:
     """``check``: every protected attribute of the policy (one for ``protected = "..."``), one decision.
 
-    One path for one or several attributes (:func:`faux_checks.gate.attributes.check_attributes`); a
-    ``protected = "..."`` policy prints, writes and reports its one check in the shape it always had
-    (:attr:`Policy.reports_per_attribute`).
+    One path and one output shape for one or several attributes
+    (:func:`faux_checks.gate.attributes.check_attributes`): the report and ``--json`` hold one section per
+    attribute and the decision over them all; the printed lines name each attribute when there are several.
     """
     from faux_checks.gate.attributes import check_attributes
     from faux_checks.inputs.io import read_table, write_scores
@@ -103,11 +103,12 @@ def _check(args, report_dir: Path | None) -> int:
     from faux_checks.inputs.limits import set_model_limits
 
     set_model_limits(policy.operations)   # size, tree and probe limits on the model files
-    names, sectioned = policy.attribute_names, policy.reports_per_attribute
+    names = policy.attribute_names
+    several = len(names) > 1
     if args.aux_model and len(names) > 1:
         raise FauxChecksError(f"--aux-model gives one auxiliary model, but the policy checks {len(names)} protected "
                               f"attributes ({', '.join(names)}), each with its own; drop --aux-model")
-    scores_out = _scores_paths(args.scores_out, names, per_attribute=sectioned)
+    scores_out = _scores_paths(args.scores_out, names)
     eprint(f"[1/4] loading model {args.model}")
     model = load_model(args.model, allow_pickle=args.allow_pickle, trusted_types=args.trust_type or ())
     aux = load_model(args.aux_model, allow_pickle=args.allow_pickle) if args.aux_model else None
@@ -120,7 +121,7 @@ def _check(args, report_dir: Path | None) -> int:
     _check_configuration(args, policy, model, spec, _estimated_rows(args, policy, spec, frame))
     from .output import library_output_to_stderr
 
-    if sectioned:
+    if several:
         eprint(f"[3/4] fAux check of {len(names)} protected attributes ({', '.join(names)}) on {len(frame):,} rows, "
                "one auxiliary model each")
     else:
@@ -142,16 +143,16 @@ def _check(args, report_dir: Path | None) -> int:
     for section in result.sections:
         if section.attribute in scores_out:
             write_scores(scores_out[section.attribute], section.check)
-            eprint(f"      {section.attribute + ': ' if sectioned else ''}scores written to {scores_out[section.attribute]}")
+            eprint(f"      {section.attribute + ': ' if several else ''}scores written to {scores_out[section.attribute]}")
     sections = {"rules": result.rules, "attributes": [s.to_dict() for s in result.sections],
-                "policy": policy.model_dump(mode="json"), "policy_sha256": policy.sha256()} if sectioned else {}
+                "policy": policy.model_dump(mode="json"), "policy_sha256": policy.sha256()}
     if report_dir is not None:
         paths = write_report(report_dir, decision=result.decision, reasons=result.reasons,
                              check=result.deciding.check.to_dict(), **sections,
                              model={"path": str(args.model), "sha256": model_sha256(args.model)})
         eprint(f"[4/4] report: {paths['html']}")
-    return _print_check(args, result if sectioned else result.deciding.check, report_dir, model_sha256(args.model),
-                        [f"{s.attribute}: {s.check!r}" for s in result.sections] if sectioned else [])
+    return _print_check(args, result, report_dir, model_sha256(args.model),
+                        [f"{s.attribute}: {s.check!r}" for s in result.sections] if several else [])
 
 
 def _check_policy(args):
@@ -206,8 +207,8 @@ def _check_configuration(args, policy, model, spec, frame) -> None:
                      encoding_is_configuration=False)
 
 
-def _scores_paths(scores_out: str | None, names: list[str], *, per_attribute: bool) -> dict[str, Path]:
-    """Where ``--scores-out`` writes each attribute's scores: the path itself for a ``protected = "..."`` policy,
+def _scores_paths(scores_out: str | None, names: list[str]) -> dict[str, Path]:
+    """Where ``--scores-out`` writes each attribute's scores: the path itself for one attribute,
     else one file per attribute beside it (``scores.sex.csv``, :func:`~faux_checks.gate.attributes.attribute_key`).
 
     Raises
@@ -220,8 +221,8 @@ def _scores_paths(scores_out: str | None, names: list[str], *, per_attribute: bo
     if not scores_out:
         return {}
     base = Path(scores_out)
-    paths = ({n: base.with_name(f"{base.stem}.{attribute_key(n)}{base.suffix}") for n in names} if per_attribute
-             else {names[0]: base})
+    paths = ({n: base.with_name(f"{base.stem}.{attribute_key(n)}{base.suffix}") for n in names}
+             if len(names) > 1 else {names[0]: base})
     taken = [str(p) for p in paths.values() if p.exists()]
     if taken:
         raise FauxChecksError(f"{', '.join(taken)} exist already; choose another --scores-out (nothing is overwritten)")
@@ -310,15 +311,11 @@ def cmd_score_large(args) -> int:
                                     chunk_rows=chunk_rows, work_dir=args.work_dir, allow_pickle=args.allow_pickle,
                                     trusted_types=args.trust_type or ())
     eprint(f"      done in {time.perf_counter() - t0:.1f} s; scores written to {result.out_path}")
-    from faux_checks.gate.sections import shown
-
-    # a protected = "..." policy prints its one attribute's summary; [[attributes]] the gate, then each section
-    one = shown(result, policy)
-    say(repr(one))
-    for section in result.sections if one is result else ():
+    say(repr(result))        # one attribute: its summary's line; several: the gate's, then each section's
+    for section in result.sections if len(result.sections) > 1 else ():
         say(f"  {section.attribute}: {section.summary!r}")
-    for reason in one.reasons:
+    for reason in result.reasons:
         say(f"  - {reason}")
-    for note in one.notes:
+    for note in result.notes:
         say(f"  note: {note}")
     return result.exit_code

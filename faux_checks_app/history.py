@@ -27,7 +27,7 @@ def print_table(rows: list[dict], extra: dict[str, dict[str, str]] | None = None
     records = [VersionRecord.from_tags(r) for r in rows]
     gates = [rec.gate or GateRecord.from_tags(r) for r, rec in zip(rows, records, strict=True)]
     extra = dict(extra or {})
-    if any(g.attributes for g in gates):  # a several-attribute gate: one cell per version
+    if any(len(g.attributes) > 1 for g in gates):  # a several-attribute gate: one cell per version
         extra = {"by attribute": {str(r.get("version")): attributes_cell(g) for r, g in zip(rows, gates, strict=True)}, **extra}
     header = ["version", "decision", "flagged", "95% CI", "by group", *extra, "aux AUC", "baselines", "last audit", "alias"]
     table = []
@@ -53,7 +53,7 @@ def print_table(rows: list[dict], extra: dict[str, dict[str, str]] | None = None
 
 def attributes_cell(gate) -> str:
     """'sex failed 13.3%, race passed 0.4%' from a several-attribute gate's record (a
-    :class:`~faux_checks.registry.records.GateRecord`); '-' for one attribute.
+    :class:`~faux_checks.registry.records.GateRecord`); '-' for none.
 
     The other columns (flagged, CI, by group, aux AUC) show the attribute that decided
     (tag ``fairness_deciding_attribute``).

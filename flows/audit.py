@@ -32,7 +32,7 @@ from faux_checks.report.artifacts import markdown_text
 
 from .common import IO_TASK, TASK, failed_state, run_logger, slug
 
-__all__ = ["AUDIT_PROGRESS", "audit", "data_written_at"]
+__all__ = ["AUDIT_PROGRESS", "audit", "data_written_at", "linked_batches"]
 
 #: The audit run of this process, for a caller whose command stops early (``faux_checks_app.standing``):
 #: ``model_name``, ``version`` (once found), ``stage`` (``running``, ``recording``, ``recorded``, ``superseded``)
@@ -143,6 +143,7 @@ def audit_batch(model_path: str, spec_path: str | None, reference, current, poli
     source = policy_path or ("the policy recorded by the gate" if policy_json else "the shipped default policy")
     run_logger().info("audit policy: %s (sha256 %s…)", source, policy.sha256()[:12])
     Path(evidence_dir).mkdir(parents=True, exist_ok=True)
+    reference, current = linked_batches(policy, reference, current)
     # one auxiliary model per attribute: the gate's records/ (one attribute) or records/<attribute_key>/ (several)
     per = {name: _gate_aux(records, one, gate_record.get("run_id")) for name, one in policy.attribute_policies().items()}
     for name, (_, _, src) in per.items():
@@ -150,12 +151,27 @@ def audit_batch(model_path: str, spec_path: str | None, reference, current, poli
     aux = {name: a for name, (a, _, _) in per.items() if a is not None}
     scores = {name: s for name, (_, s, _) in per.items() if s is not None}
     aux_source = {name: src for name, (_, _, src) in per.items()}
-    if not policy.reports_per_attribute:  # run_audit takes a protected = "..." policy's one attribute's bare
-        aux, scores, aux_source = aux.get(policy.protected), scores.get(policy.protected), aux_source[policy.protected]
     return run_audit(load_model(model_path), reference, current, policy=policy,
                      feature_spec=FeatureSpec.load(spec_path) if spec_path else None, evidence_dir=evidence_dir,
                      model_info=model_info, gate_record=gate_record, aux_model=aux, reference_scores=scores,
                      aux_source=aux_source)
+
+
+def linked_batches(policy, reference, current):
+    """Both batches with c joined from the policy's ``[protected_file]`` by its key, as the gate joins its audit data
+    (:func:`faux_checks.gate.unmatched.gate_rows`: unmatched rows refused, c never a model input); the batches
+    themselves without one.
+
+    Raises
+    ------
+    ConfigurationError
+        Every join error, with the count of unmatched rows and their first keys
+        (:func:`faux_checks.gate.unmatched.gate_rows`).
+    """
+    from faux_checks.gate.unmatched import gate_rows
+
+    return (gate_rows(reference, policy, audit_name="the reference data"),
+            gate_rows(current, policy, audit_name="the current batch"))
 
 
 def _gate_aux(records: tuple[str | None, str] | None, policy, run_id: str | None):
@@ -197,7 +213,7 @@ def write_audit_report(result, report_dir: str, model_info: dict, data: list[dic
     artifacts = {p.stem.replace("_", " "): p.name for p in sorted(Path(report_dir).glob("evidently_*.html"))}
     history = report_history(Registry(tracking_uri), model_info["name"])
     audit = result.to_dict()
-    attributes = audit.pop("attributes", None)  # a several-attribute audit: the report's own `attributes` sections
+    attributes = audit.pop("attributes", None)  # one section per attribute: the report's own `attributes`
     paths = write_report(report_dir, kind="audit", decision=result.decision, reasons=result.reasons,
                          check=None if current is None else current.to_dict(), audit=audit, model=model_info,
                          history=history, data=data, artifacts=artifacts, attributes=attributes)
@@ -248,7 +264,7 @@ def record_audit(model_name: str, version: str, tracking_uri: str | None, report
     }
     sections = report.get("attributes") or []
     by_attribute = []
-    for a in sections:  # several attributes: per attribute metrics and tags, in the gate's style (fairness_audit_attr_<key>_...)
+    for a in sections:  # per attribute metrics and tags, in the gate's style (fairness_audit_attr_<key>_...)
         drift_of = a.get("audit") or {}
         values = {"flagged_fraction_reference": drift_of.get("flagged_fraction_reference"),
                   "flagged_fraction_current": drift_of.get("flagged_fraction_current"),

@@ -70,7 +70,7 @@ def record_uris(run_id: str, records: dict[str, str]) -> dict[str, str | None]:
 
 
 def whole_policy(outcome) -> dict:
-    """``policy`` and ``policy_sha256`` for the report of a several-attribute gate (empty otherwise)."""
+    """``policy`` and ``policy_sha256`` for the report of a gate that records its whole policy (empty otherwise)."""
     policy = dict(getattr(outcome, "policy", None) or {})
     if not policy:
         return {}
@@ -93,7 +93,7 @@ def given_policy(check: dict, policy_path: str | None) -> dict:
 
 
 def attribute_metrics(attributes: list[dict]) -> dict[str, float]:
-    """Run metrics of a several-attribute gate: ``attributes/<key>/flagged_fraction`` (and ``_lower``, ``_upper``)."""
+    """Run metrics of each protected attribute: ``attributes/<key>/flagged_fraction`` (and ``_lower``, ``_upper``)."""
     metrics = {}
     for a in attributes:
         interval = a.get("interval") or {}
@@ -105,7 +105,7 @@ def attribute_metrics(attributes: list[dict]) -> dict[str, float]:
 
 
 def attribute_tags(attributes: list[dict], check: dict) -> dict:
-    """Version tags of a several-attribute gate (none for one attribute).
+    """Version tags of the gate's attributes (one or several; none when the outcome has no sections).
 
     ``fairness_attributes``: the attributes, comma-separated; ``fairness_deciding_attribute``: the one
     whose check the headline tags (``fairness_flagged_fraction``, ...) carry; per attribute (its
@@ -159,7 +159,7 @@ def write_records(folder: Path, outcome, policy_path: str | None) -> dict[str, s
 
 def group_metrics(check: dict, attributes: list[dict] | None = None) -> dict[str, float]:
     """Per-group MLflow metrics: ``flagged_fraction.<group>``, ``flagged_fraction_defined.<group>``, ``n.<group>``
-    (group names made key-safe); several attributes: ``attributes/<key>/flagged_fraction.<group>``, ... each."""
+    (group names made key-safe); with the gate's attribute sections: ``attributes/<key>/flagged_fraction.<group>``, ... each."""
     if attributes:
         return {f"attributes/{a['key']}/{name}": value for a in attributes
                 for name, value in group_metrics(a.get("check") or {}).items()}
@@ -194,13 +194,14 @@ def policy_tags(check: dict, policy_path: str | None, outcome=None) -> tuple[str
 
 
 def aux_key_tag(check: dict, records: dict[str, str], attributes: list) -> dict[str, str]:
-    """``fairness_aux_key``: the key of the run's one recorded auxiliary model (none with several attributes);
+    """``fairness_aux_key``: the key of the run's one recorded auxiliary model (a gate over one attribute; none with
+    several, whose records are per attribute);
     ``fairness_aux_seed_keys``: ``"<seed>:<key> ..."`` of its recorded extra seeds (restored by a re-gate too)."""
     from faux_checks.registry.records import AUX_KEY_TAG, AUX_SEED_KEYS_TAG
 
     provenance = check.get("provenance") or {}
     key = provenance.get("aux_key")
-    if not (key and "aux_model" in records and not attributes):
+    if not (key and "aux_model" in records and len(attributes) <= 1):
         return {}
     seeds = " ".join(f"{k}:{v}" for k, v in (provenance.get("aux_seed_keys") or {}).items() if v)
     return {AUX_KEY_TAG: key, **({AUX_SEED_KEYS_TAG: seeds} if seeds else {})}

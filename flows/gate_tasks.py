@@ -103,13 +103,11 @@ def validate(frame, policy_path: str | None, model_path: str, spec_path: str | N
     suite = build_suite(policy, model_path=model_path, feature_spec_path=spec_path, aux_model_path=aux_model_path)
     with _recording(records_dir, several=len(policy.attribute_names) > 1), trusting(trusted_types):
         outcome = validate_frame(add_intersections(frame, policy), suite)
-    if not policy.reports_per_attribute:        # the shape a one-attribute gate always recorded: no sections
-        return outcome
-    checks = ({a["attribute"]: a["check"] for a in outcome.attributes} if outcome.attributes
-              else {policy.attribute_names[0]: outcome.check})          # [[attributes]] declaring one
-    sections, notes = attribute_sections(policy, frame, checks)
-    return replace(outcome, attributes=sections, reasons=list(outcome.reasons) + notes,
-                   policy={**policy.model_dump(mode="json"), "sha256": policy.sha256()})
+    whole = {**policy.model_dump(mode="json"), "sha256": policy.sha256()}
+    if outcome.attributes:                      # the library's sections, as the suite recorded them
+        return replace(outcome, policy=whole)
+    sections, _ = attribute_sections(policy, frame, {policy.attribute_names[0]: outcome.check} if outcome.check else {})
+    return replace(outcome, attributes=sections, policy=whole)
 
 
 def _recording(records_dir: str | None, *, several: bool):

@@ -346,7 +346,7 @@ def score_sharded(model_path: str, data_path: str, out_path: str, policy: dict |
     times = {"t0": t0, "t1": t1, "t2": t2, "t3": t3, "t4": t4, "t5": t5, "wall": t_wall}
     result = _merged_result(results, plans, attributes, source, paths, times, notes,
                             {"model_path": model_path, "shards": [list(s) for s in shards], "worker_threads": slots})
-    return _flow_state(result, policy, data_path, logger)
+    return _flow_state(result, data_path, logger)
 
 
 def _flow_policy(payload: dict | None, aux_model_path: str | None):
@@ -434,18 +434,15 @@ def _score_into_outputs(model_path: str, source, policy, attributes, started: di
     return results, plans, scored
 
 
-def _flow_state(result, policy, data_path: str, logger):
+def _flow_state(result, data_path: str, logger):
     """The flow's end state: ``Completed`` when the decision is passed, ``Failed`` otherwise, with the result as its
-    data; the shown section (:func:`faux_checks.gate.sections.shown`) as the Markdown artifact and the log line."""
-    from faux_checks.gate.sections import shown
-
-    one = shown(result, policy)
-    create_markdown_artifact(key="fairness-score-sharded", markdown=result_markdown(one),
+    data; the result as the Markdown artifact and the log line."""
+    create_markdown_artifact(key="fairness-score-sharded", markdown=result_markdown(result),
                              description=f"sharded fAux scores of {markdown_text(data_path)}")
-    logger.info("%r", one)
+    logger.info("%r", result)
     if result.decision != "passed":
-        return Failed(message=repr(one), data=result)
-    return Completed(message=repr(one), data=result)
+        return Failed(message=repr(result), data=result)
+    return Completed(message=repr(result), data=result)
 
 
 def result_markdown(result) -> str:

@@ -102,16 +102,10 @@ def run_audit(
     gate_record : dict, optional
         What the gate recorded (``flagged_fraction``, ``data_sha256``): compared with the
         reference check and noted when they differ.
-    aux_model : torch module or AuxiliaryModel, optional
-        The gate's auxiliary model: both batches are scored with it (score drift then measures
-        the data); without it each batch trains its own.
-    reference_scores : ndarray of shape (m,), optional
-        The gate's recorded defined scores: the KS test's reference.
-    aux_source : dict, optional
-        Where ``aux_model`` came from (``source``, ``note``, ``run_id``), reported as given.
-
-    With ``[[attributes]]``, ``aux_model``, ``reference_scores`` and ``aux_source`` are mappings from attribute
-    name (``sex``, ``sex×race``) to that attribute's (a missing name is retrained).
+    aux_model, reference_scores, aux_source : mapping from attribute name (``sex``, ``sex×race``), optional
+        The gate's auxiliary model (both batches are scored with it; an attribute not named trains its own on
+        each batch), its recorded defined scores of shape (m,) (the KS test's reference) and where it came from
+        (``source``, ``note``, ``run_id``, reported as given). A name the policy does not check: InputError.
 
     Returns
     -------
@@ -145,18 +139,26 @@ def run_audit(
                                    gate_record=gate_record, model_info=model_info)
     result = AuditResult(decision=decision, reasons=reasons, limits=limits, drift=drift, fairness=deciding.fairness,
                          classification=classification, timings=timings, provenance=jsonable(provenance),
-                         attributes=tuple(attributes) if policy.reports_per_attribute else ())
+                         attributes=tuple(attributes))
     logger.info("%r", result)
     return result
 
 
 def _per_attribute(policy: Policy, given: dict) -> dict[str, dict]:
-    """Each gate input (``aux_model``, ``reference_scores``, ``aux_source``) as a mapping from attribute name:
-    as given with ``[[attributes]]``, keyed by the one attribute's name for ``protected = "..."``."""
+    """Each gate input (``aux_model``, ``reference_scores``, ``aux_source``) as a mapping from attribute name.
+
+    Raises
+    ------
+    InputError
+        A mapping names an attribute the policy does not check (each such name, and the policy's).
+    """
     names = policy.attribute_names
-    if policy.reports_per_attribute:
-        return {key: dict(value or {}) for key, value in given.items()}
-    return {key: ({names[0]: value} if value is not None else {}) for key, value in given.items()}
+    unknown = sorted({str(n) for value in given.values() for n in (value or {}) if n not in names})
+    if unknown:
+        raise InputError(f"aux_model, reference_scores and aux_source map protected attribute names to the gate's "
+                         f"inputs; {unknown} {'is' if len(unknown) == 1 else 'are'} not checked by the policy "
+                         f"(it checks {names}): key them by these names")
+    return {key: dict(value or {}) for key, value in given.items()}
 
 
 def _classification_step(target_model, reference: pd.DataFrame, current: pd.DataFrame, *, policy: Policy,
@@ -223,7 +225,7 @@ def _fairness_sections(target_model, derived_ref: pd.DataFrame, derived_cur: pd.
                                   model_info=model_info, aux_model=given["aux_model"].get(name),
                                   reference_scores=given["reference_scores"].get(name),
                                   aux_source=given["aux_source"].get(name))
-        key = f"fairness_drift.{name}" if policy.reports_per_attribute else "fairness_drift"
+        key = f"fairness_drift.{name}"
         timings[key] = time.perf_counter() - t0
         timings.update({f"{key}.{k}": v for k, v in fairness.timings.items()})
         if fairness.error:
@@ -286,7 +288,6 @@ def _audit_provenance(policy: Policy, feature_spec: FeatureSpec | None, referenc
         "current": {"sha256": data_sha256(current), "n_rows": len(current)},
         "packages": {**package_versions(), **installed_versions(OPTIONAL_PACKAGES)},
         "gate_record": gate_record or {},
-        **({"attributes": [a.attribute for a in attributes], "deciding_attribute": deciding.attribute}
-           if policy.reports_per_attribute else {}),
+        "attributes": [a.attribute for a in attributes], "deciding_attribute": deciding.attribute,
         **(model_info or {}),
     }

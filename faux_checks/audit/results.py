@@ -179,7 +179,7 @@ class ClassificationQuality:
 
 @dataclass(frozen=True)
 class AuditAttribute:
-    """One protected attribute's fairness drift in an audit of a policy with ``[[attributes]]``.
+    """One protected attribute's fairness drift in an audit (one per attribute the policy checks).
 
     Attributes
     ----------
@@ -237,9 +237,9 @@ class AuditResult(Outcome):
     provenance : dict
         Hashes and row counts of both batches, policy hash, seed, package versions.
     attributes : tuple of AuditAttribute
-        A policy with ``[[attributes]]``: one per attribute, in the policy's order (``fairness`` is
-        then the deciding attribute's, and every per-attribute limit is prefixed ``attribute/``);
-        empty for one attribute.
+        One per protected attribute, in the policy's order (``fairness`` is the deciding attribute's;
+        with several, every per-attribute limit is prefixed ``attribute/``); empty only for an audit
+        that could not run (:meth:`undecided`).
     """
 
     decision: str

@@ -37,13 +37,13 @@ from ..inputs.tabular import FeatureSpec
 from ..kinds import protected_kind
 from ..provenance import jsonable
 from .one_attribute import check_one_attribute
-from .decision import Outcome
+from .decision import EXIT_CODES, Decision, Outcome, exit_code_for, rule_row
 from .policy_schema import INTERSECTION_SEPARATOR, Policy
 from .result import CheckResult
-from .sections import cells_note, combine, section_dict
+from .sections import Part, cells_note, combine, section_dict
 
 __all__ = ["AttributeSection", "AttributesResult", "add_intersections", "attribute_sections", "check_attributes",
-           "intersection_cells", "shared_feature_spec"]
+           "gate_of_checks", "intersection_cells", "shared_feature_spec"]
 
 
 @dataclass(frozen=True)
@@ -110,6 +110,36 @@ def attribute_sections(policy: Policy, frame: pd.DataFrame, checks: Mapping[str,
     return sections, notes
 
 
+def gate_of_checks(policy: Policy, frame: pd.DataFrame, checks: Mapping[str, dict | None]) -> dict:
+    """The gate's decision over every protected attribute from each attribute's check dict (the GX suite's path).
+
+    The decision :func:`check_attributes` takes over its checks: one :func:`~faux_checks.gate.sections.combine`
+    of each attribute's decided check (a check that did not run: a ``not computed`` rule) with the
+    intersections' cell notes.
+
+    Parameters
+    ----------
+    policy, frame, checks
+        As :func:`attribute_sections`.
+
+    Returns
+    -------
+    dict
+        JSON-ready, as :meth:`AttributesResult.to_dict`: ``decision``, ``exit_code``, ``reasons``, ``rules`` and
+        ``attributes`` (:func:`attribute_sections`).
+    """
+    sections, notes = attribute_sections(policy, frame, checks)
+    parts: list[Part] = []
+    for s in sections:
+        c = s["check"]
+        parts.append((s["attribute"], Decision(c["decision"], list(c.get("reasons") or []), list(c.get("rules") or []))
+                      if c is not None and c.get("decision") in EXIT_CODES else
+                      [rule_row("fAux check", "not computed", f"fAux check did not run: {s['reasons'][0]}")]))
+    outcome = combine(parts, notes=notes)
+    return jsonable({"decision": outcome.decision, "exit_code": exit_code_for(outcome.decision),
+                     "reasons": list(outcome.reasons), "rules": list(outcome.rules), "attributes": sections})
+
+
 @dataclass(frozen=True)
 class AttributesResult(Outcome):
     """The gate's outcome over every protected attribute (:func:`check_attributes`).
@@ -144,6 +174,9 @@ class AttributesResult(Outcome):
         raise KeyError(f"no protected attribute {attribute!r}; checked: {[s.attribute for s in self.sections]}")
 
     def __repr__(self) -> str:
+        """One attribute: its check's line (the gate's decision and reasons are its own); several: each one's."""
+        if len(self.sections) == 1:
+            return repr(self.sections[0].check)
         parts = ", ".join(f"{s.attribute} {s.check.decision} {_pct(s.check.flagged_fraction)}" for s in self.sections)
         return f"{self.decision} over {len(self.sections)} protected attributes: {parts}"
 

@@ -81,6 +81,10 @@ def load_policy(path: str | Path | None = None, **overrides) -> Policy:
 #: read with these applied, so that a version gated earlier can still be audited with its own policy.
 RENAMED_KEYS = ((("audit", "min_group_rows"), ("decision", "min_group_rows")),)
 
+#: Keys a policy may not set, with why and what to do: refused by :func:`policy_errors` with these words.
+REFUSED_KEYS = {"reports_per_attribute": "not a setting: every output has one section per protected attribute and "
+                                         "one decision over them all, for one attribute as for several; remove it"}
+
 
 def recorded_policy(policy_json: str) -> Policy:
     """A policy recorded by an earlier gate (JSON), read with :data:`RENAMED_KEYS` applied.
@@ -126,6 +130,9 @@ def policy_errors(exc: ValidationError) -> str:
     problems = []
     for e in exc.errors():
         key = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in e["loc"]).lstrip(".") or "(policy)"
+        if e["type"] == "extra_forbidden" and key in REFUSED_KEYS:
+            problems.append(f"{key}: {REFUSED_KEYS[key]}")
+            continue
         if e["type"] == "extra_forbidden":
             problems.append(f"{key}: unknown key (a typo would turn a setting off silently); remove or rename it")
             continue

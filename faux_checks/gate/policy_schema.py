@@ -241,17 +241,6 @@ class Policy(StrictSection):
         return data
 
     @property
-    def reports_per_attribute(self) -> bool:
-        """Whether outputs carry one section per attribute (a policy written with ``[[attributes]]``).
-
-        False for ``protected = "..."``: its report, ``--json`` object, tags, records and scores file
-        show its one attribute's check, with no ``attributes`` section. Read where an output takes its
-        shape (:func:`faux_checks.gate.sections.shown`, :func:`faux_checks.gate.sections.attribute_paths`,
-        the CLI's ``check``, the records and the audit's result), never to choose how a check runs.
-        """
-        return self.protected is None
-
-    @property
     def attribute_names(self) -> list[str]:
         """The protected attributes checked, in order: declared columns, then intersections (``sex×race``)."""
         return [a.column for a in self.attributes] + [INTERSECTION_SEPARATOR.join(c) for c in self.intersections]

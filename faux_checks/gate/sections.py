@@ -19,9 +19,8 @@ call it. The rule:
 
 The shape each section takes in a report, ``--json`` or flow result is :func:`section_dict`; the
 name an attribute takes in MLflow tags, metrics and file names is :func:`attribute_key`; where its
-scores go is :func:`attribute_paths`, and what an output shows (the gate's sections, or a
-``protected = "..."`` policy's one attribute as it stands) is :func:`shown`: the two places the
-output shape (:attr:`~faux_checks.gate.policy.Policy.reports_per_attribute`) is read for them.
+scores go is :func:`attribute_paths`. Every output takes this one shape, whether the policy declares
+one attribute (``protected = "..."`` or one ``[[attributes]]`` entry) or several.
 """
 
 from __future__ import annotations
@@ -36,8 +35,7 @@ from ..provenance import jsonable
 from .decision import EXIT_CODES, Decision, Outcome, decide, exit_code_for
 from .policy_schema import INTERSECTION_SEPARATOR, Policy
 
-__all__ = ["Part", "attribute_key", "attribute_paths", "cells_note", "combine", "prefixed_rules", "section_dict",
-           "shown"]
+__all__ = ["Part", "attribute_key", "attribute_paths", "cells_note", "combine", "prefixed_rules", "section_dict"]
 
 #: One piece of a gate: ``(attribute, result or rule rows)``; attribute None for rows no attribute owns.
 Part = tuple[Union[str, None], Union[Outcome, Sequence[Mapping]]]
@@ -141,11 +139,11 @@ def cells_note(attribute: str, cells: Sequence[Mapping], minimum: int) -> str | 
 
 
 def attribute_paths(out_path: str | Path, policy: Policy) -> dict[str, Path]:
-    """Each attribute's scores file: ``out_path`` itself for ``protected = "..."``, else ``<stem>.<key><suffix>``.
+    """Each attribute's scores file: ``out_path`` itself for a gate over one attribute, else ``<stem>.<key><suffix>``.
 
-    ``scores.parquet`` -> ``scores.sex.parquet``, ``scores.sex_x_race.parquet`` (:func:`attribute_key`),
-    in :attr:`~faux_checks.gate.policy.Policy.attribute_names` order; the names the in-memory
-    ``check --scores-out``, ``score-large`` and the sharded flow write.
+    Several attributes: ``scores.parquet`` -> ``scores.sex.parquet``, ``scores.sex_x_race.parquet``
+    (:func:`attribute_key`), in :attr:`~faux_checks.gate.policy.Policy.attribute_names` order; the names the
+    in-memory ``check --scores-out``, ``score-large`` and the sharded flow write.
 
     Raises
     ------
@@ -154,23 +152,10 @@ def attribute_paths(out_path: str | Path, policy: Policy) -> dict[str, Path]:
     """
     base, names = Path(out_path), policy.attribute_names
     paths = ({n: base.with_name(f"{base.stem}.{attribute_key(n)}{base.suffix}") for n in names}
-             if policy.reports_per_attribute else {names[0]: base})
+             if len(names) > 1 else {names[0]: base})
     taken = [str(p) for p in paths.values() if p.exists()]
     if taken:
         raise InputError(f"{', '.join(taken)} {'exists' if len(paths) == 1 else 'exist'} already; choose another "
                          "output path (nothing is overwritten)")
     return paths
 
-
-def shown(result, policy: Policy):
-    """What an output (``--json``, the printed lines, a notebook, a flow's message) shows of a gate's ``result``.
-
-    ``result`` itself, with one section per attribute, for a policy written with ``[[attributes]]``;
-    for ``protected = "..."`` its one attribute's own result (a ``CheckResult`` or ``StreamSummary``:
-    the section's ``check`` or ``summary``), whose decision, reasons and rules are the gate's
-    (:func:`combine`).
-    """
-    if policy.reports_per_attribute:
-        return result
-    section = result.sections[0]
-    return section.check if hasattr(section, "check") else section.summary

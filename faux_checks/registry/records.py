@@ -1,25 +1,32 @@
 """The registry's record codec: the only module that spells a ``fairness_*`` tag name.
 
 What a gate writes on a model version (:class:`GateRecord`, with the flow's :class:`GateProvenance` and
-one :class:`AttributeRecord` per protected attribute of a several-attribute gate), what a drift audit
-writes (:class:`AuditRecord`) and what is read back about a version (:class:`VersionRecord`), each with
-``to_tags() -> dict[str, str]`` and ``from_tags(tags)``. Values are written by :func:`tag_value` (floats
+one :class:`AttributeRecord` per protected attribute), what a drift audit writes (:class:`AuditRecord`,
+one :class:`AuditAttributeRecord` per attribute) and what is read back about a version
+(:class:`VersionRecord`), each with ``to_tags() -> dict[str, str]`` and ``from_tags(tags)``.
+
+One shape is read back: a decided record always has its attributes (``attributes``, ``by_attribute``). A
+record whose tags name no attribute (a gate or audit that wrote only the headline tags for its one
+attribute) reads as one attribute, :data:`UNNAMED_ATTRIBUTE`, whose record carries the headline's
+decision and numbers: the codec alone makes that shape, no reader of a record tells them apart. Values are written by :func:`tag_value` (floats
 exactly, by ``repr``; None as ``""``; bools ``true``/``false``) and parsed back here only: a number that
 is missing, ``""``, ``"None"``, not a number or not finite reads as None; a text that is missing, ``""``
 or ``"None"`` reads as None. Tags the codec does not name are kept, as given, in ``extra``.
 
-Imports nothing from the rest of the package (a leaf: :mod:`.client`, :mod:`.trail`,
+Imports nothing from the rest of the package but :mod:`.tag_values` (a leaf: :mod:`.client`, :mod:`.trail`,
 :mod:`.versions`, :mod:`.operations`, the flows and the CLI import it).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from .tag_values import parse_bool, parse_count, parse_number, parse_text, tag_value
+
 __all__ = ["AttributeRecord", "AuditAttributeRecord", "AuditRecord", "GateProvenance", "GateRecord",
-           "VersionRecord", "attribute_set_tags", "parse_number", "parse_text", "tag_value"]
+           "UNNAMED_ATTRIBUTE", "UNNAMED_KEY", "VersionRecord", "attribute_set_tags", "parse_number", "parse_text",
+           "tag_value"]
 
 PREFIX = "fairness_"
 
@@ -96,44 +103,11 @@ SUPERSEDED_BY_TAG = "fairness_superseded_by"
 
 _MAX_REASON_CHARS = 1000
 
-
-def tag_value(value: Any) -> str:
-    """Tag/param string of a value: floats round-trip exactly (repr), None is ``""``, bools ``true``/``false``."""
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
-
-
-def parse_number(text: Any) -> float | None:
-    """A tag's number: None when missing, ``""``, ``"None"``, not a number, NaN or infinite."""
-    try:
-        f = float(text)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
-
-
-def parse_count(text: Any) -> int | float | None:
-    """A tag's count (``"12"`` -> 12); a non-integral number as :func:`parse_number`, else None."""
-    try:
-        return int(str(text))
-    except (TypeError, ValueError):
-        return parse_number(text)
-
-
-def parse_text(text: Any) -> str | None:
-    """A tag's text: None when missing, ``""`` or ``"None"`` (how None was written by older gates)."""
-    return None if text in (None, "", "None") else str(text)
-
-
-def parse_bool(text: Any) -> bool | None:
-    """``"true"`` / ``"false"`` (any case) as a bool; anything else None."""
-    low = str(text).lower() if text is not None else ""
-    return True if low == "true" else False if low == "false" else None
+#: The attribute name of a decided record whose tags name none (its one attribute's column is not in the tags).
+UNNAMED_ATTRIBUTE = "(unnamed)"
+#: Its tag key (:func:`faux_checks.gate.sections.attribute_key` of :data:`UNNAMED_ATTRIBUTE`).
+UNNAMED_KEY = "_unnamed_"
+_DECISIONS = ("passed", "failed", "undecided")
 
 
 def record_uri_tag(name: str) -> str:
@@ -164,7 +138,7 @@ _ATTRIBUTE_FIELDS = ("decision", "flagged_fraction", "flagged_fraction_lower", "
 
 @dataclass(frozen=True)
 class AttributeRecord:
-    """One attribute of a several-attribute gate: ``fairness_attr_<key>_{decision, flagged_fraction, _lower,
+    """One attribute of a gate: ``fairness_attr_<key>_{decision, flagged_fraction, _lower,
     _upper, aux_quality}`` (``key``: :func:`~faux_checks.gate.attributes.attribute_key` of its name)."""
 
     key: str
@@ -186,15 +160,26 @@ class AttributeRecord:
 
 
 def attribute_set_tags(names, deciding: str | None, records) -> dict[str, str]:
-    """The tags of a several-attribute gate: ``fairness_attributes`` (the names, comma-separated),
+    """The tags of a gate's attributes: ``fairness_attributes`` (the names, comma-separated),
     ``fairness_deciding_attribute`` (the one the headline tags carry) and each :class:`AttributeRecord`'s
-    five tags; empty when ``names`` is empty (one attribute writes none)."""
-    if not names:
+    five tags; empty when ``names`` is empty or :data:`UNNAMED_ATTRIBUTE` alone (a record read that way keeps its tags)."""
+    if not names or tuple(names) == (UNNAMED_ATTRIBUTE,):
         return {}
     tags = {ATTRIBUTES_TAG: ",".join(names), DECIDING_ATTRIBUTE_TAG: tag_value(deciding)}
     for a in records:
         tags.update(a.to_tags())
     return tags
+
+
+def _unnamed_gate_tags(tags: Mapping[str, str]) -> dict[str, str]:
+    """The attribute tags of a decided gate record that names no attribute: one, :data:`UNNAMED_ATTRIBUTE`, with the
+    headline's decision and numbers."""
+    decision = tags.get(GATE_TAG, "") if parse_text(tags.get(GATE_TAG)) in _DECISIONS else ""
+    one = {"decision": decision, "flagged_fraction": tags.get(FLAGGED_FRACTION_TAG, ""),
+           "flagged_fraction_lower": tags.get(FLAGGED_FRACTION_LOWER_TAG, ""),
+           "flagged_fraction_upper": tags.get(FLAGGED_FRACTION_UPPER_TAG, ""), "aux_quality": tags.get(AUX_QUALITY_TAG, "")}
+    return {ATTRIBUTES_TAG: UNNAMED_ATTRIBUTE, DECIDING_ATTRIBUTE_TAG: UNNAMED_ATTRIBUTE,
+            **{attribute_tag(UNNAMED_KEY, name): value for name, value in one.items()}}
 
 
 _PROVENANCE_TAGS = (PROMOTION_TAG, POLICY_SHA_TAG, POLICY_NAME_TAG, REPORT_URI_TAG, COMPARED_WITH_TAG, CHURN_AGAINST_TAG,
@@ -270,7 +255,9 @@ class GateRecord:
     Headline: ``decision`` and the numbers behind it (fractions, confidence, δ and aux AUC as written: floats, or
     None for "not computed"), ``report`` (the report's path), ``run_id`` and ``checked_at`` (UTC, ISO 8601).
     ``provenance``: the flow's tags (None: not written, e.g. a direct :meth:`record_decision` call).
-    ``attributes`` / ``deciding_attribute`` / ``by_attribute``: a several-attribute gate (empty for one).
+    ``attributes`` / ``deciding_attribute`` / ``by_attribute``: the gate's protected attributes, the one whose
+    check the headline numbers are, and each one's record (read back, a decided record always has them:
+    module docstring; a record built to be written may leave them empty).
     ``extra``: other tags, as given.
     """
 
@@ -292,7 +279,7 @@ class GateRecord:
     extra: Mapping[str, str] = field(default_factory=dict)
 
     def attribute_tags(self) -> dict[str, str]:
-        """``fairness_attributes``, ``fairness_deciding_attribute`` and each attribute's tags; empty for one attribute."""
+        """``fairness_attributes``, ``fairness_deciding_attribute`` and each attribute's tags; empty without attributes."""
         return attribute_set_tags(self.attributes, self.deciding_attribute, self.by_attribute)
 
     def headline_tags(self) -> dict[str, str]:
@@ -315,7 +302,12 @@ class GateRecord:
     @classmethod
     def from_tags(cls, tags: Mapping[str, str]) -> GateRecord:
         """A version's gate record read back (missing tags read as None; an attribute's record for each
-        ``fairness_attr_<key>_decision`` tag present, keys sorted; tags the codec does not name in ``extra``)."""
+        ``fairness_attr_<key>_decision`` tag present, keys sorted; tags the codec does not name in ``extra``).
+
+        A decided record whose tags name no attribute reads as one, :data:`UNNAMED_ATTRIBUTE` (module docstring)."""
+        if ATTRIBUTES_TAG not in tags and (parse_text(tags.get(GATE_TAG)) in _DECISIONS or any(
+                t in tags for t in (CHECKED_AT_TAG, RUN_ID_TAG, FLAGGED_FRACTION_TAG))):
+            tags = {**tags, **_unnamed_gate_tags(tags)}
         names = _names(tags.get(ATTRIBUTES_TAG))
         keys = sorted({k[len(ATTRIBUTE_TAG_PREFIX):-len("_decision")] for k in tags
                        if k.startswith(ATTRIBUTE_TAG_PREFIX) and k.endswith("_decision")})
@@ -341,7 +333,7 @@ _AUDIT_ATTRIBUTE_FIELDS = ("decision", "flagged_fraction", "increase", "aux_mode
 
 @dataclass(frozen=True)
 class AuditAttributeRecord:
-    """One attribute of a several-attribute audit: ``fairness_audit_attr_<key>_{decision, flagged_fraction,
+    """One attribute of an audit: ``fairness_audit_attr_<key>_{decision, flagged_fraction,
     increase, aux_model}`` (current flagged fraction, its increase over the reference, the aux model's source)."""
 
     key: str
@@ -366,8 +358,9 @@ class AuditAttributeRecord:
 class AuditRecord:
     """What a drift audit writes on a version (:meth:`DecisionTrail.record_audit`): ``decision``, ``reason`` (cut
     to 1,000 characters when written), ``report`` (path), ``run_id``, ``at`` (UTC), and from the audit flow
-    the current flagged fraction, the drifted share of columns, the data and report URIs and, for several
-    attributes, ``attributes`` and ``by_attribute``. ``extra``: other tags, as given."""
+    the current flagged fraction, the drifted share of columns, the data and report URIs and its protected
+    attributes, ``attributes`` and ``by_attribute`` (read back, a decided audit always has them: module
+    docstring). ``extra``: other tags, as given."""
 
     decision: str | None
     reason: str | None = None
@@ -396,7 +389,7 @@ class AuditRecord:
                          AUDIT_DRIFTED_SHARE_TAG: tag_value(self.drifted_share),
                          AUDIT_DATA_PATH_TAG: tag_value(self.data_path), AUDIT_DATA_URI_TAG: tag_value(self.data_uri),
                          AUDIT_REPORT_URI_TAG: tag_value(self.report_uri)})
-        if self.attributes:
+        if self.attributes and self.attributes != (UNNAMED_ATTRIBUTE,):      # an unnamed one keeps the tags as read
             tags[AUDIT_ATTRIBUTES_TAG] = ",".join(self.attributes)
             for a in self.by_attribute:
                 tags.update(a.to_tags())
@@ -417,7 +410,13 @@ class AuditRecord:
 
     @classmethod
     def from_tags(cls, tags: Mapping[str, str]) -> AuditRecord:
-        """A version's latest audit read back (only ``fairness_audit*`` tags; the rest is the gate's)."""
+        """A version's latest audit read back (only ``fairness_audit*`` tags; the rest is the gate's).
+
+        A decided audit whose tags name no attribute reads as one, :data:`UNNAMED_ATTRIBUTE` (module docstring)."""
+        if parse_text(tags.get(AUDIT_TAG)) in _DECISIONS and AUDIT_ATTRIBUTES_TAG not in tags:
+            tags = {**tags, AUDIT_ATTRIBUTES_TAG: UNNAMED_ATTRIBUTE,
+                    audit_attribute_tag(UNNAMED_KEY, "decision"): tags[AUDIT_TAG],
+                    audit_attribute_tag(UNNAMED_KEY, "flagged_fraction"): tags.get(AUDIT_FLAGGED_FRACTION_TAG, "")}
         keys = sorted({k[len(AUDIT_ATTRIBUTE_TAG_PREFIX):-len("_decision")] for k in tags
                        if k.startswith(AUDIT_ATTRIBUTE_TAG_PREFIX) and k.endswith("_decision")})
         flow = (AUDIT_FLAGGED_FRACTION_TAG, AUDIT_DRIFTED_SHARE_TAG, AUDIT_DATA_PATH_TAG, AUDIT_DATA_URI_TAG,

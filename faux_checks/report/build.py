@@ -207,9 +207,8 @@ def build_report(*, decision: str, reasons: list[str], check: dict | None, kind:
     rules : list of dict, optional
         The rule rows the decision came from (gate: the GX suite's); default the check's own.
     attributes : list of dict, optional
-        A gate over several protected attributes: one section per attribute
-        (:func:`faux_checks.gate.attributes.section_dict`), written as ``attributes``; ``check``
-        is then the check of the attribute that decided. Absent for one attribute.
+        One section per protected attribute (:func:`faux_checks.gate.sections.section_dict`), written as
+        ``attributes``; ``check`` is the check of the attribute that decided. Absent when not given.
     policy, policy_sha256 : optional
         The policy as the gate read it and its hash (:meth:`Policy.sha256`); default the check's
         provenance (a several-attribute gate passes its whole policy: each check records its own

@@ -146,8 +146,10 @@ def test_run_audit_uses_constant_and_mixed_model_features(spec_and_model, tmp_pa
     payload = result.to_dict()
     json.dumps(payload, allow_nan=False)                        # no NaN passed on as a number
     assert payload["drift"]["skipped"][0]["column"] == "empty"
-    assert {"column_drift", "fairness_drift", "classification", "column_drift.evidently_drift",
-            "fairness_drift.check_reference", "fairness_drift.check_current"} <= set(result.timings)
+    name = policy.attribute_names[0]                            # one attribute: one section, timed under its name
+    assert {"column_drift", f"fairness_drift.{name}", "classification", "column_drift.evidently_drift",
+            f"fairness_drift.{name}.check_reference", f"fairness_drift.{name}.check_current"} <= set(result.timings)
+    assert [a.attribute for a in result.attributes] == [name] and payload["provenance"]["deciding_attribute"] == name
     assert all(v >= 0 for v in result.timings.values())
 
 

@@ -70,12 +70,22 @@ def test_the_single_attribute_form_reads_as_a_list_of_one():
     (one,) = policy.attributes
     assert (one.column, one.kind, one.admissible) == ("sex", "binary", None)
     assert one.linked_columns == {"rel": {"M": "H", "F": "W"}}
-    assert policy.attribute_names == ["sex"] and not policy.reports_per_attribute
+    assert policy.attribute_names == ["sex"] and not hasattr(policy, "reports_per_attribute")  # one output shape
     assert policy.model_dump(mode="json")["attributes"] == []                  # dumped as written
     assert policy.attribute_policies() == {"sex": policy}                       # its attribute's policy is itself
     table = Policy.model_validate(ONE_TABLE)
-    assert [a.column for a in table.attributes] == ["sex"] and table.reports_per_attribute
+    assert [a.column for a in table.attributes] == ["sex"] and table.attribute_names == policy.attribute_names
     assert table.attribute_policies()["sex"].attributes[0].column == "sex"
+
+
+def test_a_policy_setting_the_output_shape_is_refused_with_what_to_do(tmp_path):
+    written = tmp_path / "shape.toml"
+    written.write_text("reports_per_attribute = false\n" + policy_path("adult").read_text())
+    with pytest.raises(InputError) as info:
+        load_policy(written)
+    message = str(info.value)
+    assert "reports_per_attribute: not a setting: every output has one section per protected attribute" in message
+    assert "remove it" in message and "unknown key" not in message
 
 
 def test_an_error_in_the_single_form_is_reported_once_under_the_key_written():

@@ -76,7 +76,7 @@ def test_check_takes_a_pipeline_as_it_is_and_never_shows_progress_outside_a_note
                      ("clf", LogisticRegression())]).fit(data[cols], data["y"])
     res = faux_checks.check(pipe, data.drop(columns="race"), protected="sex", label="y",
                             policy=_policy(target_output="auto"))
-    assert res.result.provenance["target_access"].startswith("forward (scikit-learn, in memory)")
+    assert res.result["sex"].provenance["target_access"].startswith("forward (scikit-learn, in memory)")
     assert "%|" not in capsys.readouterr().err                               # no tqdm lines
     assert isinstance(res.rules, pd.DataFrame) and repr(res) == repr(res.result)
 
@@ -88,7 +88,7 @@ def test_scores_keep_the_callers_index_on_a_filtered_shuffled_frame_and_a_join(d
     sub = frame[frame["f0"] > -0.5].sample(frac=1.0, random_state=3)           # filtered and shuffled labels
     sub.index = sub.index + 1000                                               # and none of them 0..n-1
     res = faux_checks.check(model, sub, protected="sex", policy=_policy())
-    engine = res.result.scores                                                 # the engine's: by position in sub
+    engine = res.result["sex"].scores                                          # the engine's: by position in sub
     assert len(sub) < len(frame) and np.isfinite(engine).sum() > 100
     assert res.scores.index.equals(sub.index)
     assigned = sub.assign(s=res.scores["lic_score"])["s"].to_numpy()

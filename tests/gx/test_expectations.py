@@ -32,6 +32,7 @@ FAUX = "expect_faux_flagged_fraction_to_be_at_most"
 FTA = "expect_fta_flagged_fraction_to_be_at_most"
 DP = "expect_demographic_parity_difference_to_be_at_most"
 EO = "expect_equalized_odds_difference_to_be_at_most"
+GATE = "expect_faux_gate_to_pass"
 
 TESTERS = {"fta": {"threshold": 0.5}, "demographic_parity": {"threshold": 0.2},
            "equalized_odds": {"threshold": 0.5}}
@@ -79,7 +80,7 @@ def test_fair_model_passes(frame, files):
 
     assert outcome.decision == "passed" and outcome.exit_code == 0
     assert outcome.gx_success is True
-    assert [r["type"] for r in outcome.expectations] == [FAUX, FTA, DP, EO]
+    assert [r["type"] for r in outcome.expectations] == [FAUX, FTA, DP, EO, GATE]
     assert all(r["success"] and r["exception"] is None for r in outcome.expectations)
     assert row(outcome, FAUX)["observed_value"] == 0.0
     assert outcome.check["decision"] == "passed" and outcome.check["n_individuals"] == 600
@@ -173,6 +174,28 @@ def test_missing_metric_is_not_a_success(cls, metric):
         assert result["success"] is False
         assert result["result"]["observed_value"] is None
         assert result["result"]["details"]["metric_missing"] is True
+
+
+# ------------------------------------------------------------------ the library's decision, recorded
+@pytest.mark.parametrize("model, changes, expected", [("fair", {}, "passed"), ("unfair", {}, "failed"),
+                                                      ("fair", {"min_aux_quality": 1.0}, "undecided")])
+def test_the_suite_records_the_library_decision(frame, files, model, changes, expected):
+    """GX's gate expectation succeeds exactly when the library's check over every attribute passes; the suite's
+    decision, reasons and sections are the library's, and GX's own result records them."""
+    from faux_checks.gate.attributes import check_attributes
+
+    policy = make_policy(testers={}, **changes)
+    library = check_attributes(load_model(files[model]), frame, policy=policy)
+    outcome = E.validate_frame(frame, E.build_suite(policy, model_path=files[model]))
+    assert library.decision == expected
+    assert row(outcome, GATE)["success"] is (library.decision == "passed")
+    assert row(outcome, GATE)["observed_value"] == outcome.decision == library.decision
+    assert outcome.reasons == library.reasons and outcome.rules == library.rules
+    assert [a["attribute"] for a in outcome.attributes] == ["sex"]
+    assert outcome.attributes[0]["flagged_fraction"] == library["sex"].flagged_fraction
+    (recorded,) = [r for r in outcome.gx_result["results"] if r["expectation_config"]["type"] == GATE]
+    assert recorded["result"]["details"]["gate"]["decision"] == library.decision
+    assert recorded["success"] is (expected == "passed")
 
 
 # ------------------------------------------------------------------ fail closed
@@ -280,11 +303,12 @@ def test_build_suite_mirrors_the_policy(files):
                                   "demographic_parity": {"threshold": 0.1, "enabled": False}})
     suite = E.build_suite(policy, model_path=files["fair"], feature_spec_path=files["spec"], name="g")
     assert suite.name == "g"
-    faux, fta = (e.configuration.kwargs for e in suite.expectations)
+    faux, fta, gate = (e.configuration.kwargs for e in suite.expectations)
     assert faux["column"] == "sex" and faux["max_flagged_fraction"] == 0.10 and faux.get("aux_model_path") is None
     assert Policy.model_validate_json(faux["policy_json"]) == policy
     assert faux["feature_spec_path"] == files["spec"]
     assert (fta["threshold"], fta["max_flagged_fraction"], fta["p"], fta["gating"]) == (0.3, 0.2, 1.0, True)
+    assert Policy.model_validate_json(gate["policy_json"]) == policy and gate["model_path"] == files["fair"]
 
     with pytest.raises(InputError, match="equalized_odds is enabled but the policy names no label"):
         E.build_suite(make_policy(label=None), model_path=files["fair"])
@@ -298,7 +322,7 @@ def test_suite_round_trip(frame, files, tmp_path):
     path = E.save_suite(suite, tmp_path / "suite.json")
     loaded = E.load_suite(path)
 
-    assert len(loaded.expectations) == len(suite.expectations) == 4
+    assert len(loaded.expectations) == len(suite.expectations) == 5
     assert [e.configuration.to_json_dict() for e in loaded.expectations] == \
         [e.configuration.to_json_dict() for e in suite.expectations]
     assert E.validate_frame(frame, loaded).decision == "passed"
@@ -311,7 +335,7 @@ def test_load_suite_refuses_unknown_or_invalid_expectations(files, tmp_path):
     unknown = json.loads(json.dumps(payload))
     unknown["expectations"][1]["type"] = "expect_fairness_from_a_plugin_not_imported"
     (tmp_path / "unknown.json").write_text(json.dumps(unknown))
-    with pytest.raises(InputError, match=r"4 expectations of which 1 have a type unknown.*not_imported"):
+    with pytest.raises(InputError, match=r"5 expectations of which 1 have a type unknown.*not_imported"):
         E.load_suite(tmp_path / "unknown.json")
 
     edited = json.loads(json.dumps(payload))

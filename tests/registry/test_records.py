@@ -12,6 +12,8 @@ import pytest
 
 from faux_checks.registry.records import (
     GATE_TAG,
+    UNNAMED_ATTRIBUTE,
+    UNNAMED_KEY,
     AttributeRecord,
     AuditAttributeRecord,
     AuditRecord,
@@ -128,8 +130,61 @@ def test_gate_tag_is_written_last_and_extra_never_overrides_the_headline():
     assert list(tags).index("model_x") < list(tags).index("fairness_flagged_fraction")
 
 
-def test_attribute_tags_of_one_attribute_are_none_and_of_two_are_named():
+#: Version tags as a one-attribute gate and audit wrote them with no attribute tags (the headline carries the
+#: attribute's check), as stored: what the codec reads into the one shape, one attribute section.
+UNNAMED_SHAPE = {
+    "model_sha256": "ab" * 32, "fairness_promotion": "none", "fairness_policy_sha256": "cd" * 32,
+    "fairness_policy_name": "adult-sex", "fairness_report_uri": "runs:/r7/report.html",
+    "fairness_scores_uri": "runs:/r7/records/scores.parquet", "fairness_aux_model_uri": "runs:/r7/records/aux_model.pt",
+    "fairness_data_path": "/data/adult.csv", "fairness_undecided_cause": "", "fairness_aux_key": "9f" * 32,
+    "fairness_flagged_fraction": "0.1316", "fairness_flagged_fraction_lower": "0.1286",
+    "fairness_flagged_fraction_upper": "0.1346", "fairness_confidence": "0.95", "fairness_aux_seed_spread": "",
+    "fairness_delta": "0.05", "fairness_aux_quality": "0.8435", "fairness_report": "/reports/v7/report.html",
+    "fairness_run_id": "r7", "fairness_checked_at": "2026-11-20T08:00:00+00:00",
+    "fairness_audit_flagged_fraction": "0.1502", "fairness_audit_drifted_share": "0.1",
+    "fairness_audit_data_path": "/data/current.csv", "fairness_audit_data_uri": "file:///data/current.csv",
+    "fairness_audit_report_uri": "runs:/a7/report.html", "fairness_audit_reason": "all audit limits held",
+    "fairness_audit_report": "/reports/a7/report.html", "fairness_audit_run_id": "a7",
+    "fairness_audit_at": "2026-11-21T08:00:00+00:00", "fairness_audit": "passed",
+    "fairness_gate": "failed",
+}
+
+
+def test_a_record_naming_no_attribute_reads_as_one_attribute_section():
+    """The one shape from the codec alone: one attribute, the headline's decision and numbers in its record."""
+    record = VersionRecord.from_tags(UNNAMED_SHAPE)
+    gate, audit = record.gate, record.audit
+    assert gate.attributes == (UNNAMED_ATTRIBUTE,) and gate.deciding_attribute == UNNAMED_ATTRIBUTE
+    assert gate.by_attribute == (AttributeRecord(key=UNNAMED_KEY, decision="failed", flagged_fraction=0.1316,
+                                                 flagged_fraction_lower=0.1286, flagged_fraction_upper=0.1346,
+                                                 aux_quality=0.8435),)
+    assert (gate.decision, gate.flagged_fraction, gate.run_id) == ("failed", 0.1316, "r7")     # the headline as stored
+    assert gate.provenance.record_uris["scores"] == "runs:/r7/records/scores.parquet"
+    assert not any(k.startswith("fairness_attr") for k in gate.extra)
+    assert audit.attributes == (UNNAMED_ATTRIBUTE,)
+    assert audit.by_attribute == (AuditAttributeRecord(key=UNNAMED_KEY, decision="passed", flagged_fraction=0.1502),)
+    back = record.to_tags()                          # written back: no attribute tags invented by the reading
+    assert not [k for k in back if k.startswith(("fairness_attr", "fairness_audit_attr", "fairness_deciding"))]
+    assert {k: back[k] for k in UNNAMED_SHAPE} == UNNAMED_SHAPE
+    from faux_checks.gate.sections import attribute_key
+
+    assert attribute_key(UNNAMED_ATTRIBUTE) == UNNAMED_KEY
+
+
+def test_a_record_of_one_named_attribute_reads_with_its_name():
+    named = {**UNNAMED_SHAPE, **attribute_set_tags(("sex",), "sex", [AttributeRecord(
+        key="sex", decision="failed", flagged_fraction=0.1316, aux_quality=0.8435)])}
+    gate = VersionRecord.from_tags(named).gate
+    assert gate.attributes == ("sex",) and gate.deciding_attribute == "sex"
+    assert [(a.key, a.decision, a.flagged_fraction) for a in gate.by_attribute] == [("sex", "failed", 0.1316)]
+    running = GateRecord.from_tags({**UNNAMED_SHAPE, "fairness_gate": "running"})    # re-gating: none decided yet
+    assert running.by_attribute[0].decision is None and running.by_attribute[0].flagged_fraction == 0.1316
+    assert GateRecord.from_tags({"fairness_gate": "running"}).attributes == ()       # never decided: no attribute
+
+
+def test_attribute_tags_of_no_attribute_are_none_and_of_one_or_two_are_named():
     assert attribute_set_tags((), "sex", [AttributeRecord(key="sex")]) == {}
+    assert len(attribute_set_tags(("sex",), "sex", [AttributeRecord(key="sex")])) == 2 + 5
     tags = attribute_set_tags(("sex", "race"), "race", [AttributeRecord(key="sex", decision="passed", flagged_fraction=0.01),
                                                         AttributeRecord(key="race", decision="failed")])
     assert tags["fairness_attributes"] == "sex,race" and tags["fairness_deciding_attribute"] == "race"

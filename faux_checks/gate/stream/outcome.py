@@ -111,6 +111,10 @@ class StreamResult(Outcome):
         raise KeyError(f"no protected attribute {attribute!r}; checked: {[s.attribute for s in self.sections]}")
 
     def __repr__(self) -> str:
+        """One attribute: its summary's line (the gate's decision and reasons are its own); several: each one's."""
+        if len(self.sections) == 1:
+            return repr(self.sections[0].summary)
+
         def pct(v):
             return "n/a" if v is None or not np.isfinite(v) else f"{v:.2%}"
 
