@@ -42,6 +42,7 @@ from .power import capacity_statement, detectable_fraction
 from .check_notes import check_notes, column_roles, held_columns, sensitivity, sensitivity_note, tree_note
 from .check_rules import CheckEvidence, check_rules
 from .couplings import coupling_evidence
+from .cutoff import cutoff_reading
 from .joint_block import held_block_summary
 from .decision import decide
 from .decompose import column_parts, decompose_change, reason_list
@@ -124,8 +125,7 @@ def check_one_attribute(
     aux = check_aux(audit, policy, mask, group_labels, names, aux_model=aux_model, progress=progress)
     lic, tester = _faux_scores(target_model, aux, audit, policy, output, mask, progress=progress)
 
-    faux = policy.faux
-    n, n_undefined = len(audit.X), int(lic.undefined.sum())
+    faux, n, n_undefined = policy.faux, len(audit.X), int(lic.undefined.sum())
     flagged = lic.flagged(faux.delta)                                     # (n,) bool: flagged defined rows (lists)
     weights = lic.flag_probability(faux.delta)                            # (n,) what each defined row adds (0/1 or P)
     worst = lic.decision_weights(faux.delta)                              # (n,) undefined counted as flagged
@@ -149,7 +149,8 @@ def check_one_attribute(
         aux_intervals=aux.intervals, interval=interval, testers=testers, nothing_free=_nothing_free(tester),
         group_flagged=_group_sums(group_labels, worst, names), couplings=coupling_evidence(tester, audit, policy, lic),
         held_block=held_block_summary(tester, audit.feature_spec, policy.single_protected("the in-memory check")))
-    outcome = decide(check_rules(evidence, policy))
+    crossing = cutoff_reading(lic, group_labels, names, policy)          # None without [faux] cutoff
+    outcome = decide(check_rules(evidence, policy, crossing))
     reasons = list(outcome.reasons)
     column = policy.single_protected("the in-memory check")    # prepare_audit refused several attributes already
     held = held_columns(tester, audit.feature_spec, column)
@@ -211,7 +212,7 @@ def check_one_attribute(
         aux_model=aux.model, aux_seed_models=seed_models, swap_reference=getattr(tester, "reference", None),
         decomposition=decomposition,
         group_table=groups_table,
-        outcome=outcome_record(direction, lic, group_labels, names, faux.delta, column),
+        outcome=outcome_record(direction, lic, group_labels, names, faux.delta, column, crossing),
     )
 
 

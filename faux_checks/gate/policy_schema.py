@@ -141,6 +141,10 @@ class Policy(StrictSection):
             raise ValueError(f"target_output = 'value' reads the target's output in its own unit, but [faux] delta = "
                              f"{self.faux.delta:g} has no unit: set [faux] unit to the output's unit (e.g. unit = "
                              "\"EUR\" for a credit limit; δ is then a change in that unit)")
+        if self.target_output != "value" and self.faux.cutoff is not None:
+            raise ValueError(f"[faux] cutoff = {self.faux.cutoff:g} is set but target_output = {self.target_output!r} "
+                             "reads a probability: a cut-off is read on a value target's output in its unit (set "
+                             "target_output = 'value' and [faux] unit for a score or regression target, or remove cutoff)")
         if self.target_output != "value" and self.faux.unit is not None:
             raise ValueError(f"[faux] unit = {self.faux.unit!r} is set but target_output = {self.target_output!r} reads "
                              "a probability (δ in probability points, no unit): set target_output = 'value' for a "
@@ -301,6 +305,9 @@ class Policy(StrictSection):
             payload["aux"].pop("cross_fit_folds")
         if payload["faux"].get("unit") is None:           # a classifier's policy keeps its hash
             payload["faux"].pop("unit", None)
+        for key in ("cutoff", "cutoff_side"):             # a policy without a cut-off keeps its hash
+            if payload["faux"].get(key) is None:
+                payload["faux"].pop(key, None)
         if payload["decision"].get("max_newly_flagged_fraction") is None:   # the hash it had before the rule existed
             payload["decision"].pop("max_newly_flagged_fraction", None)
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
