@@ -277,6 +277,7 @@ def test_a_single_attribute_policy_keeps_its_hash():
     assert payload.pop("missing_values") == "auto"                                 # defaults added later: not counted
     assert payload["aux"].pop("cross_fit_folds") == 5
     assert payload["faux"].pop("unit") is None                                     # a classifier's δ has no unit
+    assert payload["faux"].pop("cutoff") is None and payload["faux"].pop("cutoff_side") is None   # no cut-off
     import hashlib
     import json
 
