@@ -149,6 +149,9 @@ def test_the_share_that_crosses_equals_the_true_share_within_its_interval_and_th
     page, report = paths["html"].read_text(), json.loads(paths["json"].read_text())
     assert report["check"]["outcome"]["cutoff"]["unit"] == "EUR" and report["policy"]["faux"]["cutoff"] == CUTOFF
     assert "Who crosses the cut-off 8000 EUR" in page and "favourable side: 8000 EUR or more" in page
+    from faux_checks.report.limitations import limitations
+
+    assert any(t["topic"] == "cutoff" and "crosses the cut-off 8000 EUR" in t["text"] for t in limitations(report))
 
 
 @pytest.mark.slow        # one gate on 3,000 rows (aux training, sensitivity): 10-30 s
@@ -157,3 +160,23 @@ def test_a_fair_limit_crosses_nothing_and_passes():
     assert data.true_crossing_share(CUTOFF) == 0.0
     assert res.outcome["cutoff"]["n_crossed"] == 0 and res.outcome["cutoff"]["interval"]["fraction"] == 0.0
     assert {r["rule"]: r["status"] for r in res.rules}[CUTOFF_RULE] == "ok" and res.decision == "passed"
+
+
+def test_a_path_without_the_reading_cannot_pass_a_cutoff_policy():
+    """The streaming scorer's rules (check_rules without a reading): a cut-off policy is undecided, never passed;
+    with the reading, the same evidence passes."""
+    from faux_checks.gate.bounds import flagged_interval
+    from faux_checks.gate.check_rules import CheckEvidence, check_rules
+    from faux_checks.gate.decision import decide
+
+    aux = [{"metric": "roc_auc", "quality": 0.9, "lower": 0.88, "upper": 0.92, "what": "held-out"}]
+    evidence = CheckEvidence(n=1000, n_flagged=0, n_undefined=0, group_rows={"a": 500, "b": 500},
+                             holdout_rows={"a": 500, "b": 500}, aux_metric="roc_auc", aux_intervals=aux,
+                             interval=flagged_interval(0, 1000, 0.95), group_flagged={"a": 0.0, "b": 0.0})
+    policy = _policy(cutoff=650.0)
+    rows = check_rules(evidence, policy)
+    assert {r["rule"]: r["status"] for r in rows}[CUTOFF_RULE] == "not computed"
+    assert decide(rows).decision == "undecided"
+    labels = np.array(["a", "b"] * 500, dtype=object)
+    reading = cutoff_reading(_lic(np.full(1000, 700.0), np.full(1000, 690.0)), labels, ["a", "b"], policy)
+    assert decide(check_rules(evidence, policy, reading)).decision == "passed"
