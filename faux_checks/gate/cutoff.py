@@ -22,6 +22,7 @@ at the cut-off (Dwork et al. 2012's Lipschitz condition on the induced classifie
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -96,7 +97,9 @@ class CutoffReading:
         The share crossing (undefined included) over every audited individual, Clopper–Pearson.
     by_group : list of dict
         Per group: ``group``, ``n``, ``crossed`` (undefined included), ``to_favourable``, ``to_unfavourable`` and
-        their fractions of ``n``.
+        their fractions of ``n``; ``favourable_rate``, the share whose actual output is on the favourable side (the
+        selection rate at the cut-off), and ``impact_ratio``, that rate over the highest group's (descriptive: the
+        gate decides on individuals).
     """
 
     cutoff: float
@@ -170,14 +173,22 @@ def cutoff_reading(lic: LICResult, group_labels: np.ndarray, names: list, policy
     worst = crossed | undefined
     now = on_favourable_side(actual, faux.cutoff, faux.cutoff_side)
     labels = np.asarray(group_labels, dtype=object)
-    by_group = []
+    by_group: list[dict[str, Any]] = []
+    rates: dict[str, float] = {}                # the share on the favourable side as they are, per group with rows
     for g in names:
         rows = labels == g
         n = int(rows.sum())
         k, towards, away = int(worst[rows].sum()), int((crossed & rows & ~now).sum()), int((crossed & rows & now).sum())
         by_group.append({"group": str(g), "n": n, "crossed": k, "to_favourable": towards, "to_unfavourable": away,
                          "crossed_fraction": k / n if n else None, "to_favourable_fraction": towards / n if n else None,
-                         "to_unfavourable_fraction": away / n if n else None})
+                         "to_unfavourable_fraction": away / n if n else None,
+                         "favourable_rate": float(now[rows].mean()) if n else None})
+        if n:
+            rates[str(g)] = float(now[rows].mean())
+    top = max(rates.values(), default=0.0)
+    for entry in by_group:               # the selection rate at the cut-off over the highest group's (descriptive)
+        rate = rates.get(entry["group"])
+        entry["impact_ratio"] = rate / top if rate is not None and top > 0 else None
     interval = flagged_interval(int(worst.sum()), len(actual), policy.decision.confidence)
     return CutoffReading(float(faux.cutoff), str(faux.cutoff_side), str(faux.unit), crossed, undefined, interval,
                          by_group)

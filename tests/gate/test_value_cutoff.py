@@ -61,6 +61,10 @@ def test_the_reading_counts_crossings_per_group_towards_and_away_from_the_favour
     # 'above': 640 -> 660 is towards the favourable side, the two falls away from it; 'below': the reverse
     assert (a["to_favourable"], a["to_unfavourable"], a["crossed"], a["crossed_fraction"]) == (towards, away, 3, 0.75)
     assert (b["to_favourable"], b["to_unfavourable"], b["crossed"]) == (0, 0, 1)      # the undefined one, as crossing
+    # on the favourable side as they are: 'above' a has 700, 680, 700 of 4, b 650 of 2; 'below' a has 640, b 500
+    rates = (0.75, 0.5) if side == "above" else (0.25, 0.5)
+    assert (a["favourable_rate"], b["favourable_rate"]) == rates
+    assert (a["impact_ratio"], b["impact_ratio"]) == pytest.approx([r / max(rates) for r in rates])
     iv = reading.interval
     assert (iv.k, iv.n, iv.fraction) == (4, 6, 4 / 6)                   # 3 crossings + 1 undefined, over 6
     assert (iv.lower, iv.upper) == pytest.approx(clopper_pearson(4, 6, 0.95))
