@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 from .._validation import fmt_count
 from .bounds import FlaggedInterval, auc_interval, auc_rows_needed, below_floor, clopper_pearson, rows_needed
 from .couplings import with_coupling_rule
+from .cutoff import CutoffReading, cutoff_rule
 from .decision import rule_row
 
 __all__ = ["GUARD_RULES", "CheckEvidence", "check_rules", "group_flagged_rules", "group_intervals", "held_block_rule"]
@@ -77,7 +78,7 @@ class CheckEvidence:
     couplings: Mapping[str, Any] | None = None
 
 
-def check_rules(evidence: CheckEvidence, policy) -> list[dict]:
+def check_rules(evidence: CheckEvidence, policy, cutoff: CutoffReading | None = None) -> list[dict]:
     """The fAux check's rules, in reading order: evidence, aux quality, undefined scores, flagged fraction, testers.
 
     - ``min_group_rows``: every protected group has ``decision.min_group_rows`` audited rows and as
@@ -105,10 +106,11 @@ def check_rules(evidence: CheckEvidence, policy) -> list[dict]:
       under each coupling consistent with the data);
     - ``tester:<name>`` for each gating baseline tester: ``exceeded`` over its limit, ``not computed``
       when it could not run (or is not run on this path) and when it is not applicable to this model
-      (e.g. a gradient tester on a forward-only target): a gating tester that cannot judge never passes.
-
-    Parameters: ``evidence`` (:class:`CheckEvidence`), ``policy`` (Policy). Returns :func:`rule_row` rows (list of
-    dict) for :func:`decide`.
+      (e.g. a gradient tester on a forward-only target): a gating tester that cannot judge never passes;
+    - ``cutoff_crossing``: :func:`~faux_checks.gate.cutoff.cutoff_rule` on ``cutoff`` (a value target's reading;
+      ``not computed`` when the policy sets ``[faux] cutoff`` and a path gives none).
+    Parameters: ``evidence`` (:class:`CheckEvidence`), ``policy`` (Policy), ``cutoff`` (CutoffReading or None). Returns
+    :func:`rule_row` rows (list of dict) for :func:`decide`.
     """
     if evidence.n == 0:
         return [rule_row("min_group_rows", "not computed", "no audited rows: there is nothing to decide on", 0,
@@ -119,6 +121,7 @@ def check_rules(evidence: CheckEvidence, policy) -> list[dict]:
     unmet = [r for r in rows if r["status"] != "ok"]
     rows.append(_flagged_rule(evidence, policy, unmet))
     rows += group_flagged_rules(evidence, policy, unmet)
+    rows += cutoff_rule(cutoff, policy, unmet, all(r["rule"] in GUARD_RULES for r in unmet))
     rows += held_block_rule(evidence)
     return with_coupling_rule(rows, evidence.couplings, policy, evidence.interval) + _tester_rules(evidence)
 

@@ -43,6 +43,7 @@ from .power import capacity_statement, detectable_fraction
 from .check_notes import check_notes, column_roles, held_columns, sensitivity, sensitivity_note, tree_note
 from .check_rules import CheckEvidence, check_rules
 from .couplings import coupling_evidence
+from .cutoff import cutoff_reading
 from .joint_block import held_block_summary
 from .decision import decide
 from .decompose import column_parts, decompose_change, reason_list
@@ -114,11 +115,12 @@ def check_one_attribute(
                             scored.group_labels, scored.audit.y_true, audit=scored.audit)
     flags = _flag_counts(scored, policy, given=aux_model is not None)
     evidence = _check_evidence(scored, flags, testers, policy)
-    outcome = decide(check_rules(evidence, policy))
+    crossing = cutoff_reading(scored.lic, scored.group_labels, scored.names, policy)   # None without [faux] cutoff
+    outcome = decide(check_rules(evidence, policy, crossing))
     readings = _readings(scored, flags, policy, outcome.decision)
     provenance = _provenance(frame, scored, flags, readings, evidence, policy, given=aux_model is not None,
                              model_info=model_info)
-    return _check_result(frame, scored, flags, evidence, outcome, readings, testers, provenance, policy)
+    return _check_result(frame, scored, flags, evidence, outcome, readings, testers, provenance, policy, crossing)
 
 
 @dataclass(frozen=True)
@@ -304,10 +306,11 @@ def _provenance(frame: pd.DataFrame, s: _Scored, flags: _Flags, readings: _Readi
 
 
 def _check_result(frame: pd.DataFrame, s: _Scored, flags: _Flags, evidence: CheckEvidence, outcome,
-                  readings: _Readings, testers: dict, provenance: dict, policy: Policy) -> CheckResult:
+                  readings: _Readings, testers: dict, provenance: dict, policy: Policy, crossing=None) -> CheckResult:
     """The result: the decision and its reasons, the flagged fraction and its interval, the per-row scores and flag
     probabilities on the input rows (NaN for rows not audited), the group tables, the top flagged individuals, the
-    δ curve, the outcome record and the models to re-gate with."""
+    δ curve, the outcome record (with the cut-off reading ``crossing``, None without ``[faux] cutoff``) and the models
+    to re-gate with."""
     faux, lic, audit = policy.faux, s.lic, s.audit
     scores_all = np.full(len(frame), np.nan)                              # (n_input_rows,)
     scores_all[audit.row_index] = lic.scores
@@ -331,7 +334,7 @@ def _check_result(frame: pd.DataFrame, s: _Scored, flags: _Flags, evidence: Chec
         aux_model=s.aux.model, aux_seed_models=flags.seed_models, swap_reference=getattr(s.tester, "reference", None),
         decomposition=readings.decomposition,
         group_table=readings.groups_table,
-        outcome=outcome_record(s.direction, lic, s.group_labels, s.names, faux.delta, s.column),
+        outcome=outcome_record(s.direction, lic, s.group_labels, s.names, faux.delta, s.column, crossing),
     )
 
 

@@ -20,6 +20,7 @@ import pandas as pd
 from .._validation import fmt_count
 from ..errors import InputError
 from ..method.result import LICResult
+from .cutoff import CutoffReading
 from .policy_schema import Policy
 
 __all__ = ["FAVOURABLE_KEY", "OutcomeDirection", "direction_sentences", "label_values", "moves_by_group",
@@ -224,9 +225,14 @@ def direction_sentences(direction: OutcomeDirection, moves: list[dict], delta: f
 
 
 def outcome_record(direction: OutcomeDirection, lic: LICResult, group_labels: np.ndarray, names: list, delta: float,
-                   protected: str) -> dict:
+                   protected: str, cutoff: CutoffReading | None = None) -> dict:
     """The check's ``outcome`` section: :meth:`OutcomeDirection.to_dict` with ``by_group``
-    (:func:`moves_by_group`) and ``sentences`` (:func:`direction_sentences`)."""
+    (:func:`moves_by_group`) and ``sentences`` (:func:`direction_sentences`); with a value target's cut-off
+    reading (:func:`faux_checks.gate.cutoff.cutoff_reading`), ``cutoff`` (:meth:`CutoffReading.to_dict`: who
+    crosses the cut-off, towards or away from its favourable side)."""
     moves = moves_by_group(lic, group_labels, names, delta)
-    return {**direction.to_dict(), "by_group": moves,
-            "sentences": direction_sentences(direction, moves, delta, protected)}
+    out = {**direction.to_dict(), "by_group": moves,
+           "sentences": direction_sentences(direction, moves, delta, protected)}
+    if cutoff is not None:
+        out["cutoff"] = cutoff.to_dict(protected)
+    return out

@@ -123,9 +123,9 @@ class Policy(StrictSection):
         """``[protected_probabilities] column`` names the protected attribute when ``protected`` is not given; a
         second source of c (``[[attributes]]``, ``[protected_file]``, another ``protected``) is refused."""
         section = data.get("protected_probabilities") if isinstance(data, dict) else None
-        if not section:
-            return data
-        column = section.get("column") if isinstance(section, dict) else getattr(section, "column", None)
+        if not isinstance(section, (dict, ProtectedProbabilitiesSettings)):
+            return data                                   # absent, or of the wrong type: the field's own error
+        column = section.get("column") if isinstance(section, dict) else section.column
         clash = ("[[attributes]]" if data.get("attributes") else "[protected_file]" if data.get("protected_file")
                  else f"protected = {data['protected']!r}" if data.get("protected") not in (None, column) else None)
         if clash:
@@ -162,6 +162,10 @@ class Policy(StrictSection):
             raise ValueError(f"target_output = 'value' reads the target's output in its own unit, but [faux] delta = "
                              f"{self.faux.delta:g} has no unit: set [faux] unit to the output's unit (e.g. unit = "
                              "\"EUR\" for a credit limit; δ is then a change in that unit)")
+        if self.target_output != "value" and self.faux.cutoff is not None:
+            raise ValueError(f"[faux] cutoff = {self.faux.cutoff:g} is set but target_output = {self.target_output!r} "
+                             "reads a probability: a cut-off is read on a value target's output in its unit (set "
+                             "target_output = 'value' and [faux] unit for a score or regression target, or remove cutoff)")
         if self.target_output != "value" and self.faux.unit is not None:
             raise ValueError(f"[faux] unit = {self.faux.unit!r} is set but target_output = {self.target_output!r} reads "
                              "a probability (δ in probability points, no unit): set target_output = 'value' for a "
@@ -312,6 +316,9 @@ class Policy(StrictSection):
             payload["aux"].pop("cross_fit_folds")
         if payload["faux"].get("unit") is None:           # a classifier's policy keeps its hash
             payload["faux"].pop("unit", None)
+        for key in ("cutoff", "cutoff_side"):             # a policy without a cut-off keeps its hash
+            if payload["faux"].get(key) is None:
+                payload["faux"].pop(key, None)
         if payload["decision"].get("max_newly_flagged_fraction") is None:   # the hash it had before the rule existed
             payload["decision"].pop("max_newly_flagged_fraction", None)
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()

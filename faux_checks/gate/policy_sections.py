@@ -104,6 +104,15 @@ class FauxSettings(StrictSection):
         None, min_length=1, max_length=40, description="The unit of the target's output and of delta when the target "
         "returns a value (target_output = 'value': a regression output or a score, e.g. \"EUR\" for a credit limit); "
         "required then, refused for a classifier (δ in probability points has no unit).")
+    cutoff: float | None = Field(
+        None, allow_inf_nan=False, description="A value target's business cut-off, in unit (e.g. 650 for a score "
+        "approved at 650 or more): the check also reads each person as crossing the cut-off when their "
+        "counterfactual output lies on the other side of it than their actual output (faux_checks.gate.cutoff); "
+        "that share gates at max_flagged_fraction beside the δ reading. Variant swap and target_output = 'value' only.")
+    cutoff_side: Literal["above", "below"] | None = Field(
+        None, description="Which side of cutoff is the favourable outcome for the person: 'above' (an output at or "
+        "above the cut-off: a score approved at 650 or more) or 'below' (an output below it: a risk score declined at "
+        "the cut-off or above). Required with cutoff; never guessed.")
     admissible: Columns = Field(
         (), description="Variant swap: source columns the policy allows to differ between groups (resolving "
         "variables); the counterfactual holds them fixed. Empty: every feature may carry c (the strictest reading).")
@@ -156,6 +165,15 @@ class FauxSettings(StrictSection):
             raise ValueError(f"delta {self.delta:g} is not a change of probability (variant 'swap' scores in "
                              "probability points: use a value in (0, 1), e.g. 0.1; for a target that returns a value in its own unit, "
                              "set target_output = 'value' and [faux] unit, e.g. unit = \"EUR\")")
+        if self.cutoff is not None and self.variant != "swap":
+            raise ValueError(f"cutoff = {self.cutoff:g} is read on each person's counterfactual output, which only "
+                             f"variant 'swap' computes (variant {self.variant!r} is a gradient reading): set variant = "
+                             "'swap' or remove cutoff")
+        if (self.cutoff is None) != (self.cutoff_side is None):
+            raise ValueError("cutoff and cutoff_side go together: cutoff_side names the favourable side of the "
+                             "cut-off ('above' or 'below'), e.g. cutoff = 650 with cutoff_side = \"above\" for a score "
+                             "approved at 650 or more; " + ("set cutoff_side" if self.cutoff_side is None
+                                                             else "set cutoff or remove cutoff_side"))
         if self.admissible and self.variant != "swap":
             raise ValueError(f"admissible columns are a setting of variant 'swap', not of {self.variant!r}")
         return self

@@ -10,6 +10,10 @@ c ∈ {0, 1} the protected group and β ≥ 0 the unfairness. Changing only c (t
 noise, the legitimate columns fixed) moves the limit by exactly β · g(x): with δ in EUR, the true flagged share
 is mean(β · g(x) > δ) (Definition 1 of arXiv 2210.06288 with the output in its own unit). β = 0 is the fair
 control (no one's limit depends on c), β = 0.5 the unfair target of ``docs/benchmark.md``.
+
+Read against a business cut-off t (a limit of t EUR or more granted), a person crosses it when limit(x, c) and
+limit(x, 1 − c) lie on different sides of t: exactly when the two values straddle t, known per person in
+closed form (:meth:`ValueData.true_crossing`); the true crossing share is its mean.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from ..errors import InputError
 from .proxy import ProxyData, make_proxy_data
 
 __all__ = ["BASE_WEIGHTS", "GAIN_WEIGHTS", "VALUE_COLUMNS", "ValueData", "exact_limit_target", "make_value_data",
-           "value_fairness_scores"]
+           "value_crossing_truth", "value_fairness_scores"]
 
 #: The real Adult columns the credit limit reads (numeric, the legitimate block).
 VALUE_COLUMNS: tuple[str, ...] = ("age", "education-num", "hours-per-week", "capital-gain", "capital-loss")
@@ -81,6 +85,15 @@ class ValueData:
     def true_share(self, delta: float) -> float:
         """The share of people whose limit moves by more than ``delta`` EUR if only c changed."""
         return float(np.mean(self.true_change() > delta))
+
+    def true_crossing(self, cutoff: float) -> np.ndarray:
+        """Bool (n,): limit(x, c) and limit(x, 1 − c) lie on different sides of ``cutoff`` EUR (sides ``>= cutoff``
+        and ``< cutoff``): each person's exact crossing of the cut-off if only c changed."""
+        return (self.limit() >= cutoff) != (self.limit(1 - self.c) >= cutoff)
+
+    def true_crossing_share(self, cutoff: float) -> float:
+        """The share of people whose limit crosses ``cutoff`` EUR if only c changed (:meth:`true_crossing`)."""
+        return float(np.mean(self.true_crossing(cutoff)))
 
 
 def base_of(features: pd.DataFrame) -> np.ndarray:
@@ -153,6 +166,14 @@ def exact_limit_target(data: ValueData, spec) -> Callable[[np.ndarray], np.ndarr
         return base_of(frame) - data.beta * c * gain_of(frame)
 
     return predict
+
+
+def value_crossing_truth(predict: Callable[[pd.DataFrame], np.ndarray], data: ValueData, cutoff: float) -> np.ndarray:
+    """Ground truth for any target: bool (n,), f(x(c)) and f(x(1 − c)) on different sides of ``cutoff`` (sides
+    ``>= cutoff`` and ``< cutoff``; proxies regenerated with the same noise)."""
+    now = np.asarray(predict(data.frame()), dtype=np.float64)
+    other = np.asarray(predict(data.frame(1 - data.c)), dtype=np.float64)
+    return (now >= cutoff) != (other >= cutoff)
 
 
 def value_fairness_scores(predict: Callable[[pd.DataFrame], np.ndarray], data: ValueData) -> np.ndarray:

@@ -33,9 +33,9 @@ def limitations(report: dict[str, Any]) -> list[dict[str, str]]:
     Returns
     -------
     list of dict
-        ``topic`` (``reading``, ``declarations``, ``attribute``, ``groups``, ``coupling``, ``outcome``, ``undefined``,
-        ``target``, ``aux``, ``decision``) and ``text``; one ``decision`` entry only, saying nothing was measured, when the check did
-        not run.
+        ``topic`` (``reading``, ``declarations``, ``attribute``, ``groups``, ``coupling``, ``outcome``, ``cutoff``,
+        ``undefined``, ``target``, ``aux``, ``decision``) and ``text``; one ``decision`` entry only, saying nothing was
+        measured, when the check did not run.
     """
     check = report.get("check") or {}
     prov = check.get("provenance") or {}
@@ -100,14 +100,22 @@ def _attribute_statements(protected: str, kind: str | None, groups: list) -> lis
 
 
 def _run_statements(check: dict, prov: dict, outcome: dict, name: str) -> list[dict[str, str]]:
-    """Facts of this run: an undeclared favourable outcome, undefined scores, a forward-only target, a given or
-    reused auxiliary model."""
+    """Facts of this run: an undeclared favourable outcome, a cut-off reading, undefined scores, a forward-only
+    target, a given or reused auxiliary model."""
     out: list[dict[str, str]] = []
     if outcome and not outcome.get("declared"):
         out.append({"topic": "outcome", "text": (
             f"which outcome is favourable is not declared (policy {outcome.get('key') or 'favourable_label'}): the "
             f"report says in which direction {name} moves, not whether that is a gain or a loss, and calls no group "
             "most favoured")})
+    cutoff = outcome.get("cutoff") if outcome else None
+    if cutoff:
+        out.append({"topic": "cutoff", "text": (
+            f"the cut-off reading ('{cutoff.get('reading')}') compares each person's output with one modelled "
+            "counterfactual output (with categorical level switches, their expected output): a person close to the "
+            "cut-off counts as crossing on a small modelled move, and one whose level switches would straddle it "
+            "counts by that expected value. It reads a single cut-off; a score used with several (tiers, pricing "
+            "bands) is read at the one the policy names, and δ still reads the size of the change")})
     n_undefined = check.get("n_undefined") or 0
     if n_undefined:
         out.append({"topic": "undefined", "text": (

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 import torch
 
 from faux_checks.gate.decision import summary_line
@@ -61,3 +62,25 @@ def test_stream_of_a_value_target_equals_the_in_memory_check_and_states_its_unit
     assert summary.provenance["target_output"] == "value"
     assert summary_line(summary) == summary_line(result)
     assert summary_line(summary).endswith(f"at δ=200 EUR, n={N:,}")
+
+
+@pytest.mark.slow        # the stream and the in-memory check on 1,200 rows (aux training twice): 10-30 s
+def test_the_stream_leaves_a_cutoff_policy_undecided_and_the_in_memory_check_reads_it(tmp_path):
+    """The stream does not read who crosses a cut-off: a policy with one is undecided there (rule cutoff_crossing not
+    computed), never passed, on a target the δ reading passes; the in-memory check reads and decides it."""
+    df = _data()
+    df.to_parquet(tmp_path / "data.parquet", row_group_size=600)
+    spec = FeatureSpec.fit(df, ["f0", "f1", "f2", "proxy"], name="value-stream")
+    target = Limit(spec.n_features)
+    policy = Policy.model_validate({
+        "protected": "sex", "target_output": "value", "min_aux_quality": 0.6,
+        "faux": {"delta": 1e6, "unit": "EUR", "max_flagged_fraction": 0.05, "cutoff": 0.0, "cutoff_side": "above"},
+        "aux": {"epochs": 4, "max_train_rows": 5000, "cross_fit_folds": 0}, "decision": {"min_group_rows": 20}})
+    summary = score_stream(target, tmp_path / "data.parquet", policy=policy, feature_spec=spec, chunk_rows=600,
+                           out_path=tmp_path / "s.parquet")["sex"]
+    rules = {r["rule"]: r["status"] for r in summary.rules}
+    assert rules["max_flagged_fraction"] == "ok" and rules["cutoff_crossing"] == "not computed"   # δ = 10⁶ EUR
+    assert summary.decision == "undecided"
+    result = check_one_attribute(target, df, policy=policy, feature_spec=spec)
+    status = {r["rule"]: r["status"] for r in result.rules}["cutoff_crossing"]
+    assert status in ("ok", "exceeded") and result.outcome["cutoff"]["n"] == N
