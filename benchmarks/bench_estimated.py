@@ -36,9 +36,9 @@ LEVELS = (0.95, 0.8, 0.9, 0.7)          # the decisive contrast first: a run cut
 def expected(row: dict, min_sharpness: float) -> str | None:
     """The rule's verdict: failed for a clearly unfair target (truth ≥ 10%); for a fair control (truth ≤ 1%) passed
     where the probabilities are sharp enough (measured expected ROC-AUC ≥ min_sharpness, or c known), else undecided."""
-    if row["target"] == "unfair" and row["true_share"] >= 0.10:
+    if row["target"].startswith("unfair") and row["true_share"] >= 0.10:
         return "failed"
-    if row["target"] == "fair" and row["true_share"] <= 0.01:
+    if row["target"].startswith("fair") and row["true_share"] <= 0.01:
         sharp = row["level"] == "known" or row["sharpness"] >= min_sharpness
         return "passed" if sharp else "undecided"
     return None
@@ -56,8 +56,24 @@ def _row(run: dict, level, result, wall: float, sharpness: float) -> dict:
             "aux_quality": check.aux_quality, "wall_s": round(wall, 1)}
 
 
+def strong_proxy_run(target: str, n: int, seed: int, sources, scale: float) -> dict:
+    """``bench_small_data.proxy_run`` with every proxy strength times ``scale`` (c shows more in the features)."""
+    import bench_small_data
+    from faux_checks.groundtruth import proxy
+
+    original = proxy.make_proxy_data
+
+    def stronger(*args, **kwargs):
+        return original(*args, **kwargs, strength={k: v * scale for k, v in proxy.DEFAULT_STRENGTH.items()})
+    proxy.make_proxy_data = stronger
+    try:
+        return bench_small_data.proxy_run(target, n, seed, sources)
+    finally:
+        proxy.make_proxy_data = original
+
+
 def runs(target: str, n: int, seed: int, sources, levels, draws: int, aux_seeds: int | None,
-         known_line: bool = True) -> list[dict]:
+         known_line: bool = True, scale: float = 1.0) -> list[dict]:
     """One target and seed: the known-c check (``known_line``), then the estimated check at every level."""
     from bench_small_data import proxy_run
 
@@ -68,7 +84,7 @@ def runs(target: str, n: int, seed: int, sources, levels, draws: int, aux_seeds:
     from faux_checks.groundtruth.estimated import estimated_audit
     from faux_checks.inputs.probabilities import expected_auc
 
-    run = proxy_run(target, n, seed, sources)
+    run = proxy_run(target, n, seed, sources) if scale == 1.0 else strong_proxy_run(target, n, seed, sources, scale)
     known = load_policy(None, protected="c").model_copy(update={"label": None})
     frame = run["frame"].assign(c=np.where(np.asarray(run["c"]) == 1, "g1", "g0"))
     out = []
@@ -87,7 +103,7 @@ def runs(target: str, n: int, seed: int, sources, levels, draws: int, aux_seeds:
         start = time.perf_counter()
         result = check_estimated(run["model"], audit, policy=policy, feature_spec=run["spec"])
         out.append(_row(run, level, result, time.perf_counter() - start, sharpness))
-    return [{"target": target, "n": n, "seed": seed, "min_sharpness": policy.protected_probabilities.min_sharpness,
+    return [{"target": target if scale == 1.0 else f"{target} (proxies x{scale:g})", "n": n, "seed": seed, "min_sharpness": policy.protected_probabilities.min_sharpness,
              **r} for r in out]
 
 
@@ -120,6 +136,7 @@ def main(argv=None) -> int:
     ap.add_argument("--targets", default="fair,unfair")
     ap.add_argument("--levels", default=",".join(map(str, LEVELS)))
     ap.add_argument("--draws", type=int, default=5)
+    ap.add_argument("--strength-scale", type=float, default=1.0, help="every proxy strength times this")
     ap.add_argument("--no-known", action="store_true", help="skip the check with c itself")
     ap.add_argument("--aux-seeds", type=int, default=1, help="aux seeds per draw (the known line: the policy's)")
     ap.add_argument("--out", type=Path, default=None, help="JSON file the rows are appended to (one per line)")
@@ -139,7 +156,7 @@ def main(argv=None) -> int:
         for seed in map(int, args.seeds.split(",")):
             for target in args.targets.split(","):
                 for row in runs(target, n, seed, sources, [float(v) for v in args.levels.split(",")], args.draws,
-                                args.aux_seeds, not args.no_known):
+                                args.aux_seeds, not args.no_known, args.strength_scale):
                     rows.append(row)
                     verdict = expected(row, row["min_sharpness"])
                     mark = "" if verdict is None else ("  right" if row["decision"] == verdict else "  WRONG")
