@@ -72,8 +72,27 @@ def strong_proxy_run(target: str, n: int, seed: int, sources, scale: float) -> d
         proxy.make_proxy_data = original
 
 
+def informed_audit(run: dict, target: str, n: int, seed: int, sources, level: float):
+    """The audit rows with P(c = 1 | x, s) (:func:`faux_checks.groundtruth.estimated.informed_probabilities`): the
+    proxy run's audit ProxyData rebuilt as ``bench_small_data.proxy_run`` builds it (same seeds, same rows)."""
+    from bench_small_data import MINORITY, _audit_rows
+
+    from faux_checks.groundtruth.estimated import informed_probabilities
+    from faux_checks.groundtruth.proxy import make_proxy_data
+
+    legit, y, legit_column = sources.legit("adult")
+    rows = np.random.default_rng(seed).choice(len(legit), 8000 + 12_000, replace=False)
+    data = make_proxy_data(legit.iloc[rows], y[rows], legit_column=legit_column, kind="binary",
+                           bias=0.0 if target == "fair" else 0.8, seed=seed)
+    pool = data.subset(np.arange(8000, len(rows)))
+    audit = pool.subset(_audit_rows(pool.c, n, seed))
+    assert (audit.c == np.asarray(run["c"])).all()
+    p = informed_probabilities(audit, level, seed=1000 + seed, share=MINORITY, z_pool=data.legit_latent)
+    return run["frame"].drop(columns=["c"]).assign(p_g0=1.0 - p, p_g1=p)
+
+
 def runs(target: str, n: int, seed: int, sources, levels, draws: int, aux_seeds: int | None,
-         known_line: bool = True, scale: float = 1.0) -> list[dict]:
+         known_line: bool = True, scale: float = 1.0, informed: bool = False) -> list[dict]:
     """One target and seed: the known-c check (``known_line``), then the estimated check at every level."""
     from bench_small_data import proxy_run
 
@@ -98,12 +117,15 @@ def runs(target: str, n: int, seed: int, sources, levels, draws: int, aux_seeds:
         payload["decision"] = {**payload["decision"], "aux_seeds": aux_seeds}
     policy = Policy.model_validate(payload)
     for level in levels:
-        audit = estimated_audit(run["frame"], "c", level, seed=1000 + seed)
+        audit = (informed_audit(run, target, n, seed, sources, level) if informed
+                 else estimated_audit(run["frame"], "c", level, seed=1000 + seed))
         sharpness = expected_auc(audit[["p_g0", "p_g1"]].to_numpy())
         start = time.perf_counter()
         result = check_estimated(run["model"], audit, policy=policy, feature_spec=run["spec"])
         out.append(_row(run, level, result, time.perf_counter() - start, sharpness))
-    return [{"target": target if scale == 1.0 else f"{target} (proxies x{scale:g})", "n": n, "seed": seed, "min_sharpness": policy.protected_probabilities.min_sharpness,
+    name = target if scale == 1.0 else f"{target} (proxies x{scale:g})"
+    name = f"{name}, p given x" if informed else name
+    return [{"target": name, "n": n, "seed": seed, "min_sharpness": policy.protected_probabilities.min_sharpness,
              **r} for r in out]
 
 
@@ -137,6 +159,7 @@ def main(argv=None) -> int:
     ap.add_argument("--levels", default=",".join(map(str, LEVELS)))
     ap.add_argument("--draws", type=int, default=5)
     ap.add_argument("--strength-scale", type=float, default=1.0, help="every proxy strength times this")
+    ap.add_argument("--informed", action="store_true", help="probabilities calibrated given the features too")
     ap.add_argument("--no-known", action="store_true", help="skip the check with c itself")
     ap.add_argument("--aux-seeds", type=int, default=1, help="aux seeds per draw (the known line: the policy's)")
     ap.add_argument("--out", type=Path, default=None, help="JSON file the rows are appended to (one per line)")
@@ -156,7 +179,7 @@ def main(argv=None) -> int:
         for seed in map(int, args.seeds.split(",")):
             for target in args.targets.split(","):
                 for row in runs(target, n, seed, sources, [float(v) for v in args.levels.split(",")], args.draws,
-                                args.aux_seeds, not args.no_known, args.strength_scale):
+                                args.aux_seeds, not args.no_known, args.strength_scale, args.informed):
                     rows.append(row)
                     verdict = expected(row, row["min_sharpness"])
                     mark = "" if verdict is None else ("  right" if row["decision"] == verdict else "  WRONG")
