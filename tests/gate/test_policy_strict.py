@@ -272,6 +272,7 @@ def test_a_single_attribute_policy_keeps_its_hash():
     assert payload["decision"].pop("max_newly_flagged_fraction") is None           # an unset no-new-harm rule neither
     assert payload.pop("positive_label") is None                                   # unset: as before it existed
     assert payload.pop("protected_file") is None                                   # no linked protected file neither
+    assert payload.pop("protected_probabilities") is None                          # nor estimated probabilities
     assert payload["favourable_label"] == "1"                                      # set: it counts
     assert payload["scale"].pop("device") == "auto"                                # the device never counts
     assert payload.pop("missing_values") == "auto"                                 # defaults added later: not counted
