@@ -30,15 +30,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 TAU = 0.1
-LEVELS = (0.7, 0.8, 0.9, 0.95)
+LEVELS = (0.95, 0.8, 0.9, 0.7)          # the decisive contrast first: a run cut short still has it
 
 
 def expected(row: dict, min_sharpness: float) -> str | None:
     """The rule's verdict: failed for a clearly unfair target (truth ≥ 10%); for a fair control (truth ≤ 1%) passed
     where the probabilities are sharp enough (measured expected ROC-AUC ≥ min_sharpness, or c known), else undecided."""
-    if row["target"] == "unfair" and row["true_share"] >= 0.10:
+    if row["target"].startswith("unfair") and row["true_share"] >= 0.10:
         return "failed"
-    if row["target"] == "fair" and row["true_share"] <= 0.01:
+    if row["target"].startswith("fair") and row["true_share"] <= 0.01:
         sharp = row["level"] == "known" or row["sharpness"] >= min_sharpness
         return "passed" if sharp else "undecided"
     return None
@@ -56,8 +56,44 @@ def _row(run: dict, level, result, wall: float, sharpness: float) -> dict:
             "aux_quality": check.aux_quality, "wall_s": round(wall, 1)}
 
 
-def runs(target: str, n: int, seed: int, sources, levels, draws: int, aux_seeds: int | None) -> list[dict]:
-    """One target and seed: the known-c check, then the estimated check at every level."""
+def strong_proxy_run(target: str, n: int, seed: int, sources, scale: float) -> dict:
+    """``bench_small_data.proxy_run`` with every proxy strength times ``scale`` (c shows more in the features)."""
+    import bench_small_data
+    from faux_checks.groundtruth import proxy
+
+    original = proxy.make_proxy_data
+
+    def stronger(*args, **kwargs):
+        return original(*args, **kwargs, strength={k: v * scale for k, v in proxy.DEFAULT_STRENGTH.items()})
+    proxy.make_proxy_data = stronger
+    try:
+        return bench_small_data.proxy_run(target, n, seed, sources)
+    finally:
+        proxy.make_proxy_data = original
+
+
+def informed_audit(run: dict, target: str, n: int, seed: int, sources, level: float):
+    """The audit rows with P(c = 1 | x, s) (:func:`faux_checks.groundtruth.estimated.informed_probabilities`): the
+    proxy run's audit ProxyData rebuilt as ``bench_small_data.proxy_run`` builds it (same seeds, same rows)."""
+    from bench_small_data import MINORITY, _audit_rows
+
+    from faux_checks.groundtruth.estimated import informed_probabilities
+    from faux_checks.groundtruth.proxy import make_proxy_data
+
+    legit, y, legit_column = sources.legit("adult")
+    rows = np.random.default_rng(seed).choice(len(legit), 8000 + 12_000, replace=False)
+    data = make_proxy_data(legit.iloc[rows], y[rows], legit_column=legit_column, kind="binary",
+                           bias=0.0 if target == "fair" else 0.8, seed=seed)
+    pool = data.subset(np.arange(8000, len(rows)))
+    audit = pool.subset(_audit_rows(pool.c, n, seed))
+    assert (audit.c == np.asarray(run["c"])).all()
+    p = informed_probabilities(audit, level, seed=1000 + seed, share=MINORITY, z_pool=data.legit_latent)
+    return run["frame"].drop(columns=["c"]).assign(p_g0=1.0 - p, p_g1=p)
+
+
+def runs(target: str, n: int, seed: int, sources, levels, draws: int, aux_seeds: int | None,
+         known_line: bool = True, scale: float = 1.0, informed: bool = False) -> list[dict]:
+    """One target and seed: the known-c check (``known_line``), then the estimated check at every level."""
     from bench_small_data import proxy_run
 
     from faux_checks import load_policy
@@ -67,25 +103,29 @@ def runs(target: str, n: int, seed: int, sources, levels, draws: int, aux_seeds:
     from faux_checks.groundtruth.estimated import estimated_audit
     from faux_checks.inputs.probabilities import expected_auc
 
-    run = proxy_run(target, n, seed, sources)
+    run = proxy_run(target, n, seed, sources) if scale == 1.0 else strong_proxy_run(target, n, seed, sources, scale)
     known = load_policy(None, protected="c").model_copy(update={"label": None})
     frame = run["frame"].assign(c=np.where(np.asarray(run["c"]) == 1, "g1", "g0"))
     out = []
-    start = time.perf_counter()
-    result = check_attributes(run["model"], frame, policy=known, feature_spec=run["spec"])
-    out.append(_row(run, "known", result, time.perf_counter() - start, 1.0))
+    if known_line:
+        start = time.perf_counter()
+        result = check_attributes(run["model"], frame, policy=known, feature_spec=run["spec"])
+        out.append(_row(run, "known", result, time.perf_counter() - start, 1.0))
     section = {"column": "c", "groups": {"g0": "p_g0", "g1": "p_g1"}, "draws": draws}
     payload = {**known.model_dump(), "protected_probabilities": section}
     if aux_seeds is not None:               # each draw trains its own aux model: the draws' spread holds the seeds'
         payload["decision"] = {**payload["decision"], "aux_seeds": aux_seeds}
     policy = Policy.model_validate(payload)
     for level in levels:
-        audit = estimated_audit(run["frame"], "c", level, seed=1000 + seed)
+        audit = (informed_audit(run, target, n, seed, sources, level) if informed
+                 else estimated_audit(run["frame"], "c", level, seed=1000 + seed))
         sharpness = expected_auc(audit[["p_g0", "p_g1"]].to_numpy())
         start = time.perf_counter()
         result = check_estimated(run["model"], audit, policy=policy, feature_spec=run["spec"])
         out.append(_row(run, level, result, time.perf_counter() - start, sharpness))
-    return [{"target": target, "n": n, "seed": seed, "min_sharpness": policy.protected_probabilities.min_sharpness,
+    name = target if scale == 1.0 else f"{target} (proxies x{scale:g})"
+    name = f"{name}, p given x" if informed else name
+    return [{"target": name, "n": n, "seed": seed, "min_sharpness": policy.protected_probabilities.min_sharpness,
              **r} for r in out]
 
 
@@ -115,9 +155,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", default="2000")
     ap.add_argument("--seeds", default="0,1,2")
-    ap.add_argument("--targets", default="unfair,fair")
+    ap.add_argument("--targets", default="fair,unfair")
     ap.add_argument("--levels", default=",".join(map(str, LEVELS)))
     ap.add_argument("--draws", type=int, default=5)
+    ap.add_argument("--strength-scale", type=float, default=1.0, help="every proxy strength times this")
+    ap.add_argument("--informed", action="store_true", help="probabilities calibrated given the features too")
+    ap.add_argument("--no-known", action="store_true", help="skip the check with c itself")
     ap.add_argument("--aux-seeds", type=int, default=1, help="aux seeds per draw (the known line: the policy's)")
     ap.add_argument("--out", type=Path, default=None, help="JSON file the rows are appended to (one per line)")
     ap.add_argument("--table", type=Path, default=None, help="print the markdown table of a JSON file and exit")
@@ -136,7 +179,7 @@ def main(argv=None) -> int:
         for seed in map(int, args.seeds.split(",")):
             for target in args.targets.split(","):
                 for row in runs(target, n, seed, sources, [float(v) for v in args.levels.split(",")], args.draws,
-                                args.aux_seeds):
+                                args.aux_seeds, not args.no_known, args.strength_scale, args.informed):
                     rows.append(row)
                     verdict = expected(row, row["min_sharpness"])
                     mark = "" if verdict is None else ("  right" if row["decision"] == verdict else "  WRONG")

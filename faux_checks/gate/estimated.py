@@ -160,15 +160,17 @@ def flagged_rule(interval: ImputedInterval | None, policy: Policy) -> dict:
     return {**rule_row("max_flagged_fraction", status, detail, interval.fraction, limit), "bound": [lo, hi]}
 
 
-def sharpness_rule(sharpness: float, policy: Policy) -> dict:
+def sharpness_rule(sharpness: float, policy: Policy, between: float | None = None) -> dict:
     """The ``protected_probabilities`` rule: ok when the expected ROC-AUC reaches ``min_sharpness``, else not met
-    (a pass needs it; a fail does not). Its detail states the form of c and what it does to the interval."""
+    (a pass needs it; a fail does not). Its detail states the form of c and what it does to the interval
+    (``between``: the between-draw variance of the flagged fraction, fraction², when computed)."""
     settings = policy.protected_probabilities
     if settings is None:
         raise ConfigurationError("no [protected_probabilities] in the policy: the estimated route needs it")
     need, m = settings.min_sharpness, settings.draws
     form = (f"protected attribute '{settings.column}': estimated probabilities ({m} draws), expected ROC-AUC "
-            f"{sharpness:.3f}; the interval carries the imputation spread (between-draw variance)")
+            f"{sharpness:.3f}; the interval carries the imputation spread (between-draw variance "
+            f"{'not computed' if between is None else format(between, '.3g')})")
     if math.isfinite(sharpness) and sharpness >= need:
         return rule_row("protected_probabilities", "ok", f"{form}; sharp enough to pass (min_sharpness {need:.2f})",
                         sharpness, need)
@@ -296,7 +298,8 @@ def estimated_outcome(checks: Sequence[CheckResult], sharpness: float, seeds: Se
         interval = rubin_interval([iv.fraction for iv in intervals], [iv.lower for iv in intervals],
                                   [iv.upper for iv in intervals], n=checks[0].n_individuals,
                                   confidence=policy.decision.confidence)
-    rules = [sharpness_rule(sharpness, policy), flagged_rule(interval, policy)] + draw_rules(checks)
+    between = interval.between if interval is not None else None
+    rules = [sharpness_rule(sharpness, policy, between), flagged_rule(interval, policy)] + draw_rules(checks)
     outcome = decide(rules)
     first = checks[0]
     provenance = {**first.provenance, "protected_probabilities": _provenance(interval, sharpness, seeds, policy)}

@@ -123,9 +123,9 @@ class Policy(StrictSection):
         """``[protected_probabilities] column`` names the protected attribute when ``protected`` is not given; a
         second source of c (``[[attributes]]``, ``[protected_file]``, another ``protected``) is refused."""
         section = data.get("protected_probabilities") if isinstance(data, dict) else None
-        if not isinstance(section, (dict, ProtectedProbabilitiesSettings)):
-            return data                                   # absent, or of the wrong type: the field's own error
-        column = section.get("column") if isinstance(section, dict) else section.column
+        column = section.get("column") if isinstance(section, dict) else getattr(section, "column", None)
+        if not isinstance(column, str):                   # a section of the wrong type: the field's own error
+            return data
         clash = ("[[attributes]]" if data.get("attributes") else "[protected_file]" if data.get("protected_file")
                  else f"protected = {data['protected']!r}" if data.get("protected") not in (None, column) else None)
         if clash:

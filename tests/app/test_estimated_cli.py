@@ -67,7 +67,9 @@ def test_unfair_fails_and_neither_c_nor_its_probabilities_reach_the_scores(files
     report = json.loads((tmp_path / "r" / "report.json").read_text())
     rules = {r["rule"]: r for r in report["rules"]}
     assert rules["max_flagged_fraction"]["status"] == "exceeded"
-    assert "estimated probabilities (2 draws), expected ROC-AUC 1.000" in rules["protected_probabilities"]["detail"]
+    detail = rules["protected_probabilities"]["detail"]
+    assert "estimated probabilities (2 draws), expected ROC-AUC 1.000" in detail
+    assert f"(between-draw variance {np.var(report['check']['interval']['draws'], ddof=1):.3g})" in detail
     imputed = report["check"]["provenance"]["protected_probabilities"]
     assert len(imputed["seeds"]) == 2 and imputed["expected_auc"] > 0.96
     interval = report["check"]["interval"]

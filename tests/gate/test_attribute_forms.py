@@ -33,6 +33,7 @@ def _dump_sha(policy: Policy) -> str:
     assert dump["aux"].pop("cross_fit_folds") == 5  # added after the pin (hashed only when set otherwise)
     assert dump.pop("favourable_label") is None     # added after the pin; unset, not hashed
     assert dump.pop("protected_file") is None       # added after the pin; unset, not hashed
+    assert dump.pop("protected_probabilities") is None  # added after the pin; unset, not hashed
     assert dump["faux"].pop("unit") is None         # added after the pin; unset, not hashed
     assert dump.pop("protected_probabilities") is None   # added after the pin; unset, not hashed
     assert dump["faux"].pop("cutoff") is None and dump["faux"].pop("cutoff_side") is None   # the same

@@ -36,3 +36,25 @@ def test_audit_rows_lose_c_and_gain_one_column_per_group():
         signal_strength(1.0)
     with pytest.raises(InputError, match="0/1"):
         sharpness_probabilities(np.array([0, 2]), 0.8, seed=0)
+
+
+def test_probabilities_given_the_features_are_calibrated_given_them():
+    """P(c = 1 | x) from the proxies' exact likelihood matches the share of c = 1 per bin; adding the signal keeps
+    it calibrated and makes it sharper."""
+    from scipy.special import expit
+
+    from faux_checks.groundtruth.estimated import informed_probabilities, proxy_log_odds
+    from faux_checks.groundtruth.proxy import make_proxy_data
+
+    rng = np.random.default_rng(0)
+    n = 6_000
+    features = pd.DataFrame({"a": rng.normal(size=n), "b": rng.gamma(2.0, size=n)})
+    data = make_proxy_data(features, rng.integers(0, 2, n), legit_column="b", kind="binary", seed=0)
+    for p in (expit(proxy_log_odds(data)), informed_probabilities(data, 0.8, seed=1, share=0.5)):
+        bins = pd.qcut(p, 10, labels=False, duplicates="drop")
+        by_bin = pd.DataFrame({"p": p, "c": data.c, "b": bins}).groupby("b").agg(p=("p", "mean"), c=("c", "mean"),
+                                                                                   n=("c", "size"))
+        se = np.sqrt(by_bin["p"] * (1 - by_bin["p"]) / by_bin["n"]) + 1e-4
+        assert (np.abs(by_bin["p"] - by_bin["c"]) / se).max() < 4.0
+    assert roc_auc_score(data.c, informed_probabilities(data, 0.8, seed=1, share=0.5)) > roc_auc_score(
+        data.c, expit(proxy_log_odds(data))) + 0.02
