@@ -35,7 +35,6 @@ def _dump_sha(policy: Policy) -> str:
     assert dump.pop("protected_file") is None       # added after the pin; unset, not hashed
     assert dump.pop("protected_probabilities") is None  # added after the pin; unset, not hashed
     assert dump["faux"].pop("unit") is None         # added after the pin; unset, not hashed
-    assert dump.pop("protected_probabilities") is None   # added after the pin; unset, not hashed
     assert dump["faux"].pop("cutoff") is None and dump["faux"].pop("cutoff_side") is None   # the same
     return hashlib.sha256(json.dumps(dump, sort_keys=True).encode()).hexdigest()
 
