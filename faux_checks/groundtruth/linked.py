@@ -68,7 +68,7 @@ def missing_keys(n: int, share: float, *, seed: int, targeted: np.ndarray | None
     inside, outside = np.flatnonzero(t), np.flatnonzero(~t)
     k_in = min(int(round(float(tilt) * k)), len(inside))
     k_in += max(0, k - k_in - len(outside))          # too few rows outside T: the remainder from T
-    out = np.zeros(n, dtype=bool)
+    out: np.ndarray = np.zeros(n, dtype=bool)
     out[rng.choice(inside, k_in, replace=False)] = True
     out[rng.choice(outside, k - k_in, replace=False)] = True
     return out
