@@ -86,15 +86,16 @@ def runs(target: str, n: int, seed: int, sources, shares, patterns, aux_seeds: i
     return out
 
 
-def _bound(row: dict) -> str:
-    """'[2.0%, 4.5%]'."""
-    return f"[{row['lower']:.1%}, {row['upper']:.1%}]"
+def _bound(row: dict, prefix: str = "") -> str:
+    """'[2.0%, 4.5%]': the bound over all rows, or with ``prefix`` "read_" the matched rows' interval."""
+    return f"[{row[prefix + 'lower']:.1%}, {row[prefix + 'upper']:.1%}]"
 
 
 def table(rows: list[dict]) -> str:
     """Markdown: one line per pattern, u and target, the seeds side by side."""
-    out = ["| pattern | u | target | truth, all rows | truth, matched rows | bound over all rows (per seed) | "
-           "bound covers truth | decisions | right |", "|---|---:|---|---|---|---|---:|---|---:|"]
+    out = ["| pattern | u | target | truth, all rows | truth, matched rows | matched rows' interval | "
+           "matched interval covers matched truth | bound over all rows (per seed) | bound covers truth | decisions | right |",
+           "|---|---:|---|---|---|---|---:|---|---:|---|---:|"]
     keys = sorted({(r["pattern"], r["u"], r["target"]) for r in rows},
                   key=lambda k: (PATTERNS.index(k[0]), k[1], k[2]))
     for pattern, u, target in keys:
@@ -103,6 +104,8 @@ def table(rows: list[dict]) -> str:
         right = sum(1 for r in rs if r["decision"] == expected(r))
         out.append(f"| {pattern} | {u:.0%} | {target} | {', '.join(format(r['truth_all'], '.1%') for r in rs)} | "
                    f"{', '.join(format(r['truth_matched'], '.1%') for r in rs)} | "
+                   f"{', '.join(_bound(r, 'read_') for r in rs)} | "
+                   f"{sum(r['read_lower'] <= r['truth_matched'] <= r['read_upper'] for r in rs)}/{len(rs)} | "
                    f"{', '.join(_bound(r) for r in rs)} | "
                    f"{sum(r['covered'] for r in rs)}/{len(rs)} | {', '.join(r['decision'] for r in rs)} | "
                    f"{right}/{len(rs)} |")
