@@ -237,7 +237,12 @@ def _print_check(args, result, report_dir: Path | None, sha256: str, sections: l
         emit_json([check_object(result.to_dict(), model_path=str(args.model), model_sha256=sha256,
                                 report_dir=str(report_dir) if report_dir is not None else None)])
         return result.exit_code
+    from faux_checks.report.protected_form import protected_form_line
+
     say(repr(result))
+    checks = [s.check for s in result.sections] if hasattr(result, "sections") else [result]
+    for form in dict.fromkeys(protected_form_line(getattr(c, "provenance", None)) for c in checks):
+        say(f"  {form}")
     for line in sections:
         say(f"  {line}")
     for reason in result.reasons:

@@ -9,6 +9,8 @@
 - ``definitional``: UCI Adult's definitional counterfactual (sex flipped, relationship Husband ↔ Wife).
 - ``labels``: historical label bias against a protected group.
 - ``joint``: joint-only proxies: a pair of columns, each alike in every group, that carries c together.
+- ``linked``: the audit rows with a person key and a separate protected file with a share u of the keys missing
+  (at random, more in the protected group, or the truly flagged people first), for any rows with a known truth.
 - ``zipcode``: a 60-level categorical proxy generated under the inverse-CDF or the Gumbel-max coupling (the
   data cannot tell them apart).
 """

@@ -18,6 +18,7 @@ from ..gate.decision import EXIT_CODES, exit_code_for, rule_row
 from ..provenance import data_sha256, installed_versions, jsonable, utc_now
 from ..registry.records import GateProvenance, GateRecord, VersionRecord, parse_number
 from .html import render_html
+from .protected_form import protected_form_line
 from .schema import REPORT_SCHEMA_VERSION, validate_report
 
 __all__ = ["KINDS", "build_report", "history_points", "report_history", "summarise_data", "write_report"]
@@ -251,7 +252,7 @@ def build_report(*, decision: str, reasons: list[str], check: dict | None, kind:
         "audit": audit,
         "history": points,
         "environment": _environment(check, audit),
-        "artifacts": dict(artifacts or {}),
+        "artifacts": dict(artifacts or {}), "protected_form": protected_form_line(prov),
     }
     if attributes:
         payload["attributes"] = list(attributes)

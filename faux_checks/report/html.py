@@ -27,6 +27,7 @@ from typing import Any
 
 from ._format import cell, expectation_statistic, fmt, is_share_statistic, pct, rule_statistic, statistic_cell
 from .limitations import limitations
+from .protected_form import protected_form_line
 from .plots import render_plots, report_unit
 
 __all__ = ["SECTION_IDS", "render_html", "safe_href"]
@@ -167,7 +168,10 @@ def _page(report: dict[str, Any]) -> dict[str, Any]:
     policy = report.get("policy") or {}
     faux = policy.get("faux") or {}
     unit = report_unit(report)                   # a value target's unit; None: probability points
-    policy_summary = {"name": policy.get("name"), "protected": policy.get("protected"), "label": policy.get("label"),
+    policy_summary = {"name": policy.get("name"), "protected": policy.get("protected"),
+                      "form of the protected attribute": report.get("protected_form")
+                      or protected_form_line(check.get("provenance"), policy.get("protected")),
+                      "label": policy.get("label"),
                       "δ (delta)": faux.get("delta"), "max_flagged_fraction": faux.get("max_flagged_fraction"),
                       "min_aux_quality": policy.get("min_aux_quality"), "variant": faux.get("variant"),
                       **{f"decision.{k}": v for k, v in (policy.get("decision") or {}).items()},

@@ -107,7 +107,10 @@ def test_exclude_decides_on_the_closed_form_bound(files, tmp_path, capsys):
     assert report["check"]["n_individuals"] == 576
     scores = pd.read_csv(tmp_path / "s.csv")
     assert len(scores) == N and (scores["status"] == "not_audited").sum() == 24
-    capsys.readouterr()
+    form = (f"protected attribute 'sex': linked file {files['p24']}, joined on pid: 24 of 600 rows unmatched "
+            "(excluded; the bound widens by u = 4.00%: [l(1-u), h(1-u)+u] over all rows)")
+    assert report["protected_form"] == form                       # the report states the form of c
+    assert form in capsys.readouterr().out                        # and so does the text on stdout
     assert main(_check(files, "unfair", policy="exclude", protected="p24")) == 1
 
 
