@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-__all__ = ["PROTECTED_FORMS", "linked_file_form", "protected_form_line"]
+__all__ = ["PROTECTED_FORMS", "estimated_form", "linked_file_form", "protected_form_line"]
 
 
 def linked_file_form(provenance: Mapping[str, Any]) -> str | None:
@@ -39,9 +39,34 @@ def linked_file_form(provenance: Mapping[str, Any]) -> str | None:
     return line
 
 
+def estimated_form(provenance: Mapping[str, Any]) -> str | None:
+    """The estimated form: "protected attribute 'c': estimated probabilities (columns ...), M draws, expected ROC-AUC a;
+    the interval carries the imputation spread (between-draw variance v)"; None when c was not estimated.
+
+    Parameters
+    ----------
+    provenance : mapping
+        A check's provenance; reads its ``protected_probabilities`` entry
+        (:func:`faux_checks.gate.estimated.check_estimated`: ``column``, ``groups``, ``draws``, ``expected_auc``,
+        ``between_variance``).
+    """
+    est = provenance.get("protected_probabilities")
+    if not est:
+        return None
+    columns = ", ".join(f"{g} = {c}" for g, c in (est.get("groups") or {}).items())
+    auc, between = est.get("expected_auc"), est.get("between_variance")
+    line = (f"protected attribute {est.get('column')!r}: estimated probabilities ({columns}), "
+            f"{est.get('draws')} draws (multiple imputation)")
+    if auc is not None:
+        line += f", expected ROC-AUC {float(auc):.3f}"
+    if between is not None:
+        line += f"; the interval carries the imputation spread (between-draw variance {float(between):.2e})"
+    return line
+
+
 #: Readers of the forms of c that are not a column of the audit data: each takes a check's provenance and returns
 #: the sentence, or None when the check did not have that form. The first that answers is the line.
-PROTECTED_FORMS: list[Callable[[Mapping[str, Any]], str | None]] = [linked_file_form]
+PROTECTED_FORMS: list[Callable[[Mapping[str, Any]], str | None]] = [linked_file_form, estimated_form]
 
 
 def protected_form_line(provenance: Mapping[str, Any] | None, protected: str | None = None) -> str:

@@ -54,3 +54,13 @@ def test_json_and_html_reports_state_the_form():
         assert line in report["protected_form"]
         jsonschema.validate(report["protected_form"], SCHEMA["properties"]["protected_form"])
         assert line in html.unescape(render_html(report))
+
+
+def test_estimated_probabilities_state_the_draws_the_sharpness_and_the_imputation_spread():
+    check = copy.deepcopy(_check())
+    check["provenance"]["protected_probabilities"] = {
+        "form": "estimated probabilities", "column": "race", "groups": {"a": "p_a", "b": "p_b"}, "draws": 5,
+        "expected_auc": 0.9213, "between_variance": 0.000125}
+    assert protected_form_line(check["provenance"]) == (
+        "protected attribute 'race': estimated probabilities (a = p_a, b = p_b), 5 draws (multiple imputation), "
+        "expected ROC-AUC 0.921; the interval carries the imputation spread (between-draw variance 1.25e-04)")
