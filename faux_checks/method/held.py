@@ -165,11 +165,13 @@ def uninformative_features(aux_raw, X_hold, c_hold, *, kind: Kind, groups, z: fl
     rng = np.random.default_rng(seed)
     mask = np.zeros(X.shape[1], dtype=bool)
     table = []
+    permuted = X.clone()                                  # one working copy: each group permuted, then restored
     for idx in groups:
         idx = np.asarray(idx, dtype=np.int64)
-        permuted = X.clone()
-        permuted[:, idx] = X[torch.as_tensor(rng.permutation(len(X)))][:, idx]
+        cols = torch.as_tensor(idx)
+        permuted[:, cols] = X[:, cols][torch.as_tensor(rng.permutation(len(X)))]
         diff = row_losses(permuted) - base
+        permuted[:, cols] = X[:, cols]
         se = diff.std(ddof=1) / np.sqrt(len(diff))
         score = float(diff.mean() / se) if se > 0 else (float("inf") if diff.mean() > 0 else 0.0)
         informative = score > z

@@ -19,8 +19,7 @@ LONG_FUNCTIONS = {
     ("flows/shard.py", "score_sharded"): 123,
     ("faux_checks/method/faux.py", "evaluate"): 118,
     ("faux_checks/gate/stream/run.py", "score_stream"): 98,
-    ("faux_checks/method/faux.py", "fit_reference"): 86,
-    ("faux_checks/method/swap.py", "fit_swap_reference"): 82, ("faux_checks/gate/stream/plan.py", "prepare_scoring"): 82,
+    ("faux_checks/gate/stream/plan.py", "prepare_scoring"): 82,
 }
 
 
