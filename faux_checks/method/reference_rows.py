@@ -46,7 +46,7 @@ def capped_rows(c, *, grouped: bool, max_rows: int = REFERENCE_MAX_ROWS, seed: i
     Our choice (the joint test of the held block samples its rows the same way,
     :data:`~faux_checks.method.joint_hold.JOINT_MAX_ROWS`). The sample's error: a residual quantile from k rows of
     a group is off by about √(p(1−p)/k) / f(q) (≈ 0.01 sd at the median for k = 10,000), the ridge and covariance
-    fits by O(1/√k) relative, below the grid and fit errors of the move; measured in docs/benchmark.md.
+    fits by O(1/√k) relative; measured in benchmarks/README.md ("The reference fit: one thread, capped rows").
     """
     c = np.asarray(c)
     n = len(c)
