@@ -7,7 +7,7 @@ from typing import Iterator
 
 import torch
 
-__all__ = ["one_blas_thread", "one_torch_thread"]
+__all__ = ["one_blas_thread", "one_thread", "one_torch_thread"]
 
 
 @contextlib.contextmanager
@@ -40,4 +40,18 @@ def one_blas_thread() -> Iterator[None]:
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=1, user_api="blas"):
+        yield
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """Run torch, numpy's BLAS and OpenMP (scikit-learn's gradient boosting) on one thread each.
+
+    For the swap reading's reference fit (:meth:`~faux_checks.method.faux.FAuxTester.fit_reference`): a fixed
+    cost per check that mixes torch forwards, numpy solves and scikit-learn fits, each of which would otherwise
+    start its own pool on every core; the parallelism of a large check is its workers (one thread each).
+    """
+    from threadpoolctl import threadpool_limits
+
+    with one_torch_thread(), threadpool_limits(limits=1):
         yield

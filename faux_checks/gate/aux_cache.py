@@ -237,8 +237,8 @@ def fitted_reference(tester, X_ref, c_ref, **settings):
 
     The fit is deterministic given what :func:`_reference_key` hashes (the aux model, rows, values, categorical groups
     and settings; its permutation tests are seeded), so the stored reference is the one a new fit would give. Sets
-    ``reference``, ``held_fixed_``, ``informativeness_``, ``independence_``, ``joint_hold_`` (copies of the stored ones) and
-    ``reference_reused_`` (True on a hit).
+    ``reference``, ``held_fixed_``, ``informativeness_``, ``independence_``, ``joint_hold_``, ``reference_sample_``
+    (copies of the stored ones) and ``reference_reused_`` (True on a hit).
 
     Raises
     ------
@@ -255,7 +255,8 @@ def fitted_reference(tester, X_ref, c_ref, **settings):
         fitted = {"reference": tester.reference, "held_fixed_": tester.held_fixed_.copy(),
                   "informativeness_": copy.deepcopy(tester.informativeness_),
                   "independence_": copy.deepcopy(tester.independence_),
-                  "joint_hold_": copy.deepcopy(getattr(tester, "joint_hold_", None))}
+                  "joint_hold_": copy.deepcopy(getattr(tester, "joint_hold_", None)),
+                  "reference_sample_": dict(tester.reference_sample_)}
         with _LOCK:
             _REFERENCES[key] = fitted
             _STATS["reference_fits"] += 1
@@ -268,5 +269,6 @@ def fitted_reference(tester, X_ref, c_ref, **settings):
     tester.informativeness_ = copy.deepcopy(hit["informativeness_"])
     tester.independence_ = copy.deepcopy(hit["independence_"])
     tester.joint_hold_ = copy.deepcopy(hit["joint_hold_"])
+    tester.reference_sample_ = dict(hit["reference_sample_"])
     tester.reference_reused_ = True
     return tester

@@ -14,7 +14,8 @@ from .._validation import fmt_count
 from ..errors import InputError
 from ..inputs.missing import MISSINGNESS, feature_columns
 from ..inputs.tabular import FeatureSpec
-from ..method.faux import FAuxTester, LICResult
+from ..method.faux import FAuxTester
+from ..method.result import LICResult
 from ..method.held import INDEPENDENCE_ALPHA, INFORMATIVE_Z
 from ..method.output import TargetOutput
 from .aux_model import AuxFit

@@ -28,7 +28,8 @@ from ..inputs.protected import ProtectedAttribute
 from ..kinds import protected_kind
 from ..method._batching import as_tensor
 from ..method.auxiliary import AuxiliaryModel
-from ..method.faux import FAuxTester, LICResult
+from ..method.faux import FAuxTester
+from ..method.result import LICResult
 from ..method.joint_hold import jointly_free_hold
 from ..method.held import independent_features, uninformative_features
 from ..method.output import TargetOutput

@@ -24,7 +24,7 @@ import torch
 
 from ..inputs.tabular import FeatureSpec
 from ..method.decomposition import grouped_shapley
-from ..method.faux import LICResult
+from ..method.result import LICResult
 from ..method.output import TargetOutput, predict_probability
 
 __all__ = ["PARTS", "column_parts", "decompose_change", "reason_list"]

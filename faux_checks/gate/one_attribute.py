@@ -33,7 +33,8 @@ from ..inputs.estimators import as_target
 from ..inputs.missing import target_takes_missing, with_nan_inputs
 from ..inputs.tabular import FeatureSpec
 from ..method._batching import as_tensor
-from ..method.faux import FAuxTester, LICResult
+from ..method.faux import FAuxTester
+from ..method.result import LICResult
 from ..method.output import TargetOutput, resolve_output_form
 from .aux_model import AuxFit, free_column_quality
 from .crossfit import check_aux, cross_fit_record, cross_fit_scores, cross_fit_seed_spread, oof_free_quality

@@ -227,7 +227,7 @@ def delta_curve(scores: np.ndarray, n_points: int = 60, *, outcomes: np.ndarray 
     ----------
     scores : ndarray of shape (n,), NaN where undefined
     outcomes, weights : ndarray of shape (n, C), optional
-        Level configurations' changes and probabilities (:class:`~faux_checks.method.faux.LICResult`): the
+        Level configurations' changes and probabilities (:class:`~faux_checks.method.result.LICResult`): the
         fraction at δ is then the mean probability that the change exceeds δ.
 
     Returns

@@ -59,7 +59,7 @@ def seed_spread(target_model, policy: Policy, output: TargetOutput, spec: Featur
         Rows every seed scores (:func:`seed_sample`).
     used_flagged : ndarray of shape (len(sample),), bool or float in [0, 1]
         The check's own aux model's worst-case flags on ``sample``
-        (:meth:`~faux_checks.method.faux.LICResult.decision_weights`).
+        (:meth:`~faux_checks.method.result.LICResult.decision_weights`).
     models : list, optional
         Receives ``(seed, fitted AuxiliaryModel)`` of every extra seed, in seed order (the check records them,
         :func:`faux_checks.report.records.write_check_records`, so a re-gate restores them instead of training).

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..errors import InputError
-from ..method.faux import LICResult
+from ..method.result import LICResult
 from ..method.output import TargetOutput
 from .policy_schema import Policy
 from .tester_settings import TesterSettings

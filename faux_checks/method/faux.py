@@ -15,9 +15,10 @@ import numpy as np
 import torch
 
 from .._device import module_on
-from .._threads import one_blas_thread
+from .._threads import one_blas_thread, one_thread
 from .._validation import fmt_count
 from ..errors import InputError
+from ..kinds import protected_kind
 from ._batching import DEFAULT_CHUNK, as_tensor, eval_mode, iter_chunks
 from .auxiliary import AuxiliaryModel
 from .batch_probe import probe_batch_independence
@@ -25,16 +26,15 @@ from .chunk import swap_chunk
 from .forward import FD_STEP, directional_change, forward_attribution, is_forward_only
 from .gradients import path_averaged_gradients, target_probability_and_gradient
 from .counterfactual import SwapSettings, fit_floors
-from .held import independent_features, uninformative_features
-from .joint_hold import jointly_free_hold
+from .held import reference_holds
 from .levels import fit_level_models
 from .lic import faux_ng_scores, faux_projection_scores, faux_scores, pseudo_inverse_rows
+from .reference_rows import capped_reference
 from .output import TargetOutput, float64_copy, predict_probability, probability, raw_output, resolve_output_form
 from .result import LICResult
 from .swap import SwapReference, fit_swap_reference
 
-# LICResult (.result) and probe_batch_independence (.batch_probe) stay importable here: the gate reads them from this module
-__all__ = ["FAuxTester", "LICResult", "Variant", "VARIANTS", "probe_batch_independence"]
+__all__ = ["FAuxTester", "Variant", "VARIANTS"]
 
 Variant = Literal["swap", "faux", "ng", "ig", "projection"]
 VARIANTS: tuple[str, ...] = ("swap", "faux", "ng", "ig", "projection")
@@ -223,6 +223,11 @@ class FAuxTester:
             The permutation test per group (empty without ``holdout``).
         joint_hold_ : dict or None
             The joint test of the held block (:func:`faux_checks.method.joint_hold.jointly_free_hold`'s summary).
+        reference_sample_ : dict
+            The rows read: beyond :data:`~faux_checks.method.reference_rows.REFERENCE_MAX_ROWS` reference (or
+            hold-out) rows a seeded sample of them, its size and seed here
+            (:func:`~faux_checks.method.reference_rows.capped_reference`). The fit runs on one torch, BLAS and
+            OpenMP thread, as each scoring worker does.
 
         Raises
         ------
@@ -232,41 +237,47 @@ class FAuxTester:
         X_ref = as_tensor(X_ref)
         d = X_ref.shape[1]
         declared = np.zeros(d, dtype=bool) if admissible is None else np.asarray(admissible, dtype=bool)
-        self.held_fixed_ = np.zeros(d, dtype=bool)
-        self.informativeness_: list = []
-        self.independence_: list = []
         groups = feature_groups if feature_groups is not None else [[j] for j in range(d)]
-        if holdout is not None:
-            held, self.informativeness_ = uninformative_features(
-                self.aux_model.net_, holdout[0], holdout[1], kind=self.aux_model.kind, groups=groups)
-            self.held_fixed_ = held & ~declared
-        if hold_independent:
-            independent, self.independence_ = independent_features(X_ref.numpy(), c_ref, kind=self.aux_model.kind,
-                                                                   groups=groups)
-            self.held_fixed_ |= independent & ~declared
-        self.held_fixed_, self.joint_hold_ = jointly_free_hold(X_ref.numpy(), c_ref, kind=self.aux_model.kind,
-                                                               groups=groups, held=self.held_fixed_,
-                                                               declared=declared, release=hold_jointly)
+        grouped = protected_kind(self.aux_model.kind).grouped
+        with one_thread():
+            X_ref, c_ref, holdout, self.reference_sample_ = capped_reference(X_ref, c_ref, holdout, grouped=grouped)
+            self._fit_holds(X_ref.numpy(), c_ref, declared, groups, holdout, hold_independent, hold_jointly)
+            self.reference = self._fitted_reference(X_ref, c_ref, declared | self.held_fixed_, metric, guard,
+                                                    continuous_matching)
+        return self
+
+    def _fit_holds(self, X_ref: np.ndarray, c_ref, declared: np.ndarray, groups, holdout, hold_independent: bool,
+                   hold_jointly: bool) -> None:
+        """Set ``held_fixed_``, ``informativeness_``, ``independence_`` and ``joint_hold_``
+        (:func:`~faux_checks.method.held.reference_holds`)."""
+        holds = reference_holds(self.aux_model.net_, X_ref, c_ref, kind=self.aux_model.kind, declared=declared,
+                                groups=groups, holdout=holdout, hold_independent=hold_independent,
+                                hold_jointly=hold_jointly)
+        self.held_fixed_, self.informativeness_, self.independence_ = holds.held, holds.informativeness, holds.independence
+        self.joint_hold_ = holds.joint
+
+    def _fitted_reference(self, X_ref: torch.Tensor, c_ref, held: np.ndarray, metric: str, guard: float,
+                          continuous_matching) -> SwapReference:
+        """The swap reference with ``held`` fixed: metric, group shifts, matching, level models, guard (:meth:`fit_reference`)."""
         with torch.no_grad():
             raw = self.aux_model.net_(X_ref)
-        held = declared | self.held_fixed_
+        X = X_ref.numpy()
         matched = None
         if metric == "matched":
-            categorical = np.zeros(d, dtype=bool)
+            categorical = np.zeros(X.shape[1], dtype=bool)
             for g in self.swap.categorical_groups:
                 categorical[np.asarray(g)] = True
             matched = ~held & ~categorical
-        reference = fit_swap_reference(raw, X_ref.numpy(), c_ref, kind=self.aux_model.kind, admissible=held,
+        reference = fit_swap_reference(raw, X, c_ref, kind=self.aux_model.kind, admissible=held,
                                        metric=metric, continuous_matching=continuous_matching, matched=matched)
         if self.swap.categorical == "coupled" or metric == "matched":
             reference = dataclasses.replace(reference, levels=fit_level_models(
-                X_ref.numpy(), c_ref, self.swap.categorical_groups, admissible=reference.admissible,
+                X, c_ref, self.swap.categorical_groups, admissible=reference.admissible,
                 kind=self.aux_model.kind, n_groups=max(reference.n_groups, 2)))
         if guard > 0 and metric != "matched":                                  # no aux step to guard
-            reference = dataclasses.replace(reference, floors=fit_floors(self.aux_model.net_, X_ref.numpy(), c_ref,
+            reference = dataclasses.replace(reference, floors=fit_floors(self.aux_model.net_, X, c_ref,
                                                                          reference, scale=guard))
-        self.reference = reference
-        return self
+        return reference
 
     # ------------------------------------------------------------------ helpers
     def _evaluate_swap(self, X: torch.Tensor, c, output: TargetOutput, keep: np.ndarray, evidence: bool) -> LICResult:

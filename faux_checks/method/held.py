@@ -1,10 +1,13 @@
 """Which features the swap reading's move holds fixed besides the declared admissible ones: those whose
 distribution does not depend on c (:func:`independent_features`) and those that tell the auxiliary model
-nothing about c (:func:`uninformative_features`).
+nothing about c (:func:`uninformative_features`), released where the held block would carry c jointly
+(:func:`faux_checks.method.joint_hold.jointly_free_hold`); :func:`reference_holds` runs the three in that order.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -12,9 +15,10 @@ import torch
 from .._validation import fmt_count
 from ..errors import InputError
 from ..kinds import Kind
+from .joint_hold import jointly_free_hold
 
-__all__ = ["INDEPENDENCE_ALPHA", "INDEPENDENCE_BINS", "INFORMATIVE_Z", "independent_features",
-           "uninformative_features"]
+__all__ = ["INDEPENDENCE_ALPHA", "INDEPENDENCE_BINS", "INFORMATIVE_Z", "ReferenceHolds", "independent_features",
+           "reference_holds", "uninformative_features"]
 
 
 #: A feature group is informative about c when permuting it raises the aux model's held-out loss by more
@@ -165,11 +169,13 @@ def uninformative_features(aux_raw, X_hold, c_hold, *, kind: Kind, groups, z: fl
     rng = np.random.default_rng(seed)
     mask = np.zeros(X.shape[1], dtype=bool)
     table = []
+    permuted = X.clone()                                  # one working copy: each group permuted, then restored
     for idx in groups:
         idx = np.asarray(idx, dtype=np.int64)
-        permuted = X.clone()
-        permuted[:, idx] = X[torch.as_tensor(rng.permutation(len(X)))][:, idx]
+        cols = torch.as_tensor(idx)
+        permuted[:, cols] = X[:, cols][torch.as_tensor(rng.permutation(len(X)))]
         diff = row_losses(permuted) - base
+        permuted[:, cols] = X[:, cols]
         se = diff.std(ddof=1) / np.sqrt(len(diff))
         score = float(diff.mean() / se) if se > 0 else (float("inf") if diff.mean() > 0 else 0.0)
         informative = score > z
@@ -177,3 +183,72 @@ def uninformative_features(aux_raw, X_hold, c_hold, *, kind: Kind, groups, z: fl
         table.append({"features": idx.tolist(), "loss_increase": float(diff.mean()), "z": score,
                       "informative": bool(informative)})
     return mask, table
+
+
+@dataclass(frozen=True)
+class ReferenceHolds:
+    """The features the move holds fixed besides the declared ones, and the tests that chose them.
+
+    Attributes
+    ----------
+    held : ndarray of shape (d,), bool
+        Held because uninformative or independent of c (never a declared feature), less those released for the
+        held block to be jointly free of c.
+    informativeness : list of dict
+        :func:`uninformative_features`' test per group (empty without hold-out rows).
+    independence : list of dict
+        :func:`independent_features`' test per group (empty when not asked).
+    joint : dict or None
+        :func:`~faux_checks.method.joint_hold.jointly_free_hold`'s summary of the held block.
+    """
+
+    held: np.ndarray
+    informativeness: list
+    independence: list
+    joint: Any
+
+
+def reference_holds(aux_net, X_ref: np.ndarray, c_ref, *, kind: Kind, declared: np.ndarray, groups, holdout=None,
+                    hold_independent: bool = True, hold_jointly: bool = True) -> ReferenceHolds:
+    """Which feature groups the swap reading holds fixed: uninformative on ``holdout``, independent of c on the
+    reference rows, then released until the held block is jointly free of c.
+
+    Parameters
+    ----------
+    aux_net : torch.nn.Module
+        The auxiliary network (logits of c), for the permutation test.
+    X_ref : ndarray of shape (n, d)
+        Reference rows in the aux input space; ``c_ref`` (n,) their protected attribute.
+    kind : Kind
+        The protected attribute's kind.
+    declared : ndarray of shape (d,), bool
+        The declared admissible features (held anyway, never counted here).
+    groups : sequence of index arrays
+        Feature groups tested together.
+    holdout : (X_hold, c_hold), optional
+        Rows the auxiliary model did not train on; None skips the informativeness test.
+    hold_independent, hold_jointly : bool
+        Run the independence test; release from the holds what the joint test needs (False measures only).
+
+    Returns
+    -------
+    ReferenceHolds
+
+    Notes
+    -----
+    Method reference: the permutation test of Breiman (2001) on held-out loss, a chi-square test of
+    independence per group, and a cross-fitted classifier of c on the held block (docs/method.md).
+    """
+    held = np.zeros(X_ref.shape[1], dtype=bool)
+    informativeness: list = []
+    independence: list = []
+    if holdout is not None:
+        uninformative, informativeness = uninformative_features(aux_net, holdout[0], holdout[1], kind=kind,
+                                                                groups=groups)
+        held = uninformative & ~declared
+    if hold_independent:
+        independent, independence = independent_features(X_ref, c_ref, kind=kind, groups=groups)
+        held |= independent & ~declared
+    held, joint = jointly_free_hold(X_ref, c_ref, kind=kind, groups=groups, held=held, declared=declared,
+                                    release=hold_jointly)
+    return ReferenceHolds(held=held, informativeness=informativeness, independence=independence, joint=joint)

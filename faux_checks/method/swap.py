@@ -228,18 +228,7 @@ def fit_swap_reference(raw_ref, X_ref, c_ref, *, kind: Kind, admissible=None, me
     A = np.zeros(X.shape[1], dtype=bool) if admissible is None else np.asarray(admissible, dtype=bool)
     if metric == "matched" and matched is None:
         raise InputError("metric 'matched' needs the features to match (matched=...)")
-    if metric == "covariance":
-        M = covariance_metric(X, admissible=A)
-    elif metric == "matched":
-        M = covariance_metric(X, admissible=A, c=c, kind=kind, part="between")
-    elif metric in ("explained", "between", "within"):
-        M = covariance_metric(X, admissible=A, c=c, kind=kind, part=metric)
-    elif metric == "diagonal":
-        M = np.diag(np.where(A, 0.0, X.var(axis=0)))
-    elif metric == "euclidean":
-        M = np.diag((~A).astype(np.float64))
-    else:
-        raise InputError(f"metric must be one of {list(METRICS)}, got {metric!r}")
+    M = _metric(X, A, c, kind, metric)
     XA = X[:, A]
     if kind == "continuous":
         sd = float(np.std(c))
@@ -263,6 +252,21 @@ def fit_swap_reference(raw_ref, X_ref, c_ref, *, kind: Kind, admissible=None, me
     matching = None if matched is None else feature_matching(X, XA, c, kind, np.asarray(matched, dtype=bool), m)
     return SwapReference(kind=kind, n_groups=m, metric=M, admissible=A, shifts=shifts, metric_name=metric,
                          matching=matching)
+
+
+def _metric(X: np.ndarray, A: np.ndarray, c: np.ndarray, kind: Kind, metric: str) -> np.ndarray:
+    """The move's (d, d) metric named ``metric`` (:func:`fit_swap_reference`), zero on the admissible ``A``."""
+    if metric == "covariance":
+        return covariance_metric(X, admissible=A)
+    if metric == "matched":
+        return covariance_metric(X, admissible=A, c=c, kind=kind, part="between")
+    if metric in ("explained", "between", "within"):
+        return covariance_metric(X, admissible=A, c=c, kind=kind, part=metric)
+    if metric == "diagonal":
+        return np.diag(np.where(A, 0.0, X.var(axis=0)))
+    if metric == "euclidean":
+        return np.diag((~A).astype(np.float64))
+    raise InputError(f"metric must be one of {list(METRICS)}, got {metric!r}")
 
 
 def swap_displacement(grad: torch.Tensor, metric: torch.Tensor, delta: torch.Tensor,

@@ -19,7 +19,8 @@ from ...inputs.protected import ProtectedAttribute, encode_protected
 from ...inputs.tabular import FeatureSpec
 from ...kinds import Kind, protected_kind
 from ...method.auxiliary import AuxiliaryModel
-from ...method.faux import FAuxTester, probe_batch_independence
+from ...method.batch_probe import probe_batch_independence
+from ...method.faux import FAuxTester
 from ...method.swap import SwapReference
 from ..joint_block import held_block_summary
 from ..scorer import faux_tester
@@ -133,7 +134,7 @@ class ScoringPlan:
         ``holdout_groups`` (its held-out rows per group), ``seeds``
         (:func:`~faux_checks.gate.seeds.seed_spread` on the sample, None when not computed) and
         ``batch_probe`` (``{"target": ..., "aux": ...}``: the largest batch-vs-alone difference of
-        each model, measured once per stream by :func:`~faux_checks.method.faux.probe_batch_independence`).
+        each model, measured once per stream by :func:`~faux_checks.method.batch_probe.probe_batch_independence`).
     """
 
     policy: Policy

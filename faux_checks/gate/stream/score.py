@@ -38,7 +38,7 @@ class StreamCounts:
         Audited rows and undefined scores, per group.
     flagged : ndarray of shape (n_groups,), float64
         Flagged defined rows per group: the sum of their flag probabilities (1 or 0 per row, or the
-        probability of level configurations, :meth:`~faux_checks.method.faux.LICResult.flag_probability`).
+        probability of level configurations, :meth:`~faux_checks.method.result.LICResult.flag_probability`).
     score_sums : list of list of float
         Per group, the sum of the defined scores of each chunk; the mean uses ``math.fsum`` (exactly
         rounded, so it does not depend on the order chunks or shards are merged in).
