@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, TypeVar
 
 from ..errors import FauxChecksError, InputError
-from .records import AUDIT_TAG, GATE_TAG, PROMOTION_TAG, tag_value  # noqa: F401  (re-exported)
+from .records import AUDIT_TAG, GATE_TAG, PROMOTION_TAG, tag_value
 
 __all__ = [
     "AUDIT_EXPERIMENT",

@@ -29,11 +29,9 @@ from .client import (
     tag_value,
     with_retry,
 )
-from .records import (  # noqa: F401  (AUX_KEY_TAG, AUX_SEED_KEYS_TAG, ATTRIBUTE_TAG_PREFIX, RUN_STATE_TAG re-exported)
+from .records import (
     ATTRIBUTE_TAG_PREFIX,
     ATTRIBUTES_TAG,
-    AUX_KEY_TAG,
-    AUX_SEED_KEYS_TAG,
     CHECKED_AT_TAG,
     DELTA_TAG,
     DECIDING_ATTRIBUTE_TAG,
