@@ -36,6 +36,8 @@ LEVELS = (0.95, 0.8, 0.9, 0.7)          # the decisive contrast first: a run cut
 def expected(row: dict, min_sharpness: float) -> str | None:
     """The rule's verdict: failed for a clearly unfair target (truth ≥ 10%); for a fair control (truth ≤ 1%) passed
     where the probabilities are sharp enough (measured expected ROC-AUC ≥ min_sharpness, or c known), else undecided."""
+    if row["true_share"] > 0.05 and row["decision"] == "passed":
+        return "failed"                     # a wrong pass: any target over the policy threshold
     if row["target"].startswith("unfair") and row["true_share"] >= 0.10:
         return "failed"
     if row["target"].startswith("fair") and row["true_share"] <= 0.01:
@@ -48,12 +50,14 @@ def _row(run: dict, level, result, wall: float, sharpness: float) -> dict:
     check = result.sections[0].check
     iv = check.interval
     truth = float(np.mean(run["truth"] > TAU))
+    rule = next((r for r in result.rules if r["rule"] == "max_flagged_fraction"), {})
     lo, hi = (iv.lower, iv.upper) if iv is not None else (float("nan"), float("nan"))
     return {"level": level, "sharpness": sharpness, "true_share": truth, "flagged": check.flagged_fraction,
             "lower": lo, "upper": hi, "covered": bool(lo <= truth <= hi), "decision": result.decision,
             "draws": list(getattr(iv, "draws", ()) or ()), "between": getattr(iv, "between", None),
             "not_ok": [r["rule"] for r in result.rules if r["status"] not in ("ok", "exceeded")],
-            "aux_quality": check.aux_quality, "wall_s": round(wall, 1)}
+            "aux_quality": check.aux_quality, "wall_s": round(wall, 1), "pass_delta": rule.get("pass_delta"),
+            "pass_fraction": rule.get("pass_fraction"), "pass_bound": rule.get("pass_bound")}
 
 
 def strong_proxy_run(target: str, n: int, seed: int, sources, scale: float) -> dict:
@@ -75,7 +79,7 @@ def strong_proxy_run(target: str, n: int, seed: int, sources, scale: float) -> d
 def informed_audit(run: dict, target: str, n: int, seed: int, sources, level: float):
     """The audit rows with P(c = 1 | x, s) (:func:`faux_checks.groundtruth.estimated.informed_probabilities`): the
     proxy run's audit ProxyData rebuilt as ``bench_small_data.proxy_run`` builds it (same seeds, same rows)."""
-    from bench_small_data import MINORITY, _audit_rows
+    from bench_small_data import MINORITY, PROXY_BIAS, _audit_rows
 
     from faux_checks.groundtruth.estimated import informed_probabilities
     from faux_checks.groundtruth.proxy import make_proxy_data
@@ -83,7 +87,7 @@ def informed_audit(run: dict, target: str, n: int, seed: int, sources, level: fl
     legit, y, legit_column = sources.legit("adult")
     rows = np.random.default_rng(seed).choice(len(legit), 8000 + 12_000, replace=False)
     data = make_proxy_data(legit.iloc[rows], y[rows], legit_column=legit_column, kind="binary",
-                           bias=0.0 if target == "fair" else 0.8, seed=seed)
+                           bias=PROXY_BIAS[target], seed=seed)
     pool = data.subset(np.arange(8000, len(rows)))
     audit = pool.subset(_audit_rows(pool.c, n, seed))
     assert (audit.c == np.asarray(run["c"])).all()
@@ -186,7 +190,9 @@ def main(argv=None) -> int:
                     print(f"rows={n:5d} seed={seed} {target:6s} sharpness={row['level']!s:5s} "
                           f"(measured {row['sharpness']:.3f}) truth={row['true_share']:6.1%} "
                           f"read={row['flagged']:6.1%} [{row['lower']:.1%}, {row['upper']:.1%}] "
-                          f"{row['decision']}{mark} ({row['wall_s']} s) {' '.join(row['not_ok'])}", flush=True)
+                          f"at δλ={row['pass_delta'] or float('nan'):.3f}: {row['pass_fraction'] or float('nan'):.1%} "
+                          f"{row['pass_bound']} {row['decision']}{mark} ({row['wall_s']} s) {' '.join(row['not_ok'])}",
+                          flush=True)
                     if args.out:
                         with open(args.out, "a") as fh:
                             fh.write(json.dumps(row) + "\n")
