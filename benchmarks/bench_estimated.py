@@ -206,8 +206,7 @@ def main(argv=None) -> int:
                     print(f"rows={n:5d} seed={seed} {target:6s} sharpness={row['level']!s:5s} "
                           f"(measured {row['sharpness']:.3f}) truth={row['true_share']:6.1%} "
                           f"read={row['flagged']:6.1%} [{row['lower']:.1%}, {row['upper']:.1%}] "
-                          f"at δλ={row['pass_delta'] or float('nan'):.3f}: {row['pass_fraction'] or float('nan'):.1%} "
-                          f"{row['pass_bound']} {row['decision']}{mark} ({row['wall_s']} s) {' '.join(row['not_ok'])}",
+                          f"at δλ: {_read_pass(row)} {row['decision']}{mark} ({row['wall_s']} s) {' '.join(row['not_ok'])}",
                           flush=True)
                     if args.out:
                         with open(args.out, "a") as fh:

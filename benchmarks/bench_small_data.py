@@ -110,8 +110,8 @@ def mechanism_run(family: str, target: str, n: int, seed: int, sources) -> dict:
 
 
 #: Label bias of the proxy family per target (``moderate``: every column, a smaller bias; truth between the policy's
-#: max_flagged_fraction and the unfair target's).
-PROXY_BIAS = {"fair": 0.0, "moderate": 0.3, "unfair": 0.8}
+#: max_flagged_fraction and the unfair target's; ``mild``: the same with doubled proxy strengths).
+PROXY_BIAS = {"fair": 0.0, "mild": 0.12, "moderate": 0.3, "unfair": 0.8}
 
 
 def proxy_run(target: str, n: int, seed: int, sources) -> dict:
