@@ -34,10 +34,13 @@ LEVELS = (0.95, 0.8, 0.9, 0.7)          # the decisive contrast first: a run cut
 
 
 def expected(row: dict, min_sharpness: float) -> str | None:
-    """The rule's verdict: failed for a clearly unfair target (truth ≥ 10%); for a fair control (truth ≤ 1%) passed
+    """The rule's verdict: failed for a clearly unfair target (truth ≥ 10%); not passed for any other target over the
+    policy's 5%; for a fair control (truth ≤ 1%) passed
     where the probabilities are sharp enough (measured expected ROC-AUC ≥ min_sharpness, or c known), else undecided."""
     if row["target"].startswith("unfair") and row["true_share"] >= 0.10:
         return "failed"
+    if row["true_share"] > 0.05:            # over the policy threshold: any decision but a pass
+        return "not passed"
     if row["target"].startswith("fair") and row["true_share"] <= 0.01:
         sharp = row["level"] == "known" or row["sharpness"] >= min_sharpness
         return "passed" if sharp else "undecided"
@@ -48,12 +51,14 @@ def _row(run: dict, level, result, wall: float, sharpness: float) -> dict:
     check = result.sections[0].check
     iv = check.interval
     truth = float(np.mean(run["truth"] > TAU))
+    rule = next((r for r in result.rules if r["rule"] == "max_flagged_fraction"), {})
     lo, hi = (iv.lower, iv.upper) if iv is not None else (float("nan"), float("nan"))
     return {"level": level, "sharpness": sharpness, "true_share": truth, "flagged": check.flagged_fraction,
             "lower": lo, "upper": hi, "covered": bool(lo <= truth <= hi), "decision": result.decision,
             "draws": list(getattr(iv, "draws", ()) or ()), "between": getattr(iv, "between", None),
             "not_ok": [r["rule"] for r in result.rules if r["status"] not in ("ok", "exceeded")],
-            "aux_quality": check.aux_quality, "wall_s": round(wall, 1)}
+            "aux_quality": check.aux_quality, "wall_s": round(wall, 1), "pass_delta": rule.get("pass_delta"),
+            "pass_fraction": rule.get("pass_fraction"), "pass_bound": rule.get("pass_bound")}
 
 
 def strong_proxy_run(target: str, n: int, seed: int, sources, scale: float) -> dict:
@@ -75,7 +80,7 @@ def strong_proxy_run(target: str, n: int, seed: int, sources, scale: float) -> d
 def informed_audit(run: dict, target: str, n: int, seed: int, sources, level: float):
     """The audit rows with P(c = 1 | x, s) (:func:`faux_checks.groundtruth.estimated.informed_probabilities`): the
     proxy run's audit ProxyData rebuilt as ``bench_small_data.proxy_run`` builds it (same seeds, same rows)."""
-    from bench_small_data import MINORITY, _audit_rows
+    from bench_small_data import MINORITY, PROXY_BIAS, _audit_rows
 
     from faux_checks.groundtruth.estimated import informed_probabilities
     from faux_checks.groundtruth.proxy import make_proxy_data
@@ -83,7 +88,7 @@ def informed_audit(run: dict, target: str, n: int, seed: int, sources, level: fl
     legit, y, legit_column = sources.legit("adult")
     rows = np.random.default_rng(seed).choice(len(legit), 8000 + 12_000, replace=False)
     data = make_proxy_data(legit.iloc[rows], y[rows], legit_column=legit_column, kind="binary",
-                           bias=0.0 if target == "fair" else 0.8, seed=seed)
+                           bias=PROXY_BIAS[target], seed=seed)
     pool = data.subset(np.arange(8000, len(rows)))
     audit = pool.subset(_audit_rows(pool.c, n, seed))
     assert (audit.c == np.asarray(run["c"])).all()
@@ -134,20 +139,35 @@ def _read(row: dict) -> str:
     return f"{row['flagged']:.1%} [{row['lower']:.1%}, {row['upper']:.1%}]"
 
 
+def right(row: dict) -> bool:
+    """Whether the decision is :func:`expected`'s verdict (``not passed``: failed or undecided)."""
+    verdict = expected(row, row["min_sharpness"])
+    return row["decision"] != "passed" if verdict == "not passed" else row["decision"] == verdict
+
+
+def _read_pass(row: dict) -> str:
+    """'9.8% [7.0%, 12.6%] at 0.056' (the pass reading at δ·λ), or '—' when not recorded."""
+    if row.get("pass_fraction") is None or row.get("pass_bound") is None:
+        return "—"
+    lo, hi = row["pass_bound"]
+    return f"{row['pass_fraction']:.1%} [{lo:.1%}, {hi:.1%}] at {row['pass_delta']:.3f}"
+
+
 def table(rows: list[dict]) -> str:
     """Markdown: one line per rows, sharpness level and target, the seeds side by side."""
     out = ["| rows | level (ROC-AUC of p) | measured sharpness | target | true share | read (per seed) | "
-           "intervals cover truth | decisions | right |", "|---:|---|---|---|---|---|---:|---|---:|"]
+           "read at δ·λ (per seed) | intervals cover truth | decisions | right |",
+           "|---:|---|---|---|---|---|---|---:|---|---:|"]
     order = ["known"] + sorted({r["level"] for r in rows if r["level"] != "known"}, reverse=True)
     keys = sorted({(r["n"], r["level"], r["target"]) for r in rows}, key=lambda k: (k[0], order.index(k[1]), k[2]))
     for n, level, target in keys:
         rs = sorted((r for r in rows if (r["n"], r["level"], r["target"]) == (n, level, target)), key=lambda r: r["seed"])
-        right = sum(1 for r in rs if r["decision"] == expected(r, r["min_sharpness"]))
+        n_right = sum(1 for r in rs if right(r))
         out.append(f"| {n:,} | {level} | {', '.join(format(r['sharpness'], '.3f') for r in rs)} | {target} | "
                    f"{', '.join(format(r['true_share'], '.1%') for r in rs)} | "
-                   f"{', '.join(_read(r) for r in rs)} | "
+                   f"{', '.join(_read(r) for r in rs)} | {', '.join(_read_pass(r) for r in rs)} | "
                    f"{sum(r['covered'] for r in rs)}/{len(rs)} | {', '.join(r['decision'] for r in rs)} | "
-                   f"{right}/{len(rs)} |")
+                   f"{n_right}/{len(rs)} |")
     return "\n".join(out)
 
 
@@ -182,11 +202,12 @@ def main(argv=None) -> int:
                                 args.aux_seeds, not args.no_known, args.strength_scale, args.informed):
                     rows.append(row)
                     verdict = expected(row, row["min_sharpness"])
-                    mark = "" if verdict is None else ("  right" if row["decision"] == verdict else "  WRONG")
+                    mark = "" if verdict is None else ("  right" if right(row) else "  WRONG")
                     print(f"rows={n:5d} seed={seed} {target:6s} sharpness={row['level']!s:5s} "
                           f"(measured {row['sharpness']:.3f}) truth={row['true_share']:6.1%} "
                           f"read={row['flagged']:6.1%} [{row['lower']:.1%}, {row['upper']:.1%}] "
-                          f"{row['decision']}{mark} ({row['wall_s']} s) {' '.join(row['not_ok'])}", flush=True)
+                          f"at δλ: {_read_pass(row)} {row['decision']}{mark} ({row['wall_s']} s) {' '.join(row['not_ok'])}",
+                          flush=True)
                     if args.out:
                         with open(args.out, "a") as fh:
                             fh.write(json.dumps(row) + "\n")

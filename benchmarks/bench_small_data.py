@@ -109,6 +109,11 @@ def mechanism_run(family: str, target: str, n: int, seed: int, sources) -> dict:
             "policy": {"protected": "c", "label": None, "admissible": declared}}
 
 
+#: Label bias of the proxy family per target (``moderate``: every column, a smaller bias; truth between the policy's
+#: max_flagged_fraction and the unfair target's; ``mild``: the same with doubled proxy strengths).
+PROXY_BIAS = {"fair": 0.0, "mild": 0.12, "moderate": 0.3, "unfair": 0.8}
+
+
 def proxy_run(target: str, n: int, seed: int, sources) -> dict:
     """One proxy-injection run on Adult rows: an MLP, the audit frame (with ``c``), its truth and the overrides."""
     from _cells import _Masked, prob, train_mlp
@@ -119,7 +124,7 @@ def proxy_run(target: str, n: int, seed: int, sources) -> dict:
     legit, y, legit_column = sources.legit("adult")
     n_train = 8000
     rows = np.random.default_rng(seed).choice(len(legit), n_train + 12_000, replace=False)
-    bias = 0.0 if target == "fair" else 0.8
+    bias = PROXY_BIAS[target]
     data = make_proxy_data(legit.iloc[rows], y[rows], legit_column=legit_column, kind="binary", bias=bias, seed=seed)
     train, pool = data.subset(np.arange(n_train)), data.subset(np.arange(n_train, len(rows)))
     audit = pool.subset(_audit_rows(pool.c, n, seed))

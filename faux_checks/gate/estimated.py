@@ -20,7 +20,11 @@ it. When they are blunt (calibrated only marginally), the drawn c is an attenuat
 model sees a weaker group contrast and the flagged fraction is *under-read*. A fail therefore stays safe, a pass does
 not. The decision is asymmetric (:func:`flagged_rule`, :func:`sharpness_rule`): failed when the combined lower end
 is over the policy threshold, at any sharpness; passed only when the upper end is within it **and** the
-probabilities' expected ROC-AUC (:func:`~faux_checks.inputs.probabilities.expected_auc`) reaches ``min_sharpness``;
+probabilities' expected ROC-AUC (:func:`~faux_checks.inputs.probabilities.expected_auc`) reaches ``min_sharpness``
+**and** the upper end of the flagged fraction read at δ·λ is within it (:func:`pass_interval`), λ the probabilities'
+discrimination (:func:`~faux_checks.inputs.probabilities.discrimination`, Tjur's E[p | c = 1] − E[p | c = 0]):
+probabilities calibrated on a signal of c but blind to the features shrink the group contrast the auxiliary model
+sees by λ, and a person's change with it, so one who truly moves by δ shows about δ·λ (the worst case);
 undecided otherwise, saying the sharpness they have and the sharpness needed. Every other rule of the check
 (auxiliary-model quality, group rows, testers) is read over the draws (:func:`draw_rules`): it holds only where it
 holds in every draw.
@@ -36,15 +40,16 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ConfigurationError
-from ..inputs.probabilities import check_probabilities_not_input, draw_groups, expected_auc, probability_matrix
+from ..inputs.probabilities import (check_probabilities_not_input, discrimination, draw_groups, expected_auc,
+                                    probability_matrix)
 from .attributes import AttributeSection, AttributesResult, check_attributes
-from .bounds import FlaggedInterval
+from .bounds import FlaggedInterval, clopper_pearson
 from .decision import decide, rule_row
 from .policy_schema import Policy
 from .result import CheckResult
 
 __all__ = ["ImputedInterval", "check_estimated", "draw_rules", "draw_seeds", "estimated_outcome", "flagged_rule",
-           "imputed_frame", "rubin_interval", "sharpness_rule"]
+           "imputed_frame", "pass_interval", "pass_reading", "rubin_interval", "sharpness_rule"]
 
 #: Statuses from worst to best when a rule is read over the draws (a rule exceeded in every draw stays exceeded).
 _ORDER = ("not computed", "not met", "not judged", "inconclusive", "exceeded", "ok")
@@ -137,27 +142,88 @@ def rubin_interval(fractions: Sequence[float], lowers: Sequence[float], uppers: 
                            draws=tuple(float(v) for v in q), within=within, between=between, df=(df[0], df[1]))
 
 
-def flagged_rule(interval: ImputedInterval | None, policy: Policy) -> dict:
-    """The combined ``max_flagged_fraction`` rule: exceeded when the lower end is over the policy threshold (or, with
-    ``[decision] rule = "upper_bound"``, the upper end), ok when the upper end is within it, inconclusive between;
-    not computed when a draw produced no interval."""
-    limit = policy.faux.max_flagged_fraction
+def pass_reading(check: CheckResult, delta: float, confidence: float) -> FlaggedInterval | None:
+    """One draw's flagged fraction and interval at a smaller δ, from its per-row scores (undefined counted flagged).
+
+    Parameters
+    ----------
+    check : CheckResult
+        A draw's check, with ``scores`` (n_input_rows,) and ``row_index`` (n_individuals,).
+    delta : float
+        The δ read at (units of the target model's output), at most the policy's δ.
+    confidence : float
+        Of the Clopper–Pearson interval, in (0, 1).
+
+    Returns
+    -------
+    FlaggedInterval or None
+        k of n audited rows with a score over ``delta`` or undefined, the Clopper–Pearson interval widened by the
+        draw's own aux-seed shift (read at the policy's δ); None without per-row scores.
+    """
+    if check.scores is None or check.row_index is None or check.interval is None or len(check.row_index) == 0:
+        return None
+    s = np.asarray(check.scores, dtype=np.float64)[np.asarray(check.row_index)]
+    k, n = int(np.sum(~np.isfinite(s) | (s > delta))), len(s)
+    return FlaggedInterval(k / n, k, n, float(confidence), clopper_pearson(k, n, confidence),
+                           check.interval.seed_shift, None)
+
+
+def pass_interval(checks: Sequence[CheckResult], delta: float, confidence: float) -> ImputedInterval | None:
+    """The flagged fraction at ``delta`` combined over the draws by Rubin's rules (:func:`pass_reading` per draw;
+    None when a draw has no per-row scores)."""
+    given = [pass_reading(c, delta, confidence) for c in checks]
+    readings = [r for r in given if r is not None]
+    if len(readings) < len(given) or len(readings) < 2:
+        return None
+    return rubin_interval([r.fraction for r in readings], [r.lower for r in readings],
+                          [r.upper for r in readings], n=readings[0].n, confidence=confidence)
+
+
+def flagged_rule(interval: ImputedInterval | None, policy: Policy, *, pass_at: ImputedInterval | None,
+                 discrimination: float) -> dict:
+    """The combined ``max_flagged_fraction`` rule, read asymmetrically.
+
+    Exceeded when the lower end at the policy's δ is over the policy threshold (or, with ``[decision] rule =
+    "upper_bound"``, its upper end); ok only when the upper end of ``pass_at`` (the flagged fraction read at δ·λ,
+    :func:`pass_interval`) is within it; inconclusive otherwise; not computed when a draw produced no interval.
+
+    Parameters
+    ----------
+    interval : ImputedInterval or None
+        At the policy's δ.
+    pass_at : ImputedInterval or None
+        At δ·λ; None (no per-row scores) leaves a pass out of reach.
+    discrimination : float
+        λ, :func:`~faux_checks.inputs.probabilities.discrimination` of the probabilities. Feature-blind calibrated
+        probabilities shrink the group contrast the auxiliary model sees by λ, and a person's change with it.
+    """
+    limit, delta = policy.faux.max_flagged_fraction, policy.faux.delta
     if interval is None:
         return rule_row("max_flagged_fraction", "not computed", "the flagged fraction was not computed in every "
                         "draw of the protected attribute, so the draws cannot be combined", None, limit)
     lo, hi = interval.lower, interval.upper
+    pass_hi = pass_at.upper if pass_at is not None else math.nan
     if lo > limit or (policy.decision.rule == "upper_bound" and hi > limit):
         status, verdict = "exceeded", (f"> max_flagged_fraction {limit:.2%}" + (": even the lower end exceeds it"
                                        if lo > limit else ": its upper end exceeds it (rule upper_bound)"))
+    elif pass_hi <= limit:
+        status, verdict = "ok", f"<= max_flagged_fraction {limit:.2%}: the upper end read at δ·λ is within the limit"
     elif hi <= limit:
-        status, verdict = "ok", f"<= max_flagged_fraction {limit:.2%}: the upper end is within the limit"
+        status, verdict = "inconclusive", (f"within max_flagged_fraction {limit:.2%} at δ but not at δ·λ: "
+                                           "probabilities calibrated given the features, or sharper ones, are needed")
     else:
         status, verdict = "inconclusive", (f"straddles max_flagged_fraction {limit:.2%}: more audit rows or more "
                                            "draws would narrow it")
-    detail = (f"flagged fraction {interval.text()} {verdict} (combined over {len(interval.draws)} draws of c by "
-              f"Rubin's rules; per draw {', '.join(f'{q:.2%}' for q in interval.draws)}; between-draw variance "
-              f"{interval.between:.3g})")
-    return {**rule_row("max_flagged_fraction", status, detail, interval.fraction, limit), "bound": [lo, hi]}
+    read = "not computed (no per-row scores)" if pass_at is None else pass_at.text()
+    detail = (f"flagged fraction {interval.text()} at δ = {delta:g} {verdict} (combined over {len(interval.draws)} "
+              f"draws of c by Rubin's rules; per draw {', '.join(f'{q:.2%}' for q in interval.draws)}; between-draw "
+              f"variance {interval.between:.3g}); pass read at δ·λ = {delta * discrimination:.3g}: {read} (λ = "
+              f"{discrimination:.3f} the probabilities' discrimination: worst case, probabilities blind to the "
+              "features)")
+    row = rule_row("max_flagged_fraction", status, detail, interval.fraction, limit)
+    return {**row, "bound": [lo, hi], "pass_delta": delta * discrimination,
+            "pass_fraction": None if pass_at is None else pass_at.fraction,
+            "pass_bound": None if pass_at is None else [pass_at.lower, pass_at.upper]}
 
 
 def sharpness_rule(sharpness: float, policy: Policy, between: float | None = None) -> dict:
@@ -277,7 +343,7 @@ def _provenance(interval: ImputedInterval | None, sharpness: float, seeds: Seque
 
 
 def estimated_outcome(checks: Sequence[CheckResult], sharpness: float, seeds: Sequence[int],
-                      policy: Policy) -> AttributesResult:
+                      policy: Policy, *, discrimination: float) -> AttributesResult:
     """One decision from the per-draw checks (module docstring): the sharpness rule, the combined flagged-fraction
     rule, every other rule over the draws; one section whose check is draw 1's with the combined reading.
 
@@ -287,6 +353,8 @@ def estimated_outcome(checks: Sequence[CheckResult], sharpness: float, seeds: Se
         :func:`~faux_checks.gate.attributes.check_attributes`'s one section per completed data set.
     sharpness : float
         :func:`~faux_checks.inputs.probabilities.expected_auc` of the probabilities.
+    discrimination : float
+        λ, :func:`~faux_checks.inputs.probabilities.discrimination` of the probabilities (a pass reads at δ·λ).
     seeds : sequence of int
         The draws' seeds (recorded).
     policy : Policy
@@ -299,7 +367,10 @@ def estimated_outcome(checks: Sequence[CheckResult], sharpness: float, seeds: Se
                                   [iv.upper for iv in intervals], n=checks[0].n_individuals,
                                   confidence=policy.decision.confidence)
     between = interval.between if interval is not None else None
-    rules = [sharpness_rule(sharpness, policy, between), flagged_rule(interval, policy)] + draw_rules(checks)
+    delta_pass = policy.faux.delta * discrimination if math.isfinite(discrimination) else 0.0
+    pass_at = pass_interval(checks, delta_pass, policy.decision.confidence)
+    rules = [sharpness_rule(sharpness, policy, between),
+             flagged_rule(interval, policy, pass_at=pass_at, discrimination=discrimination)] + draw_rules(checks)
     outcome = decide(rules)
     first = checks[0]
     provenance = {**first.provenance, "protected_probabilities": _provenance(interval, sharpness, seeds, policy)}
@@ -346,7 +417,7 @@ def check_estimated(target_model, data: pd.DataFrame, *, policy: Policy, feature
     settings = policy.protected_probabilities
     assert settings is not None
     base, matrix = imputed_frame(data, policy, feature_spec=feature_spec)
-    sharpness = expected_auc(matrix)
+    sharpness, lam = expected_auc(matrix), discrimination(matrix)
     seeds = draw_seeds(policy)
     checks = []
     for seed in seeds:
@@ -354,5 +425,5 @@ def check_estimated(target_model, data: pd.DataFrame, *, policy: Policy, feature
         result = check_attributes(target_model, completed, policy=policy, feature_spec=feature_spec,
                                   progress=progress, model_info=model_info)
         checks.append(result.sections[0].check)
-    return estimated_outcome(checks, sharpness, seeds, policy)
+    return estimated_outcome(checks, sharpness, seeds, policy, discrimination=lam)
 

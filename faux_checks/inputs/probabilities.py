@@ -19,8 +19,8 @@ import pandas as pd
 from .._validation import fmt_count
 from ..errors import ConfigurationError
 
-__all__ = ["SUM_TOLERANCE", "check_probabilities_not_input", "draw_groups", "expected_auc", "expected_auc_binary",
-           "probability_matrix"]
+__all__ = ["SUM_TOLERANCE", "check_probabilities_not_input", "discrimination", "draw_groups", "expected_auc",
+           "expected_auc_binary", "probability_matrix"]
 
 #: Largest |sum − 1| of a row's probabilities that is read as 1 (rounding of a file written with 7+ digits).
 SUM_TOLERANCE = 1e-6
@@ -169,6 +169,39 @@ def expected_auc(probabilities: np.ndarray) -> float:
     aucs = [expected_auc_binary(p[:, g]) for g in range(p.shape[1])]
     finite = [a for a in aucs if np.isfinite(a)]
     return float(np.mean(finite)) if finite else float("nan")
+
+
+def discrimination(probabilities: np.ndarray) -> float:
+    """Tjur's coefficient of discrimination λ of calibrated group probabilities: E[p | c = g] − E[p | c ≠ g].
+
+    With c drawn from the probabilities (calibrated), E[p | c = g] = E[p²] / E[p] and E[p | c ≠ g] =
+    E[p(1 − p)] / E[1 − p], both computable from the probabilities alone. Probabilities calibrated given a signal of c
+    but blind to the features give a drawn c̃ with P(c̃ = g | x) = E[p | c ≠ g] + λ·(P(c = g | x) − ...): the group
+    contrast the auxiliary model sees is shrunk by λ (the worst case the estimated check guards a pass against).
+
+    Parameters
+    ----------
+    probabilities : ndarray of shape (n, n_groups)
+        Rows summing to 1.
+
+    Returns
+    -------
+    float
+        In [0, 1]: 0 for probabilities that are the same on every row, 1 for 0/1 probabilities. Two groups: the same
+        from either column; more groups: the minimum over the one-vs-rest values. NaN when no group's value is defined.
+
+    Notes
+    -----
+    Tjur (2009), *Coefficients of determination in logistic regression models*, The American Statistician 63:366-372.
+    """
+    p = np.asarray(probabilities, dtype=np.float64)
+    values = []
+    for g in range(p.shape[1]):
+        q = p[:, g]
+        mass, rest = float(q.sum()), float((1.0 - q).sum())
+        if mass > 0 and rest > 0:
+            values.append(float((q * q).sum()) / mass - float((q * (1.0 - q)).sum()) / rest)
+    return float(min(values)) if values else float("nan")
 
 
 def check_probabilities_not_input(feature_spec, columns: Sequence[str]) -> None:

@@ -11,9 +11,14 @@ import pytest
 from scipy.stats import norm, t
 
 from faux_checks.errors import ConfigurationError
-from faux_checks.gate.estimated import draw_rules, flagged_rule, rubin_interval, sharpness_rule
+from types import SimpleNamespace
+
+from faux_checks.gate.bounds import FlaggedInterval
+from faux_checks.gate.estimated import (draw_rules, flagged_rule, pass_interval, pass_reading, rubin_interval,
+                                        sharpness_rule)
 from faux_checks.gate.policy import Policy
-from faux_checks.inputs.probabilities import draw_groups, expected_auc, expected_auc_binary, probability_matrix
+from faux_checks.inputs.probabilities import (discrimination, draw_groups, expected_auc, expected_auc_binary,
+                                              probability_matrix)
 
 GROUPS = {"black": "p_black", "white": "p_white", "other": "p_other"}
 BASE = {"label": "y", "faux": {"delta": 0.05, "max_flagged_fraction": 0.1}}
@@ -115,8 +120,10 @@ def test_decision_is_asymmetric_in_the_sharpness():
     policy = _policy()
     low = rubin_interval([0.01, 0.012], [0.0, 0.002], [0.03, 0.032], n=2000, confidence=0.95)
     high = rubin_interval([0.4, 0.41], [0.37, 0.38], [0.43, 0.44], n=2000, confidence=0.95)
-    assert flagged_rule(low, policy)["status"] == "ok" and flagged_rule(high, policy)["status"] == "exceeded"
-    assert flagged_rule(None, policy)["status"] == "not computed"
+    assert flagged_rule(low, policy, pass_at=low, discrimination=1.0)["status"] == "ok"
+    assert flagged_rule(high, policy, pass_at=high, discrimination=1.0)["status"] == "exceeded"
+    assert flagged_rule(low, policy, pass_at=None, discrimination=1.0)["status"] == "inconclusive"
+    assert flagged_rule(None, policy, pass_at=None, discrimination=1.0)["status"] == "not computed"
     blunt = sharpness_rule(0.8, policy)
     assert blunt["status"] == "not met"
     assert "expected ROC-AUC 0.800" in blunt["detail"] and "expected ROC-AUC >= 0.90 are needed" in blunt["detail"]
@@ -133,3 +140,52 @@ def test_rules_hold_only_where_they_hold_in_every_draw():
     assert draw_rules([Draw("ok"), Draw("exceeded")])[0]["status"] == "inconclusive"
     mixed = draw_rules([Draw("ok"), Draw("not met"), Draw("exceeded")])[0]
     assert mixed["status"] == "not met" and "draw 2" in mixed["detail"] and "exceeded in 1" in mixed["detail"]
+
+
+def test_discrimination_is_tjurs_coefficient_closed_form_and_monte_carlo():
+    p = np.repeat([0.2, 0.8], 500)                  # π = ½, Var p = 0.09: λ = Var p / (π(1 − π)) = 0.36
+    assert discrimination(np.c_[1 - p, p]) == pytest.approx(0.36)
+    assert discrimination(np.c_[p, 1 - p]) == pytest.approx(0.36)
+    assert discrimination(np.full((10, 2), 0.5)) == pytest.approx(0.0)
+    assert discrimination(np.c_[1 - np.repeat([0.0, 1.0], 5), np.repeat([0.0, 1.0], 5)]) == pytest.approx(1.0)
+    rng = np.random.default_rng(0)
+    q = rng.beta(1.0, 4.0, 400_000)
+    c = rng.random(len(q)) < q                      # c drawn from calibrated probabilities
+    assert discrimination(np.c_[1 - q, q]) == pytest.approx(q[c].mean() - q[~c].mean(), abs=0.005)
+    three = np.tile([[0.6, 0.3, 0.1], [0.2, 0.2, 0.6]], (50, 1))     # one-vs-rest: (a − b)²/4 / (m(1 − m))
+    per_group = [0.04 / 0.24, 0.0025 / 0.1875, 0.0625 / 0.2275]
+    assert discrimination(three) == pytest.approx(min(per_group))
+
+
+def _draw(scores: np.ndarray, audited: np.ndarray, shift=(0.0, 0.0)) -> SimpleNamespace:
+    return SimpleNamespace(scores=scores, row_index=audited,
+                           interval=FlaggedInterval(0.0, 0, len(audited), 0.95, (0.0, 0.0), shift))
+
+
+def test_pass_reads_the_flagged_fraction_at_delta_times_lambda():
+    policy = _policy()                              # δ = 0.05, max_flagged_fraction 10%
+    n = 2000
+    scores = np.full(n + 5, 0.001)
+    scores[:40] = 0.08                              # 2% move by more than δ
+    scores[40:440] = 0.03                           # 20% more move by more than δ·½ = 0.025, not by δ
+    scores[440] = np.nan                            # undefined: counted flagged
+    scores[n:] = 1.0                                # not audited: not counted
+    draws = [_draw(scores, np.arange(n)) for _ in range(3)]
+    at_delta = pass_reading(draws[0], 0.05, 0.95)
+    assert (at_delta.k, at_delta.n) == (41, n)
+    half = pass_reading(draws[0], 0.025, 0.95)
+    assert half.k == 441 and half.fraction == pytest.approx(441 / n)
+    interval = pass_interval(draws, 0.05, 0.95)
+    pass_at = pass_interval(draws, 0.025, 0.95)
+    assert interval.upper < 0.1 < pass_at.lower
+    blind = flagged_rule(interval, policy, pass_at=pass_at, discrimination=0.5)
+    assert blind["status"] == "inconclusive" and blind["pass_delta"] == pytest.approx(0.025)
+    assert "pass read at δ·λ = 0.025" in blind["detail"] and "λ = 0.500" in blind["detail"]
+    assert "probabilities blind to the features" in blind["detail"]
+    sharp = flagged_rule(interval, policy, pass_at=pass_interval(draws, 0.05, 0.95), discrimination=1.0)
+    assert sharp["status"] == "ok"
+    unfair = pass_interval([_draw(np.where(scores > 0.02, 0.5, 0.0), np.arange(n)) for _ in range(3)], 0.05, 0.95)
+    assert flagged_rule(unfair, policy, pass_at=None, discrimination=0.1)["status"] == "exceeded"
+    assert pass_reading(_draw(scores, np.arange(n), (-0.01, 0.02)), 0.05, 0.95).upper == pytest.approx(
+        at_delta.individuals[1] + 0.02)
+    assert pass_reading(SimpleNamespace(scores=None, row_index=None, interval=None), 0.05, 0.95) is None
