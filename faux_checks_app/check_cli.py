@@ -230,7 +230,8 @@ def _scores_paths(scores_out: str | None, names: list[str]) -> dict[str, Path]:
 
 
 def _print_check(args, result, report_dir: Path | None, sha256: str, sections: list[str] = ()) -> int:
-    """A check's result on stdout: one ``--json`` object, or its summary, one line per attribute section and its reasons."""
+    """A check's result on stdout: one ``--json`` object, or its summary, one line per attribute section, the form of
+    each protected attribute (:func:`~faux_checks.report.protected_form.protected_form_line`) and the reasons."""
     if wants_json(args):
         from .output import check_object, emit_json
 
@@ -241,10 +242,10 @@ def _print_check(args, result, report_dir: Path | None, sha256: str, sections: l
 
     say(repr(result))
     checks = [s.check for s in result.sections] if hasattr(result, "sections") else [result]
-    for form in dict.fromkeys(protected_form_line(getattr(c, "provenance", None)) for c in checks):
-        say(f"  {form}")
     for line in sections:
         say(f"  {line}")
+    for form in dict.fromkeys(protected_form_line(getattr(c, "provenance", None)) for c in checks):
+        say(f"  {form}")
     for reason in result.reasons:
         say(f"  - {reason}")
     return result.exit_code

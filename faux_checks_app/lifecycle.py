@@ -257,13 +257,25 @@ def _pid_folder(home) -> Path:
     return _prefect_home(home) / PID_FOLDER
 
 
+#: How long a pid file waits for a just-started server's command line (its child has not called exec yet).
+CMDLINE_WAIT_S = 5.0
+
+
 def _write_pid_file(home, pid: int, port: int | None) -> Path | None:
-    """Record a temporary server this process started: its pid, start time and command line, and ours."""
+    """Record a temporary server this process started: its pid, start time and command line, and ours.
+
+    The pid comes straight from ``Popen``: until the child has called ``exec`` its command line reads empty, so it
+    is read again for up to :data:`CMDLINE_WAIT_S` seconds until it names the server.
+    """
     try:
         import psutil
 
         server, owner = psutil.Process(pid), psutil.Process()
-        entry = {"server_pid": pid, "server_started": server.create_time(), "cmdline": server.cmdline(),
+        cmdline, deadline = server.cmdline(), time.monotonic() + CMDLINE_WAIT_S
+        while not cmdline and time.monotonic() < deadline:
+            time.sleep(0.01)
+            cmdline = server.cmdline()
+        entry = {"server_pid": pid, "server_started": server.create_time(), "cmdline": cmdline,
                  "port": port, "owner_pid": owner.pid, "owner_started": owner.create_time(),
                  "written_at": time.time()}
         folder = _pid_folder(home)
