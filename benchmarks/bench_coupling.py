@@ -19,7 +19,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -28,6 +27,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _runfile import add_run_file_arguments, append_run, read_runs  # noqa: E402  (benchmarks/ on the path)
 
 TAU = 0.1
 GENERATORS = ("inverse_cdf", "gumbel")
@@ -122,11 +123,10 @@ def main(argv=None) -> int:
     ap.add_argument("--targets", default="fair,unfair")
     ap.add_argument("--redlining", type=float, default=None, help="the unfair labels' logit per unit of place "
                     "(default: faux_checks.groundtruth.zipcode.REDLINING)")
-    ap.add_argument("--out", type=Path, default=None, help="JSON file the rows are appended to (one run per line)")
-    ap.add_argument("--table", type=Path, default=None, help="print the markdown table of a JSON file and exit")
+    add_run_file_arguments(ap, data_dir=False)
     args = ap.parse_args(argv)
     if args.table:
-        print(table([json.loads(line) for line in args.table.read_text().splitlines() if line.strip()]))
+        print(table(read_runs(args.table)))
         return 0
     import torch
 
@@ -145,9 +145,7 @@ def main(argv=None) -> int:
                       f"comonotone={_pct(rd.get('comonotone'))} gumbel={_pct(rd.get('gumbel'))} "
                       f"bounds={_pct(row['bounds'][0])}–{_pct(row['bounds'][1])} aux={row['aux_quality']:.3f} "
                       f"{row['decision']}{mark} ({row['wall_s']} s) {' '.join(row['not_ok'])}", flush=True)
-                if args.out:
-                    with open(args.out, "a") as fh:
-                        fh.write(json.dumps(row) + "\n")
+                append_run(args.out, row)
     print(table(rows))
     return 0
 

@@ -19,7 +19,6 @@ Every line printed: rows, sharpness (target and measured expected ROC-AUC), trut
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -28,6 +27,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _runfile import add_run_file_arguments, append_run, read_runs  # noqa: E402  (benchmarks/ on the path)
 
 TAU = 0.1
 LEVELS = (0.95, 0.8, 0.9, 0.7)          # the decisive contrast first: a run cut short still has it
@@ -182,12 +183,10 @@ def main(argv=None) -> int:
     ap.add_argument("--informed", action="store_true", help="probabilities calibrated given the features too")
     ap.add_argument("--no-known", action="store_true", help="skip the check with c itself")
     ap.add_argument("--aux-seeds", type=int, default=1, help="aux seeds per draw (the known line: the policy's)")
-    ap.add_argument("--out", type=Path, default=None, help="JSON file the rows are appended to (one per line)")
-    ap.add_argument("--table", type=Path, default=None, help="print the markdown table of a JSON file and exit")
-    ap.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "data")
+    add_run_file_arguments(ap)
     args = ap.parse_args(argv)
     if args.table:
-        print(table([json.loads(line) for line in args.table.read_text().splitlines() if line.strip()]))
+        print(table(read_runs(args.table)))
         return 0
     import torch
 
@@ -208,9 +207,7 @@ def main(argv=None) -> int:
                           f"read={row['flagged']:6.1%} [{row['lower']:.1%}, {row['upper']:.1%}] "
                           f"at δλ: {_read_pass(row)} {row['decision']}{mark} ({row['wall_s']} s) {' '.join(row['not_ok'])}",
                           flush=True)
-                    if args.out:
-                        with open(args.out, "a") as fh:
-                            fh.write(json.dumps(row) + "\n")
+                    append_run(args.out, row)
     print(table(rows))
     return 0
 

@@ -21,7 +21,6 @@ interval), bound, decision.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -30,6 +29,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _runfile import add_run_file_arguments, append_run, read_runs  # noqa: E402  (benchmarks/ on the path)
 
 TAU = 0.1
 SHARES = (0.02, 0.05, 0.10)
@@ -120,12 +121,10 @@ def main(argv=None) -> int:
     ap.add_argument("--shares", default=",".join(map(str, SHARES)))
     ap.add_argument("--patterns", default=",".join(PATTERNS))
     ap.add_argument("--aux-seeds", type=int, default=None, help="aux seeds per check (default: the policy's)")
-    ap.add_argument("--out", type=Path, default=None, help="JSON file the rows are appended to (one per line)")
-    ap.add_argument("--table", type=Path, default=None, help="print the markdown table of a JSON file and exit")
-    ap.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "data")
+    add_run_file_arguments(ap)
     args = ap.parse_args(argv)
     if args.table:
-        print(table([json.loads(line) for line in args.table.read_text().splitlines() if line.strip()]))
+        print(table(read_runs(args.table)))
         return 0
     import torch
 
@@ -146,9 +145,7 @@ def main(argv=None) -> int:
                       f"bound=[{row['lower']:.1%}, {row['upper']:.1%}] "
                       f"{'covers' if row['covered'] else 'MISSES'} {row['decision']}{mark} ({row['wall_s']} s) "
                       f"{' '.join(row['not_ok'])}", flush=True)
-                if args.out:
-                    with open(args.out, "a") as fh:
-                        fh.write(json.dumps(row) + "\n")
+                append_run(args.out, row)
     print(table(rows))
     return 0
 

@@ -28,7 +28,6 @@ Every line printed names the family, target, n, seed, the audited rows per group
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -37,6 +36,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _runfile import add_run_file_arguments, append_run, read_runs  # noqa: E402  (benchmarks/ on the path)
 
 MINORITY = 0.14
 TAU = 0.1
@@ -204,12 +205,10 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--families", default=",".join(FAMILIES))
     ap.add_argument("--targets", default="fair,unfair")
-    ap.add_argument("--out", type=Path, default=None, help="JSON file the rows are appended to (one run per line)")
-    ap.add_argument("--table", type=Path, default=None, help="print the markdown table of a JSON file and exit")
-    ap.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "data")
+    add_run_file_arguments(ap)
     args = ap.parse_args(argv)
     if args.table:
-        rows = [json.loads(line) for line in args.table.read_text().splitlines() if line.strip()]
+        rows = read_runs(args.table)
         print(table(rows))
         return 0
     import torch
@@ -232,9 +231,7 @@ def main(argv=None) -> int:
                           f"[{row['lower']:.1%}, {row['upper']:.1%}] aux={row['aux_quality']:.3f} "
                           f"folds={row['crossfit']} {row['decision']}{mark} ({row['wall_s']} s) "
                           f"{' '.join(row['not_ok'])}", flush=True)
-                    if args.out:
-                        with open(args.out, "a") as fh:
-                            fh.write(json.dumps(row) + "\n")
+                    append_run(args.out, row)
     print(table(rows))
     return 0
 
