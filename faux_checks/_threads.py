@@ -1,4 +1,4 @@
-"""Torch thread control for the small training loops (private)."""
+"""Thread control (private): torch, numpy's BLAS and OpenMP on one thread for the small fits and the reference fit."""
 
 from __future__ import annotations
 
