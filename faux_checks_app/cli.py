@@ -28,6 +28,16 @@ from .parser import build_parser
 __all__ = ["main"]
 
 
+def _end_on_stop(args, stop: Stop, before) -> int:
+    """Say why the command stops, stop what it started (:func:`~faux_checks_app.lifecycle.stop_started_services`);
+    the exit code (128 + the signal, or 2 for a deadline)."""
+    from .standing import stop_message
+
+    error(f"faux-checks: {stop.message}; stopping. {stop_message(getattr(args, 'command', None))}")
+    lifecycle.stop_started_services(before, say=error)
+    return stop.code
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code (0 passed, 1 failed, 2 undecided/error).
 
@@ -41,17 +51,13 @@ def main(argv: list[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread():
         handlers = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     before, stopped = started_services(), False
+    lifecycle.forget_stops()
     try:
         with _device_setting(args):
             return args.func(args)
     except Stop as stop:
-        from .standing import stop_message
-
-        error(f"faux-checks: {stop.message}; stopping. "
-              f"{stop_message(getattr(args, 'command', None))}")
-        lifecycle.stop_started_services(before, say=error)
-        stopped = stop.code
-        return stop.code
+        stopped = _end_on_stop(args, stop, before)
+        return stopped
     except ConfigurationError as exc:  # found before anything was recorded: its own code, one line
         error(f"faux-checks {args.command}: configuration error: {exc}")
         return EXIT_CONFIGURATION
@@ -62,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         error("faux-checks: interrupted; nothing was decided")
         return 130
     except Exception as exc:  # noqa: BLE001 - fail closed on anything unexpected
+        if lifecycle.raised_stop() is not None:   # a Stop a library caught and re-raised as its own error
+            stopped = _end_on_stop(args, lifecycle.raised_stop(), before)
+            return stopped
         error(f"faux-checks: internal error, could not decide: {type(exc).__name__}: {exc}" if _decides(args) else
               f"faux-checks {args.command}: internal error: {type(exc).__name__}: {exc}")
         return EXIT_UNDECIDED

@@ -59,9 +59,29 @@ class Stop(BaseException):
         self.code, self.message = code, message
 
 
+#: Every :class:`Stop` a handler raised in this command: a library that catches the exception where it lands (pydantic's
+#: serializer re-raises it as its own error) cannot make a stopped command read as an internal error.
+RAISED: list[Stop] = []
+
+
+def raised_stop() -> "Stop | None":
+    """The last :class:`Stop` a handler raised since :func:`forget_stops` (None: no signal or deadline)."""
+    return RAISED[-1] if RAISED else None
+
+
+def forget_stops() -> None:
+    """Start a command with no :class:`Stop` raised (:func:`raised_stop`)."""
+    RAISED.clear()
+
+
+def _raise(stop: Stop):
+    RAISED.append(stop)
+    raise stop
+
+
 def on_signal(signum, frame):
     """SIGTERM / SIGINT handler: raise :class:`Stop` with exit code 128 + ``signum`` (143 for SIGTERM, 130 for SIGINT)."""
-    raise Stop(128 + signum, f"{signal.Signals(signum).name} received")
+    _raise(Stop(128 + signum, f"{signal.Signals(signum).name} received"))
 
 
 def on_deadline(seconds: float, what: str = "gate"):
@@ -79,7 +99,7 @@ def on_deadline(seconds: float, what: str = "gate"):
         late = (f"; v{window.recording}'s decision was still being written and did not end within "
                 f"{sys.modules['faux_checks_flows.gate_deadline'].RECORD_GRACE_S:g} s more"
                 if window is not None and window.recording is not None else "")
-        raise Stop(exit_code_for("undecided"), f"the {what}'s deadline of {seconds:g} s was reached{late}")
+        _raise(Stop(exit_code_for("undecided"), f"the {what}'s deadline of {seconds:g} s was reached{late}"))
     return handler
 
 
