@@ -27,7 +27,7 @@ from faux_checks.gate.policy import Policy
 from ._inputs import cached_model, table_records
 
 __all__ = ["ExpectFauxFlaggedFractionToBeAtMost", "ExpectFauxGateToPass", "FauxCheck", "FauxGate", "FAUX_METRIC",
-           "GATE_METRIC"]
+           "GATE_METRIC", "anchor_column", "check_batch"]
 
 FAUX_METRIC = "faux.check"
 GATE_METRIC = "faux.gate"
@@ -36,7 +36,9 @@ EXPECTATION_SHORT_DESCRIPTION = (
     "Expect the share of individuals flagged by the fAux individual-fairness test (LIC score > δ) "
     "to be at most the policy's max_flagged_fraction, with an auxiliary model good enough to decide."
 )
-COLUMN_DESCRIPTION = "The protected attribute column (policy 'protected'); the check reads the whole table."
+COLUMN_DESCRIPTION = ("The batch column that anchors the check (anchor_column: the protected attribute column, or "
+                      "with [protected_probabilities] the first group's probability column); the check reads the "
+                      "whole table.")
 MODEL_PATH_DESCRIPTION = "Path of the target model (TorchScript or torch.export; never unpickled)."
 FEATURE_SPEC_PATH_DESCRIPTION = (
     "Path of the FeatureSpec JSON the target model was trained with; None = numeric columns as they are."
@@ -51,8 +53,71 @@ SUMMARY_KEYS = ("decision", "reasons", "flagged_fraction", "flagged_fraction_def
                 "aux_quality_metric", "aux_intervals", "group_rows", "rules", "top_flagged", "by_group")
 
 
+def anchor_column(policy: Policy) -> str:
+    """The batch column the fAux expectation's domain names: the policy's protected column, or with
+    ``[protected_probabilities]`` (the batch holds no c) the first group's probability column.
+
+    Parameters
+    ----------
+    policy : Policy
+        A single-attribute policy (:meth:`Policy.attribute_policies`).
+
+    Returns
+    -------
+    str
+        A column name of the validated batch.
+    """
+    settings = policy.protected_probabilities
+    if settings is not None:
+        return next(iter(settings.groups.values()))
+    return str(policy.protected)
+
+
+def check_batch(frame, policy: Policy, *, model_path: str, feature_spec_path: str | None = None,
+                aux_model_path: str | None = None):
+    """The library's check of one protected attribute on the whole batch, in the form c has.
+
+    c a column of the batch: :func:`faux_checks.gate.one_attribute.check_one_attribute`. c given as per-row
+    probabilities (``[protected_probabilities]``, no c column): :func:`faux_checks.gate.estimated.check_estimated`
+    (multiple imputation, Rubin's rules, the sharpness rule), the same call ``faux-checks check`` makes; the
+    probability columns are dropped before the target model is fed.
+
+    Parameters
+    ----------
+    frame : DataFrame of shape (n, any)
+        The batch.
+    policy : Policy
+        A single-attribute policy.
+    model_path, feature_spec_path, aux_model_path : str
+        As the expectation's kwargs.
+
+    Returns
+    -------
+    CheckResult
+
+    Raises
+    ------
+    InputError, ConfigurationError
+        The library's (bad rows, probabilities that do not sum to 1, a given auxiliary model with probabilities):
+        GX records them as the expectation's exception, and the suite is undecided.
+    """
+    from faux_checks.inputs.tabular import FeatureSpec
+
+    spec = FeatureSpec.load(feature_spec_path) if feature_spec_path else None
+    model = cached_model(model_path)
+    if policy.protected_probabilities is not None:
+        from faux_checks.gate.estimated import check_estimated
+
+        given = {str(policy.protected): cached_model(aux_model_path)} if aux_model_path else None
+        return check_estimated(model, frame, policy=policy, feature_spec=spec, aux_models=given).sections[0].check
+    from faux_checks.gate.one_attribute import check_one_attribute
+
+    return check_one_attribute(model, frame, policy=policy, feature_spec=spec,
+                               aux_model=cached_model(aux_model_path) if aux_model_path else None)
+
+
 class FauxCheck(ColumnAggregateMetricProvider):
-    """``faux.check``: ``check_one_attribute(model, whole batch, policy=...)`` as a JSON-ready dict."""
+    """``faux.check``: :func:`check_batch` (the library's check on the whole batch) as a JSON-ready dict."""
 
     metric_name = FAUX_METRIC
     value_keys = ("model_path", "feature_spec_path", "aux_model_path", "policy_json")
@@ -60,21 +125,13 @@ class FauxCheck(ColumnAggregateMetricProvider):
     @metric_value(engine=PandasExecutionEngine)
     def _pandas(cls, execution_engine, metric_domain_kwargs: dict, metric_value_kwargs: dict,
                 metrics: dict[str, Any], runtime_configuration: dict) -> dict:
-        from faux_checks.gate.one_attribute import check_one_attribute
-        from faux_checks.inputs.tabular import FeatureSpec
-
-        frame = table_records(execution_engine, metric_domain_kwargs)
-        spec_path = metric_value_kwargs.get("feature_spec_path")
-        aux_path = metric_value_kwargs.get("aux_model_path")
         from faux_checks.report.records import record_check
 
-        result = check_one_attribute(
-            cached_model(metric_value_kwargs["model_path"]),
-            frame,
-            policy=Policy.model_validate_json(metric_value_kwargs["policy_json"]),
-            feature_spec=FeatureSpec.load(spec_path) if spec_path else None,
-            aux_model=cached_model(aux_path) if aux_path else None,
-        )
+        result = check_batch(table_records(execution_engine, metric_domain_kwargs),
+                             Policy.model_validate_json(metric_value_kwargs["policy_json"]),
+                             model_path=metric_value_kwargs["model_path"],
+                             feature_spec_path=metric_value_kwargs.get("feature_spec_path"),
+                             aux_model_path=metric_value_kwargs.get("aux_model_path"))
         record_check(result)  # scores, per-group metrics, aux model: only inside records.recording(...) (the gate flow)
         return result.to_dict()
 
@@ -82,9 +139,10 @@ class FauxCheck(ColumnAggregateMetricProvider):
 class ExpectFauxFlaggedFractionToBeAtMost(ColumnAggregateExpectation):
     __doc__ = f"""{EXPECTATION_SHORT_DESCRIPTION}
 
-    Runs the whole fAux gate (:func:`faux_checks.gate.one_attribute.check_one_attribute`) once on the batch; success is
-    the check's decision being ``"passed"``. A weak auxiliary model or too many undefined scores
-    make the check ``undecided``, which is not a success either.
+    Runs the whole fAux gate (:func:`check_batch`: :func:`faux_checks.gate.one_attribute.check_one_attribute`, or
+    with ``[protected_probabilities]`` :func:`faux_checks.gate.estimated.check_estimated`) once on the batch; success
+    is the check's decision being ``"passed"``. A weak auxiliary model, too many undefined scores, or probabilities
+    too blunt to pass make the check ``undecided``, which is not a success either.
 
     Args:
         column (str): {COLUMN_DESCRIPTION}
@@ -98,8 +156,11 @@ class ExpectFauxFlaggedFractionToBeAtMost(ColumnAggregateExpectation):
         ``observed_value`` = the flagged fraction, an undefined score counted as flagged (None
         when not computed); ``details`` holds the decision, reasons, the rules with their status,
         the fraction's ``interval`` (lower, upper, confidence, the spread across aux seeds), counts,
-        aux quality with its intervals, per-group stats, the top flagged individuals and the full
-        ``CheckResult.to_dict()`` under ``"check"``.
+        aux quality with its intervals, per-group stats, the top flagged individuals, ``protected_form`` (the
+        sentence on the form c had, :func:`faux_checks.report.protected_form.protected_form_line`) and the full
+        ``CheckResult.to_dict()`` under ``"check"``. With ``[protected_probabilities]`` the interval is Rubin's
+        combination (its ``draws``: each draw's flagged fraction) and ``imputation`` holds the draws' seeds, the
+        per-draw fractions, the between-draw variance and the sharpness (``expected_auc``, ``min_sharpness``).
 
     Notes:
         Castiglione et al. 2022, fAux (arXiv 2210.06288). Any error in the metric (bad input,
@@ -134,8 +195,10 @@ class ExpectFauxFlaggedFractionToBeAtMost(ColumnAggregateExpectation):
             policy = Policy.model_validate_json(values["policy_json"])
         except Exception as exc:  # noqa: BLE001 - pydantic v2 ValidationError / JSON error
             raise ValueError(f"policy_json is not a valid faux-checks policy: {exc}") from None
-        if policy.protected != values["column"]:
-            raise ValueError(f"column '{values['column']}' differs from the policy's protected '{policy.protected}'")
+        if anchor_column(policy) != values["column"]:
+            raise ValueError(f"column '{values['column']}' differs from the policy's anchor column "
+                             f"'{anchor_column(policy)}' (its protected column, or with [protected_probabilities] "
+                             "the first group's probability column); rebuild the suite from the policy")
         if policy.faux.max_flagged_fraction != values["max_flagged_fraction"]:
             raise ValueError(
                 f"max_flagged_fraction {values['max_flagged_fraction']} differs from the policy's "
@@ -151,7 +214,13 @@ class ExpectFauxFlaggedFractionToBeAtMost(ColumnAggregateExpectation):
             return {"success": False, "result": {"observed_value": None, "details": {
                 "metric_missing": True, "decision": "undecided",
                 "reasons": [f"metric {FAUX_METRIC} was not computed"]}}}
+        from faux_checks.report.protected_form import protected_form_line
+
         details = {k: check.get(k) for k in SUMMARY_KEYS}
+        provenance = check.get("provenance") or {}
+        details["protected_form"] = protected_form_line(provenance)
+        if provenance.get("protected_probabilities"):
+            details["imputation"] = provenance["protected_probabilities"]
         details["check"] = check
         return {"success": check.get("decision") == "passed",
                 "result": {"observed_value": check.get("flagged_fraction"), "details": details}}
@@ -184,7 +253,8 @@ class FauxGate(TableMetricProvider):
         for name, one in Policy.model_validate_json(kw["policy_json"]).attribute_policies().items():
             dependencies[f"{FAUX_METRIC}:{name}"] = MetricConfiguration(
                 metric_name=FAUX_METRIC,
-                metric_domain_kwargs={k: name if k == "column" else table.get(k) for k in FauxCheck.domain_keys},
+                metric_domain_kwargs={k: anchor_column(one) if k == "column" else table.get(k)
+                                      for k in FauxCheck.domain_keys},
                 metric_value_kwargs={"model_path": kw.get("model_path"), "feature_spec_path": kw.get("feature_spec_path"),
                                      "aux_model_path": kw.get("aux_model_path"), "policy_json": one.model_dump_json()})
         return dependencies

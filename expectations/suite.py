@@ -27,7 +27,7 @@ from faux_checks.errors import InputError
 from faux_checks.gate.decision import Outcome, rule_row
 from faux_checks.gate.policy import Policy
 
-from .faux import ExpectFauxFlaggedFractionToBeAtMost, ExpectFauxGateToPass
+from .faux import ExpectFauxFlaggedFractionToBeAtMost, ExpectFauxGateToPass, anchor_column
 from .testers import SHIPPED_EXPECTATIONS, expectation_for, tester_expectation
 
 __all__ = ["SuiteOutcome", "build_suite", "validate_frame", "save_suite", "load_suite", "TESTER_EXPECTATIONS"]
@@ -117,6 +117,12 @@ def build_suite(
     """One fAux expectation plus one expectation per enabled baseline tester, per protected attribute of the policy,
     then the gate expectation that records the library's decision over them all.
 
+    With ``[protected_probabilities]`` (c given as per-row probabilities, no c column in the batch) the fAux
+    expectation anchors on the first probability column (:func:`~faux_checks_gx.faux.anchor_column`) and runs the
+    multiple imputation (:func:`faux_checks.gate.estimated.check_estimated`); the baseline testers run inside each
+    draw's check and are read over the draws there (:func:`faux_checks.gate.estimated.draw_rules`), so no separate
+    tester expectation is built.
+
     Each attribute (and intersection) has its own expectations,
     built from its single-attribute policy (:meth:`Policy.attribute_policies`); the column of an
     intersection (``sex×race``) must be in the validated frame
@@ -156,12 +162,14 @@ def _attribute_expectations(policy: Policy, model_path: str, feature_spec_path: 
     """The fAux expectation and the enabled baseline testers' of a single-attribute policy."""
     # every expectation names the same model, spec, aux model and policy: the baselines' metrics depend on
     # the fAux expectation's faux.check with these exact kwargs, so GX runs the check once and they read it
-    common = {"column": policy.protected, "model_path": str(model_path),
+    common = {"column": anchor_column(policy), "model_path": str(model_path),
               "feature_spec_path": None if feature_spec_path is None else str(feature_spec_path),
               "aux_model_path": None if aux_model_path is None else str(aux_model_path),
               "policy_json": policy.model_dump_json()}
     expectations: list[Any] = [ExpectFauxFlaggedFractionToBeAtMost(
         **common, max_flagged_fraction=policy.faux.max_flagged_fraction)]
+    if policy.protected_probabilities is not None:
+        return expectations       # no c column to group by: each draw's testers are in the check (read over the draws)
     for tester, settings in policy.testers.items():
         if settings.enabled:          # the class from the tester table (shipped, or built from the entry)
             expectations.append(expectation_for(tester, settings, label=policy.label, **common))

@@ -185,14 +185,14 @@ def _estimated_rows(args, policy, spec, frame):
     settings = policy.protected_probabilities
     if settings is None:
         return frame
-    from faux_checks.gate.estimated import draw_seeds, imputed_frame
-    from faux_checks.inputs.probabilities import draw_groups, expected_auc
+    from faux_checks.gate.estimated import preflight_rows
+    from faux_checks.inputs.probabilities import expected_auc
 
-    base, matrix = imputed_frame(frame, policy, feature_spec=spec, data_name=f"the audit data {args.data}")
+    rows, matrix = preflight_rows(frame, policy, feature_spec=spec, data_name=f"the audit data {args.data}")
     eprint(f"      protected attribute '{settings.column}' as probabilities ({', '.join(settings.groups.values())}): "
            f"expected ROC-AUC {expected_auc(matrix):.3f} (min_sharpness {settings.min_sharpness:.2f} to pass), "
            f"{settings.draws} draws")
-    return base.assign(**{settings.column: draw_groups(matrix, list(settings.groups), draw_seeds(policy)[0])})
+    return rows
 
 
 def _check_configuration(args, policy, model, spec, frame) -> None:

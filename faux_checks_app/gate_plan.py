@@ -48,13 +48,16 @@ class GateInputs:
     """The policy and the audit data of a gate run, judged without the registry (:func:`read_gate_inputs`).
 
     ``frame`` and ``findings`` are None when the data could not be read for a reason that is not configuration
-    (I/O trouble: the flow reads it again, with retries, and records the cause).
+    (I/O trouble: the flow reads it again, with retries, and records the cause). ``rows`` are the rows the preflight
+    judged: ``frame`` itself, or with ``[protected_probabilities]`` c's first draw in place of the probability
+    columns (the flow gates ``frame``: each draw of c is the check's, :func:`faux_checks.gate.estimated.check_estimated`).
     """
 
     policy: object
     policy_name: str
     frame: object = None
     findings: object = None
+    rows: object = None
 
 
 def read_gate_inputs(args) -> GateInputs:
@@ -80,10 +83,6 @@ def read_gate_inputs(args) -> GateInputs:
         policy = load_policy(args.policy, positive_label=getattr(args, "positive_label", None))
     except (InputError, ValueError, OSError) as exc:
         raise ConfigurationError(f"{policy_name}: {exc}; nothing was recorded") from None
-    if policy.protected_probabilities is not None:
-        raise ConfigurationError(f"{policy_name} gives the protected attribute as probabilities "
-                                 "([protected_probabilities]), which the registry gate does not impute: run "
-                                 "`faux-checks check --model M --data D --policy P`; nothing was recorded")
     try:
         frame = read_table(args.data, sep=getattr(args, "sep", None), thousands=getattr(args, "thousands", None),
                        decimal=getattr(args, "decimal", None))
@@ -95,10 +94,24 @@ def read_gate_inputs(args) -> GateInputs:
         from faux_checks.gate.unmatched import gate_rows
 
         frame = gate_rows(frame, policy, audit_name=f"--data {args.data}")
-    check_policy_columns(frame, policy, data_name=str(args.data), policy_name=policy_name)
-    findings = inspect_data(frame, policy, name=str(args.data))
+    rows = _preflight_rows(frame, policy, data_name=f"--data {args.data}")
+    check_policy_columns(rows, policy, data_name=str(args.data), policy_name=policy_name)
+    findings = inspect_data(rows, policy, name=str(args.data))
     check_data(findings, policy_name=policy_name)
-    return GateInputs(policy, policy_name, frame, findings)
+    return GateInputs(policy, policy_name, frame, findings, rows)
+
+
+def _preflight_rows(frame, policy, *, data_name: str):
+    """``frame`` itself, or with ``[protected_probabilities]`` the rows with the probabilities checked and c's first
+    draw in their place (:func:`faux_checks.gate.estimated.preflight_rows`: every offending column named)."""
+    if policy.protected_probabilities is None:
+        return frame
+    from faux_checks.gate.estimated import preflight_rows
+
+    try:
+        return preflight_rows(frame, policy, data_name=data_name)[0]
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{exc}; nothing was recorded") from None
 
 
 def prepare_gate(args, tracking_uri: str | None, versions: list[str] | None = None,
@@ -134,6 +147,7 @@ def prepare_gate(args, tracking_uri: str | None, versions: list[str] | None = No
 
     inputs = inputs if inputs is not None else read_gate_inputs(args)
     policy, frame = inputs.policy, inputs.frame
+    rows = inputs.rows if inputs.rows is not None else frame
     registry = Registry(tracking_uri)
     with library_output_to_stderr():
         try:
@@ -152,7 +166,7 @@ def prepare_gate(args, tracking_uri: str | None, versions: list[str] | None = No
                     model_path, spec_path = registry.download(args.model_name, version, Path(tmp) / f"v{version}")
                 except Exception:   # noqa: BLE001 - a version's own download trouble: the flow retries it and records the cause
                     continue
-                check_version_fits(args.model_name, version, model_path, spec_path, frame, policy,
+                check_version_fits(args.model_name, version, model_path, spec_path, rows, policy,
                                    trusted_types=args.trust_type or ())
     return plan
 

@@ -49,7 +49,7 @@ from .policy_schema import Policy
 from .result import CheckResult
 
 __all__ = ["ImputedInterval", "check_estimated", "draw_rules", "draw_seeds", "estimated_outcome", "flagged_rule",
-           "imputed_frame", "pass_interval", "pass_reading", "rubin_interval", "sharpness_rule"]
+           "imputed_frame", "pass_interval", "pass_reading", "preflight_rows", "rubin_interval", "sharpness_rule"]
 
 #: Statuses from worst to best when a rule is read over the draws (a rule exceeded in every draw stays exceeded).
 _ORDER = ("not computed", "not met", "not judged", "inconclusive", "exceeded", "ok")
@@ -329,6 +329,31 @@ def imputed_frame(data: pd.DataFrame, policy: Policy, *, feature_spec=None,
     check_probabilities_not_input(feature_spec, list(settings.groups.values()))
     matrix = probability_matrix(data, settings.groups, column=settings.column, data_name=data_name)
     return data.drop(columns=list(settings.groups.values())), matrix
+
+
+def preflight_rows(data: pd.DataFrame, policy: Policy, *, feature_spec=None,
+                   data_name: str = "the audit data") -> tuple[pd.DataFrame, np.ndarray]:
+    """The rows a preflight judges (the policy's columns, the model's inputs): :func:`imputed_frame`'s rows with c's
+    first draw (:func:`draw_seeds`) in place of the probability columns, and the checked probabilities.
+
+    Parameters
+    ----------
+    data, policy, feature_spec, data_name
+        As :func:`imputed_frame`.
+
+    Returns
+    -------
+    (DataFrame of shape (n, any − n_groups + 1), ndarray of shape (n, n_groups))
+
+    Raises
+    ------
+    ConfigurationError
+        :func:`imputed_frame`'s errors.
+    """
+    settings = policy.protected_probabilities
+    base, matrix = imputed_frame(data, policy, feature_spec=feature_spec, data_name=data_name)
+    assert settings is not None
+    return base.assign(**{settings.column: draw_groups(matrix, list(settings.groups), draw_seeds(policy)[0])}), matrix
 
 
 def _provenance(interval: ImputedInterval | None, sharpness: float, seeds: Sequence[int], policy: Policy) -> dict:

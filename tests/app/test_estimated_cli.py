@@ -94,7 +94,7 @@ def test_probabilities_that_do_not_sum_to_1_exit_3_before_scoring(files, tmp_pat
     assert not (tmp_path / "r" / "report.json").exists()
 
 
-def test_score_large_and_the_registry_gate_refuse_probabilities(files, tmp_path, capsys):
+def test_score_large_refuses_probabilities_and_the_registry_gate_preflight_takes_them(files, tmp_path, capsys):
     from argparse import Namespace
 
     from faux_checks.errors import ConfigurationError
@@ -104,8 +104,12 @@ def test_score_large_and_the_registry_gate_refuse_probabilities(files, tmp_path,
                  str(files["policy"]), "--out", str(tmp_path / "s.csv"), "--workers", "0"])
     assert code == 3
     assert "score-large does not impute a protected attribute given as probabilities" in capsys.readouterr().err
-    with pytest.raises(ConfigurationError, match="which the registry gate does not impute"):
-        read_gate_inputs(Namespace(policy=str(files["policy"]), data=str(files["sharp"])))
+    inputs = read_gate_inputs(Namespace(policy=str(files["policy"]), data=str(files["sharp"])))
+    assert {"p_F", "p_M"} <= set(inputs.frame.columns) and "sex" not in inputs.frame.columns   # the flow gates this
+    assert "sex" in inputs.rows.columns and not {"p_F", "p_M"} & set(inputs.rows.columns)     # the preflight's draw
+    assert set(inputs.rows["sex"]) == {"F", "M"} and len(inputs.rows) == N
+    with pytest.raises(ConfigurationError, match="7 of 500 rows.*do not sum to 1.*nothing was recorded"):
+        read_gate_inputs(Namespace(policy=str(files["policy"]), data=str(files["off"])))
 
 
 def test_notebook_verb_takes_the_probabilities_through_the_policy(files):
