@@ -36,17 +36,18 @@ REAL = ["age", "education-num", "hours-per-week"]
 N_TRAIN = 8000
 
 
-def _base_logit(frame) -> np.ndarray:
+def income_logit(frame) -> np.ndarray:
     """The unfair labels' logit from the real block (income-like: older, more educated, longer hours)."""
     return (0.03 * (frame["age"].to_numpy(float) - 38) + 0.35 * (frame["education-num"].to_numpy(float) - 10)
             + 0.03 * (frame["hours-per-week"].to_numpy(float) - 40) - 0.5)
 
 
-def run(generator: str, target: str, n: int, seed: int, redlining: float | None = None) -> dict:
-    """One cell: data, target, truth, the gate's check; a JSON-ready row."""
+def build(generator: str, target: str, n: int, seed: int, redlining: float | None = None) -> dict:
+    """One cell's data, target and truth: ``model`` (an MLP of the encoded rows), ``spec``, ``frame`` (the audited
+    rows with ``c``), ``truth`` (n,) exact IFS, ``c`` (n,), ``X_train`` and ``c_train`` (the training rows, encoded)."""
     from _cells import _Masked, prob, train_mlp
 
-    from faux_checks import FeatureSpec, load_policy, check_one_attribute
+    from faux_checks import FeatureSpec
     from faux_checks.groundtruth.zipcode import make_zip_data, zip_fairness_scores, zip_unfair_logit
     from faux_checks.inputs.datasets import load_adult
 
@@ -63,26 +64,40 @@ def run(generator: str, target: str, n: int, seed: int, redlining: float | None 
         real = np.isin(spec.feature_to_column(), [spec.source_columns.index(c) for c in REAL])
         net = _Masked(train_mlp(X_train[:, real], income[:N_TRAIN], seed=seed), real)
     else:
-        logit = zip_unfair_logit(frame, _base_logit(frame), **({} if redlining is None else {"redlining": redlining}))
+        logit = zip_unfair_logit(frame, income_logit(frame), **({} if redlining is None else {"redlining": redlining}))
         y = (np.random.default_rng(50 + seed).random(N_TRAIN) < 1 / (1 + np.exp(-logit))).astype(int)
         net = train_mlp(X_train, y, seed=seed)
     truth = zip_fairness_scores(lambda f: prob(net, spec.encode(f)), audit)
-    policy = load_policy(None, protected="c").model_copy(update={"label": None})
-    start = time.perf_counter()
-    result = check_one_attribute(net, audit.frame().assign(c=audit.protected()), policy=policy, feature_spec=spec)
-    wall = time.perf_counter() - start
+    return {"model": net, "spec": spec, "frame": audit.frame().assign(c=audit.protected()), "truth": truth,
+            "c": audit.c, "X_train": X_train, "c_train": train.c}
+
+
+def coupling_record(result) -> dict:
+    """The gate's coupling readings of a check: ``readings`` per coupling, ``used``, the Fréchet ``bounds`` of the
+    flagged fraction and of the change level, and the ``coupling_rule`` (status and detail; None without one)."""
     couplings = result.provenance.get("couplings") or {}
     rule = next((r for r in result.rules if r["rule"] == "level_coupling"), None)
     bounds = couplings.get("bounds") or {}
+    return {"readings": couplings.get("readings"), "used": couplings.get("used"),
+            "bounds": [bounds.get("flagged_lower"), bounds.get("flagged_upper")],
+            "change_bounds": [bounds.get("change_lower"), bounds.get("change_upper")],
+            "coupling_rule": None if rule is None else {"status": rule["status"], "detail": rule["detail"]}}
+
+
+def run(generator: str, target: str, n: int, seed: int, redlining: float | None = None) -> dict:
+    """One cell: data, target, truth, the gate's check; a JSON-ready row."""
+    from faux_checks import load_policy, check_one_attribute
+
+    cell = build(generator, target, n, seed, redlining)
+    policy = load_policy(None, protected="c").model_copy(update={"label": None})
+    start = time.perf_counter()
+    result = check_one_attribute(cell["model"], cell["frame"], policy=policy, feature_spec=cell["spec"])
+    wall = time.perf_counter() - start
     return {
         "generator": generator, "target": target, "n": n, "seed": seed, "redlining": redlining,
-        "true_share": float(np.mean(truth > TAU)),
+        "true_share": float(np.mean(cell["truth"] > TAU)),
         "flagged": result.flagged_fraction, "lower": result.interval.lower, "upper": result.interval.upper,
-        "readings": couplings.get("readings"), "used": couplings.get("used"),
-        "bounds": [bounds.get("flagged_lower"), bounds.get("flagged_upper")],
-        "change_bounds": [bounds.get("change_lower"), bounds.get("change_upper")],
-        "decision": result.decision, "aux_quality": result.aux_quality,
-        "coupling_rule": None if rule is None else {"status": rule["status"], "detail": rule["detail"]},
+        **coupling_record(result), "decision": result.decision, "aux_quality": result.aux_quality,
         "not_ok": [r["rule"] for r in result.rules if r["status"] != "ok"], "wall_s": round(wall, 1),
     }
 

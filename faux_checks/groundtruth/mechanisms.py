@@ -19,7 +19,9 @@ mechanism     columns c causes (e(c), w(c) as in :mod:`~faux_checks.groundtruth.
               by inverse-CDF coupling: level = F_c⁻¹(u) with u the row's real level's own position in
               the real CDF (so the re-drawn column keeps its real relation to y where p_c ≈ p)
 ``mediator``  ``mediator = L_m + s·e₁(c) + ¼ε`` (an **admissible** mediator c causes legitimately, on a
-              real feature L_m) and ``proxy = s·e₂(c) + ε`` (a non-admissible proxy)
+              real feature L_m) and ``proxy = s·e₂(c) + ε`` (a non-admissible proxy); ``weak_mediator``: the
+              same with a **weak** mediator, s_m = 0.2 in its place of s (its group contrast alone reads c
+              at a ROC-AUC of about 0.6)
 ``subgroup``  ``local_proxy = s·e₁(c)·1[row in S] + ε``: c shows only inside a real subgroup S
 ``ordered``   ``ordered_proxy``: an **ordered** 4-level categorical, the bin of s·e₁(c) + ε at fixed
               thresholds, and a weak numeric ``proxy = ½s·e₂(c) + ε``
@@ -27,7 +29,8 @@ mechanism     columns c causes (e(c), w(c) as in :mod:`~faux_checks.groundtruth.
               class-specific probabilities ∝ exp(s·W_k·e(c)) (designed for a 3-class c)
 ``names``     ``first_name``: a **definitional link with many values**, three names per (group, level of a
               real categorical column R) cell; the name index is the stored noise, so c′ gets the name
-              of the same index in its own cell
+              of the same index in its own cell (``links``: the names of each (group, level of R), declared
+              ``by`` R, so that a linked-columns counterfactual keeps the row's level of R as this one does)
 ============  ==============================================================================================
 
 Labels, ``label_bias`` (the recorded label y; ``bias`` in [0, 1]):
@@ -57,10 +60,12 @@ from .proxy import check_kind_and_bias, disadvantage, protected_embedding, Injec
 
 __all__ = ["MECHANISMS", "MechanismData", "make_mechanism_data", "mechanism_fairness_scores"]
 
-MECHANISMS = ("ratio", "weak", "redraw", "mediator", "subgroup", "ordered", "multicat", "names")
+MECHANISMS = ("ratio", "weak", "redraw", "mediator", "weak_mediator", "subgroup", "ordered", "multicat", "names")
 #: Mechanism strengths s (chosen so that a 64-64 aux model reaches a held-out ROC-AUC of about 0.8–0.9).
-DEFAULT_STRENGTH = {"ratio": 0.8, "weak": 0.3, "redraw": 1.2, "mediator": 0.6, "subgroup": 1.2, "ordered": 1.0,
-                    "multicat": 1.4}
+DEFAULT_STRENGTH = {"ratio": 0.8, "weak": 0.3, "redraw": 1.2, "mediator": 0.6, "weak_mediator": 0.6, "subgroup": 1.2,
+                    "ordered": 1.0, "multicat": 1.4}
+#: s_m of ``weak_mediator``: the mediator's shift per unit of e₁(c).
+WEAK_MEDIATOR_STRENGTH = 0.2
 N_WEAK = 10
 ORDERED_LEVELS = ("low", "mid", "high", "top")
 ORDERED_CUTS = (-0.8, 0.2, 1.2)
@@ -95,7 +100,8 @@ class MechanismData(InjectedProtected):
     admissible : tuple of str
         The columns a policy would declare admissible: the real legitimate block, and the mediator.
     links : dict
-        ``names``: the definitional link, ``{column: {group name: [values]}}`` (many values per group).
+        ``names``: the definitional link as a policy's ``[linked_columns]`` declares it,
+        ``{"first_name": {"by": R, group name: {level of R: [values]}}}`` (three values per group and level).
     """
 
     base: pd.DataFrame
@@ -192,7 +198,8 @@ def _redraw(data, c):
 
 def _mediator(data, c):
     e, s = _e(data, c), data.params["s"]
-    return pd.DataFrame({"mediator": data.noise["L"] + s * e[:, 0] + 0.25 * data.noise["eps_m"],
+    s_m = data.params.get("s_m", s)
+    return pd.DataFrame({"mediator": data.noise["L"] + s_m * e[:, 0] + 0.25 * data.noise["eps_m"],
                          "proxy": s * e[:, 1] + data.noise["eps_p"]}, index=data.base.index)
 
 
@@ -229,6 +236,7 @@ def _names(data, c):
 
 
 _BUILDERS: dict[str, Callable] = {"ratio": _ratio, "weak": _weak, "redraw": _redraw, "mediator": _mediator,
+                                  "weak_mediator": _mediator,
                                   "subgroup": _subgroup, "ordered": _ordered, "multicat": _multicat, "names": _names}
 
 
@@ -270,8 +278,8 @@ def make_mechanism_data(features: pd.DataFrame, labels, *, mechanism: str, kind:
     outcome : array of shape (n,), optional
         The real continuous outcome ``"threshold"`` reads (required there).
     column : str, optional
-        The real column a mechanism builds on: numeric for ``ratio`` (L) and ``mediator`` (L_m; both are
-        moved out of the real block), categorical for ``redraw`` (replaced) and ``names`` (the column R whose
+        The real column a mechanism builds on: numeric for ``ratio`` (L), ``mediator`` and ``weak_mediator``
+        (L_m; each is moved out of the real block), categorical for ``redraw`` (replaced) and ``names`` (the column R whose
         level with the group selects the names; kept).
     subgroup : (column, level), optional
         ``subgroup``: the real subgroup S = rows whose ``column`` equals ``level``.
@@ -305,11 +313,11 @@ def make_mechanism_data(features: pd.DataFrame, labels, *, mechanism: str, kind:
     params: dict = {"s": float(DEFAULT_STRENGTH.get(mechanism, 1.0) if strength is None else strength)}
     noise, links = _draw_noise(mechanism, frame, column=column, subgroup=subgroup, m=m, rng=rng, params=params)
     legit = [str(col) for col in frame.columns]
-    if mechanism in ("ratio", "mediator", "redraw"):   # the real column the caused one replaces leaves the block
+    if mechanism in ("ratio", "mediator", "weak_mediator", "redraw"):   # the real column the caused one replaces leaves the block
         assert column is not None                      # _numeric / _categorical raised on a missing column
         frame = frame.drop(columns=[column])
         legit.remove(column)
-    admissible_extra = ["mediator"] if mechanism == "mediator" else []
+    admissible_extra = ["mediator"] if mechanism in ("mediator", "weak_mediator") else []
     y_recorded, y_biased = _biased_labels(y, disadvantage(c, kind, m), bias=bias, label_bias=label_bias,
                                           outcome=outcome, inside=noise.get("inside") if mechanism == "subgroup" else None,
                                           rng=rng)
@@ -340,7 +348,9 @@ def _draw_noise(mechanism: str, frame: pd.DataFrame, *, column: str | None, subg
         return {"eps": rng.standard_normal((n, N_WEAK))}, {}
     if mechanism == "redraw":
         return _redraw_noise(frame, column, rng, params), {}
-    if mechanism == "mediator":
+    if mechanism in ("mediator", "weak_mediator"):
+        if mechanism == "weak_mediator":
+            params["s_m"] = WEAK_MEDIATOR_STRENGTH
         L = _numeric(frame, column or "", "mediator's column")
         return {"L": (L - L.mean()) / (L.std() or 1.0), "eps_m": rng.standard_normal(n),
                 "eps_p": rng.standard_normal(n)}, {}
@@ -362,7 +372,8 @@ def _draw_noise(mechanism: str, frame: pd.DataFrame, *, column: str | None, subg
     names = np.asarray([[[f"name_g{g}_{r}_{i}" for i in range(NAMES_PER_CELL)] for r in range(len(r_levels))]
                         for g in range(m)], dtype=object)
     params.update(names=names, r_levels=r_levels)
-    links = {"first_name": {f"g{g}": [str(v) for v in names[g].ravel()] for g in range(m)}}
+    links = {"first_name": {"by": column, **{f"g{g}": {level: [str(v) for v in names[g, r]]
+                                                       for r, level in enumerate(r_levels)} for g in range(m)}}}
     return {"name_index": rng.integers(0, NAMES_PER_CELL, n), "cell_of_row": cell}, links
 
 
