@@ -187,6 +187,11 @@ def validate_frame(frame: pd.DataFrame, suite: gx.ExpectationSuite) -> SuiteOutc
     suite : ExpectationSuite
         From :func:`build_suite` or :func:`load_suite`; not modified (a copy is validated).
 
+    With ``[protected_file]`` in the suite's policy and the protected column(s) absent from ``frame``, c is joined
+    by the key first (:func:`faux_checks.gate.unmatched.gate_rows`, the gate flow's join: unmatched rows refused;
+    intersections derived after it); either way each check's provenance states the linked file
+    (``protected_file``: key, columns, rows, none unmatched), so the report names the form of c.
+
     Returns
     -------
     SuiteOutcome
@@ -203,16 +208,57 @@ def validate_frame(frame: pd.DataFrame, suite: gx.ExpectationSuite) -> SuiteOutc
         return SuiteOutcome("undecided", [f"suite '{suite.name}' has no {FAUX_TYPE} expectation (found {present}); "
                                           "the gate needs the fAux check"], None)
     try:
+        frame, linked = _linked_batch(frame, configs)
+    except Exception as exc:  # noqa: BLE001 - a join that cannot be made is no pass: fail closed, say why
+        return SuiteOutcome("undecided", [f"the protected file could not be joined: {exc}"], None)
+    try:
         result = _run_gx(frame, suite.name, configs)
     except Exception as exc:  # GX itself failed: fail closed, say why
         logger.exception("GX validation could not run")
         return SuiteOutcome("undecided", [f"GX validation could not run: {type(exc).__name__}: {exc}"], None)
     try:
-        return replace(_decide(result), gx_result=_json_result(result))
+        return replace(_with_link(_decide(result), linked), gx_result=_json_result(result))
     except Exception as exc:  # a result we cannot read is no pass either
         logger.exception("GX validation result could not be read")
         return SuiteOutcome("undecided", [f"GX validation result could not be read: {type(exc).__name__}: {exc}"],
                             None)
+
+
+def _linked_batch(frame: pd.DataFrame, configs: list) -> tuple[pd.DataFrame, dict | None]:
+    """With ``[protected_file]`` in the gate expectation's policy: the batch with c joined when it lacks it, and the
+    link as a check's provenance records it (:meth:`faux_checks.inputs.linked.LinkedRows.to_dict`); else
+    ``(frame, None)``.
+
+    Raises
+    ------
+    ConfigurationError
+        :func:`faux_checks.gate.unmatched.gate_rows`'s (unmatched rows, ``unmatched = "exclude"``, key trouble).
+    """
+    gate = next((c for c in configs if c.type == GATE_TYPE), None)
+    policy = Policy.model_validate_json(gate.kwargs["policy_json"]) if gate is not None else None
+    if policy is None or policy.protected_file is None:
+        return frame, None
+    columns = [a.column for a in policy.attributes]
+    if any(c not in frame.columns for c in columns):
+        from faux_checks.gate.attributes import add_intersections
+        from faux_checks.gate.unmatched import gate_rows
+
+        frame = add_intersections(gate_rows(frame, policy, audit_name="the validated batch"), policy)
+    return frame, {"join_on": policy.protected_file.join_on, "protected": columns, "rows": len(frame),
+                   "matched": len(frame), "unmatched": 0, "unmatched_share": 0.0, "unmatched_rows": []}
+
+
+def _with_link(outcome: SuiteOutcome, linked: dict | None) -> SuiteOutcome:
+    """Each check of ``outcome`` with the linked file in its provenance (``protected_file``); unchanged without one."""
+    if linked is None:
+        return outcome
+
+    def mark(check: dict | None) -> dict | None:
+        return None if not check else {**check, "provenance": {**(check.get("provenance") or {}),
+                                                               "protected_file": linked}}
+
+    return replace(outcome, check=mark(outcome.check),
+                   attributes=[{**a, "check": mark(a.get("check"))} for a in outcome.attributes])
 
 
 def _json_result(result) -> dict | None:
