@@ -14,7 +14,8 @@ gate's in-memory check (:func:`faux_checks.gate.one_attribute.check_one_attribut
   No declarations; the coupling readings and the Fréchet bounds of the flagged fraction are recorded.
 - ``weak_mediator`` (mechanism ``weak_mediator``, Bank Marketing rows): an admissible mediator that reads c weakly and
   a proxy; ``fair``: an MLP of the admissible columns only (the real block and the mediator; truth 0); ``unfair``:
-  every column, label bias 1.0. Declared admissible: the real block and the mediator.
+  every column, label bias 1.0. Declared admissible: the mediator (the real block is left to the independence hold:
+  with every column of an admissible-only target declared, the check refuses the policy, nothing being left to test).
 - ``multicat`` (mechanism ``multicat``, Bank rows): a 3-class c with a 5-level categorical proxy; ``fair``: an MLP of
   the real block only; ``unfair``: every column, label bias 0.8. Declared admissible: the real block.
 - ``names``, ``names_balanced`` (mechanism ``names``, Bank rows, R = ``marital``): a definitional link with many values
@@ -129,7 +130,8 @@ def mechanism_build(family: str, target: str, n: int, seed: int, sources) -> dic
     else:
         net = train_mlp(X_train, train.y, seed=seed)
     truth = mechanism_fairness_scores(lambda f: prob(net, spec.encode(f)), audit)
-    policy: dict = {"admissible": [c for c in data.admissible if c in spec.source_columns]}
+    declared = ["mediator"] if family == "weak_mediator" else data.admissible   # the mediator alone: the rest is held
+    policy: dict = {"admissible": [c for c in declared if c in spec.source_columns]}
     if kind == "multiclass":
         policy["protected_kind"] = "multiclass"
     if data.links:
@@ -251,7 +253,7 @@ def one(family: str, target: str, n: int, seed: int, sources) -> dict:
            "not_ok": [r["rule"] for r in result.rules if r["status"] not in ("ok", "exceeded")],
            "undecided_reasons": [r["detail"] for r in result.rules if r["status"] not in ("ok", "exceeded")],
            "check_s": round(wall, 1), "wall_s": round(time.perf_counter() - t0, 1)}
-    if family.startswith("zip_"):
+    if result.provenance.get("couplings"):           # a categorical column moves: the readings per coupling
         row.update(coupling_record(result))
     return row
 
@@ -313,7 +315,44 @@ def table(rows: list[dict]) -> str:
         out.append(f"| {fam} | {n:,} | {sum(judged)}/{len(judged)} | {sum(wrong_pass(r) for r in rs)} | "
                    f"{sum(r['calibrated'] for r in rs)}/{len(rs)} | {_mean_ap(ranked, 'ap_faux')} | "
                    f"{_mean_ap(ranked, 'ap_best_baseline')} | {_mean_ap(ranked, 'ap_fliptest')} |")
-    return "\n".join(out)
+    return "\n".join(out + coupling_table(rows) + linked_table(rows))
+
+
+def _pct(v) -> str:
+    return "n/a" if v is None else f"{v:.1%}"
+
+
+def coupling_table(rows: list[dict]) -> list[str]:
+    """Markdown lines for the runs in which a categorical column moves: the flagged fraction under each coupling the gate reads, the
+    Fréchet bounds over every coupling, and the ``level_coupling`` line (none without such runs)."""
+    rs = [r for r in rows if r.get("readings")]
+    if not rs:
+        return []
+    out = ["", "| family | target | n | seed | truth | comonotone | Gumbel-max | Fréchet bounds | decision | robust |",
+           "|---|---|---:|---:|---:|---:|---:|---|---|---|"]
+    for r in rs:
+        rd, rule = r.get("readings") or {}, r.get("coupling_rule") or {}
+        bounds = r.get("bounds") or [None, None]
+        out.append(f"| {r['family']} | {r['target']} | {r['n']:,} | {r['seed']} | {r['truth']:.1%} | "
+                   f"{_pct(rd.get('comonotone'))} | {_pct(rd.get('gumbel'))} | {_pct(bounds[0])}–{_pct(bounds[1])} | "
+                   f"{r['decision']} | {rule.get('detail', 'n/a').split(':')[0]} |")
+    return out
+
+
+def linked_table(rows: list[dict]) -> list[str]:
+    """Markdown lines for the many-valued links: the truth, the gate's flagged fraction, and the linked-columns
+    tester's under the declaration (``by`` the marital status) and without ``by`` (none without such runs)."""
+    rs = [r for r in rows if "linked_columns" in r["baseline_flagged"]]
+    if not rs:
+        return []
+    out = ["", "| family | target | n | seed | truth | flagged (fAux) | linked columns, by marital | "
+           "linked columns, without by | AP linked, by / without |", "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    for r in rs:
+        f, a = r["baseline_flagged"], r["ap_baselines"]
+        out.append(f"| {r['family']} | {r['target']} | {r['n']:,} | {r['seed']} | {r['truth']:.1%} | "
+                   f"{r['flagged']:.1%} | {f['linked_columns']:.1%} | {f['linked_columns_no_by']:.1%} | "
+                   f"{_ap(a.get('linked_columns'))} / {_ap(a.get('linked_columns_no_by'))} |")
+    return out
 
 
 def main(argv=None) -> int:
