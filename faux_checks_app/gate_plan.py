@@ -147,7 +147,7 @@ def prepare_gate(args, tracking_uri: str | None, versions: list[str] | None = No
 
     inputs = inputs if inputs is not None else read_gate_inputs(args)
     policy, frame = inputs.policy, inputs.frame
-    rows = inputs.rows if inputs.rows is not None else frame
+    judged = inputs.rows if inputs.rows is not None else frame
     registry = Registry(tracking_uri)
     with library_output_to_stderr():
         try:
@@ -166,7 +166,7 @@ def prepare_gate(args, tracking_uri: str | None, versions: list[str] | None = No
                     model_path, spec_path = registry.download(args.model_name, version, Path(tmp) / f"v{version}")
                 except Exception:   # noqa: BLE001 - a version's own download trouble: the flow retries it and records the cause
                     continue
-                check_version_fits(args.model_name, version, model_path, spec_path, rows, policy,
+                check_version_fits(args.model_name, version, model_path, spec_path, judged, policy,
                                    trusted_types=args.trust_type or ())
     return plan
 
