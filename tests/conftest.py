@@ -7,6 +7,8 @@ tests inherit them:
 - no telemetry from MLflow/Prefect (``DO_NOT_TRACK`` and the tools' own switches);
 - Prefect's home and MLflow's tracking store in a temporary folder, never the user's;
 - Prefect's temporary server given 300 s to start (``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS``);
+- reports without their figures (``FAUX_CHECKS_REPORT_PLOTS=off``): matplotlib's drawing was ~18% of the
+  suite's time; the tests of the plots and of the page's images turn them on (``monkeypatch.setenv``);
 - one intra-op thread for torch (``OMP_NUM_THREADS=1``): on a shared 2-core machine the
   default of 2 threads made the tiny training loops of these tests ~60× slower under load.
 """
@@ -42,6 +44,7 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_HOME", os.path.join(_TMP, "prefect"))
 os.environ.setdefault("MLFLOW_TRACKING_URI", "sqlite:///" + os.path.join(_TMP, "mlflow.db"))
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("FAUX_CHECKS_REPORT_PLOTS", "off")   # the tests that read the figures set it "on"
 # Prefect's temporary server: 300 s to start (Prefect's 20 s, and 90 s, expired on a loaded machine); a test of the
 # start-up timeout itself removes it (monkeypatch.delenv)
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "300")

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import base64
 import io
+import os
 
-__all__ = ["render_plots", "report_unit", "score_axis_label"]
+__all__ = ["PLOTS_ENV", "plots_enabled", "render_plots", "report_unit", "score_axis_label"]
+
+#: Environment variable that leaves the plots out of ``report.html`` when set to ``off`` (or ``0``, ``false``, ``no``):
+#: the page keeps every section and table, without the figures. A run of many reports that nobody reads
+#: (a test suite) saves matplotlib's drawing time, most of a small report's cost.
+PLOTS_ENV = "FAUX_CHECKS_REPORT_PLOTS"
 
 
 #: The score histogram's axis per reading: the unit of the reading in force.
@@ -47,8 +53,19 @@ def score_axis_label(report: dict) -> str:
     return SCORE_AXES.get(variant, "LIC score (reading not recorded)")
 
 
+def plots_enabled() -> bool:
+    """False when :data:`PLOTS_ENV` is ``off``, ``0``, ``false`` or ``no`` (any case); True otherwise, unset included."""
+    return os.environ.get(PLOTS_ENV, "").strip().lower() not in ("off", "0", "false", "no")
+
+
 def render_plots(report: dict) -> dict[str, str]:
-    """PNG data URIs of the report's plots, by id; a plot whose data is absent is skipped."""
+    """PNG data URIs of the report's plots, by id; a plot whose data is absent is skipped.
+
+    Returns an empty dict when :func:`plots_enabled` is False (``FAUX_CHECKS_REPORT_PLOTS=off``): the page
+    then shows no figure.
+    """
+    if not plots_enabled():
+        return {}
     import matplotlib
 
     matplotlib.use("Agg")

@@ -83,7 +83,8 @@ def test_an_attribute_no_column_carries_passes_without_the_aux_floor(files):
     assert result.decision == "passed" and result.flagged_fraction == 0.0 and result.exit_code == 0
 
 
-def test_cli_exit_codes_and_outputs(files, capsys):
+def test_cli_exit_codes_and_outputs(files, capsys, monkeypatch):
+    monkeypatch.setenv("FAUX_CHECKS_REPORT_PLOTS", "on")   # the page's figures are asserted below
     d = files["dir"]
     code = main(["check", "--model", str(files["unfair"]), "--data", str(files["data"]), "--protected", "sex",
                  "--label", "y", "--policy", str(files["policy"]), "--scores-out", str(d / "scores.csv"),

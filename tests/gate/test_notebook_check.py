@@ -34,7 +34,8 @@ def data():
     return df
 
 
-def test_check_is_check_one_attribute_and_its_dataframes_hold_the_engines_numbers(data, tmp_path):
+def test_check_is_check_one_attribute_and_its_dataframes_hold_the_engines_numbers(data, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAUX_CHECKS_REPORT_PLOTS", "on")   # the page's figure is asserted below
     model = linear([1.0, 0, 0, 0, 2.0])
     policy = _policy()
     res = faux_checks.check(model, data.drop(columns=["y", "race"]), protected="sex", policy=policy)

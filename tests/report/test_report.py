@@ -40,7 +40,13 @@ def _data(n=500, seed=0, p_male=0.5) -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory):
-    """One gate report and one audit report written by write_report (a model that uses the proxy)."""
+    """One gate report and one audit report written by write_report (a model that uses the proxy), figures drawn."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FAUX_CHECKS_REPORT_PLOTS", "on")
+        return _reports(tmp_path_factory)
+
+
+def _reports(tmp_path_factory):
     root = tmp_path_factory.mktemp("reports")
     model = torch.nn.Linear(4, 1)
     with torch.no_grad():
@@ -190,9 +196,10 @@ def test_html_has_every_section_and_no_external_resource(reports, kind):
 
 
 @pytest.mark.parametrize("kind", ["gate", "audit"])
-def test_plots_are_real_png_images(reports, kind):
+def test_plots_are_real_png_images(reports, kind, monkeypatch):
     from faux_checks.report.plots import render_plots
 
+    monkeypatch.setenv("FAUX_CHECKS_REPORT_PLOTS", "on")
     report = load_report(reports[kind]["json"])
     plots = render_plots(report)
     assert set(plots) == PLOTS[kind]
@@ -204,6 +211,23 @@ def test_plots_are_real_png_images(reports, kind):
         assert len(raw) > 1024, alt
         width, height = int.from_bytes(raw[16:20], "big"), int.from_bytes(raw[20:24], "big")
         assert width > 200 and height > 200, (alt, width, height)
+
+
+@pytest.mark.parametrize("setting, drawn", [(None, True), ("OFF", False), ("no", False)])
+def test_the_plot_switch_leaves_out_only_the_figures(reports, monkeypatch, setting, drawn):
+    """FAUX_CHECKS_REPORT_PLOTS=off: the page keeps every section and shows no figure; unset or on: every figure."""
+    from faux_checks.report.html import render_html
+
+    if setting is None:
+        monkeypatch.delenv("FAUX_CHECKS_REPORT_PLOTS", raising=False)
+    else:
+        monkeypatch.setenv("FAUX_CHECKS_REPORT_PLOTS", setting)
+    report = load_report(reports["gate"]["json"])
+    path = reports["gate"]["json"].parent / f"switch-{setting}.html"
+    path.write_text(render_html(report))
+    page = _page(path)
+    assert len(page.imgs) == (len(PLOTS["gate"]) if drawn else 0)
+    assert set(SECTION_IDS["gate"]) - {"regression"} <= page.ids
 
 
 def test_report_cli_validates_and_renders(reports, tmp_path, capsys):
