@@ -34,7 +34,8 @@ def prepare_audit_run(args, tracking_uri: str | None) -> None:
     ConfigurationError
         ``--policy`` does not load; no registered model of that name (the existing ones listed); the batch cannot
         be read or lacks a column of the policy (the policy given, else the one the gate recorded for the
-        deployed version, else the shipped one); the deployed version's spec or model does not take the batch.
+        deployed version, else the shipped one); the deployed version's spec or model does not take the batch; the
+        policy gives c as probabilities (``[protected_probabilities]``: the drift audit does not impute it).
     """
     from faux_checks.gate.policy import load_policy
     from faux_checks.gate.preflight import check_policy_columns, check_version_fits
@@ -62,6 +63,12 @@ def prepare_audit_run(args, tracking_uri: str | None) -> None:
     policy_name = f"the policy {args.policy}"
     if policy is None:
         policy, policy_name = _recorded_or_shipped(rows[version], positive_label)
+    if policy.protected_probabilities is not None:
+        raise ConfigurationError(f"{policy_name} gives the protected attribute as probabilities "
+                                 "([protected_probabilities]), which the drift audit does not impute (it compares each "
+                                 "person's score across two batches, and each draw of c would move them): give --policy "
+                                 "with protected = \"COLUMN\" on batches that hold c, or re-gate the batch with "
+                                 "`faux-checks gate`, which imputes it; nothing was recorded")
     try:
         frame = read_table(args.data, sep=getattr(args, "sep", None), thousands=getattr(args, "thousands", None),
                        decimal=getattr(args, "decimal", None))

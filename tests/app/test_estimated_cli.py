@@ -112,6 +112,20 @@ def test_score_large_refuses_probabilities_and_the_registry_gate_preflight_takes
         read_gate_inputs(Namespace(policy=str(files["policy"]), data=str(files["off"])))
 
 
+def test_the_drift_audit_refuses_probabilities_before_recording_anything(files, tmp_path, capsys):
+    import mlflow
+
+    from faux_checks.registry import Registry
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    version = Registry(uri).register_version("m", files["fair"])
+    mlflow.MlflowClient(uri).set_registered_model_alias("m", "deployable", version)
+    code = main(["audit", "m", "--tracking-uri", uri, "--data", str(files["sharp"]), "--policy", str(files["policy"])])
+    assert code == 3
+    err = capsys.readouterr().err
+    assert "which the drift audit does not impute" in err and "nothing was recorded" in err
+
+
 def test_notebook_verb_takes_the_probabilities_through_the_policy(files):
     import faux_checks
 
