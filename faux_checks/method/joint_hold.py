@@ -23,7 +23,8 @@ from .._validation import fmt_count
 from ..errors import InputError
 from ..kinds import Kind, protected_kind
 
-__all__ = ["JOINT_FOLDS", "JOINT_MAX_ROWS", "JOINT_MIN_GROUP_ROWS", "JOINT_RANK_ALPHA", "JOINT_Z", "block_capacity", "jointly_free_hold"]
+__all__ = ["JOINT_FOLDS", "JOINT_MAX_ROWS", "JOINT_MIN_GROUP_ROWS", "JOINT_PARTNER_SHARE", "JOINT_RANK_ALPHA", "JOINT_Z",
+           "block_capacity", "jointly_free_hold"]
 
 #: The held block carries c when its cross-fitted classifier lowers the per-row loss below the prior's by more
 #: than this many standard errors (one-sided, ≈ 1% of free blocks released).
@@ -37,6 +38,9 @@ JOINT_FOLDS = 3
 JOINT_MAX_ROWS = 20_000
 #: Rows per protected group (continuous c: rows) below which the block cannot be tested.
 JOINT_MIN_GROUP_ROWS = 10
+#: A held group is a released group's partner (it carried c with it) when its permutation costs the block's classifier
+#: at least this share of what the released group's costs.
+JOINT_PARTNER_SHARE = 0.25
 
 
 def _model(kind: str, seed: int):
@@ -226,6 +230,25 @@ def _release_costs(test: dict, c: np.ndarray, kind: str, offset: int, held_group
     return costs
 
 
+def _release(test: dict, c: np.ndarray, kind: str, block_groups: list, seed: int, step: dict) -> np.ndarray:
+    """Pop from ``block_groups`` the group whose permutation costs the block's classifier the most and return it;
+    ``step`` gets ``released``, ``release_cost`` and ``partners`` (the features of the groups left whose permutation
+    costs at least :data:`JOINT_PARTNER_SHARE` of it)."""
+    positions, start = [], 0
+    for g in block_groups:
+        positions.append(np.arange(start, start + len(g)))
+        start += len(g)
+    with _one_openmp_thread():
+        costs = _release_costs(test, c, kind, 0, positions, seed)
+    worst = int(np.argmax(costs))
+    gone = block_groups.pop(worst)
+    rest: list[float] = np.delete(costs, worst).tolist()
+    step.update(released=gone.tolist(), release_cost=float(costs[worst]),
+                partners=[int(j) for g, cost in zip(block_groups, rest, strict=True)
+                          if cost > 0 and cost >= JOINT_PARTNER_SHARE * costs[worst] for j in g])
+    return gone
+
+
 def jointly_free_hold(X_ref, c_ref, *, kind: Kind, groups, held, declared=None, release: bool = True,
                       seed: int = 0) -> tuple[np.ndarray, dict[str, Any]]:
     """The hold with every feature group released that the held block needs to be jointly free of c.
@@ -255,8 +278,10 @@ def jointly_free_hold(X_ref, c_ref, *, kind: Kind, groups, held, declared=None, 
         ``tested`` (False: too few rows, ``reason`` says why), ``free`` (the final block tells nothing about c),
         ``features`` (the final block's feature indices), ``released`` (feature index lists,
         in release order), ``gain``, ``z``, ``metric``, ``quality``, ``n_positive``, ``n_negative``, ``rows`` of
-        the final test (the first test's figures in ``steps[0]``), ``steps`` (each test's figures and the group it
-        released).
+        the final test (the first test's figures in ``steps[0]``), ``steps`` (each test's figures, the group it
+        released, ``release_cost`` and ``partners``: the features of the groups left in the block whose permutation
+        costs the classifier at least :data:`JOINT_PARTNER_SHARE` of the released group's, those that carried c
+        with it).
 
     Notes
     -----
@@ -289,16 +314,7 @@ def jointly_free_hold(X_ref, c_ref, *, kind: Kind, groups, held, declared=None, 
         summary["steps"].append({**figures, "features": cols.tolist()})
         if not test["carries"] or not release:
             break
-        positions, start = [], 0
-        for g in block_groups:
-            positions.append(np.arange(start, start + len(g)))
-            start += len(g)
-        with _one_openmp_thread():
-            costs = _release_costs(test, c, kind, 0, positions, seed)
-        worst = int(np.argmax(costs))
-        gone = block_groups.pop(worst)
-        summary["steps"][-1]["released"] = gone.tolist()
-        summary["steps"][-1]["release_cost"] = float(costs[worst])
+        gone = _release(test, c, kind, block_groups, seed, summary["steps"][-1])
         summary["released"].append(gone.tolist())
         hold[gone] = False
     summary["features"] = np.concatenate(block_groups).tolist() if block_groups else []
