@@ -234,19 +234,51 @@ def _release(test: dict, c: np.ndarray, kind: str, block_groups: list, seed: int
     """Pop from ``block_groups`` the group whose permutation costs the block's classifier the most and return it;
     ``step`` gets ``released``, ``release_cost`` and ``partners`` (the features of the groups left whose permutation
     costs at least :data:`JOINT_PARTNER_SHARE` of it)."""
+    costs = _group_costs(test, c, kind, block_groups, seed)
+    worst = int(np.argmax(costs))
+    gone = block_groups.pop(worst)
+    step.update(released=gone.tolist(), release_cost=float(costs[worst]),
+                partners=_partner_features(block_groups, np.delete(costs, worst), float(costs[worst])))
+    return gone
+
+
+def _group_costs(test: dict, c: np.ndarray, kind: str, block_groups: list, seed: int) -> np.ndarray:
+    """Per group of ``block_groups`` (the block's columns, in order): what permuting it costs the block's classifier."""
     positions, start = [], 0
     for g in block_groups:
         positions.append(np.arange(start, start + len(g)))
         start += len(g)
     with _one_openmp_thread():
-        costs = _release_costs(test, c, kind, 0, positions, seed)
-    worst = int(np.argmax(costs))
-    gone = block_groups.pop(worst)
-    rest: list[float] = np.delete(costs, worst).tolist()
-    step.update(released=gone.tolist(), release_cost=float(costs[worst]),
-                partners=[int(j) for g, cost in zip(block_groups, rest, strict=True)
-                          if cost > 0 and cost >= JOINT_PARTNER_SHARE * costs[worst] for j in g])
-    return gone
+        return _release_costs(test, c, kind, 0, positions, seed)
+
+
+def _partner_features(block_groups: list, costs, own: float) -> list[int]:
+    """The features of the groups whose cost is over 0 and at least :data:`JOINT_PARTNER_SHARE` of ``own``."""
+    return [int(j) for g, cost in zip(block_groups, list(costs), strict=True)
+            if cost > 0 and cost >= JOINT_PARTNER_SHARE * own for j in g]
+
+
+def _free_partners(X: np.ndarray, c: np.ndarray, kind: Kind, groups, held: np.ndarray, block_groups: list,
+                   seed: int) -> list[dict]:
+    """Free numeric features (one-feature groups, not held) that tell a classifier nothing about c alone but carry
+    it with the held block (a member of a pair the per-column test did not hold): ``features`` and their held
+    ``partners``, for the joint move (:mod:`faux_checks.method.joint_move`)."""
+    out = []
+    for g in (np.asarray(g, dtype=np.int64) for g in groups):
+        if len(g) != 1 or held[g].any():
+            continue
+        try:
+            if block_capacity(X[:, g], c, kind=kind, seed=seed)["carries"]:
+                continue                                             # c is readable from it alone
+            test = block_capacity(X[:, np.concatenate([*block_groups, g])], c, kind=kind, seed=seed)
+        except InputError:
+            continue
+        if test["carries"]:
+            costs = _group_costs(test, c, kind, [*block_groups, g], seed)
+            partners = _partner_features(block_groups, costs[:-1], float(costs[-1]))
+            if partners and costs[-1] > 0:
+                out.append({"features": g.tolist(), "partners": partners})
+    return out
 
 
 def jointly_free_hold(X_ref, c_ref, *, kind: Kind, groups, held, declared=None, release: bool = True,
@@ -281,7 +313,8 @@ def jointly_free_hold(X_ref, c_ref, *, kind: Kind, groups, held, declared=None, 
         the final test (the first test's figures in ``steps[0]``), ``steps`` (each test's figures, the group it
         released, ``release_cost`` and ``partners``: the features of the groups left in the block whose permutation
         costs the classifier at least :data:`JOINT_PARTNER_SHARE` of the released group's, those that carried c
-        with it).
+        with it); after a free block, ``joint_free`` (free one-feature groups that carry c only with the held block:
+        ``features`` and ``partners``, :func:`_free_partners`).
 
     Notes
     -----
@@ -317,6 +350,8 @@ def jointly_free_hold(X_ref, c_ref, *, kind: Kind, groups, held, declared=None, 
         gone = _release(test, c, kind, block_groups, seed, summary["steps"][-1])
         summary["released"].append(gone.tolist())
         hold[gone] = False
+    if release and grouped and block_groups and summary["tested"] and summary["free"]:
+        summary["joint_free"] = _free_partners(X, c, kind, groups, hold | dec, block_groups, seed)
     summary["features"] = np.concatenate(block_groups).tolist() if block_groups else []
     if not block_groups and summary["tested"]:
         summary["free"] = True                                   # nothing left held by the tests: nothing to carry c

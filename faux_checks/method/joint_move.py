@@ -155,7 +155,7 @@ def joint_released(summary, held, matched, kind) -> tuple[list[int], list[int]] 
     ----------
     summary : dict or None
         :func:`~faux_checks.method.joint_hold.jointly_free_hold`'s summary (``steps`` with ``released`` and
-        ``partners``).
+        ``partners``; ``joint_free`` with ``features`` and ``partners``).
     held : bool array of shape (d,)
         What the move holds (declared and held features).
     matched : bool array of shape (d,) or None
@@ -175,9 +175,10 @@ def joint_released(summary, held, matched, kind) -> tuple[list[int], list[int]] 
     held, matched = np.asarray(held, dtype=bool), np.asarray(matched, dtype=bool)
     columns: set[int] = set()
     context: set[int] = set()
-    for step in summary.get("steps", []):
-        moved = [j for j in step.get("released", []) if matched[j]]
-        partners = [j for j in step.get("partners", []) if held[j]]
+    pairs = [(s.get("released", []), s.get("partners", [])) for s in summary.get("steps", [])]
+    for moving, with_ in pairs + [(e["features"], e["partners"]) for e in summary.get("joint_free", [])]:
+        moved = [j for j in moving if matched[j]]
+        partners = [j for j in with_ if held[j]]
         if moved and partners:
             columns.update(moved)
             context.update(partners)

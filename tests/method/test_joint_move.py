@@ -86,3 +86,14 @@ def test_the_joint_test_names_the_partner_and_not_the_noise(construction):
     assert columns == step["released"] and context == step["partners"]
     assert joint_released(summary, held, ~held, "continuous") is None      # no grouped c: the linear move stays
     assert joint_released(summary, held, None, "binary") is None           # another reading than matched
+
+
+@pytest.mark.parametrize("construction", ["sign", "xor"])
+def test_a_free_member_of_the_pair_gets_its_held_partner(construction):
+    """x2 free (the per-column test did not hold it), x1 held: x2 alone says nothing about c, with x1 it does."""
+    X, c = _pair(construction, 3_000, 0)
+    held = np.array([True, False, True])
+    out, summary = jointly_free_hold(X, c, kind="binary", groups=[[0], [1], [2]], held=held)
+    assert out.tolist() == held.tolist() and summary["released"] == [] and summary["free"]
+    assert summary["joint_free"] == [{"features": [1], "partners": [0]}]
+    assert joint_released(summary, out, ~out, "binary") == ([1], [0])
