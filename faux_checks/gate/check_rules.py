@@ -17,6 +17,7 @@ from .bounds import FlaggedInterval, auc_interval, auc_rows_needed, below_floor,
 from .couplings import with_coupling_rule
 from .cutoff import CutoffReading, cutoff_rule
 from .decision import rule_row
+from .joint_block import release_text
 
 __all__ = ["GUARD_RULES", "CheckEvidence", "check_rules", "group_flagged_rules", "group_intervals", "held_block_rule"]
 
@@ -392,8 +393,7 @@ def _block_text(block: Mapping[str, Any] | None, confidence: float = 0.95) -> st
 
     if block is None:
         return "not tested"
-    released = "; ".join(", ".join(map(str, r)) for r in block.get("released_columns") or ())
-    tail = f"; released from the hold as carrying it jointly: {released}" if released else ""
+    tail = release_text(block)
     if not block.get("columns"):
         return "no column is held by the tests" + tail
     q, metric = block.get("quality"), block.get("metric", "quality")

@@ -27,6 +27,7 @@ from .forward import FD_STEP, directional_change, forward_attribution, is_forwar
 from .gradients import path_averaged_gradients, target_probability_and_gradient
 from .counterfactual import SwapSettings, fit_floors
 from .held import reference_holds
+from .joint_move import with_joint_move
 from .levels import fit_level_models
 from .lic import faux_ng_scores, faux_projection_scores, faux_scores, pseudo_inverse_rows
 from .reference_rows import capped_reference
@@ -268,8 +269,8 @@ class FAuxTester:
             for g in self.swap.categorical_groups:
                 categorical[np.asarray(g)] = True
             matched = ~held & ~categorical
-        reference = fit_swap_reference(raw, X, c_ref, kind=self.aux_model.kind, admissible=held,
-                                       metric=metric, continuous_matching=continuous_matching, matched=matched)
+        reference = with_joint_move(fit_swap_reference(raw, X, c_ref, kind=self.aux_model.kind, admissible=held, metric=metric,
+                                    continuous_matching=continuous_matching, matched=matched), self.joint_hold_, X, c_ref, held, matched)
         if self.swap.categorical == "coupled" or metric == "matched":
             reference = dataclasses.replace(reference, levels=fit_level_models(
                 X, c_ref, self.swap.categorical_groups, admissible=reference.admissible,

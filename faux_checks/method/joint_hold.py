@@ -23,7 +23,8 @@ from .._validation import fmt_count
 from ..errors import InputError
 from ..kinds import Kind, protected_kind
 
-__all__ = ["JOINT_FOLDS", "JOINT_MAX_ROWS", "JOINT_MIN_GROUP_ROWS", "JOINT_RANK_ALPHA", "JOINT_Z", "block_capacity", "jointly_free_hold"]
+__all__ = ["JOINT_FOLDS", "JOINT_MAX_ROWS", "JOINT_MIN_GROUP_ROWS", "JOINT_PARTNER_SHARE", "JOINT_RANK_ALPHA", "JOINT_Z",
+           "block_capacity", "jointly_free_hold"]
 
 #: The held block carries c when its cross-fitted classifier lowers the per-row loss below the prior's by more
 #: than this many standard errors (one-sided, ≈ 1% of free blocks released).
@@ -37,6 +38,9 @@ JOINT_FOLDS = 3
 JOINT_MAX_ROWS = 20_000
 #: Rows per protected group (continuous c: rows) below which the block cannot be tested.
 JOINT_MIN_GROUP_ROWS = 10
+#: A held group is a released group's partner (it carried c with it) when its permutation costs the block's classifier
+#: at least this share of what the released group's costs.
+JOINT_PARTNER_SHARE = 0.25
 
 
 def _model(kind: str, seed: int):
@@ -226,6 +230,57 @@ def _release_costs(test: dict, c: np.ndarray, kind: str, offset: int, held_group
     return costs
 
 
+def _release(test: dict, c: np.ndarray, kind: str, block_groups: list, seed: int, step: dict) -> np.ndarray:
+    """Pop from ``block_groups`` the group whose permutation costs the block's classifier the most and return it;
+    ``step`` gets ``released``, ``release_cost`` and ``partners`` (the features of the groups left whose permutation
+    costs at least :data:`JOINT_PARTNER_SHARE` of it)."""
+    costs = _group_costs(test, c, kind, block_groups, seed)
+    worst = int(np.argmax(costs))
+    gone = block_groups.pop(worst)
+    step.update(released=gone.tolist(), release_cost=float(costs[worst]),
+                partners=_partner_features(block_groups, np.delete(costs, worst), float(costs[worst])))
+    return gone
+
+
+def _group_costs(test: dict, c: np.ndarray, kind: str, block_groups: list, seed: int) -> np.ndarray:
+    """Per group of ``block_groups`` (the block's columns, in order): what permuting it costs the block's classifier."""
+    positions, start = [], 0
+    for g in block_groups:
+        positions.append(np.arange(start, start + len(g)))
+        start += len(g)
+    with _one_openmp_thread():
+        return _release_costs(test, c, kind, 0, positions, seed)
+
+
+def _partner_features(block_groups: list, costs, own: float) -> list[int]:
+    """The features of the groups whose cost is over 0 and at least :data:`JOINT_PARTNER_SHARE` of ``own``."""
+    return [int(j) for g, cost in zip(block_groups, list(costs), strict=True)
+            if cost > 0 and cost >= JOINT_PARTNER_SHARE * own for j in g]
+
+
+def _free_partners(X: np.ndarray, c: np.ndarray, kind: Kind, groups, held: np.ndarray, block_groups: list,
+                   seed: int) -> list[dict]:
+    """Free numeric features (one-feature groups, not held) that tell a classifier nothing about c alone but carry
+    it with the held block (a member of a pair the per-column test did not hold): ``features`` and their held
+    ``partners``, for the joint move (:mod:`faux_checks.method.joint_move`)."""
+    out = []
+    for g in (np.asarray(g, dtype=np.int64) for g in groups):
+        if len(g) != 1 or held[g].any():
+            continue
+        try:
+            if block_capacity(X[:, g], c, kind=kind, seed=seed)["carries"]:
+                continue                                             # c is readable from it alone
+            test = block_capacity(X[:, np.concatenate([*block_groups, g])], c, kind=kind, seed=seed)
+        except InputError:
+            continue
+        if test["carries"]:
+            costs = _group_costs(test, c, kind, [*block_groups, g], seed)
+            partners = _partner_features(block_groups, costs[:-1], float(costs[-1]))
+            if partners and costs[-1] > 0:
+                out.append({"features": g.tolist(), "partners": partners})
+    return out
+
+
 def jointly_free_hold(X_ref, c_ref, *, kind: Kind, groups, held, declared=None, release: bool = True,
                       seed: int = 0) -> tuple[np.ndarray, dict[str, Any]]:
     """The hold with every feature group released that the held block needs to be jointly free of c.
@@ -255,8 +310,11 @@ def jointly_free_hold(X_ref, c_ref, *, kind: Kind, groups, held, declared=None, 
         ``tested`` (False: too few rows, ``reason`` says why), ``free`` (the final block tells nothing about c),
         ``features`` (the final block's feature indices), ``released`` (feature index lists,
         in release order), ``gain``, ``z``, ``metric``, ``quality``, ``n_positive``, ``n_negative``, ``rows`` of
-        the final test (the first test's figures in ``steps[0]``), ``steps`` (each test's figures and the group it
-        released).
+        the final test (the first test's figures in ``steps[0]``), ``steps`` (each test's figures, the group it
+        released, ``release_cost`` and ``partners``: the features of the groups left in the block whose permutation
+        costs the classifier at least :data:`JOINT_PARTNER_SHARE` of the released group's, those that carried c
+        with it); after a free block, ``joint_free`` (free one-feature groups that carry c only with the held block:
+        ``features`` and ``partners``, :func:`_free_partners`).
 
     Notes
     -----
@@ -289,18 +347,11 @@ def jointly_free_hold(X_ref, c_ref, *, kind: Kind, groups, held, declared=None, 
         summary["steps"].append({**figures, "features": cols.tolist()})
         if not test["carries"] or not release:
             break
-        positions, start = [], 0
-        for g in block_groups:
-            positions.append(np.arange(start, start + len(g)))
-            start += len(g)
-        with _one_openmp_thread():
-            costs = _release_costs(test, c, kind, 0, positions, seed)
-        worst = int(np.argmax(costs))
-        gone = block_groups.pop(worst)
-        summary["steps"][-1]["released"] = gone.tolist()
-        summary["steps"][-1]["release_cost"] = float(costs[worst])
+        gone = _release(test, c, kind, block_groups, seed, summary["steps"][-1])
         summary["released"].append(gone.tolist())
         hold[gone] = False
+    if release and grouped and block_groups and summary["tested"] and summary["free"]:
+        summary["joint_free"] = _free_partners(X, c, kind, groups, hold | dec, block_groups, seed)
     summary["features"] = np.concatenate(block_groups).tolist() if block_groups else []
     if not block_groups and summary["tested"]:
         summary["free"] = True                                   # nothing left held by the tests: nothing to carry c

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from .._device import host
+from .joint_move import JointConditional
 from .quantiles import PiecewiseTables
 from .shifts import ContinuousShift, ContinuousStack, GroupShift, continuous_shift, group_shift, ridge_fit
 from .torch_path import DeviceCached, t64, use_torch_path
@@ -41,12 +42,16 @@ class FeatureMatching(DeviceCached):
         One per position, for a continuous c (None where c has too few rows for bins).
     slopes : tuple of float
         Continuous c: each feature's change per +1 sd of c given the held features (where there are no bins).
+    joint : JointConditional or None
+        Grouped c: the features released from the hold as carrying c jointly with held partners, matched within the
+        partners' neighbourhood instead (:class:`~faux_checks.method.joint_move.JointConditional`).
     """
 
     positions: np.ndarray
     shifts: dict = field(default_factory=dict)
     continuous: tuple = ()
     slopes: tuple = ()
+    joint: JointConditional | None = None
 
     def values(self, x_aux, held: np.ndarray, a=None, b=None, c_values=None, sign: float = 1.0) -> np.ndarray:
         """(n, d_m) matched values of rows x_aux (n, d_aux; Tensor or array), groups a → b (or c ± sd).
@@ -59,6 +64,15 @@ class FeatureMatching(DeviceCached):
         """
         x_t = torch.as_tensor(x_aux, dtype=torch.float32)
         out = self._values_t(x_t, held, a, b, c_values, sign)
+        if self.joint is not None and a is not None:
+            local = np.searchsorted(self.positions, self.joint.columns)
+            values = self.joint.values(host(x_t), a, b)
+            if use_torch_path(x_t):
+                out[:, torch.as_tensor(local, device=out.device)] = torch.as_tensor(values, device=out.device)
+            else:
+                out = host(out).copy()
+                out[:, local] = values
+                return out
         return out if use_torch_path(x_t) else host(out)
 
     def _values_t(self, x_t: torch.Tensor, held: np.ndarray, a=None, b=None, c_values=None,
@@ -144,9 +158,12 @@ class FeatureMatching(DeviceCached):
         shift = lambda s: [s.coef_from.tolist(), s.coef_to.tolist(), s.quantiles_from.tolist(), s.quantiles_to.tolist()]  # noqa: E731
         cont = lambda s: {"centers": s.centers.tolist(), "coefs": s.coefs.tolist(),  # noqa: E731
                           "quantiles": s.quantiles.tolist(), "sd": s.sd, "slope": s.slope}
-        return {"positions": self.positions.tolist(),
-                "shifts": [[a, b, [shift(s) for s in ss]] for (a, b), ss in sorted(self.shifts.items())],
-                "continuous": [None if s is None else cont(s) for s in self.continuous], "slopes": list(self.slopes)}
+        out = {"positions": self.positions.tolist(),
+               "shifts": [[a, b, [shift(s) for s in ss]] for (a, b), ss in sorted(self.shifts.items())],
+               "continuous": [None if s is None else cont(s) for s in self.continuous], "slopes": list(self.slopes)}
+        if self.joint is not None:
+            out["joint"] = self.joint.to_dict()
+        return out
 
     @classmethod
     def from_dict(cls, payload: dict) -> "FeatureMatching":
@@ -156,8 +173,9 @@ class FeatureMatching(DeviceCached):
                                                             quantiles=arr(s["quantiles"]), sd=float(s["sd"]),
                                                             slope=float(s["slope"]))
                      for s in payload.get("continuous", []))
+        joint = JointConditional.from_dict(payload["joint"]) if payload.get("joint") else None
         return cls(positions=np.asarray(payload["positions"], dtype=np.int64), shifts=shifts, continuous=cont,
-                   slopes=tuple(float(x) for x in payload.get("slopes", [])))
+                   slopes=tuple(float(x) for x in payload.get("slopes", [])), joint=joint)
 
 
 def feature_matching(X: np.ndarray, XA: np.ndarray, c: np.ndarray, kind: str, moving: np.ndarray,

@@ -75,3 +75,13 @@ def test_nothing_free_keeps_the_aux_floor_when_the_block_carries_c_or_is_not_tes
         rows = check_rules(_evidence(block, aux_lower=0.55, nothing_free=True), _policy())
         assert _rule(rows, "min_aux_quality")["status"] == "not met"
         assert decide(rows).decision == "undecided"
+
+
+def test_a_release_with_a_held_partner_says_what_the_data_do_not_identify():
+    plain = _rule(check_rules(_evidence(FREE), _policy()), "held_jointly_free")["detail"]
+    assert "not identified" not in plain                                   # no partner named: no note
+    row = _rule(check_rules(_evidence({**FREE, "partner_columns": [["joint_a"]]}), _policy()), "held_jointly_free")
+    assert row["status"] == "ok"
+    assert ("released from the hold as carrying it jointly: joint_b (with joint_a, held: it moves by its rank among "
+            "people alike in those;") in row["detail"]
+    assert "are not identified from the data, so the flagged fraction is the rank-preserving reading)" in row["detail"]

@@ -1,8 +1,9 @@
 """Joint-only proxies (:mod:`faux_checks.groundtruth.joint`): each column alike in every group, the pair carries c.
 
 The generator against its definition, the pair never held whole by the swap reading's holds, and the gate on
-Adult rows: the unfair target that reads the pair's interaction does not pass (2 seeds, 3,000 rows), the fair
-control blind to the pair passes.
+Adult rows: the unfair target that reads the pair's interaction does not pass (2 seeds, 3,000 rows; the sign
+construction's truth within the flagged fraction's interval widened by 2 points), the fair control blind to the pair
+passes.
 """
 
 from __future__ import annotations
@@ -114,6 +115,10 @@ def test_the_unfair_target_does_not_pass(construction, seed):
     assert result.flagged_fraction > 0.3
     block = next(r for r in result.rules if r["rule"] == "held_jointly_free")
     assert block["status"] == "ok" and "joint_a, joint_b" not in block["detail"]
+    assert "the flagged fraction is the rank-preserving reading" in block["detail"]
+    if construction == "sign":                                             # identified: the rank-preserving reading
+        lo, hi = result.interval.lower, result.interval.upper               # is the truth's (docs/benchmark.md)
+        assert lo - 0.02 <= (truth > 0.1).mean() <= hi + 0.02, (result.flagged_fraction, (truth > 0.1).mean())
 
 
 @pytest.mark.slow

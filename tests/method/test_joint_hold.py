@@ -59,6 +59,7 @@ def test_a_legitimate_feature_independent_of_c_stays_held_beside_a_multiplicativ
     held, summary = jointly_free_hold(X, c, kind="binary", groups=GROUPS, held=marginal)
     assert held.tolist() == [True, False, True] and summary["free"] and summary["released"] == []
     assert abs(summary["quality"] - 0.5) < 0.05
+    assert summary["joint_free"] == []                                     # t alone carries c: not a joint-only member
 
 
 def test_the_block_is_not_conditioned_on_a_declared_mediator():
