@@ -242,6 +242,8 @@ def _matched_inputs(x: torch.Tensor, c, *, reference: SwapReference, settings: S
     matching = reference.matching
     assert matching is not None, "counterfactual_inputs calls this only for a fitted matching"
     positions = torch.as_tensor(matching.positions, device=x.device)
+    every = len(matching.positions) == x_aux.shape[1] and bool((matching.positions == np.arange(x_aux.shape[1])).all())
+    on_device = use_torch_path(x)
     targets = [1.0, -1.0] if continuous else list(range(1, reference.n_groups))
     a_np: Any = None if continuous else np.asarray(c, dtype=np.int64)   # group index; None for a continuous c
     c_values = np.asarray(c, dtype=np.float64) if continuous and c is not None else None
@@ -251,9 +253,12 @@ def _matched_inputs(x: torch.Tensor, c, *, reference: SwapReference, settings: S
     for t in targets:
         other: Any = None if continuous else (a_np + int(t)) % reference.n_groups
         target = np.full(len(x), int(t), dtype=np.int64) if continuous else other
-        values = matching.values(x_aux, reference.admissible, a_np, other, c_values, t)
-        moved = x_aux.clone()
-        moved[:, positions] = torch.as_tensor(values, dtype=torch.float32, device=x.device)
+        values = matching.values_t(x_aux, reference.admissible, a_np, other, c_values, t)   # (b, d_m) float64
+        if every:
+            moved = torch.empty_like(x_aux).copy_(values)                       # float32, rows contiguous
+        else:
+            moved = x_aux.clone()
+            moved[:, positions] = values.float()
         if reference.levels and settings.categorical in ("soft", "snap"):
             probabilities = _level_probabilities(reference, x_aux, a_np, other, c_values, t, settings.coupling)
             for lm, p in zip(reference.levels, probabilities, strict=False):
@@ -265,8 +270,8 @@ def _matched_inputs(x: torch.Tensor, c, *, reference: SwapReference, settings: S
                     block = np.eye(p.shape[1])[p.argmax(axis=1)]
                 moved[:, torch.as_tensor(lm.positions, device=x.device)] = torch.as_tensor(block, dtype=torch.float32,
                                                                                           device=x.device)
-        undefined = (~torch.isfinite(values).all(dim=1)) if isinstance(values, torch.Tensor) \
-            else ~np.isfinite(values).all(axis=1)
+        undefined = ~torch.isfinite(values).all(dim=1)
+        undefined = undefined if on_device else host(undefined)
         if keep.all():
             x1 = moved
         else:

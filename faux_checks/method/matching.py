@@ -14,7 +14,7 @@ import torch
 
 from .._device import host
 from .joint_move import JointConditional
-from .quantiles import PiecewiseTables
+from .quantiles import BucketTables
 from .shifts import ContinuousShift, ContinuousStack, GroupShift, continuous_shift, group_shift, ridge_fit
 from .torch_path import DeviceCached, t64, use_torch_path
 
@@ -57,13 +57,13 @@ class FeatureMatching(DeviceCached):
         """(n, d_m) matched values of rows x_aux (n, d_aux; Tensor or array), groups a → b (or c ± sd).
 
         ``held`` (d_aux,) bool: the held features the regressions read. One evaluation for the whole (n, d_m)
-        block (:meth:`_values_t` on the CPU), returned as an ndarray.
+        block (:meth:`values_t` on the CPU), returned as an ndarray.
 
         A Tensor on a non-CPU device (or any Tensor with :data:`~faux_checks.method.torch_path._FORCE_TORCH`):
-        :meth:`_values_t`, returning an (n, d_m) float64 Tensor on that device.
+        :meth:`values_t`, returning an (n, d_m) float64 Tensor on that device.
         """
         x_t = torch.as_tensor(x_aux, dtype=torch.float32)
-        out = self._values_t(x_t, held, a, b, c_values, sign)
+        out = self.values_t(x_t, held, a, b, c_values, sign)
         if self.joint is not None and a is not None:
             local = np.searchsorted(self.positions, self.joint.columns)
             values = self.joint.values(host(x_t), a, b)
@@ -75,34 +75,34 @@ class FeatureMatching(DeviceCached):
                 return out
         return out if use_torch_path(x_t) else host(out)
 
-    def _values_t(self, x_t: torch.Tensor, held: np.ndarray, a=None, b=None, c_values=None,
-                  sign: float = 1.0) -> torch.Tensor:
+    def values_t(self, x_t: torch.Tensor, held: np.ndarray, a=None, b=None, c_values=None,
+                 sign: float = 1.0) -> torch.Tensor:
         """:meth:`values` on x_t's device, without a transfer to the host: (n, d_aux) float32 -> (n, d_m) float64.
 
         Group pairs: each (pair, feature) is one piecewise-linear table (:meth:`~faux_checks.method.shifts.GroupShift.composite`,
         the group intercepts folded in), every row reads its pair's tables in one search
-        (:class:`~faux_checks.method.quantiles.PiecewiseTables`); the held features' fits are one float32 product,
-        skipped when nothing is held. Continuous c: :class:`~faux_checks.method.shifts.ContinuousStack`. The groups
-        a, b (ndarrays, the chunk's inputs) give each row its pair on the host; the tables are built once per device.
+        (:class:`~faux_checks.method.quantiles.BucketTables`; nothing held: the float32 values searched as they are);
+        the held features' fits are one float32 product, skipped when nothing is held. Continuous c:
+        :class:`~faux_checks.method.shifts.ContinuousStack`. The groups a, b (ndarrays, the chunk's inputs) give each
+        row its pair on the host; the tables are built once per device.
         """
         dev = x_t.device
         d_m = len(self.positions)
         every = d_m == x_t.shape[1] and bool((self.positions == np.arange(d_m)).all())
-        x = (x_t if every else x_t[:, self._on_device(dev, "positions", lambda: torch.as_tensor(
-            self.positions, device=dev))]).double()                                # (n, d_m)
+        x = x_t if every else x_t[:, self._on_device(dev, "positions", lambda: torch.as_tensor(
+            self.positions, device=dev))]                                      # (n, d_m) float32
         if not d_m:                                                            # every free feature is one-hot
-            return x
+            return x.double()
         held = np.asarray(held, dtype=bool)
         if self.continuous:
-            return self._continuous_t(x, x_t, held, c_values, sign)
+            return self._continuous_t(x.double(), x_t, held, c_values, sign)
         a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
-        pairs, tables, lo, inv_width = self._on_device(dev, "pairs", lambda: self._pair_tables(dev))
+        pairs, tables = self._on_device(dev, "pairs", lambda: self._pair_tables(dev))
         code = pairs[a, b]                                                     # (n,) pair index per row
-        used = tuple(np.unique(code).tolist())
-        tid = torch.as_tensor(code * d_m, device=dev)[:, None] + self._on_device(
-            dev, "features", lambda: torch.arange(d_m, device=dev))
+        pair = torch.as_tensor(code.astype(np.int32), device=dev)
         if not held.any():
-            return tables(x, tid, lo, inv_width)
+            return tables(x, pair)
+        used = tuple(np.unique(code).tolist())
         fits = torch.stack([x_t @ self._on_device(dev, ("slopes", p, held.tobytes()), lambda p=p: torch.from_numpy(
             self._held_slopes(p, held, x_t.shape[1])).to(dev)) for p in used], dim=1)   # (n, pairs used, 2 d_m)
         if len(used) > 1:
@@ -111,10 +111,10 @@ class FeatureMatching(DeviceCached):
         else:
             fits = fits[:, 0]
         fits = fits.double().view(len(x_t), d_m, 2)                            # (n, d_m, from/to)
-        return tables(x - fits[:, :, 0], tid, lo, inv_width).add_(fits[:, :, 1])
+        return tables(x.double() - fits[:, :, 0], pair).add(fits[:, :, 1])
 
     def _pair_tables(self, dev):
-        """(pair index (m, m) ndarray, PiecewiseTables of table p·d_m + k, bucket lo and inv_width per feature)."""
+        """(pair index (m, m) ndarray, BucketTables of table p·d_m + k over each feature's range)."""
         keys = sorted(self.shifts)
         m = max(max(k) for k in keys) + 1
         pairs = np.full((m, m), -1, dtype=np.int64)
@@ -124,9 +124,9 @@ class FeatureMatching(DeviceCached):
         d_m = len(self.positions)
         lo = np.array([min(c[k][0][0] for c in comp) for k in range(d_m)])
         hi = np.array([max(c[k][0][-1] for c in comp) for k in range(d_m)])
-        ranges = np.tile(np.stack([lo, hi], axis=1), (len(keys), 1))
-        tables = PiecewiseTables([kv[0] for c in comp for kv in c], [kv[1] for c in comp for kv in c], ranges, dev)
-        return pairs, tables, tables.lo[:d_m], tables.inv_width[:d_m]
+        tables = BucketTables([kv[0] for c in comp for kv in c], [kv[1] for c in comp for kv in c],
+                              np.stack([lo, hi], axis=1), dev)
+        return pairs, tables
 
     def _held_slopes(self, p: int, held: np.ndarray, d: int) -> np.ndarray:
         """(d, 2·d_m) float32: pair p's from- and to-fits' slopes on the held features (columns 2k, 2k + 1; rows of

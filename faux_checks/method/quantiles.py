@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["interp_t", "interp_uniform", "interp_uniform_t", "matched_quantile", "quantile_ranks"]
+__all__ = ["BucketTables", "interp_t", "interp_uniform", "interp_uniform_t", "matched_quantile", "quantile_ranks",
+           "round_up_float32"]
 
 
 def matched_quantile(values: np.ndarray, q_from: np.ndarray, q_to: np.ndarray) -> np.ndarray:
@@ -191,3 +192,131 @@ def interp_uniform_rows(r: torch.Tensor, quantiles: torch.Tensor, row: torch.Ten
     at = i + row * Q
     lo = _take(flat, at)
     return lo.addcmul_(pos - i, _take(flat, at + 1) - lo)
+
+
+#: Bucket counts :class:`BucketTables` tries per column's grid, smallest first: the first whose buckets each hold
+#: at most one knot of every table (one search step), else the last.
+BUCKET_COUNTS = (2048, 4096, 8192, 16384)
+
+
+def round_up_float32(a: np.ndarray) -> np.ndarray:
+    """Each value as the smallest float32 at or above it (+inf above float32's range).
+
+    For a float32 y and any float64 k: ``k <= y`` exactly when ``round_up_float32(k) <= y``.
+    """
+    with np.errstate(over="ignore"):
+        f = np.asarray(a, dtype=np.float64).astype(np.float32)
+    low = f.astype(np.float64) < a
+    f[low] = np.nextafter(f[low], np.float32(np.inf))
+    return f
+
+
+class BucketTables:
+    """P·F piecewise-linear functions (np.interp semantics) read by a block y (b, F): column f of a row of pair p
+    reads table p·F + f. One bucket lookup, a fixed search of (mostly) one step and one interpolation for the block.
+
+    Parameters
+    ----------
+    knots, values : sequence of P·F ndarrays of shape (K_t,)
+        Table p·F + f's knots (strictly increasing, K_t ≥ 1) and its values there.
+    ranges : ndarray of shape (F, 2)
+        Per column, a range (lo, hi) that holds the knots of its P tables: a uniform bucket grid over it.
+    device : torch.device
+
+    Notes
+    -----
+    Exact: the same knot as a binary search over each table is found, and the value is PiecewiseTables'
+    ``values[j] + (y − knots[j]) · slopes[j]`` (one ``addcmul``), bit for bit. The bucket of a value,
+    ``int(clamp((y − lo) · inv_width, 0, B − 1))``, is computed by the same torch operations, in y's dtype, for the
+    knots when the tables are built, so it is non-decreasing in y: the last knot ≤ y is the last knot of an earlier
+    bucket (the bucket's start) or one of the bucket's own knots, found by ⌈log₂(1 + most knots in a bucket)⌉ fixed
+    steps. A float32 y is searched among the knots rounded up to float32 (:func:`round_up_float32`: the same
+    comparisons), so it needs no float64 copy for the search. B: the first of :data:`BUCKET_COUNTS` with at most one
+    knot per bucket. The block is read column by column (transposed), so that each column's few tables stay in
+    cache. Non-finite values are not supported (the chunk's rows are checked finite).
+    """
+
+    def __init__(self, knots, values, ranges: np.ndarray, device):
+        n = np.array([len(k) for k in knots])
+        self.n_cols = len(ranges)
+        self.n_tables = len(knots)
+        self.device = device
+        self._ranges = np.asarray(ranges, dtype=np.float64)
+        self._knots = [np.asarray(k, dtype=np.float64) for k in knots]
+        self._search: dict = {}
+        grids = {dt: self._grid(dt) for dt in (torch.float32, torch.float64)}
+        self.width = int(n.max()) + 1 + 2 ** max(g[2] for g in grids.values())   # col 0: below the first knot; +inf pad
+        K = np.full((self.n_tables, self.width), np.inf)
+        V = np.zeros((self.n_tables, self.width))
+        S = np.zeros((self.n_tables, self.width))
+        for t, (k, v) in enumerate(zip(knots, values, strict=True)):
+            K[t, 0], K[t, 1:n[t] + 1] = k[0], k
+            V[t, 0], V[t, 1:n[t] + 1], V[t, n[t] + 1:] = v[0], v, v[-1]
+            S[t, 1:n[t]] = np.diff(v) / np.diff(k)
+        self._K = K
+        f64 = dict(dtype=torch.float64, device=device)
+        self.knots, self.values, self.slopes = (torch.as_tensor(a.ravel(), **f64) for a in (K, V, S))
+        self._grids = grids
+        
+
+    def _bucket_grid(self, dtype, nb: int) -> tuple[np.ndarray, np.ndarray]:
+        """(lo (F, 1), inv_width (F, 1)) of nb buckets per column, in dtype's numpy type."""
+        lo, hi = self._ranges[:, 0], self._ranges[:, 1]
+        span = hi - lo
+        inv = np.where(span > 0, nb / np.where(span > 0, span, 1.0), 0.0)
+        np_type = np.float32 if dtype == torch.float32 else np.float64
+        return lo.astype(np_type)[:, None], inv.astype(np_type)[:, None]
+
+    def _counts(self, dtype, nb: int) -> np.ndarray:
+        """(P·F, nb): each table's knots per bucket of its column's grid (knots in dtype: float32 rounded up).
+
+        Counted with numpy's operations of :meth:`__call__`'s bucket formula, in the same dtype: IEEE subtraction,
+        multiplication, clamp and truncation round alike in numpy and in torch on every device.
+        """
+        lo, inv = self._bucket_grid(dtype, nb)
+        counts: np.ndarray = np.zeros((self.n_tables, nb), dtype=np.int64)
+        for t, k in enumerate(self._knots):
+            f = t % self.n_cols
+            y = round_up_float32(k) if dtype == torch.float32 else k
+            bucket = np.clip((y - lo[f]) * inv[f], 0, nb - 1).astype(np.int32)
+            counts[t] = np.bincount(bucket, minlength=nb)
+        return counts
+
+    def _grid(self, dtype) -> tuple[int, np.ndarray, int]:
+        """(bucket count, knots per bucket (P·F, nb), search steps) for values in dtype."""
+        for nb in BUCKET_COUNTS:
+            counts = self._counts(dtype, nb)
+            if counts.max() <= 1:
+                break
+        return nb, counts, int(np.ceil(np.log2(counts.max() + 1)))
+
+    def _searcher(self, dtype):
+        """Per dtype, built once: bucket count, search steps, bucket grid (lo, inv_width (F, 1)), each column's first
+        bucket and first col (F, 1) int32, each bucket's start col within its table (int16), the search keys."""
+        if dtype not in self._search:
+            nb, counts, steps = self._grids[dtype]
+            start = np.concatenate([np.zeros((self.n_tables, 1), np.int64), np.cumsum(counts, axis=1)[:, :-1]], axis=1)
+            start += (np.arange(self.n_tables) * self.width)[:, None]                # global cols
+            keys = round_up_float32(self._K.ravel()) if dtype == torch.float32 else self._K.ravel()
+            cols = np.arange(self.n_cols, dtype=np.int32)[:, None]
+            on = lambda a: torch.as_tensor(a, device=self.device)             # noqa: E731
+            self._search[dtype] = (nb, steps, *(on(g) for g in self._bucket_grid(dtype, nb)), on(cols * nb),
+                                   on(start.ravel().astype(np.int32)), on(keys))
+        return self._search[dtype]
+
+    def __call__(self, y: torch.Tensor, pair: torch.Tensor) -> torch.Tensor:
+        """The tables at y (b, F), float32 or float64; pair (b,) int32, each row's pair p. Returns (b, F) float64
+        (the transpose of a contiguous (F, b) block)."""
+        nb, steps, lo, inv, col_bucket, start, keys = self._searcher(y.dtype)
+        F, b = self.n_cols, y.shape[0]
+        yt = y.t().contiguous()                                                      # (F, b): column by column
+        p = pair.view(1, b)
+        bucket = (yt - lo).mul_(inv).clamp_(0, nb - 1).int().add_(p, alpha=F * nb).add_(col_bucket)
+        j = start.index_select(0, bucket.view(-1))
+        flat = yt.view(-1)
+        step = torch.empty_like(j)
+        for s in (2 ** i for i in reversed(range(steps))):                           # the last knot <= y
+            j.add_(torch.ge(flat, keys.index_select(0, j + s), out=step), alpha=s)
+        out = self.values.index_select(0, j).addcmul_(flat.double() - self.knots.index_select(0, j),
+                                                      self.slopes.index_select(0, j))
+        return out.view(F, b).t()

@@ -4,7 +4,7 @@ torch op dispatched inside ``swap_chunk`` (a ``TorchDispatchMode`` counter), for
 with every feature free in the default (matched) reading.
 
 The matched move reads each (group pair, feature) from one stacked table in one search
-(:class:`faux_checks.method.quantiles.PiecewiseTables`) and a continuous c's bins from one
+(:class:`faux_checks.method.quantiles.BucketTables`) and a continuous c's bins from one
 :class:`faux_checks.method.shifts.ContinuousStack`, so the count does not grow with d (a Python loop over
 features or bins would add ops per feature: the counts at d = 8 and d = 24 are compared).
 """
@@ -24,7 +24,8 @@ from faux_checks.method.auxiliary import AuxiliaryModel, AuxNet
 from faux_checks.method.faux import FAuxTester
 from faux_checks.method.output import TargetOutput
 
-#: Torch ops per chunk the device path may issue, every feature free (the goal; measured: binary 113, 3-class 184).
+#: Torch ops per chunk the device path may issue, every feature free (the goal; measured: binary 101, 3-class 170,
+#: the first chunk, which builds the tables, 109 and 178).
 MAX_OPS_PER_CHUNK = 200
 #: Continuous c (measured 471): each of the two moves (c ± 1 sd) reads the aux output's bins and the features' bins
 #: in two stacks, each with its own bin search; merging them (one stack, both signs at once) is what is left to

@@ -1,0 +1,82 @@
+"""BucketTables (the matched move's stacked tables) reads each table as np.interp does: the same knot found by a
+bucket lookup and a few fixed search steps, for float32 and float64 values, dense and sparse knots alike.
+
+Closed form: ``np.interp(y, knots, values)`` per (row pair, column) table; the value is PiecewiseTables' formula
+``values[j] + (y − knots[j]) · slopes[j]`` (one addcmul), so the comparison is to a few ulp, and exact where y is a
+knot (its value) or outside the knots (the end values).
+"""
+
+import numpy as np
+import pytest
+import torch
+
+from faux_checks.method.quantiles import BucketTables, PiecewiseTables, round_up_float32
+
+P, F, B = 3, 4, 500
+
+
+def _tables(rng, dense: bool):
+    """P·F tables over F columns; ``dense``: knots that crowd a narrow stretch of a wide range (several per bucket)."""
+    knots, values = [], []
+    for t in range(P * F):
+        k = np.sort(rng.standard_normal(200 + 37 * t))
+        if dense:
+            k = np.concatenate([k * 1e-4, [-50.0, 50.0]])                     # 1e-4 wide stretch, range 100
+        k = np.unique(k)
+        knots.append(k)
+        values.append(np.cumsum(rng.exponential(size=len(k))) - 5.0)
+    ranges = np.array([[min(knots[p * F + f][0] for p in range(P)), max(knots[p * F + f][-1] for p in range(P))]
+                       for f in range(F)])
+    return knots, values, ranges
+
+
+def _want(knots, values, y: np.ndarray, pair: np.ndarray) -> np.ndarray:
+    out = np.empty(y.shape)
+    for p in range(P):
+        rows = pair == p
+        for f in range(F):
+            out[rows, f] = np.interp(y[rows, f], knots[p * F + f], values[p * F + f])
+    return out
+
+
+@pytest.mark.parametrize("dense", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_bucket_tables_read_every_table_as_np_interp(dense, dtype):
+    rng = np.random.default_rng(5 + dense)
+    knots, values, ranges = _tables(rng, dense)
+    tables = BucketTables(knots, values, ranges, torch.device("cpu"))
+    scale = 1e-4 if dense else 1.0
+    y = rng.standard_normal((B, F)) * scale * 1.5
+    pair = rng.integers(0, P, B)
+    y[:6, 0] = [knots[pair[i] * F][i * 7] for i in range(6)]                    # exactly at knots
+    y[6:8, 1] = [-1e3, 1e3]                                                      # below and above every knot
+    y_t = torch.as_tensor(y, dtype=dtype)
+    got = tables(y_t, torch.as_tensor(pair.astype(np.int32)))
+    want = _want(knots, values, y_t.double().numpy(), pair)
+    assert got.dtype == torch.float64 and got.shape == (B, F)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+    at_knots = [values[pair[i] * F][i * 7] for i in range(6)]
+    if dtype == torch.float64:
+        assert got[:6, 0].tolist() == at_knots
+    search = PiecewiseTables(knots, values, np.tile(ranges, (P, 1)), torch.device("cpu"))   # a binary search per table
+    tid = torch.as_tensor(pair * F)[:, None] + torch.arange(F)
+    assert torch.equal(got, search(y_t.double(), tid))                       # the same knot, the same formula: bit for bit
+    assert got[6, 1].item() == values[pair[6] * F + 1][0] and got[7, 1].item() == values[pair[7] * F + 1][-1]
+
+
+def test_dense_knots_take_more_search_steps_and_sparse_ones_one():
+    rng = np.random.default_rng(2)
+    sparse = BucketTables(*_tables(rng, False), torch.device("cpu"))
+    dense = BucketTables(*_tables(rng, True), torch.device("cpu"))
+    assert sparse._grids[torch.float64][2] <= 2 and sparse._grids[torch.float32][2] <= 2     # random knots: a close pair
+    assert dense._grids[torch.float64][2] > 3                                   # hundreds of knots share a bucket
+
+
+def test_round_up_float32_keeps_every_comparison_with_a_float32():
+    rng = np.random.default_rng(0)
+    k = np.concatenate([rng.standard_normal(1000), [0.0, 1e39, -1e39, np.inf]])
+    up = round_up_float32(k)
+    assert up.dtype == np.float32 and (up.astype(np.float64) >= k).all()
+    with np.errstate(over="ignore"):
+        y = np.concatenate([k.astype(np.float32), np.nextafter(k.astype(np.float32), np.float32(-np.inf))])
+    np.testing.assert_array_equal(k[None, :] <= y[:, None].astype(np.float64), up[None, :] <= y[:, None])
