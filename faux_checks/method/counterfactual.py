@@ -242,18 +242,23 @@ def _matched_inputs(x: torch.Tensor, c, *, reference: SwapReference, settings: S
     matching = reference.matching
     assert matching is not None, "counterfactual_inputs calls this only for a fitted matching"
     positions = torch.as_tensor(matching.positions, device=x.device)
+    every = len(matching.positions) == x_aux.shape[1] and bool((matching.positions == np.arange(x_aux.shape[1])).all())
     targets = [1.0, -1.0] if continuous else list(range(1, reference.n_groups))
     a_np: Any = None if continuous else np.asarray(c, dtype=np.int64)   # group index; None for a continuous c
     c_values = np.asarray(c, dtype=np.float64) if continuous and c is not None else None
     if continuous and c_values is None:
         raise InputError("the matched move of a continuous protected attribute needs each individual's value")
     out = []
-    for t in targets:
+    both = matching.continuous_values(x_aux, reference.admissible, c_values, targets) if continuous else None
+    for k, t in enumerate(targets):
         other: Any = None if continuous else (a_np + int(t)) % reference.n_groups
         target = np.full(len(x), int(t), dtype=np.int64) if continuous else other
-        values = matching.values(x_aux, reference.admissible, a_np, other, c_values, t)
-        moved = x_aux.clone()
-        moved[:, positions] = torch.as_tensor(values, dtype=torch.float32, device=x.device)
+        values = both[k] if both is not None else matching.values(x_aux, reference.admissible, a_np, other, c_values, t)
+        if every:                                                              # values (float64) is a new block
+            moved = torch.as_tensor(values, dtype=torch.float32, device=x.device)
+        else:
+            moved = x_aux.clone()
+            moved[:, positions] = torch.as_tensor(values, dtype=torch.float32, device=x.device)
         if reference.levels and settings.categorical in ("soft", "snap"):
             probabilities = _level_probabilities(reference, x_aux, a_np, other, c_values, t, settings.coupling)
             for lm, p in zip(reference.levels, probabilities, strict=False):
