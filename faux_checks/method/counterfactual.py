@@ -250,10 +250,12 @@ def _matched_inputs(x: torch.Tensor, c, *, reference: SwapReference, settings: S
     if continuous and c_values is None:
         raise InputError("the matched move of a continuous protected attribute needs each individual's value")
     out = []
-    for t in targets:
+    both = matching.continuous_values(x_aux, reference.admissible, c_values, targets) if continuous else None
+    for k, t in enumerate(targets):
         other: Any = None if continuous else (a_np + int(t)) % reference.n_groups
         target = np.full(len(x), int(t), dtype=np.int64) if continuous else other
-        values = matching.values_t(x_aux, reference.admissible, a_np, other, c_values, t)   # (b, d_m) float64
+        values = (torch.as_tensor(both[k], device=x.device) if both is not None      # (b, d_m) float64
+                  else matching.values_t(x_aux, reference.admissible, a_np, other, c_values, t))
         if every:
             moved = torch.empty_like(x_aux).copy_(values)                       # float32, rows contiguous
         else:

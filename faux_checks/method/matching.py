@@ -64,20 +64,42 @@ class FeatureMatching(DeviceCached):
         """
         x_t = torch.as_tensor(x_aux, dtype=torch.float32)
         out = self.values_t(x_t, held, a, b, c_values, sign)
-        if self.joint is not None and a is not None:
-            local = np.searchsorted(self.positions, self.joint.columns)
-            values = self.joint.values(host(x_t), a, b)
-            if use_torch_path(x_t):
-                out[:, torch.as_tensor(local, device=out.device)] = torch.as_tensor(values, device=out.device)
-            else:
-                out = host(out).copy()
-                out[:, local] = values
-                return out
         return out if use_torch_path(x_t) else host(out)
+
+    def continuous_values(self, x_aux, held: np.ndarray, c_values, signs) -> list:
+        """:meth:`values` of a continuous c at each sign of ``signs`` (c ± sd), the rank at c read once: a list of
+        (n, d_m) blocks (ndarrays, or float64 Tensors on x_aux's device as :meth:`values` returns them)."""
+        x_t = torch.as_tensor(x_aux, dtype=torch.float32)
+        x = self._matched_columns(x_t)
+        outs = self._continuous_t(x, x_t, np.asarray(held, dtype=bool), c_values, tuple(signs)) if x.shape[1] \
+            else [x for _ in signs]
+        return outs if use_torch_path(x_t) else [host(o) for o in outs]
+
+    def _matched_columns(self, x_t: torch.Tensor) -> torch.Tensor:
+        """The matched features of x_t (n, d_aux) as an (n, d_m) float64 block on x_t's device."""
+        dev = x_t.device
+        d_m = len(self.positions)
+        every = d_m == x_t.shape[1] and bool((self.positions == np.arange(d_m)).all())
+        return (x_t if every else x_t[:, self._on_device(dev, "positions", lambda: torch.as_tensor(
+            self.positions, device=dev))]).double()
 
     def values_t(self, x_t: torch.Tensor, held: np.ndarray, a=None, b=None, c_values=None,
                  sign: float = 1.0) -> torch.Tensor:
         """:meth:`values` on x_t's device, without a transfer to the host: (n, d_aux) float32 -> (n, d_m) float64.
+
+        The marginal move (:meth:`_marginal_t`); a column released as carrying c jointly with held partners
+        (``joint``) is then replaced by its joint move (:class:`~faux_checks.method.joint_move.JointConditional`,
+        on the host).
+        """
+        out = self._marginal_t(x_t, held, a, b, c_values, sign)
+        if self.joint is not None and a is not None:
+            local = torch.as_tensor(np.searchsorted(self.positions, self.joint.columns), device=out.device)
+            out[:, local] = torch.as_tensor(self.joint.values(host(x_t), a, b), dtype=out.dtype, device=out.device)
+        return out
+
+    def _marginal_t(self, x_t: torch.Tensor, held: np.ndarray, a=None, b=None, c_values=None,
+                    sign: float = 1.0) -> torch.Tensor:
+        """Each matched feature moved on its own: (n, d_aux) float32 -> (n, d_m) float64 on x_t's device.
 
         Group pairs: each (pair, feature) is one piecewise-linear table (:meth:`~faux_checks.method.shifts.GroupShift.composite`,
         the group intercepts folded in), every row reads its pair's tables in one search
@@ -95,7 +117,7 @@ class FeatureMatching(DeviceCached):
             return x.double()
         held = np.asarray(held, dtype=bool)
         if self.continuous:
-            return self._continuous_t(x.double(), x_t, held, c_values, sign)
+            return self._continuous_t(x.double(), x_t, held, c_values, (sign,))[0]
         a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
         pairs, tables = self._on_device(dev, "pairs", lambda: self._pair_tables(dev))
         code = pairs[a, b]                                                     # (n,) pair index per row
@@ -137,22 +159,23 @@ class FeatureMatching(DeviceCached):
         slopes[held] = coef
         return slopes
 
-    def _continuous_t(self, x: torch.Tensor, x_t: torch.Tensor, held: np.ndarray, c_values, sign: float) -> torch.Tensor:
-        """Continuous c: every feature with bins in one :class:`~faux_checks.method.shifts.ContinuousStack`, the
-        others moved by their slope."""
+    def _continuous_t(self, x: torch.Tensor, x_t: torch.Tensor, held: np.ndarray, c_values, signs) -> list:
+        """Continuous c, at each sign of ``signs``: every feature with bins in one
+        :class:`~faux_checks.method.shifts.ContinuousStack` (the rank at c read once for all signs), the others
+        moved by their slope. A list of (n, d_m) float64 Tensors."""
         dev = x.device
         binned = [k for k, s in enumerate(self.continuous) if s is not None]
         slopes = self._on_device(dev, "slopes", lambda: t64(self.slopes, dev))
         if not binned:
-            return x + sign * slopes
+            return [x + sign * slopes for sign in signs]
         stack = self._on_device(dev, "stack", lambda: ContinuousStack([self.continuous[k] for k in binned], dev))
         x_held = x_t[:, torch.as_tensor(held, device=dev)].double() if held.any() else None
         c_t = torch.as_tensor(np.asarray(c_values, dtype=np.float64), device=dev)
         if len(binned) == len(self.continuous):
-            return stack.goal(x, c_t, x_held, sign)
-        out = x + sign * slopes
+            return stack.goals(x, c_t, x_held, signs)
         cols = torch.as_tensor(binned, device=dev)
-        return out.index_copy_(1, cols, stack.goal(x[:, cols], c_t, x_held, sign))
+        return [(x + sign * slopes).index_copy_(1, cols, goal)
+                for sign, goal in zip(signs, stack.goals(x[:, cols], c_t, x_held, signs), strict=True)]
 
     def to_dict(self) -> dict:
         shift = lambda s: [s.coef_from.tolist(), s.coef_to.tolist(), s.quantiles_from.tolist(), s.quantiles_to.tolist()]  # noqa: E731

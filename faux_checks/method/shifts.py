@@ -15,12 +15,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .quantiles import (PiecewiseTables, interp_t, interp_uniform, interp_uniform_t, quantile_ranks,
-                        composite_knots, interp_uniform_rows)
+from .quantiles import composite_knots, interp_t, interp_uniform, interp_uniform_t, quantile_ranks
 from .torch_path import DeviceCached, t64
 
-__all__ = ["continuous_shift", "ContinuousShift", "ContinuousStack", "group_shift", "GroupShift", "MIN_BIN_ROWS",
-           "N_BINS", "N_QUANTILES", "RIDGE", "ridge_fit"]
+__all__ = ["continuous_shift", "ContinuousShift", "ContinuousStack", "CPU_TILE_ELEMENTS", "group_shift", "GroupShift",
+           "MIN_BIN_ROWS", "N_BINS", "N_QUANTILES", "RANK_BUCKETS", "RankPairTables", "RIDGE", "ridge_fit"]
 
 
 #: Quantiles kept per group and pair for the 1-D optimal transport (1,001: 0.1% resolution).
@@ -124,13 +123,13 @@ class ContinuousShift(DeviceCached):
         return lo, w, (c - clipped) / self.sd
 
     def _position_t(self, c: torch.Tensor, centers: torch.Tensor):
-        """:meth:`_position` in torch (c (n,) float64 and the centers on one device)."""
+        """:meth:`_position` in torch (c float64 of any shape and the centers on one device)."""
         clipped = c.clamp(float(self.centers[0]), float(self.centers[-1]))
-        hi = torch.searchsorted(centers, clipped.contiguous(), right=True).clamp(1, len(self.centers) - 1)
+        hi = torch.searchsorted(centers, clipped.contiguous(), right=True).clamp_(1, len(self.centers) - 1)
         lo = hi - 1
-        span = centers[hi] - centers[lo]
-        w = torch.where(span > 0, (clipped - centers[lo]) / torch.where(span > 0, span, torch.ones_like(span)),
-                        torch.zeros_like(span))
+        at_lo = centers.take(lo)
+        span = centers.take(hi) - at_lo
+        w = torch.where(span > 0, (clipped - at_lo) / span, 0.0)                # equal centers: the lower bin
         return lo, w, (c - clipped) / self.sd
 
     def _goal_t(self, v: torch.Tensor, c: torch.Tensor, x_admissible: torch.Tensor, sign: float) -> torch.Tensor:
@@ -217,10 +216,92 @@ def group_shift(y: np.ndarray, XA: np.ndarray, c: np.ndarray, a: int, b: int) ->
     return GroupShift(parts[0][0], parts[1][0], parts[0][1], parts[1][1])
 
 
+#: Buckets of each rank table's uniform search grid in :class:`RankPairTables` (a search starts in its bucket).
+RANK_BUCKETS = 4096
+#: Elements of a (rows, m) block that :class:`ContinuousStack` reads at once on the CPU: a block of whole rows and
+#: few shifts, so that the tables it gathers from (about 1 MiB per shift) stay in the CPU's cache; a device reads
+#: the whole block at once.
+CPU_TILE_ELEMENTS = 2 ** 16
+
+
+class RankPairTables:
+    """The residual's rank in two neighbouring bins at once, for m :class:`ContinuousShift` that share their B bins.
+
+    Table (f, p) (flat index f·(B − 1) + p) holds shift f's rank functions of bins p and p + 1 (np.interp on each
+    bin's distinct residual quantiles and their mean ranks, :func:`~faux_checks.method.quantiles.quantile_ranks`)
+    on the union of their knots: one search finds both values. Below a bin's first knot its rank is its first
+    rank, at or above its last its last rank (np.interp); between the union's knots each is linear (the union
+    refines both knot sets), so ``value + (y − knot) · slope`` is the bin's own interpolation up to a few ulp.
+
+    Parameters
+    ----------
+    shifts : sequence of m ContinuousShift with the same B ≥ 2 bins
+    device : torch.device
+
+    Notes
+    -----
+    The search (as :class:`~faux_checks.method.quantiles.PiecewiseTables`): a uniform grid of
+    :data:`RANK_BUCKETS` buckets over shift f's residual range (shared by its B − 1 tables, so the grid is
+    broadcast per shift, not gathered per value) gives the first knot of each value's window, and ``steps`` fixed
+    binary steps (known on the host) find the last knot ≤ the value. The two bins' values and slopes at a knot are
+    adjacent (one cache line for the four gathers). A shift's tables are contiguous.
+    """
+
+    def __init__(self, shifts, device):
+        m, B = len(shifts), len(shifts[0].centers)
+        ranks = [[quantile_ranks(q) for q in s.quantiles] for s in shifts]        # [f][b] (levels, ranks)
+        lo = np.array([min(r[0][0] for r in per) for per in ranks])              # (m,) each shift's residual range
+        hi = np.array([max(r[0][-1] for r in per) for per in ranks])
+        knots = [np.union1d(ranks[f][p][0], ranks[f][p + 1][0]) for f in range(m) for p in range(B - 1)]
+        widths = (hi - lo) / RANK_BUCKETS
+        margin = 1e-12 * (np.abs(lo) + np.abs(hi) + widths * RANK_BUCKETS) + 1e-300
+        edges = lo[:, None] + widths[:, None] * np.arange(RANK_BUCKETS + 1)[None, :]          # (m, buckets + 1)
+        of = np.arange(len(knots)) // (B - 1)                                    # each table's shift
+        starts = np.stack([np.searchsorted(k, edges[f, :-1] - margin[f], side="right") for k, f in zip(knots, of, strict=True)])
+        ends = np.stack([np.searchsorted(k, edges[f, 1:] + margin[f], side="right") + 1 for k, f in zip(knots, of, strict=True)])
+        self.steps = int(np.ceil(np.log2(max(int((ends - starts).max()), 1))))
+        n = np.array([len(k) for k in knots])
+        width = int(n.max()) + 1 + 2 ** self.steps                           # col 0: below the first knot; +inf pad
+        K = np.full((len(knots), width), np.inf)
+        V = np.zeros((len(knots), width, 2))
+        S = np.zeros((len(knots), width, 2))
+        for t, k in enumerate(knots):
+            f, p = divmod(t, B - 1)
+            v = np.stack([np.interp(k, *ranks[f][p]), np.interp(k, *ranks[f][p + 1])], axis=1)   # (K_t, 2)
+            K[t, 0], K[t, 1:n[t] + 1] = k[0], k
+            V[t, 0], V[t, 1:n[t] + 1], V[t, n[t] + 1:] = v[0], v, v[-1]
+            S[t, 1:n[t]] = np.diff(v, axis=0) / np.diff(k)[:, None]
+        base = (np.arange(len(knots)) * width)[:, None]
+        self.knots = torch.as_tensor(K.ravel(), dtype=torch.float64, device=device)
+        self.ahead = [(2 ** i, self.knots[2 ** i:]) for i in reversed(range(self.steps))]   # knots[j + s] by offset
+        packed = torch.as_tensor(np.stack([V[..., 0], V[..., 1], S[..., 0], S[..., 1]], axis=2).ravel(),
+                                 dtype=torch.float64, device=device)          # per knot (v_p, v_p+1, s_p, s_p+1)
+        self.packed = [packed[o:] for o in range(4)]
+        self.start = torch.as_tensor((starts + base).ravel(), dtype=torch.int64, device=device)
+        self.lo = t64(lo, device)
+        self.inv_width = t64(np.where(widths > 0, 1.0 / np.where(widths > 0, widths, 1.0), 0.0), device)
+
+    def __call__(self, y: torch.Tensor, bucket_base: torch.Tensor, lo: torch.Tensor,
+                 inv_width: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Both bins' ranks at y (k, b) float64: ``bucket_base`` (k, b) int64 the table per value times the buckets,
+        (f·(B − 1) + p)·RANK_BUCKETS; ``lo``, ``inv_width`` (k, 1) the value's shift's grid (:attr:`lo`,
+        :attr:`inv_width`). Returns the rank in bin p and in bin p + 1, (k, b) float64 each."""
+        flat = y.view(-1)
+        bucket = (y - lo).mul_(inv_width).clamp_(0, RANK_BUCKETS - 1).long().add_(bucket_base)
+        j = self.start.index_select(0, bucket.view(-1))                       # flat indices from here on
+        for s, ahead in self.ahead:                                          # the last knot <= y in the window
+            j.add_(ahead.index_select(0, j) <= flat, alpha=s)
+        d = flat - self.knots.index_select(0, j)
+        v_p, v_q, s_p, s_q = (part.index_select(0, j.mul_(4) if o == 0 else j) for o, part in enumerate(self.packed))
+        return v_p.addcmul_(d, s_p).view(y.shape), v_q.addcmul_(d, s_q).view(y.shape)
+
+
 class ContinuousStack:
     """m :class:`ContinuousShift` that share their bins (one per matched feature, or the aux output's one), read
-    at once on a device: one bin search per row, one rank search and one quantile interpolation for the (b, m)
-    block (:class:`~faux_checks.method.quantiles.PiecewiseTables`), O(1) torch ops in m and in the bins.
+    at once: per row one bin search for c and one for each target c ± sd; per (row, shift) one search for the rank
+    in the two bins around c (:class:`RankPairTables`) and, per target, one gather of each of the two bins'
+    quantile pairs around it. O(1) torch ops in m and in the bins on a device; on the CPU the block is read in
+    column blocks of :data:`CPU_TILE_ELEMENTS` (the same operations per block, the tables they read in cache).
 
     Raises
     ------
@@ -233,39 +314,81 @@ class ContinuousStack:
         if any(not np.array_equal(s.centers, first.centers) for s in shifts):
             raise ValueError("ContinuousStack needs shifts with the same bins")
         self.first, self.device = first, device
-        self.n_bins = len(first.centers)
-        ranks = [quantile_ranks(q) for s in shifts for q in s.quantiles]          # table f·B + bin
-        ranges = np.array([[lv[0], lv[-1]] for lv, _ in ranks])
-        self.tables = PiecewiseTables([lv for lv, _ in ranks], [r for _, r in ranks], ranges, device)
+        m, B, Q = len(shifts), len(first.centers), first.quantiles.shape[1]
+        self.m, self.n_bins, self.n_q = m, B, Q
+        self.ranks = RankPairTables(shifts, device)
         coefs = np.stack([s.coefs for s in shifts])                                 # (m, B, 1 + d_A)
-        self.intercepts = t64(coefs[:, :, 0].ravel(), device)                       # (m·B,)
-        self.weights = t64(coefs[:, :, 1:].reshape(len(shifts) * self.n_bins, -1).T, device)   # (d_A, m·B)
-        self.quantiles = t64(np.concatenate([s.quantiles for s in shifts]), device)   # (m·B, Q)
-        self.slope = t64([s.slope for s in shifts], device)
+        self.intercepts = t64(coefs[:, :, 0], device)                               # (m, B)
+        self.flat_intercepts = (self.intercepts.view(-1), self.intercepts.view(-1)[1:])   # at f·B + b, f·B + b + 1
+        self.offsets: dict = {}                                                      # signs -> (1 + S, 1) c moves
+        self.weights = t64(coefs[:, :, 1:].reshape(m * B, -1), device)               # (m·B, d_A): row f·B + b
+        q = np.stack([s.quantiles for s in shifts])                                 # (m, B, Q)
+        q_i, dq_i = (t64(a.ravel(), device) for a in (q[:, :, :-1], np.diff(q, axis=2)))   # flat (f·B + b)·(Q − 1) + i
+        self.quantiles = [q_i, dq_i, q_i[Q - 1:], dq_i[Q - 1:]]                      # bin b and the next bin
+        self.slope = t64([s.slope for s in shifts], device)[:, None]                 # (m, 1)
         self.centers = t64(first.centers, device)
-        self.offsets = torch.arange(len(shifts), device=device) * self.n_bins        # (m,)
-
-    def _fitted(self, fits: torch.Tensor | None, at: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        """The bin-interpolated linear fit per (row, feature): at (b, m) the lower bin's table, w (b, 1)."""
-        if fits is None:
-            lo, hi = self.intercepts.take(at), self.intercepts.take(at + 1)
-        else:
-            rows = (torch.arange(fits.shape[0], device=fits.device) * fits.shape[1])[:, None]
-            lo, hi = fits.take(at + rows), fits.take(at + 1 + rows)
-        return torch.lerp(lo, hi, w)
 
     def goal(self, v: torch.Tensor, c: torch.Tensor, x_admissible: torch.Tensor | None, sign: float) -> torch.Tensor:
         """:meth:`ContinuousShift.goal` of every column: v (b, m) float64, c (b,), x_admissible (b, d_A) float64 or
         None -> (b, m) float64 on v's device."""
+        return self.goals(v, c, x_admissible, (sign,))[0]
+
+    def goals(self, v: torch.Tensor, c: torch.Tensor, x_admissible: torch.Tensor | None, signs) -> list[torch.Tensor]:
+        """:meth:`goal` at each sign of ``signs`` (the rank at c is read once, the signs' moves in one block): a list
+        of (b, m) float64 (transposed views of (m, b) blocks: the move reads each shift's values contiguously)."""
+        first, S = self.first, len(signs)
         fits = None
         if x_admissible is not None and x_admissible.shape[1]:
-            fits = x_admissible @ self.weights + self.intercepts                      # (b, m·B)
-        lo, w, _ = self.first._position_t(c, self.centers)
-        at, w = lo[:, None] + self.offsets, w[:, None]
-        residual = v - self._fitted(fits, at, w)
-        rank = torch.lerp(self.tables(residual, at), self.tables(residual, at + 1), w).clamp_(0.0, 1.0)
-        lo_t, w_t, beyond = self.first._position_t(c + sign * self.first.sd, self.centers)
-        at_t, w_t = lo_t[:, None] + self.offsets, w_t[:, None]
-        fitted_to = self._fitted(fits, at_t, w_t).addcmul_(beyond[:, None], self.slope)
-        q = torch.lerp(interp_uniform_rows(rank, self.quantiles, at_t), interp_uniform_rows(rank, self.quantiles, at_t + 1), w_t)
-        return fitted_to.add_(q)
+            fits = (self.weights @ x_admissible.T).view(self.m, self.n_bins, -1).add_(self.intercepts[:, :, None])
+        if tuple(signs) not in self.offsets:
+            self.offsets[tuple(signs)] = t64([[0.0], *([sign * first.sd] for sign in signs)], self.device)
+        at_c = torch.add(c, self.offsets[tuple(signs)])[:, None]                      # (1 + S, 1, b): c, c ± sd
+        lo, w, beyond = first._position_t(at_c, self.centers)
+        where = (lo.split([1, S]), w.split([1, S]), beyond[1:])                        # (1, 1, b), (S, 1, b)
+        vt = v.T.contiguous()                                                        # (m, b)
+        k = self.m if v.device.type != "cpu" else max(1, CPU_TILE_ELEMENTS // max(1, len(v)))
+        if k >= self.m:
+            out = self._block(vt, self._columns(slice(0, self.m)), fits, *where)
+        else:
+            out = torch.empty((S, *vt.shape), dtype=vt.dtype, device=vt.device)       # (S, m, b)
+            for start in range(0, self.m, k):
+                cols = slice(start, min(start + k, self.m))
+                out[:, cols] = self._block(vt[cols], self._columns(cols), fits, *where)
+        return list(out.transpose(1, 2).unbind(0))
+
+    def _columns(self, cols: slice) -> dict:
+        """Per-shift constants of the shifts ``cols`` as (k, 1) columns (kept per block)."""
+        cache = self.__dict__.setdefault("_blocks", {})
+        if (cols.start, cols.stop) not in cache:
+            B, Q, f = self.n_bins, self.n_q, torch.arange(cols.start, cols.stop, device=self.device)[:, None]
+            cache[cols.start, cols.stop] = dict(
+                cols=cols, fits=f * B, rank=f * ((B - 1) * RANK_BUCKETS), quantile=f * (B * (Q - 1)),
+                lo=self.ranks.lo[cols, None], inv_width=self.ranks.inv_width[cols, None], slope=self.slope[cols])
+        return cache[cols.start, cols.stop]
+
+    def _fitted(self, fits: torch.Tensor | None, block: dict, lo: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """The bin-interpolated linear fit per (shift of the block, row): fits (m, B, b) or None (intercepts only),
+        lo (…, 1, b) the lower bin, w broadcastable to it the upper bin's weight -> (…, k, b)."""
+        at = block["fits"] + lo                                                      # f·B + lower bin
+        if fits is None:
+            flat = self.flat_intercepts
+        else:
+            b = fits.shape[2]
+            at = at.mul_(b).add_(torch.arange(b, device=lo.device))
+            flat = (fits.view(-1), fits.view(-1)[b:])
+        return torch.lerp(flat[0].take(at), flat[1].take(at), w)
+
+    def _block(self, v, block: dict, fits, lo, w, moves) -> torch.Tensor:
+        """The goals of a block of shifts (v (k, b)) at the S moves, (S, k, b): lo, w the bins around c (1, 1, b) and
+        around each target (S, 1, b); ``moves`` (S, 1, b) each target beyond the outer centers (in sd)."""
+        Q = self.n_q
+        (here, lo_t), (w_here, w_t) = lo, w
+        rank_p, rank_q = self.ranks(v - self._fitted(fits, block, here, w_here), here * RANK_BUCKETS + block["rank"],
+                                    block["lo"], block["inv_width"])
+        pos = torch.lerp(rank_p, rank_q, w_here[0]).clamp_(0.0, 1.0).mul_(Q - 1)
+        i = pos.long().clamp_(0, Q - 2)
+        frac = pos.sub_(i)
+        at = (lo_t * (Q - 1)).add(i.add_(block["quantile"]))                         # (S, k, b): each shift's pair
+        q_p, dq_p, q_q, dq_q = (part.index_select(0, at.view(-1)).view(at.shape) for part in self.quantiles)
+        q = torch.lerp(q_p.addcmul_(frac, dq_p), q_q.addcmul_(frac, dq_q), w_t)
+        return self._fitted(fits, block, lo_t, w_t).addcmul_(moves, block["slope"]).add_(q)
