@@ -87,8 +87,9 @@ def fit_aux(X_aux: np.ndarray, protected: ProtectedAttribute, values: np.ndarray
         _, hold = gate_split(len(train), values[train], policy, protected.kind)
         rows, holdout = train, train[hold]
         aux = given_aux(aux_model, policy, protected, X_aux.shape[1])
-        quality, metric, roc = quality_on(aux, X_aux[holdout], values[holdout], protected)
-        intervals = quality_intervals(protected.kind, values[holdout], holdout_scores(aux, X_aux[holdout]),
+        score = holdout_scores(aux, X_aux[holdout])
+        quality, metric, roc = quality_on(aux, X_aux[holdout], values[holdout], protected, score=score)
+        intervals = quality_intervals(protected.kind, values[holdout], score,
                                       protected.groups, confidence, seed=policy.seed)
         return AuxFit(aux, quality, metric.replace("the audit rows", "the audit rows it would have held out"), roc,
                       rows, holdout, intervals)
@@ -135,11 +136,16 @@ def holdout_scores(aux: AuxiliaryModel, X_aux: np.ndarray) -> np.ndarray:
     return raw[:, 0].double().numpy()
 
 
-def quality_on(aux: AuxiliaryModel, X_aux: np.ndarray, values: np.ndarray, protected: ProtectedAttribute):
-    """Quality of a given aux model on rows it did not train on: (quality, metric, ROC curve)."""
+def quality_on(aux: AuxiliaryModel, X_aux: np.ndarray, values: np.ndarray, protected: ProtectedAttribute,
+               score: np.ndarray | None = None):
+    """Quality of a given aux model on rows it did not train on: (quality, metric, ROC curve).
+
+    ``score``: the aux model's :func:`holdout_scores` on ``X_aux`` ((n,) or (n, m)) where the caller already has
+    them (one forward of the rows instead of two); None computes them.
+    """
     from sklearn.metrics import r2_score, roc_auc_score
 
-    score = holdout_scores(aux, X_aux)
+    score = holdout_scores(aux, X_aux) if score is None else score
     if protected.kind == "binary":
         return float(roc_auc_score(values, score)), "roc_auc (given aux model, on the audit rows)", roc_curve(values, score, "binary")
     if protected.kind == "multiclass":

@@ -15,11 +15,14 @@ import torch
 from .._validation import fmt_count
 from ..errors import InputError
 from ..kinds import Kind
+from .auxiliary import AuxNet
 from .joint_hold import jointly_free_hold
 
 __all__ = ["INDEPENDENCE_ALPHA", "INDEPENDENCE_BINS", "INFORMATIVE_Z", "ReferenceHolds", "independent_features",
            "reference_holds", "uninformative_features"]
 
+
+_AUXNET_FORWARD = AuxNet.forward
 
 #: A feature group is informative about c when permuting it raises the aux model's held-out loss by more
 #: than this many standard errors (one-sided, ≈ 2.3% of uninformative groups called informative).
@@ -109,6 +112,64 @@ def independent_features(X_ref, c_ref, *, kind: Kind, groups, alpha: float = IND
     return mask, table
 
 
+#: Rows of one stacked forward of the permutation test (several feature groups' permuted copies at once).
+PERMUTATION_BATCH_ROWS = 65_536
+
+
+def _first_layer(aux_raw):
+    """(mean, scale, first Linear, the rest) of an :class:`~faux_checks.method.auxiliary.AuxNet`-shaped module
+    x ↦ rest(W·(x − mean)/scale + b); None for any other callable."""
+    mlp = getattr(aux_raw, "mlp", None)
+    mean, scale = getattr(aux_raw, "mean", None), getattr(aux_raw, "scale", None)
+    if (not isinstance(mlp, torch.nn.Sequential) or len(mlp) < 2 or not isinstance(mlp[0], torch.nn.Linear)
+            or not isinstance(mean, torch.Tensor) or not isinstance(scale, torch.Tensor)
+            or type(aux_raw).forward is not _AUXNET_FORWARD or mlp[0].in_features <= mlp[0].out_features):
+        return None                         # a narrow input: the full forward costs no more than the update
+    return mean, scale, mlp[0], mlp[1:]
+
+
+def _permuted_losses(aux_raw, X: torch.Tensor, groups, rng: np.random.Generator, row_losses):
+    """Yield (group indices, per-row loss (n,) with the group permuted), group by group, one permutation each.
+
+    For an AuxNet-shaped aux model the first layer's pre-activation of a permuted copy is the unpermuted one plus
+    the group's change times its weight columns (O(n·h) instead of O(n·d·h) per group), and the copies of several
+    groups go through the rest of the network in one stacked forward; any other callable gets one forward of the
+    permuted rows per group."""
+    layers = _first_layer(aux_raw)
+    if layers is None:
+        permuted = X.clone()                              # one working copy: each group permuted, then restored
+        for idx in groups:
+            idx = np.asarray(idx, dtype=np.int64)
+            cols = torch.as_tensor(idx)
+            permuted[:, cols] = X[:, cols][torch.as_tensor(rng.permutation(len(X)))]
+            with torch.no_grad():
+                losses = row_losses(aux_raw(permuted))
+            permuted[:, cols] = X[:, cols]
+            yield idx, losses
+        return
+    mean, scale, first, rest = layers
+    n = len(X)
+    per_batch = max(1, PERMUTATION_BATCH_ROWS // max(n, 1))
+    group_list = [np.asarray(g, dtype=np.int64) for g in groups]
+    with torch.no_grad():
+        standard = (X - mean) / scale
+        pre = first(standard)                                                  # (n, h)
+        weight = first.weight                                                  # (h, d)
+        stacked = torch.empty(per_batch * n, pre.shape[1], dtype=pre.dtype)
+        for start in range(0, len(group_list), per_batch):
+            batch = group_list[start:start + per_batch]
+            for j, idx in enumerate(batch):
+                cols = torch.as_tensor(idx)
+                change = standard[:, cols][torch.as_tensor(rng.permutation(n))] - standard[:, cols]
+                torch.add(pre, change @ weight[:, cols].T, out=stacked[j * n:(j + 1) * n])
+            hidden = stacked[:len(batch) * n]
+            for layer in rest:
+                hidden = torch.relu_(hidden) if isinstance(layer, torch.nn.ReLU) else layer(hidden)
+            losses = row_losses(hidden)
+            for j, idx in enumerate(batch):
+                yield idx, losses[j * n:(j + 1) * n]
+
+
 def uninformative_features(aux_raw, X_hold, c_hold, *, kind: Kind, groups, z: float = INFORMATIVE_Z,
                            seed: int = 0) -> tuple[np.ndarray, list[dict]]:
     """Feature groups that tell the auxiliary model nothing about c: permuting them does not raise its held-out loss.
@@ -145,7 +206,10 @@ def uninformative_features(aux_raw, X_hold, c_hold, *, kind: Kind, groups, z: fl
     Notes
     -----
     Our choice (permutation importance, Breiman 2001, as a significance test on held-out rows);
-    evidence in docs/benchmark.md ("hold uninformative features").
+    evidence in docs/benchmark.md ("hold uninformative features"). An :class:`~faux_checks.method.auxiliary.AuxNet`
+    wider than its first layer is read through that layer's pre-activation plus the permuted group's change
+    (O(n·h) per group instead of O(n·d·h)), several groups per stacked forward: the same permutations, the losses
+    equal to float32 rounding (tests/method/test_permutation_batches.py); any other callable gets one forward per group.
     """
     X = torch.as_tensor(np.asarray(X_hold), dtype=torch.float32)
     c = np.asarray(c_hold)
@@ -153,29 +217,24 @@ def uninformative_features(aux_raw, X_hold, c_hold, *, kind: Kind, groups, z: fl
         raise InputError(f"uninformative_features needs at least 2 held-out rows with their protected values; got "
                          f"{fmt_count(len(X))} rows and {fmt_count(len(c))} values")
 
-    def row_losses(x: torch.Tensor) -> np.ndarray:
-        with torch.no_grad():
-            raw = aux_raw(x)
+    def row_losses(raw: torch.Tensor) -> np.ndarray:
         raw = raw[:, None] if raw.ndim == 1 else raw
         if kind == "binary":
-            target = torch.as_tensor(c, dtype=raw.dtype)
+            target = torch.as_tensor(np.resize(c, len(raw)), dtype=raw.dtype)
             return torch.nn.functional.binary_cross_entropy_with_logits(raw[:, 0], target, reduction="none").double().numpy()
         if kind == "multiclass":
-            return torch.nn.functional.cross_entropy(raw, torch.as_tensor(c, dtype=torch.long), reduction="none").double().numpy()
+            target = torch.as_tensor(np.resize(c, len(raw)), dtype=torch.long)
+            return torch.nn.functional.cross_entropy(raw, target, reduction="none").double().numpy()
         standard = (c - c.mean()) / (c.std() or 1.0)
-        return (raw[:, 0].double().numpy() - standard) ** 2
+        return (raw[:, 0].double().numpy() - np.resize(standard, len(raw))) ** 2
 
-    base = row_losses(X)
+    with torch.no_grad():
+        base = row_losses(aux_raw(X))
     rng = np.random.default_rng(seed)
     mask = np.zeros(X.shape[1], dtype=bool)
     table = []
-    permuted = X.clone()                                  # one working copy: each group permuted, then restored
-    for idx in groups:
-        idx = np.asarray(idx, dtype=np.int64)
-        cols = torch.as_tensor(idx)
-        permuted[:, cols] = X[:, cols][torch.as_tensor(rng.permutation(len(X)))]
-        diff = row_losses(permuted) - base
-        permuted[:, cols] = X[:, cols]
+    for idx, permuted_losses in _permuted_losses(aux_raw, X, groups, rng, row_losses):
+        diff = permuted_losses - base
         se = diff.std(ddof=1) / np.sqrt(len(diff))
         score = float(diff.mean() / se) if se > 0 else (float("inf") if diff.mean() > 0 else 0.0)
         informative = score > z

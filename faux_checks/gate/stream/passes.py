@@ -44,6 +44,7 @@ from ...method.auxiliary import AuxiliaryModel
 from ..policy_schema import INTERSECTION_SEPARATOR, Policy
 from .columns import StreamAttribute
 from .plan import ScoringPlan, prepare_scoring
+from .prefetch import prefetch_fit_imports
 from .sample import SamplePart, count_protected, row_keys
 from .score import ScoresWriter, StreamCounts, score_chunk
 from .source import DataSource, encode_chunk, read_chunks
@@ -94,6 +95,7 @@ def key_pass(source: DataSource, attributes: Sequence[StreamAttribute], *, chunk
     dict
         Attribute name -> SamplePart (counts, levels, bottom-k keys; no features), in input order.
     """
+    prefetch_fit_imports()                                 # the fit after this pass imports them; loaded meanwhile
     first = attributes[0].policy
     parts = {a.name: SamplePart(k=first.aux.max_train_rows) for a in attributes}
     for start, frame in read_chunks(source, _protected_columns(attributes), chunk_rows=chunk_rows,
@@ -131,6 +133,7 @@ def sample_pass(source: DataSource, attributes: Sequence[StreamAttribute], *, fe
         Missing columns, or a feature value the spec cannot encode in a sampled row (the message
         names the rows of the chunk).
     """
+    prefetch_fit_imports()                                 # the fit after this pass imports them; loaded meanwhile
     first = attributes[0].policy
     parts = {a.name: SamplePart(k=first.aux.max_train_rows) for a in attributes}
     pending: dict[str, list[tuple]] = {a.name: [] for a in attributes}

@@ -299,9 +299,10 @@ def _sample_aux(aux_model, policy: Policy, codec: ProtectedCodec, protected: Pro
         hold, (y_hold, score_hold) = aux.holdout_rows_, aux.holdout_
     else:
         aux = given_aux(aux_model, policy, protected, X_aux.shape[1])
-        quality, metric, _ = quality_on(aux, X_aux, values, protected)
+        score_hold = holdout_scores(aux, X_aux)                      # one forward: the quality and its interval read it
+        quality, metric, _ = quality_on(aux, X_aux, values, protected, score=score_hold)
         metric = metric.replace("on the audit rows", "on the training sample")
-        hold, y_hold, score_hold = np.arange(len(X_aux)), values, holdout_scores(aux, X_aux)
+        hold, y_hold = np.arange(len(X_aux)), values
     return aux, quality, metric, (hold, y_hold, score_hold)
 
 
