@@ -3,8 +3,8 @@
 Each run draws the zip-code-like family (:mod:`faux_checks.groundtruth.zipcode`) on bundled UCI Adult rows
 (``age``, ``education-num``, ``hours-per-week``), the level generated under the inverse-CDF or the Gumbel-max
 coupling, trains an MLP target, audits ``n`` rows with the shipped default policy (``protected = "c"``) through
-:func:`faux_checks.check_one_attribute`, and prints the truth (share of people whose exact counterfactual change exceeds
-δ = 0.1), the flagged fraction under each coupling the gate reads (rule ``level_coupling``), the Fréchet bounds
+:func:`faux_checks.gate.one_attribute.check_one_attribute`, and prints the truth (share of people whose exact
+counterfactual change exceeds δ = 0.1), the flagged fraction under each coupling the gate reads (rule ``level_coupling``), the Fréchet bounds
 over every coupling, and the decision.
 
 Targets: ``fair``: an MLP of the real block only, trained on the real income label (truth 0); ``unfair``: an MLP of
@@ -86,7 +86,8 @@ def coupling_record(result) -> dict:
 
 def run(generator: str, target: str, n: int, seed: int, redlining: float | None = None) -> dict:
     """One cell: data, target, truth, the gate's check; a JSON-ready row."""
-    from faux_checks import load_policy, check_one_attribute
+    from faux_checks import load_policy
+    from faux_checks.gate.one_attribute import check_one_attribute
 
     cell = build(generator, target, n, seed, redlining)
     policy = load_policy(None, protected="c").model_copy(update={"label": None})
