@@ -96,7 +96,8 @@ def read_gate_inputs(args) -> GateInputs:
         frame = gate_rows(frame, policy, audit_name=f"--data {args.data}")
     rows = _preflight_rows(frame, policy, data_name=f"--data {args.data}")
     check_policy_columns(rows, policy, data_name=str(args.data), policy_name=policy_name)
-    findings = inspect_data(rows, policy, name=str(args.data))
+    drawn = " (c: one draw from its probabilities)" if policy.protected_probabilities is not None else ""
+    findings = inspect_data(rows, policy, name=f"{args.data}{drawn}")
     check_data(findings, policy_name=policy_name)
     return GateInputs(policy, policy_name, frame, findings, rows)
 

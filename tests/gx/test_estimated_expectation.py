@@ -127,3 +127,11 @@ def test_probabilities_that_do_not_sum_to_1_are_undecided_naming_the_rows(files)
     outcome = E.validate_frame(batch, E.build_suite(_policy(), model_path=files["fair"]))
     assert outcome.decision == "undecided"
     assert any("5 of 400 rows" in r and "do not sum to 1" in r for r in outcome.reasons)
+
+
+def test_unfair_model_fails_on_blunt_probabilities_too(files):
+    outcome = E.validate_frame(_batch(0.8), E.build_suite(_policy(), model_path=files["unfair"]))
+    assert outcome.decision == "failed"                   # blunt probabilities under-read: a fail still stands
+    rules = {r["rule"]: r["status"] for r in outcome.check["rules"]}
+    assert rules["protected_probabilities"] == "not met" and rules["max_flagged_fraction"] == "exceeded"
+    assert outcome.check["interval"]["lower"] > 0.1
