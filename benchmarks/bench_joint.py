@@ -12,7 +12,7 @@ label). The rule is in ``benchmarks/benchmark_notes.md`` ("Joint-only proxies");
 Usage::
 
     python benchmarks/bench_joint.py --n 2000,5000 --seeds 0,1,2 --out benchmarks/runs/joint.json
-    python benchmarks/bench_joint.py --table benchmarks/runs/joint.json
+    python benchmarks/bench_joint.py --table benchmarks/runs/joint.json [--compare benchmarks/runs/joint_linear_move.json]
 
 Every line printed: construction, target, n, seed, truth (share of IFS > 0.1), flagged [interval], calibrated (the
 truth within the interval widened by 2 points), decision, the columns released from the hold, the rules not ok.
@@ -126,19 +126,22 @@ def right(row: dict) -> bool:
     return verdict is None or row["decision"] == verdict
 
 
-def table(rows: list[dict]) -> str:
-    """Markdown: one line per construction, target and n; the seeds side by side."""
-    out = ["| construction | target | n | truth (per seed) | flagged [interval] (per seed) | calibrated ±2 pts | "
-           "decisions | right |", "|---|---|---:|---|---|---:|---|---:|"]
-    keys = sorted({(r["construction"], r["target"], r["n"]) for r in rows},
-                  key=lambda k: (CONSTRUCTIONS.index(k[0]), TARGETS.index(k[1]), k[2]))
-    for construction, target, n in keys:
-        rs = sorted((r for r in rows if (r["construction"], r["target"], r["n"]) == (construction, target, n)),
-                    key=lambda r: r["seed"])
-        out.append(f"| {construction} | {target} | {n:,} | {', '.join(format(r['true_share'], '.1%') for r in rs)} | "
-                   + ", ".join(f"{r['flagged']:.1%} [{r['lower']:.1%}, {r['upper']:.1%}]" for r in rs)
-                   + f" | {sum(r['calibrated'] for r in rs)}/{len(rs)} | {', '.join(r['decision'] for r in rs)} | "
-                   f"{sum(right(r) for r in rs)}/{len(rs)} |")
+def table(rows: list[dict], compare: list[dict] | None = None) -> str:
+    """Markdown: one line per construction, target, seed and n; with ``compare`` (another run file of the same
+    cells), its flagged fraction beside."""
+    other = {(r["construction"], r["target"], r["n"], r["seed"]): r for r in compare or ()}
+    extra = " | flagged, compared run" if compare else ""
+    out = [f"| construction | target | seed | n | truth | flagged [interval]{extra} | calibrated ±2 pts | decision | right |",
+           "|---|---|---:|---:|---:|---|" + ("---:|" if compare else "") + "---|---|---|"]
+    keys = sorted({(r["construction"], r["target"], r["seed"], r["n"]) for r in rows},
+                  key=lambda k: (CONSTRUCTIONS.index(k[0]), TARGETS.index(k[1]), k[2], k[3]))
+    for construction, target, seed, n in keys:
+        (r,) = [r for r in rows if (r["construction"], r["target"], r["seed"], r["n"]) == (construction, target, seed, n)]
+        was = other.get((construction, target, n, seed))
+        shown = (f" | {was['flagged']:.1%}" if was else " | –") if compare else ""
+        out.append(f"| {construction} | {target} | {seed} | {n:,} | {r['true_share']:.1%} | "
+                   f"{r['flagged']:.1%} [{r['lower']:.1%}, {r['upper']:.1%}]{shown} | "
+                   f"{'yes' if r['calibrated'] else 'no'} | {r['decision']} | {'yes' if right(r) else 'NO'} |")
     return "\n".join(out)
 
 
@@ -149,10 +152,11 @@ def main(argv=None) -> int:
     ap.add_argument("--constructions", default=",".join(CONSTRUCTIONS))
     ap.add_argument("--targets", default=",".join(TARGETS))
     ap.add_argument("--aux-seeds", type=int, default=None, help="aux seeds per check (default: the policy's)")
+    ap.add_argument("--compare", type=Path, default=None, help="with --table: another run file's flagged fraction beside")
     add_run_file_arguments(ap, data_dir=False)
     args = ap.parse_args(argv)
     if args.table:
-        print(table(read_runs(args.table)))
+        print(table(read_runs(args.table), read_runs(args.compare) if args.compare else None))
         return 0
     import torch
 

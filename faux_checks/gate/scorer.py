@@ -19,6 +19,7 @@ from ..kinds import protected_kind
 from ..method.auxiliary import AuxiliaryModel
 from ..method.counterfactual import SwapSettings
 from ..method.faux import FAuxTester
+from ..method.joint_move import with_joint_move
 from ..method.output import TargetOutput
 from ..method.swap import SwapReference
 from .aux_cache import fitted_reference
@@ -134,6 +135,7 @@ def _fit_reference(tester: FAuxTester, layout, faux, reference_rows: np.ndarray,
         tester.held_fixed_ = np.asarray(held, dtype=bool).copy()
         tester.informativeness_, tester.independence_ = list(informativeness), list(independence)
         tester.joint_hold_ = joint                     # the held block's joint test, on every audited row
+        tester.reference = with_joint_move(tester.reference, joint, reference_rows[:, layout.keep], reference_values)
         return tester
     holdout = None
     if faux.hold_uninformative and holdout_rows is not None and len(holdout_rows) >= 2:

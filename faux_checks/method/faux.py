@@ -270,7 +270,7 @@ class FAuxTester:
                 categorical[np.asarray(g)] = True
             matched = ~held & ~categorical
         reference = with_joint_move(fit_swap_reference(raw, X, c_ref, kind=self.aux_model.kind, admissible=held, metric=metric,
-                                    continuous_matching=continuous_matching, matched=matched), self.joint_hold_, X, c_ref, held, matched)
+                                    continuous_matching=continuous_matching, matched=matched), self.joint_hold_, X, c_ref)
         if self.swap.categorical == "coupled" or metric == "matched":
             reference = dataclasses.replace(reference, levels=fit_level_models(
                 X, c_ref, self.swap.categorical_groups, admissible=reference.admissible,

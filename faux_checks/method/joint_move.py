@@ -185,14 +185,19 @@ def joint_released(summary, held, matched, kind) -> tuple[list[int], list[int]] 
     return (sorted(columns), sorted(context)) if columns else None
 
 
-def with_joint_move(reference, summary, X_ref: np.ndarray, c_ref, held, matched):
+def with_joint_move(reference, summary, X_ref: np.ndarray, c_ref):
     """``reference`` (a :class:`~faux_checks.method.swap.SwapReference`) with its matching's ``joint`` fitted where the
     joint test released matched features with held partners (:func:`joint_released`); otherwise ``reference`` itself.
 
-    ``X_ref`` (n, d) and ``c_ref`` (n,): the reference rows the matching was fitted on; ``held``, ``matched``: (d,)
-    bool. Raises what :func:`fit_joint_conditional` raises.
+    ``X_ref`` (n, d) and ``c_ref`` (n,): the reference rows the matching was fitted on; what the move holds is the
+    reference's ``admissible``, what it matches its matching's ``positions``. Raises what :func:`fit_joint_conditional`
+    raises.
     """
-    joint = joint_released(summary, held, matched, reference.kind)
-    if joint is None or reference.matching is None:
+    if reference.matching is None:
+        return reference
+    matched: np.ndarray = np.zeros(len(reference.admissible), dtype=bool)
+    matched[reference.matching.positions] = True
+    joint = joint_released(summary, reference.admissible, matched, reference.kind)
+    if joint is None:
         return reference
     return replace(reference, matching=replace(reference.matching, joint=fit_joint_conditional(X_ref, c_ref, *joint)))
