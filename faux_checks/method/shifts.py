@@ -277,7 +277,8 @@ class RankPairTables:
         packed = torch.as_tensor(np.stack([V[..., 0], V[..., 1], S[..., 0], S[..., 1]], axis=2).ravel(),
                                  dtype=torch.float64, device=device)          # per knot (v_p, v_p+1, s_p, s_p+1)
         self.packed = [packed[o:] for o in range(4)]
-        self.start = torch.as_tensor((starts + base).ravel(), dtype=torch.int64, device=device)
+        index = torch.int32 if 4 * K.size < 2 ** 31 else torch.int64                # j and 4·j (the packed index)
+        self.start = torch.as_tensor((starts + base).ravel(), dtype=index, device=device)
         self.lo = t64(lo, device)
         self.inv_width = t64(np.where(widths > 0, 1.0 / np.where(widths > 0, widths, 1.0), 0.0), device)
 
