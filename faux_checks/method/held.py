@@ -92,12 +92,12 @@ def independent_features(X_ref, c_ref, *, kind: Kind, groups, alpha: float = IND
     c_bins = _bins(c.astype(np.float64), INDEPENDENCE_BINS) if kind == "continuous" else c.astype(np.int64)
     mask = np.zeros(X.shape[1], dtype=bool)
     table = []
+    _, ci = np.unique(c_bins, return_inverse=True)                 # c's bins: the same for every group
     for idx in groups:
         idx = np.asarray(idx, dtype=np.int64)
         block = X[:, idx]
         level = block.argmax(axis=1) if len(idx) > 1 else _bins(block[:, 0], INDEPENDENCE_BINS)
         _, li = np.unique(level, return_inverse=True)
-        _, ci = np.unique(c_bins, return_inverse=True)
         counts = np.zeros((li.max() + 1, ci.max() + 1))
         np.add.at(counts, (li, ci), 1.0)
         counts = counts[counts.sum(axis=1) > 0][:, counts.sum(axis=0) > 0]

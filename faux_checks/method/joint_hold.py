@@ -219,13 +219,15 @@ def _release_costs(test: dict, c: np.ndarray, kind: str, offset: int, held_group
     both, fold, base_losses = test["_both"], test["_fold"], test["_losses"]
     m = int(c.max()) + 1 if protected_kind(kind).grouped else 0
     costs = np.zeros(len(held_groups))
+    parts = [(np.flatnonzero(fold == k), model) for k, model in enumerate(test["_models"])]
+    blocks = [both[rows] for rows, _ in parts]                 # one working copy per fold: a group permuted, restored
     for j, cols in enumerate(held_groups):
         pred = np.zeros(len(c)) if kind == "continuous" else np.zeros((len(c), m))
-        for k, model in enumerate(test["_models"]):
-            rows = np.flatnonzero(fold == k)
-            X = both[rows].copy()
-            X[:, offset + cols] = X[rng.permutation(len(rows))][:, offset + cols]
+        at = offset + np.asarray(cols)
+        for (rows, model), X in zip(parts, blocks, strict=True):
+            X[:, at] = X[rng.permutation(len(rows))[:, None], at]
             pred[rows] = _predict(model, X, kind, m)
+            X[:, at] = both[rows[:, None], at]
         costs[j] = float((_row_losses(pred, c, kind, test["_sd"]) - base_losses).mean())
     return costs
 
