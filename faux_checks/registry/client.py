@@ -282,5 +282,44 @@ class RegistryClient:
         )
 
     def _set_version_tags(self, name: str, version: Any, tags: Mapping[str, str]) -> None:
-        for key, value in tags.items():
-            with_retry(self.client.set_model_version_tag, name, str(version), key, value)
+        """Write ``tags`` on a version: in one transaction on an SQL store (sqlite, PostgreSQL), all or none;
+        otherwise (an MLflow server) one call per tag in dict order, so the last key (the decision) lands last.
+
+        MLflow's client has no call that sets several version tags; one call per tag costs a registered-model read
+        and a commit each (~35 tags per decision: 2-4 s on a loaded 2-core machine, against one commit here).
+        """
+        store = _sql_registry_store(self.client)
+        if store is None:
+            for key, value in tags.items():
+                with_retry(self.client.set_model_version_tag, name, str(version), key, value)
+        elif tags:
+            with_retry(_write_version_tags, store, name, str(version), tags)
+
+
+def _sql_registry_store(client: Any):
+    """The SQLAlchemy model-registry store behind an ``MlflowClient``, or None (a server, another client)."""
+    import mlflow
+    from mlflow.store.model_registry.sqlalchemy_store import SqlAlchemyStore
+
+    if not isinstance(client, mlflow.MlflowClient):
+        return None
+    store = client._get_registry_client().store
+    return store if isinstance(store, SqlAlchemyStore) else None
+
+
+def _write_version_tags(store: Any, name: str, version: str, tags: Mapping[str, str]) -> None:
+    """Every tag of ``tags`` on version ``version`` of ``name`` in one transaction of an SQLAlchemy store, checked
+    as ``MlflowClient.set_model_version_tag`` checks each (key, value, the version existing) before anything is
+    written."""
+    from mlflow.entities.model_registry import ModelVersionTag
+    from mlflow.store.model_registry.dbmodels.models import SqlModelVersionTag
+    from mlflow.utils.validation import _validate_model_version_tag
+
+    rows = [ModelVersionTag(str(key), str(value)) for key, value in tags.items()]
+    for row in rows:
+        _validate_model_version_tag(row.key, row.value)
+    with store.ManagedSessionMaker(read_only=False) as session:
+        found = store._get_sql_model_version(session, name, version)
+        for row in rows:
+            session.merge(SqlModelVersionTag(workspace=found.workspace, name=name, version=found.version,
+                                             key=row.key, value=row.value))
