@@ -255,7 +255,7 @@ def _matched_inputs(x: torch.Tensor, c, *, reference: SwapReference, settings: S
         target = np.full(len(x), int(t), dtype=np.int64) if continuous else other
         values = matching.values_t(x_aux, reference.admissible, a_np, other, c_values, t)   # (b, d_m) float64
         if every:
-            moved = torch.empty_like(x_aux).copy_(values)                       # float32, rows contiguous
+            moved = values.float()                                              # float32, values' layout
         else:
             moved = x_aux.clone()
             moved[:, positions] = values.float()
@@ -270,7 +270,7 @@ def _matched_inputs(x: torch.Tensor, c, *, reference: SwapReference, settings: S
                     block = np.eye(p.shape[1])[p.argmax(axis=1)]
                 moved[:, torch.as_tensor(lm.positions, device=x.device)] = torch.as_tensor(block, dtype=torch.float32,
                                                                                           device=x.device)
-        undefined = ~torch.isfinite(values).all(dim=1)
+        undefined = ~torch.isfinite(values.sum(dim=1))                          # a NaN or inf makes the sum one
         undefined = undefined if on_device else host(undefined)
         if keep.all():
             x1 = moved

@@ -83,7 +83,7 @@ class FeatureMatching(DeviceCached):
         if self.continuous:
             return self._continuous_t(x.double(), x_t, held, c_values, sign)
         a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
-        pairs, tables = self._on_device(dev, "pairs", lambda: self._pair_tables(dev))
+        pairs, tables = self.pair_tables(dev)
         code = pairs[a, b]                                                     # (n,) pair index per row
         pair = torch.as_tensor(code.astype(np.int32), device=dev)
         if not held.any():
@@ -99,8 +99,12 @@ class FeatureMatching(DeviceCached):
         fits = fits.double().view(len(x_t), d_m, 2)                            # (n, d_m, from/to)
         return tables(x.double() - fits[:, :, 0], pair).add(fits[:, :, 1])
 
-    def _pair_tables(self, dev):
-        """(pair index (m, m) ndarray, BucketTables of table p·d_m + k over each feature's range)."""
+    def pair_tables(self, dev) -> tuple[np.ndarray, BucketTables]:
+        """(pair index (m, m) ndarray, BucketTables of table p·d_m + k over each feature's range), built once per
+        device."""
+        return self._on_device(dev, "pairs", lambda: self._build_pair_tables(dev))
+
+    def _build_pair_tables(self, dev) -> tuple[np.ndarray, BucketTables]:
         keys = sorted(self.shifts)
         m = max(max(k) for k in keys) + 1
         pairs = np.full((m, m), -1, dtype=np.int64)
