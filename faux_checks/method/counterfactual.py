@@ -250,10 +250,13 @@ def _matched_inputs(x: torch.Tensor, c, *, reference: SwapReference, settings: S
     if continuous and c_values is None:
         raise InputError("the matched move of a continuous protected attribute needs each individual's value")
     out = []
-    for t in targets:
+    every_other = None if continuous else matching.values_t(              # (targets, b, d_m) float64, one lookup
+        x_aux, reference.admissible, a_np, np.stack([(a_np + int(t)) % reference.n_groups for t in targets]))
+    for i, t in enumerate(targets):
         other: Any = None if continuous else (a_np + int(t)) % reference.n_groups
         target = np.full(len(x), int(t), dtype=np.int64) if continuous else other
-        values = matching.values_t(x_aux, reference.admissible, a_np, other, c_values, t)   # (b, d_m) float64
+        values = (matching.values_t(x_aux, reference.admissible, a_np, other, c_values, t) if every_other is None
+                  else every_other[i])                                          # (b, d_m) float64
         if every:
             moved = values.float()                                              # float32, values' layout
         else:

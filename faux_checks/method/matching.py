@@ -64,6 +64,7 @@ class FeatureMatching(DeviceCached):
     def values_t(self, x_t: torch.Tensor, held: np.ndarray, a=None, b=None, c_values=None,
                  sign: float = 1.0) -> torch.Tensor:
         """:meth:`values` on x_t's device, without a transfer to the host: (n, d_aux) float32 -> (n, d_m) float64.
+        Groups b of shape (k, n) (k other groups per row, one bucket lookup for all): (k, n, d_m).
 
         Group pairs: each (pair, feature) is one piecewise-linear table (:meth:`~faux_checks.method.shifts.GroupShift.composite`,
         the group intercepts folded in), every row reads its pair's tables in one search
@@ -84,10 +85,12 @@ class FeatureMatching(DeviceCached):
             return self._continuous_t(x.double(), x_t, held, c_values, sign)
         a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
         pairs, tables = self.pair_tables(dev)
-        code = pairs[a, b]                                                     # (n,) pair index per row
-        pair = torch.as_tensor(code.astype(np.int32), device=dev)
+        code = pairs[a, b]                                                     # (n,) or (k, n) pair index per row
         if not held.any():
-            return tables(x, pair)
+            return tables(x, torch.as_tensor(code.astype(np.int32), device=dev))
+        if b.ndim == 2:
+            return torch.stack([self.values_t(x_t, held, a, other) for other in b])
+        pair = torch.as_tensor(code.astype(np.int32), device=dev)
         used = tuple(np.unique(code).tolist())
         fits = torch.stack([x_t @ self._on_device(dev, ("slopes", p, held.tobytes()), lambda p=p: torch.from_numpy(
             self._held_slopes(p, held, x_t.shape[1])).to(dev)) for p in used], dim=1)   # (n, pairs used, 2 d_m)

@@ -323,17 +323,20 @@ class BucketTables:
         return self._grids[dtype][2]
 
     def __call__(self, y: torch.Tensor, pair: torch.Tensor) -> torch.Tensor:
-        """The tables at y (b, F), float32 or float64; pair (b,) int32, each row's pair p. Returns (b, F) float64
-        (the transpose of a contiguous (F, b) block)."""
+        """The tables at y (b, F), float32 or float64; pair (b,) int32, each row's pair p, or (k, b): k readings of
+        the same y at once (the grid position found once). Returns (b, F) float64, or (k, b, F) (the transpose of a
+        contiguous (k, F, b) block)."""
         steps, lo, inv, zero, last, first, per_pair, start, keys = self._searcher(y.dtype)
         F, b = self.n_cols, y.shape[0]
+        k = 1 if pair.ndim == 1 else pair.shape[0]
         yt = y.t().contiguous()                                                      # (F, b): column by column
-        bucket = (yt - lo).mul_(inv).clamp_(zero, last).int().add_(pair.view(1, b), alpha=per_pair).add_(first)
+        local = (yt - lo).mul_(inv).clamp_(zero, last).int().add_(first)
+        bucket = torch.add(local, pair.view(k, 1, b), alpha=per_pair)               # (k, F, b)
         j = start.index_select(0, bucket.view(-1))
-        flat = yt.view(-1)
+        flat = (yt if k == 1 else yt.expand(k, F, b)).reshape(-1)
         step = torch.empty_like(j)
         for s in (2 ** i for i in reversed(range(steps))):                           # the last knot <= y
             j.add_(torch.ge(flat, keys.index_select(0, j + s), out=step), alpha=s)
         out = self.values.index_select(0, j).addcmul_(flat.double() - self.knots.index_select(0, j),
                                                       self.slopes.index_select(0, j))
-        return out.view(F, b).t()
+        return out.view(F, b).t() if pair.ndim == 1 else out.view(k, F, b).transpose(1, 2)
