@@ -11,7 +11,7 @@ reads the target's prediction there; the maths it calls are the pure functions o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Sequence
+from typing import Any, Literal, Sequence, cast
 
 import numpy as np
 import torch
@@ -251,13 +251,15 @@ def _matched_inputs(x: torch.Tensor, c, *, reference: SwapReference, settings: S
         raise InputError("the matched move of a continuous protected attribute needs each individual's value")
     out = []
     both = matching.continuous_values(x_aux, reference.admissible, c_values, targets) if continuous else None
-    for k, t in enumerate(targets):
+    every_other = None if continuous else matching.values_t(              # (targets, b, d_m) float64, one lookup
+        x_aux, reference.admissible, a_np, np.stack([(a_np + int(t)) % reference.n_groups for t in targets]))
+    for i, t in enumerate(targets):
         other: Any = None if continuous else (a_np + int(t)) % reference.n_groups
         target = np.full(len(x), int(t), dtype=np.int64) if continuous else other
-        values = (torch.as_tensor(both[k], device=x.device) if both is not None      # (b, d_m) float64
-                  else matching.values_t(x_aux, reference.admissible, a_np, other, c_values, t))
+        values = (torch.as_tensor(both[i], device=x.device) if both is not None                # (b, d_m) float64
+                  else cast(torch.Tensor, every_other)[i])
         if every:
-            moved = torch.empty_like(x_aux).copy_(values)                       # float32, rows contiguous
+            moved = values.float()                                              # float32, values' layout
         else:
             moved = x_aux.clone()
             moved[:, positions] = values.float()
@@ -272,7 +274,7 @@ def _matched_inputs(x: torch.Tensor, c, *, reference: SwapReference, settings: S
                     block = np.eye(p.shape[1])[p.argmax(axis=1)]
                 moved[:, torch.as_tensor(lm.positions, device=x.device)] = torch.as_tensor(block, dtype=torch.float32,
                                                                                           device=x.device)
-        undefined = ~torch.isfinite(values).all(dim=1)
+        undefined = ~torch.isfinite(values.sum(dim=1))                          # a NaN or inf makes the sum one
         undefined = undefined if on_device else host(undefined)
         if keep.all():
             x1 = moved

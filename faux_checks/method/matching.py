@@ -86,6 +86,7 @@ class FeatureMatching(DeviceCached):
     def values_t(self, x_t: torch.Tensor, held: np.ndarray, a=None, b=None, c_values=None,
                  sign: float = 1.0) -> torch.Tensor:
         """:meth:`values` on x_t's device, without a transfer to the host: (n, d_aux) float32 -> (n, d_m) float64.
+        Groups b of shape (k, n) (k other groups per row, one bucket lookup for all): (k, n, d_m).
 
         The marginal move (:meth:`_marginal_t`); a column released as carrying c jointly with held partners
         (``joint``) is then replaced by its joint move (:class:`~faux_checks.method.joint_move.JointConditional`,
@@ -94,7 +95,11 @@ class FeatureMatching(DeviceCached):
         out = self._marginal_t(x_t, held, a, b, c_values, sign)
         if self.joint is not None and a is not None:
             local = torch.as_tensor(np.searchsorted(self.positions, self.joint.columns), device=out.device)
-            out[:, local] = torch.as_tensor(self.joint.values(host(x_t), a, b), dtype=out.dtype, device=out.device)
+            rows = host(x_t)
+            others = np.asarray(b)
+            for block, other in ((out, others),) if others.ndim == 1 else zip(out, others, strict=True):
+                block[:, local] = torch.as_tensor(self.joint.values(rows, a, other), dtype=out.dtype,
+                                                  device=out.device)
         return out
 
     def _marginal_t(self, x_t: torch.Tensor, held: np.ndarray, a=None, b=None, c_values=None,
@@ -114,16 +119,18 @@ class FeatureMatching(DeviceCached):
         x = x_t if every else x_t[:, self._on_device(dev, "positions", lambda: torch.as_tensor(
             self.positions, device=dev))]                                      # (n, d_m) float32
         if not d_m:                                                            # every free feature is one-hot
-            return x.double()
+            return x.double() if np.ndim(b) < 2 else x.double().expand(len(b), *x.shape)
         held = np.asarray(held, dtype=bool)
         if self.continuous:
             return self._continuous_t(x.double(), x_t, held, c_values, (sign,))[0]
         a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
-        pairs, tables = self._on_device(dev, "pairs", lambda: self._pair_tables(dev))
-        code = pairs[a, b]                                                     # (n,) pair index per row
-        pair = torch.as_tensor(code.astype(np.int32), device=dev)
+        pairs, tables = self.pair_tables(dev)
+        code = pairs[a, b]                                                     # (n,) or (k, n) pair index per row
         if not held.any():
-            return tables(x, pair)
+            return tables(x, torch.as_tensor(code.astype(np.int32), device=dev))
+        if b.ndim == 2:
+            return torch.stack([self._marginal_t(x_t, held, a, other) for other in b])
+        pair = torch.as_tensor(code.astype(np.int32), device=dev)
         used = tuple(np.unique(code).tolist())
         fits = torch.stack([x_t @ self._on_device(dev, ("slopes", p, held.tobytes()), lambda p=p: torch.from_numpy(
             self._held_slopes(p, held, x_t.shape[1])).to(dev)) for p in used], dim=1)   # (n, pairs used, 2 d_m)
@@ -135,8 +142,12 @@ class FeatureMatching(DeviceCached):
         fits = fits.double().view(len(x_t), d_m, 2)                            # (n, d_m, from/to)
         return tables(x.double() - fits[:, :, 0], pair).add(fits[:, :, 1])
 
-    def _pair_tables(self, dev):
-        """(pair index (m, m) ndarray, BucketTables of table p·d_m + k over each feature's range)."""
+    def pair_tables(self, dev) -> tuple[np.ndarray, BucketTables]:
+        """(pair index (m, m) ndarray, BucketTables of table p·d_m + k over each feature's range), built once per
+        device."""
+        return self._on_device(dev, "pairs", lambda: self._build_pair_tables(dev))
+
+    def _build_pair_tables(self, dev) -> tuple[np.ndarray, BucketTables]:
         keys = sorted(self.shifts)
         m = max(max(k) for k in keys) + 1
         pairs = np.full((m, m), -1, dtype=np.int64)

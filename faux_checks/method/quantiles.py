@@ -195,8 +195,8 @@ def interp_uniform_rows(r: torch.Tensor, quantiles: torch.Tensor, row: torch.Ten
 
 
 #: Bucket counts :class:`BucketTables` tries per column's grid, smallest first: the first whose buckets each hold
-#: at most one knot of every table (one search step), else the last.
-BUCKET_COUNTS = (2048, 4096, 8192, 16384)
+#: at most one knot of the column's tables (one search step), else the last.
+BUCKET_COUNTS = (2048, 4096, 8192, 16384, 32768, 65536)
 
 
 def round_up_float32(a: np.ndarray) -> np.ndarray:
@@ -231,8 +231,8 @@ class BucketTables:
     knots when the tables are built, so it is non-decreasing in y: the last knot ≤ y is the last knot of an earlier
     bucket (the bucket's start) or one of the bucket's own knots, found by ⌈log₂(1 + most knots in a bucket)⌉ fixed
     steps. A float32 y is searched among the knots rounded up to float32 (:func:`round_up_float32`: the same
-    comparisons), so it needs no float64 copy for the search. B: the first of :data:`BUCKET_COUNTS` with at most one
-    knot per bucket. The block is read column by column (transposed), so that each column's few tables stay in
+    comparisons), so it needs no float64 copy for the search. Each column's bucket count: the first of
+    :data:`BUCKET_COUNTS` with at most one knot of its tables per bucket. The block is read column by column (transposed), so that each column's few tables stay in
     cache. Non-finite values are not supported (the chunk's rows are checked finite).
     """
 
@@ -259,64 +259,84 @@ class BucketTables:
         self._grids = grids
         
 
-    def _bucket_grid(self, dtype, nb: int) -> tuple[np.ndarray, np.ndarray]:
-        """(lo (F, 1), inv_width (F, 1)) of nb buckets per column, in dtype's numpy type."""
+    def _bucket_grid(self, dtype, nb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(lo, inv_width, last bucket), each (F, 1), of nb (F,) buckets per column, in dtype's numpy type."""
         lo, hi = self._ranges[:, 0], self._ranges[:, 1]
         span = hi - lo
         inv = np.where(span > 0, nb / np.where(span > 0, span, 1.0), 0.0)
         np_type = np.float32 if dtype == torch.float32 else np.float64
-        return lo.astype(np_type)[:, None], inv.astype(np_type)[:, None]
+        return lo.astype(np_type)[:, None], inv.astype(np_type)[:, None], (nb - 1).astype(np_type)[:, None]
 
-    def _counts(self, dtype, nb: int) -> np.ndarray:
-        """(P·F, nb): each table's knots per bucket of its column's grid (knots in dtype: float32 rounded up).
+    def _buckets(self, dtype, nb: np.ndarray) -> list[np.ndarray]:
+        """Per table p·F + f, the bucket (int32, non-decreasing) of each knot in column f's grid of nb[f] buckets (knots
+        in dtype: float32 rounded up).
 
-        Counted with numpy's operations of :meth:`__call__`'s bucket formula, in the same dtype: IEEE subtraction,
-        multiplication, clamp and truncation round alike in numpy and in torch on every device.
+        numpy's operations of :meth:`__call__`'s bucket formula, in the same dtype: IEEE subtraction, multiplication,
+        clamp and truncation round alike in numpy and in torch on every device.
         """
-        lo, inv = self._bucket_grid(dtype, nb)
-        counts: np.ndarray = np.zeros((self.n_tables, nb), dtype=np.int64)
+        lo, inv, last = self._bucket_grid(dtype, nb)
+        out = []
         for t, k in enumerate(self._knots):
             f = t % self.n_cols
             y = round_up_float32(k) if dtype == torch.float32 else k
-            bucket = np.clip((y - lo[f]) * inv[f], 0, nb - 1).astype(np.int32)
-            counts[t] = np.bincount(bucket, minlength=nb)
-        return counts
+            out.append(np.minimum(np.maximum((y - lo[f]) * inv[f], 0), last[f]).astype(np.int32))
+        return out
 
-    def _grid(self, dtype) -> tuple[int, np.ndarray, int]:
-        """(bucket count, knots per bucket (P·F, nb), search steps) for values in dtype."""
-        for nb in BUCKET_COUNTS:
-            counts = self._counts(dtype, nb)
-            if counts.max() <= 1:
-                break
-        return nb, counts, int(np.ceil(np.log2(counts.max() + 1)))
+    def _grid(self, dtype) -> tuple[np.ndarray, list[np.ndarray], int]:
+        """(bucket count per column (F,), knots per bucket of each table, search steps) for values in dtype.
+
+        The steps: those the finest grid of :data:`BUCKET_COUNTS` needs (⌈log₂(1 + most knots in a bucket)⌉); each
+        column's bucket count: the smallest that needs no more (finer grids cost memory and cache).
+        """
+        most = {}                                                            # nb -> (F,) most knots in a bucket
+        for count in BUCKET_COUNTS:
+            runs = [np.diff(np.flatnonzero(np.diff(b, prepend=-1, append=count)), prepend=0).max()
+                    for b in self._buckets(dtype, np.full(self.n_cols, count))]
+            most[count] = np.asarray(runs).reshape(-1, self.n_cols).max(axis=0)
+        steps = int(np.ceil(np.log2(most[BUCKET_COUNTS[-1]].max() + 1)))
+        fits = np.stack([most[count] <= 2 ** steps - 1 for count in BUCKET_COUNTS])          # (levels, F)
+        nb = np.asarray(BUCKET_COUNTS)[fits.argmax(axis=0)]
+        counts = [np.bincount(b, minlength=int(nb[t % self.n_cols])) for t, b in enumerate(self._buckets(dtype, nb))]
+        return nb, counts, steps
 
     def _searcher(self, dtype):
-        """Per dtype, built once: bucket count, search steps, bucket grid (lo, inv_width (F, 1)), each column's first
-        bucket and first col (F, 1) int32, each bucket's start col within its table (int16), the search keys."""
+        """Per dtype, built once: search steps, bucket grid (lo, inv_width, last bucket (F, 1)), each column's first
+        bucket in its pair's block (F, 1) int32, the buckets per pair, each bucket's start col (int32), the search keys.
+
+        Buckets are laid out pair by pair, column by column (column f of pair p from p·Σnb + Σ_{f' < f} nb[f'])."""
         if dtype not in self._search:
             nb, counts, steps = self._grids[dtype]
-            start = np.concatenate([np.zeros((self.n_tables, 1), np.int64), np.cumsum(counts, axis=1)[:, :-1]], axis=1)
-            start += (np.arange(self.n_tables) * self.width)[:, None]                # global cols
+            P = self.n_tables // self.n_cols
+            start = [np.concatenate([[0], np.cumsum(c)[:-1]]) + t * self.width for t, c in enumerate(counts)]
+            start = np.concatenate([start[p * self.n_cols + f] for p in range(P) for f in range(self.n_cols)])
             keys = round_up_float32(self._K.ravel()) if dtype == torch.float32 else self._K.ravel()
-            cols = np.arange(self.n_cols, dtype=np.int32)[:, None]
+            first = np.concatenate([[0], np.cumsum(nb)[:-1]]).astype(np.int32)[:, None]
             on = lambda a: torch.as_tensor(a, device=self.device)             # noqa: E731
-            self._search[dtype] = (nb, steps, *(on(g) for g in self._bucket_grid(dtype, nb)), on(cols * nb),
-                                   on(start.ravel().astype(np.int32)), on(keys))
+            lo, inv, last = (on(g) for g in self._bucket_grid(dtype, nb))
+            self._search[dtype] = (steps, lo, inv, torch.zeros_like(last), last, on(first), int(nb.sum()),
+                                   on(start.astype(np.int32)), on(keys))
         return self._search[dtype]
 
+    def search_steps(self, dtype) -> int:
+        """The fixed search steps after the bucket lookup for values in dtype (torch.float32 or torch.float64):
+        ⌈log₂(1 + most knots of a table in one bucket)⌉, 1 unless knots lie closer than the finest grid's bucket."""
+        return self._grids[dtype][2]
+
     def __call__(self, y: torch.Tensor, pair: torch.Tensor) -> torch.Tensor:
-        """The tables at y (b, F), float32 or float64; pair (b,) int32, each row's pair p. Returns (b, F) float64
-        (the transpose of a contiguous (F, b) block)."""
-        nb, steps, lo, inv, col_bucket, start, keys = self._searcher(y.dtype)
+        """The tables at y (b, F), float32 or float64; pair (b,) int32, each row's pair p, or (k, b): k readings of
+        the same y at once (the grid position found once). Returns (b, F) float64, or (k, b, F) (the transpose of a
+        contiguous (k, F, b) block)."""
+        steps, lo, inv, zero, last, first, per_pair, start, keys = self._searcher(y.dtype)
         F, b = self.n_cols, y.shape[0]
+        k = 1 if pair.ndim == 1 else pair.shape[0]
         yt = y.t().contiguous()                                                      # (F, b): column by column
-        p = pair.view(1, b)
-        bucket = (yt - lo).mul_(inv).clamp_(0, nb - 1).int().add_(p, alpha=F * nb).add_(col_bucket)
+        local = (yt - lo).mul_(inv).clamp_(zero, last).int().add_(first)
+        bucket = torch.add(local, pair.view(k, 1, b), alpha=per_pair)               # (k, F, b)
         j = start.index_select(0, bucket.view(-1))
-        flat = yt.view(-1)
+        flat = (yt if k == 1 else yt.expand(k, F, b)).reshape(-1)
         step = torch.empty_like(j)
         for s in (2 ** i for i in reversed(range(steps))):                           # the last knot <= y
             j.add_(torch.ge(flat, keys.index_select(0, j + s), out=step), alpha=s)
         out = self.values.index_select(0, j).addcmul_(flat.double() - self.knots.index_select(0, j),
                                                       self.slopes.index_select(0, j))
-        return out.view(F, b).t()
+        return out.view(F, b).t() if pair.ndim == 1 else out.view(k, F, b).transpose(1, 2)

@@ -80,3 +80,14 @@ def test_round_up_float32_keeps_every_comparison_with_a_float32():
     with np.errstate(over="ignore"):
         y = np.concatenate([k.astype(np.float32), np.nextafter(k.astype(np.float32), np.float32(-np.inf))])
     np.testing.assert_array_equal(k[None, :] <= y[:, None].astype(np.float64), up[None, :] <= y[:, None])
+
+
+def test_k_readings_of_one_block_equal_k_separate_readings():
+    rng = np.random.default_rng(9)
+    knots, values, ranges = _tables(rng, False)
+    tables = BucketTables(knots, values, ranges, torch.device("cpu"))
+    y = torch.as_tensor(rng.standard_normal((B, F)), dtype=torch.float32)
+    pairs = torch.as_tensor(rng.integers(0, P, (2, B)).astype(np.int32))
+    both = tables(y, pairs)
+    assert both.shape == (2, B, F)
+    assert torch.equal(both[0], tables(y, pairs[0])) and torch.equal(both[1], tables(y, pairs[1]))
