@@ -86,7 +86,7 @@ class _Target(torch.nn.Module):
         return (z + edu)[:, None]
 
 
-def _gate(construction, seed, unfair):
+def _gate(construction, seed, unfair, min_group_rows=None):
     adult = load_adult()
     rows = np.random.default_rng(seed).choice(len(adult), 3000, replace=False)
     data = make_joint_data(adult.iloc[rows][BASE], construction=construction, seed=seed)
@@ -102,7 +102,8 @@ def _gate(construction, seed, unfair):
     np.testing.assert_allclose(predict(frame), 1 / (1 + np.exp(-logit)), atol=1e-4)   # the target is the family's
     truth = joint_fairness_scores(predict, data)
     policy = load_policy(protected="c", target_output="logit", seed=seed).model_copy(update={"label": None})
-    policy = policy.model_copy(update={"decision": policy.decision.model_copy(update={"aux_seeds": 1})})
+    decision = {"aux_seeds": 1} if min_group_rows is None else {"aux_seeds": 1, "min_group_rows": min_group_rows}
+    policy = policy.model_copy(update={"decision": policy.decision.model_copy(update=decision)})
     return check_one_attribute(target, frame.assign(c=data.protected()), policy=policy, feature_spec=spec), truth
 
 
@@ -126,3 +127,13 @@ def test_the_fair_control_blind_to_the_pair_passes():
     result, truth = _gate("sign", 0, unfair=False)
     assert truth.max() == 0.0
     assert result.decision == "passed" and result.flagged_fraction < 0.01, result.reasons
+
+
+@pytest.mark.slow
+def test_the_cross_fitted_check_moves_the_pair_member_jointly_too():
+    """min_group_rows over the held-out part's groups: the audit is cross-fitted (5 folds), the holds read every row."""
+    result, truth = _gate("sign", 1, unfair=True, min_group_rows=1000)
+    assert (result.provenance.get("cross_fit") or {}).get("folds") == 5
+    assert result.decision == "failed" and abs(result.flagged_fraction - (truth > 0.1).mean()) < 0.05
+    block = next(r for r in result.rules if r["rule"] == "held_jointly_free")
+    assert "the flagged fraction is the rank-preserving reading" in block["detail"]
