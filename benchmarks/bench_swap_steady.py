@@ -8,6 +8,7 @@ last line holds the median.
 
     python benchmarks/bench_swap_steady.py                              # n = 65,536, d = 100, binary and 3-class
     python benchmarks/bench_swap_steady.py --cases swap-binary --profile 30   # also cProfile one evaluate
+    python benchmarks/bench_swap_steady.py --library=/tmp/before             # faux_checks from another checkout
 
 Lines: ``case= free= rows= d= threads=1 ratios_cpu=[...] median_ratio_cpu= floor_cpu_s= evaluate_cpu_s=``.
 """
@@ -22,8 +23,10 @@ import statistics
 import sys
 import time
 
+# the library of this checkout, or of another one (``--library=PATH``: a before/after comparison, each in its own run)
+_LIBRARY = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--library=")), None)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, _LIBRARY or os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def cpu_time(fn) -> float:
@@ -37,8 +40,11 @@ def steady(case: str, args) -> dict:
     """Interleaved floor / evaluate CPU times for one swap case."""
     import torch
 
+    import faux_checks
     from bench_scoring import build_swap, floor_pass
     from faux_checks import FAuxTester, TargetOutput
+
+    assert args.library is None or faux_checks.__file__.startswith(os.path.abspath(args.library)), faux_checks.__file__
 
     torch.set_num_threads(1)
     c_kind = case.split("-")[1]
@@ -76,10 +82,11 @@ def main(argv=None) -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--chunk-size", type=int, default=None)
     ap.add_argument("--profile", type=int, default=0, metavar="LINES", help="cProfile one evaluate, print LINES rows")
+    ap.add_argument("--library", default=None, help="import faux_checks from this directory (--library=PATH)")
     args = ap.parse_args(argv)
     for case in args.cases.split(","):
         r = steady(case, args)
-        print(f"case={r['case']} free={r['free']} rows={r['rows']} d={r['d']} threads=1 "
+        print(f"case={r['case']}{'@' + args.library if args.library else ''} free={r['free']} rows={r['rows']} d={r['d']} threads=1 "
               f"ratios_cpu=[{', '.join(f'{x:.2f}' for x in r['ratios'])}] median_ratio_cpu={r['median']:.3f} "
               f"floor_cpu_s={r['floor']:.3f} evaluate_cpu_s={r['evaluate']:.3f}", flush=True)
 
