@@ -18,8 +18,8 @@ from ..kinds import Kind
 from .auxiliary import AuxNet
 from .joint_hold import jointly_free_hold
 
-__all__ = ["INDEPENDENCE_ALPHA", "INDEPENDENCE_BINS", "INFORMATIVE_Z", "ReferenceHolds", "independent_features",
-           "reference_holds", "uninformative_features"]
+__all__ = ["INDEPENDENCE_ALPHA", "INDEPENDENCE_BINS", "INFORMATIVE_Z", "PERMUTATION_BATCH_ROWS", "ReferenceHolds",
+           "independent_features", "reference_holds", "uninformative_features"]
 
 
 _AUXNET_FORWARD = AuxNet.forward
