@@ -300,8 +300,8 @@ class RankPairTables:
 class ContinuousStack:
     """m :class:`ContinuousShift` that share their bins (one per matched feature, or the aux output's one), read
     at once: per row one bin search for c and one for each target c ± sd; per (row, shift) one search for the rank
-    in the two bins around c (:class:`RankPairTables`) and, per target, one gather of each of the two bins'
-    quantile pairs around it. O(1) torch ops in m and in the bins on a device; on the CPU the block is read in
+    in the two bins around c (:class:`RankPairTables`) and, for all targets at once, the two bins' quantiles and
+    quantile steps at the rank (four gathers). O(1) torch ops in m and in the bins on a device; on the CPU the block is read in
     column blocks of :data:`CPU_TILE_ELEMENTS` (the same operations per block, the tables they read in cache).
 
     Raises
