@@ -61,7 +61,7 @@ def release_text(block) -> str:
     str
         '; released from the hold as carrying it jointly: …' and '; free, carrying it only with held columns: …',
         each with, where the joint test named partners, a
-        parenthesis on the rank-preserving move (:mod:`faux_checks.method.joint_move`) and the two things the data do
+        bracketed note on the rank-preserving move (:mod:`faux_checks.method.joint_move`) and the two things the data do
         not identify (docs/benchmark.md, "Joint-only proxies").
     """
     released = "; ".join(", ".join(map(str, r)) for r in block.get("released_columns") or ())
@@ -75,6 +75,6 @@ def release_text(block) -> str:
 def _note(partners: list) -> str:
     if not partners:
         return ""
-    return (f" (with {', '.join(partners)}, held: it moves by its rank among people alike in those; which of them "
+    return (f" [with {', '.join(partners)} held: it moves by its rank among people alike in those; which of them "
             "the protected attribute causes, and how their values pair between the groups, are not identified from "
-            "the data, so the flagged fraction is the rank-preserving reading)")
+            "the data, so the flagged fraction is the rank-preserving reading]")

@@ -82,6 +82,6 @@ def test_a_release_with_a_held_partner_says_what_the_data_do_not_identify():
     assert "not identified" not in plain                                   # no partner named: no note
     row = _rule(check_rules(_evidence({**FREE, "partner_columns": [["joint_a"]]}), _policy()), "held_jointly_free")
     assert row["status"] == "ok"
-    assert ("released from the hold as carrying it jointly: joint_b (with joint_a, held: it moves by its rank among "
+    assert ("released from the hold as carrying it jointly: joint_b [with joint_a held: it moves by its rank among "
             "people alike in those;") in row["detail"]
-    assert "are not identified from the data, so the flagged fraction is the rank-preserving reading)" in row["detail"]
+    assert "are not identified from the data, so the flagged fraction is the rank-preserving reading]" in row["detail"]
