@@ -61,7 +61,7 @@ class Cell:
     meta: dict = field(default_factory=dict)
 
 
-class _Masked(nn.Module):
+class MaskedInputs(nn.Module):
     """A network of some features only, taking the full encoded row (the other features are ignored)."""
 
     def __init__(self, net, mask):
@@ -346,7 +346,7 @@ def mechanism_cell(sources: Sources, *, dataset: str, mechanism: str, kind: str,
     if target == "legit_only":            # the fair control: a model of the real block only, blind to every caused column
         real = np.isin(spec.feature_to_column(), [spec.source_columns.index(c) for c in base.columns
                                                    if c in spec.source_columns])
-        net = _Masked(train_mlp(X_train[:, real], train.y, seed=seed), real)
+        net = MaskedInputs(train_mlp(X_train[:, real], train.y, seed=seed), real)
     else:
         net = train_mlp(X_train, train.y, seed=seed)
     aux = AuxiliaryModel(kind=kind, seed=seed).fit(X_train, train.c)

@@ -45,7 +45,7 @@ def income_logit(frame) -> np.ndarray:
 def build(generator: str, target: str, n: int, seed: int, redlining: float | None = None) -> dict:
     """One cell's data, target and truth: ``model`` (an MLP of the encoded rows), ``spec``, ``frame`` (the audited
     rows with ``c``), ``truth`` (n,) exact IFS, ``c`` (n,), ``X_train`` and ``c_train`` (the training rows, encoded)."""
-    from _cells import _Masked, prob, train_mlp
+    from _cells import MaskedInputs, prob, train_mlp
 
     from faux_checks import FeatureSpec
     from faux_checks.groundtruth.zipcode import make_zip_data, zip_fairness_scores, zip_unfair_logit
@@ -62,7 +62,7 @@ def build(generator: str, target: str, n: int, seed: int, redlining: float | Non
     X_train = spec.encode(frame)
     if target == "fair":
         real = np.isin(spec.feature_to_column(), [spec.source_columns.index(c) for c in REAL])
-        net = _Masked(train_mlp(X_train[:, real], income[:N_TRAIN], seed=seed), real)
+        net = MaskedInputs(train_mlp(X_train[:, real], income[:N_TRAIN], seed=seed), real)
     else:
         logit = zip_unfair_logit(frame, income_logit(frame), **({} if redlining is None else {"redlining": redlining}))
         y = (np.random.default_rng(50 + seed).random(N_TRAIN) < 1 / (1 + np.exp(-logit))).astype(int)

@@ -66,7 +66,7 @@ BASELINE_NAMES = ("fta", "wfta", "unfair_map", "fliptest", "linked_columns")
 def joint_build(construction: str, target: str, n: int, seed: int) -> dict:
     """A joint-only proxy run on Adult rows: model, spec, audited frame (with ``c``), truth, training rows."""
     from bench_coupling import REAL, income_logit
-    from _cells import _Masked, prob, train_mlp
+    from _cells import MaskedInputs, prob, train_mlp
 
     from faux_checks import FeatureSpec
     from faux_checks.groundtruth.joint import joint_fairness_scores, joint_unfair_logit, make_joint_data
@@ -83,7 +83,7 @@ def joint_build(construction: str, target: str, n: int, seed: int) -> dict:
     y = (np.random.default_rng(50 + seed).random(N_TRAIN) < 1 / (1 + np.exp(-logit))).astype(int)
     if target == "fair":
         real = np.isin(spec.feature_to_column(), [spec.source_columns.index(c) for c in REAL])
-        net = _Masked(train_mlp(X_train[:, real], y, seed=seed), real)
+        net = MaskedInputs(train_mlp(X_train[:, real], y, seed=seed), real)
     else:
         net = train_mlp(X_train, y, seed=seed)
     truth = joint_fairness_scores(lambda f: prob(net, spec.encode(f)), audit)
@@ -100,7 +100,7 @@ def _balanced_rows(y: np.ndarray, size: int, seed: int) -> np.ndarray:
 
 def mechanism_build(family: str, target: str, n: int, seed: int, sources) -> dict:
     """A mechanisms run on Bank Marketing rows (``MECHANISM_FAMILIES``): model, spec, audited frame, truth, policy."""
-    from _cells import _Masked, prob, train_mlp
+    from _cells import MaskedInputs, prob, train_mlp
 
     from faux_checks import FeatureSpec
     from faux_checks.groundtruth.mechanisms import make_mechanism_data, mechanism_fairness_scores
@@ -126,7 +126,7 @@ def mechanism_build(family: str, target: str, n: int, seed: int, sources) -> dic
     if target == "fair" and family != "weak_mediator":            # blind to every column c causes
         real = np.isin(spec.feature_to_column(), [spec.source_columns.index(c) for c in base.columns
                                                    if c in spec.source_columns])
-        net = _Masked(train_mlp(X_train[:, real], train.y, seed=seed), real)
+        net = MaskedInputs(train_mlp(X_train[:, real], train.y, seed=seed), real)
     else:
         net = train_mlp(X_train, train.y, seed=seed)
     truth = mechanism_fairness_scores(lambda f: prob(net, spec.encode(f)), audit)

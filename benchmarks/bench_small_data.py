@@ -78,7 +78,7 @@ def lending_run(target: str, n: int, seed: int) -> dict:
 
 def mechanism_run(family: str, target: str, n: int, seed: int, sources) -> dict:
     """One mechanisms run on bank rows: an MLP, the audit frame (with ``c``), its truth and the policy overrides."""
-    from _cells import MECHANISM_COLUMNS, _Masked, prob, train_mlp
+    from _cells import MECHANISM_COLUMNS, MaskedInputs, prob, train_mlp
 
     from faux_checks import FeatureSpec
     from faux_checks.groundtruth.mechanisms import make_mechanism_data, mechanism_fairness_scores
@@ -100,7 +100,7 @@ def mechanism_run(family: str, target: str, n: int, seed: int, sources) -> dict:
     if family == "ratio" and target == "fair":
         real = np.isin(spec.feature_to_column(), [spec.source_columns.index(c) for c in base.columns
                                                    if c in spec.source_columns])
-        net = _Masked(train_mlp(X_train[:, real], train.y, seed=seed), real)
+        net = MaskedInputs(train_mlp(X_train[:, real], train.y, seed=seed), real)
     else:
         net = train_mlp(X_train, train.y, seed=seed)
     truth = mechanism_fairness_scores(lambda f: prob(net, spec.encode(f)), audit)
@@ -117,7 +117,7 @@ PROXY_BIAS = {"fair": 0.0, "mild": 0.12, "moderate": 0.3, "unfair": 0.8}
 
 def proxy_run(target: str, n: int, seed: int, sources) -> dict:
     """One proxy-injection run on Adult rows: an MLP, the audit frame (with ``c``), its truth and the overrides."""
-    from _cells import _Masked, prob, train_mlp
+    from _cells import MaskedInputs, prob, train_mlp
 
     from faux_checks import FeatureSpec
     from faux_checks.groundtruth.proxy import PROXY_COLUMNS, make_proxy_data, proxy_fairness_scores
@@ -134,7 +134,7 @@ def proxy_run(target: str, n: int, seed: int, sources) -> dict:
     X_train = spec.encode(frame)
     if target == "fair":
         real = ~np.isin(spec.feature_to_column(), [spec.source_columns.index(p) for p in PROXY_COLUMNS])
-        net = _Masked(train_mlp(X_train[:, real], train.y, seed=seed), real)
+        net = MaskedInputs(train_mlp(X_train[:, real], train.y, seed=seed), real)
     else:
         net = train_mlp(X_train, train.y, seed=seed)
     truth = proxy_fairness_scores(lambda f: prob(net, spec.encode(f)), audit)

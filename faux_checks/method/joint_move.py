@@ -57,10 +57,10 @@ class JointConditional:
     def _trees(self) -> dict:
         from scipy.spatial import cKDTree
 
-        cache = self.__dict__.setdefault("_tree_cache", {})                 # frozen dataclass: no __setattr__
-        if not cache:
-            for g, (ctx, _) in self.rows.items():
-                cache[g] = cKDTree(ctx / self.scale)
+        cache = self.__dict__.get("_tree_cache")                            # frozen dataclass: no __setattr__
+        if cache is None:                                                   # built whole, then published: threads
+            cache = self.__dict__.setdefault("_tree_cache", {g: cKDTree(ctx / self.scale)   # never see it half-filled
+                                                             for g, (ctx, _) in self.rows.items()})
         return cache
 
     def _near(self, g: int, ctx: np.ndarray) -> np.ndarray:
@@ -95,12 +95,14 @@ class JointConditional:
         return out
 
     def to_dict(self) -> dict:
+        """JSON types of every field (the reference rows per group included), read back by :meth:`from_dict`."""
         return {"columns": self.columns.tolist(), "context": self.context.tolist(), "scale": self.scale.tolist(),
                 "neighbours": self.neighbours,
                 "rows": [[g, ctx.tolist(), vals.tolist()] for g, (ctx, vals) in sorted(self.rows.items())]}
 
     @classmethod
     def from_dict(cls, payload: dict) -> "JointConditional":
+        """The :class:`JointConditional` :meth:`to_dict` wrote (JSON types: lists of floats and ints)."""
         arr = lambda x: np.asarray(x, dtype=np.float64)  # noqa: E731
         return cls(columns=np.asarray(payload["columns"], dtype=np.int64),
                    context=np.asarray(payload["context"], dtype=np.int64), scale=arr(payload["scale"]),
@@ -109,7 +111,7 @@ class JointConditional:
 
 
 def fit_joint_conditional(X_ref: np.ndarray, c_ref: np.ndarray, columns, context,
-                          neighbours: int = JOINT_NEIGHBOURS) -> JointConditional:
+                          neighbours: int = JOINT_NEIGHBOURS, n_groups: int = 0) -> JointConditional:
     """:class:`JointConditional` of the released ``columns`` given the held ``context`` on the reference rows.
 
     Parameters
@@ -122,6 +124,8 @@ def fit_joint_conditional(X_ref: np.ndarray, c_ref: np.ndarray, columns, context
         Released features; their held partners (disjoint, both non-empty).
     neighbours : int
         K, the neighbours per group (:data:`JOINT_NEIGHBOURS`).
+    n_groups : int
+        m, the protected groups the move reads (a group absent from the reference rows counts 0); 0: those present.
 
     Returns
     -------
@@ -138,10 +142,11 @@ def fit_joint_conditional(X_ref: np.ndarray, c_ref: np.ndarray, columns, context
     if not len(cols) or not len(ctx) or np.intersect1d(cols, ctx).size:
         raise InputError(f"the joint move needs released features and held partners, disjoint; got {cols.tolist()} "
                          f"and {ctx.tolist()}")
-    counts = np.bincount(c)
+    counts = np.bincount(c, minlength=int(n_groups))
     if (counts < 2).any():
         raise InputError(f"every protected group needs at least 2 reference rows for the joint move; counts "
-                         f"{counts.tolist()} ({fmt_count(int(counts.min()))} in the smallest)")
+                         f"{counts.tolist()} ({fmt_count(int(counts.min()))} in the smallest): audit more rows of "
+                         "the smallest group, or declare the released columns' partners admissible")
     scale = X[:, ctx].std(axis=0)
     scale = np.where(scale > 0, scale, 1.0)
     rows = {g: (X[c == g][:, ctx], X[c == g][:, cols]) for g in range(len(counts))}
@@ -198,6 +203,8 @@ def with_joint_move(reference, summary, X_ref: np.ndarray, c_ref):
     matched: np.ndarray = np.zeros(len(reference.admissible), dtype=bool)
     matched[reference.matching.positions] = True
     joint = joint_released(summary, reference.admissible, matched, reference.kind)
-    if joint is None:
-        return reference
-    return replace(reference, matching=replace(reference.matching, joint=fit_joint_conditional(X_ref, c_ref, *joint)))
+    if joint is None:                                                   # nothing released: no joint move kept
+        return reference if reference.matching.joint is None else replace(
+            reference, matching=replace(reference.matching, joint=None))
+    return replace(reference, matching=replace(reference.matching, joint=fit_joint_conditional(
+        X_ref, c_ref, *joint, n_groups=reference.n_groups)))

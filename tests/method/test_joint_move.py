@@ -72,6 +72,18 @@ def test_the_joint_move_refuses_overlapping_or_empty_features():
         fit_joint_conditional(X, c, columns=[0], context=[])
     with pytest.raises(InputError, match="at least 2 reference rows"):
         fit_joint_conditional(X, np.r_[np.zeros(99, dtype=int), 1], columns=[0], context=[1])
+    with pytest.raises(InputError, match=r"counts \[100, 0\].*audit more rows"):     # the absent last group counts
+        fit_joint_conditional(X, np.zeros(100, dtype=int), columns=[0], context=[1], n_groups=2)
+
+
+def test_the_trees_are_built_once_and_shared():
+    X, c = _pair("sign", 500, 1)
+    joint = fit_joint_conditional(X, c, columns=[0], context=[1, 2], neighbours=20)
+    first = joint.values(X[:50], c[:50], 1 - c[:50])
+    trees = joint.__dict__["_tree_cache"]
+    assert set(trees) == {0, 1}
+    np.testing.assert_array_equal(joint.values(X[:50], c[:50], 1 - c[:50]), first)
+    assert joint.__dict__["_tree_cache"] is trees
 
 
 @pytest.mark.parametrize("construction", ["sign", "xor"])
