@@ -44,7 +44,7 @@ from ...method.auxiliary import AuxiliaryModel
 from ..policy_schema import INTERSECTION_SEPARATOR, Policy
 from .columns import StreamAttribute
 from .plan import ScoringPlan, prepare_scoring
-from .prefetch import prefetch_fit_imports
+from .prefetch import prefetch_fit_imports, wait_fit_imports
 from .sample import SamplePart, count_protected, row_keys
 from .score import ScoresWriter, StreamCounts, score_chunk
 from .source import DataSource, encode_chunk, read_chunks
@@ -189,6 +189,7 @@ def prepare_attributes(target_model, samples: Mapping[str, SamplePart], attribut
     if unknown:
         raise InputError(f"auxiliary models given for {unknown}, which the policy does not check "
                          f"(attributes: {[a.name for a in attributes]})")
+    wait_fit_imports()                                     # the sample pass's prefetch ends before the fit imports
     several, out = len(attributes) > 1, {}
     for a in attributes:
         try:
