@@ -79,7 +79,7 @@ class FeatureMatching(DeviceCached):
         x = x_t if every else x_t[:, self._on_device(dev, "positions", lambda: torch.as_tensor(
             self.positions, device=dev))]                                      # (n, d_m) float32
         if not d_m:                                                            # every free feature is one-hot
-            return x.double()
+            return x.double() if np.ndim(b) < 2 else x.double().expand(len(b), *x.shape)
         held = np.asarray(held, dtype=bool)
         if self.continuous:
             return self._continuous_t(x.double(), x_t, held, c_values, sign)
