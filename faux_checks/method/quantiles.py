@@ -182,20 +182,8 @@ def _take(flat: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return flat.index_select(0, index.reshape(-1)).view(index.shape)
 
 
-def interp_uniform_rows(r: torch.Tensor, quantiles: torch.Tensor, row: torch.Tensor) -> torch.Tensor:
-    """:func:`interp_uniform_t` with a quantile row per value: r (any shape) in [0, 1], quantiles (R, Q) float64
-    flattened or not, row (int64, broadcastable to r) the row of each value. Returns r's shape."""
-    Q = quantiles.shape[-1]
-    flat = quantiles.reshape(-1)
-    pos = r * (Q - 1)
-    i = pos.long().clamp_(0, Q - 2)
-    at = i + row * Q
-    lo = _take(flat, at)
-    return lo.addcmul_(pos - i, _take(flat, at + 1) - lo)
-
-
-#: Bucket counts :class:`BucketTables` tries per column's grid, smallest first: the first whose buckets each hold
-#: at most one knot of the column's tables (one search step), else the last.
+#: Bucket counts :class:`BucketTables` tries per column's grid, smallest first: each column takes the smallest that
+#: needs no more search steps than the finest (the steps: ⌈log₂(1 + most knots in a bucket)⌉ on the finest grid).
 BUCKET_COUNTS = (2048, 4096, 8192, 16384, 32768, 65536)
 
 
@@ -231,8 +219,8 @@ class BucketTables:
     knots when the tables are built, so it is non-decreasing in y: the last knot ≤ y is the last knot of an earlier
     bucket (the bucket's start) or one of the bucket's own knots, found by ⌈log₂(1 + most knots in a bucket)⌉ fixed
     steps. A float32 y is searched among the knots rounded up to float32 (:func:`round_up_float32`: the same
-    comparisons), so it needs no float64 copy for the search. Each column's bucket count: the first of
-    :data:`BUCKET_COUNTS` with at most one knot of its tables per bucket. The block is read column by column (transposed), so that each column's few tables stay in
+    comparisons), so it needs no float64 copy for the search. Each column's bucket count: the smallest of
+    :data:`BUCKET_COUNTS` that needs no more search steps than the finest. The block is read column by column (transposed), so that each column's few tables stay in
     cache. Non-finite values are not supported (the chunk's rows are checked finite).
     """
 
@@ -257,7 +245,6 @@ class BucketTables:
         f64 = dict(dtype=torch.float64, device=device)
         self.knots, self.values, self.slopes = (torch.as_tensor(a.ravel(), **f64) for a in (K, V, S))
         self._grids = grids
-        
 
     def _bucket_grid(self, dtype, nb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(lo, inv_width, last bucket), each (F, 1), of nb (F,) buckets per column, in dtype's numpy type."""
