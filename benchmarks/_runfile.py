@@ -19,6 +19,16 @@ def add_run_file_arguments(ap: argparse.ArgumentParser, *, data_dir: bool = True
         ap.add_argument("--data-dir", type=Path, default=DATA_DIR)
 
 
+def bundled_sources(data_dir: Path):
+    """The bundled real rows of ``data_dir`` (``_cells.Sources``) with torch on one thread: each run's figures are
+    those of one process, whatever the machine's cores."""
+    import torch
+    from _cells import Sources
+
+    torch.set_num_threads(1)
+    return Sources(data_dir)
+
+
 def read_runs(path: Path) -> list[dict]:
     """Every run of a run file, in the order written."""
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]

@@ -28,7 +28,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _runfile import add_run_file_arguments, append_run, read_runs  # noqa: E402  (benchmarks/ on the path)
+from _runfile import add_run_file_arguments, append_run, bundled_sources, read_runs  # noqa: E402  (benchmarks/ on the path)
 
 TAU = 0.1
 LEVELS = (0.95, 0.8, 0.9, 0.7)          # the decisive contrast first: a run cut short still has it
@@ -188,12 +188,7 @@ def main(argv=None) -> int:
     if args.table:
         print(table(read_runs(args.table)))
         return 0
-    import torch
-
-    from _cells import Sources
-
-    torch.set_num_threads(1)
-    sources, rows = Sources(args.data_dir), []
+    sources, rows = bundled_sources(args.data_dir), []
     for n in map(int, args.n.split(",")):
         for seed in map(int, args.seeds.split(",")):
             for target in args.targets.split(","):

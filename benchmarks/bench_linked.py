@@ -30,7 +30,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _runfile import add_run_file_arguments, append_run, read_runs  # noqa: E402  (benchmarks/ on the path)
+from _runfile import add_run_file_arguments, append_run, bundled_sources, read_runs  # noqa: E402  (benchmarks/ on the path)
 
 TAU = 0.1
 SHARES = (0.02, 0.05, 0.10)
@@ -126,12 +126,7 @@ def main(argv=None) -> int:
     if args.table:
         print(table(read_runs(args.table)))
         return 0
-    import torch
-
-    from _cells import Sources
-
-    torch.set_num_threads(1)
-    sources, rows = Sources(args.data_dir), []
+    sources, rows = bundled_sources(args.data_dir), []
     for seed in map(int, args.seeds.split(",")):
         for target in args.targets.split(","):
             for row in runs(target, args.n, seed, sources, [float(v) for v in args.shares.split(",")],

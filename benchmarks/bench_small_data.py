@@ -37,7 +37,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _runfile import add_run_file_arguments, append_run, read_runs  # noqa: E402  (benchmarks/ on the path)
+from _runfile import add_run_file_arguments, append_run, bundled_sources, read_runs  # noqa: E402  (benchmarks/ on the path)
 
 MINORITY = 0.14
 TAU = 0.1
@@ -211,12 +211,7 @@ def main(argv=None) -> int:
         rows = read_runs(args.table)
         print(table(rows))
         return 0
-    import torch
-
-    from _cells import Sources
-
-    torch.set_num_threads(1)
-    sources = Sources(args.data_dir)
+    sources = bundled_sources(args.data_dir)
     rows = []
     for n in map(int, args.n.split(",")):
         for fam in args.families.split(","):
