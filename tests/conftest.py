@@ -7,7 +7,7 @@ tests inherit them:
 - no telemetry from MLflow/Prefect (``DO_NOT_TRACK`` and the tools' own switches);
 - Prefect's home and MLflow's tracking store in a temporary folder, never the user's;
 - Prefect's temporary server given 300 s to start (``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS``);
-- reports without their figures (``FAUX_CHECKS_REPORT_PLOTS=off``): matplotlib's drawing was ~18% of the
+- reports without their figures (``FAUX_CHECKS_REPORT_PLOTS=off``): drawing costs ~18% of the
   suite's time; the tests of the plots and of the page's images turn them on (``monkeypatch.setenv``);
 - one intra-op thread for torch (``OMP_NUM_THREADS=1``): on a shared 2-core machine the
   default of 2 threads made the tiny training loops of these tests ~60× slower under load.

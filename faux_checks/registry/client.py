@@ -309,17 +309,19 @@ def _sql_registry_store(client: Any):
 
 def _write_version_tags(store: Any, name: str, version: str, tags: Mapping[str, str]) -> None:
     """Every tag of ``tags`` on version ``version`` of ``name`` in one transaction of an SQLAlchemy store, checked
-    as ``MlflowClient.set_model_version_tag`` checks each (key, value, the version existing) before anything is
-    written."""
+    as MLflow's own ``SqlAlchemyStore.set_model_version_tag`` checks each (name, version, key, value, the version
+    existing) before anything is written. Reads MLflow's store internals (pinned ``mlflow`` version)."""
     from mlflow.entities.model_registry import ModelVersionTag
     from mlflow.store.model_registry.dbmodels.models import SqlModelVersionTag
-    from mlflow.utils.validation import _validate_model_version_tag
+    from mlflow.utils.validation import _validate_model_name, _validate_model_version, _validate_model_version_tag
 
+    _validate_model_name(name)
+    number = _validate_model_version(version)                          # the int the store keys versions by
     rows = [ModelVersionTag(str(key), str(value)) for key, value in tags.items()]
     for row in rows:
         _validate_model_version_tag(row.key, row.value)
     with store.ManagedSessionMaker(read_only=False) as session:
-        found = store._get_sql_model_version(session, name, version)
+        found = store._get_sql_model_version(session, name, number)
         for row in rows:
             session.merge(SqlModelVersionTag(workspace=found.workspace, name=name, version=found.version,
                                              key=row.key, value=row.value))
