@@ -77,8 +77,8 @@ def test_unreachable_registry_exits_2_within_the_deadline(tmp_path, capsys):
     assert code == 2, err
     assert f"registry unreachable at {uri} for " in err and "nothing was recorded" in err
     assert "MLFLOW_HTTP_REQUEST_MAX_RETRIES=2" in err
-    # 2 retries, backoff factor 1: about 2-3 s of trying; the bound only says the retries, not the 30-s deadline, ended it
-    assert elapsed < 20, elapsed
+    # 2 retries, backoff factor 1: the retries ended it, not the 30-s deadline (whose stop names itself)
+    assert "deadline of 30 s was reached" not in err, (elapsed, err)
 
 
 def test_silent_registry_times_out_per_call(tmp_path, capsys):
@@ -100,8 +100,10 @@ def test_silent_registry_times_out_per_call(tmp_path, capsys):
         listener.close()
     err = capsys.readouterr().err
     assert code == 2 and f"registry unreachable at {uri} for " in err, err
-    # one 1-s timeout, no retry: it ends well before the 20-s deadline would (a generous bound: loaded machines)
-    assert 0.9 < elapsed < 18, (elapsed, err)
+    # one 1-s timeout, no retry: it waited the timeout out (a lower bound holds on any machine), and the timeout,
+    # not the 20-s deadline (whose stop names itself), ended it
+    assert elapsed > 0.9, (elapsed, err)
+    assert "deadline of 20 s was reached" not in err, (elapsed, err)
 
 
 def test_deadline_stops_the_command_with_exit_2(tmp_path, capsys, monkeypatch):
@@ -113,7 +115,7 @@ def test_deadline_stops_the_command_with_exit_2(tmp_path, capsys, monkeypatch):
     (tmp_path / "d.csv").write_text("a,sex,income,y\n1,F,0,0\n2,M,1,1\n")   # passes the data check; the registry is what fails
     t0 = time.monotonic()
     code = main(["gate", "m", "--data", str(tmp_path / "d.csv"), "--deadline", "1.5"])
-    assert code == 2 and 1.4 < time.monotonic() - t0 < 5
+    assert code == 2 and 1.4 < time.monotonic() - t0 < 25                   # well before the 30-s hang would end
     assert "the gate's deadline of 1.5 s was reached" in capsys.readouterr().err
 
 
