@@ -239,7 +239,7 @@ class FauxGate(TableMetricProvider):
     """
 
     metric_name = GATE_METRIC
-    value_keys = ("model_path", "feature_spec_path", "aux_model_path", "policy_json")
+    value_keys = FauxCheck.value_keys
 
     @classmethod
     @override
@@ -255,8 +255,7 @@ class FauxGate(TableMetricProvider):
                 metric_name=FAUX_METRIC,
                 metric_domain_kwargs={k: anchor_column(one) if k == "column" else table.get(k)
                                       for k in FauxCheck.domain_keys},
-                metric_value_kwargs={"model_path": kw.get("model_path"), "feature_spec_path": kw.get("feature_spec_path"),
-                                     "aux_model_path": kw.get("aux_model_path"), "policy_json": one.model_dump_json()})
+                metric_value_kwargs={**{k: kw.get(k) for k in FauxCheck.value_keys}, "policy_json": one.model_dump_json()})
         return dependencies
 
     @metric_value(engine=PandasExecutionEngine)
