@@ -288,6 +288,19 @@ class FirstInputs(nn.Module):
 
 
 # ------------------------------------------------------------------ MLflow sqlite registries from one migrated copy
+def sqlite_backup(source: str, target: str) -> None:
+    """Every page of the SQLite file ``source`` written into ``target`` (SQLite's backup API: consistent while
+    ``source`` is in use; ``target`` is created or overwritten in place)."""
+    import sqlite3
+
+    src, dst = sqlite3.connect(source), sqlite3.connect(target)
+    try:
+        src.backup(dst)
+    finally:
+        src.close()
+        dst.close()
+
+
 def copy_migrated_schema(initialize, template: str):
     """MLflow's ``_initialize_tables`` for an empty sqlite file: the tables of ``template``, migrated once.
 
@@ -300,7 +313,6 @@ def copy_migrated_schema(initialize, template: str):
     tables, goes through ``initialize``.
     """
     import os
-    import sqlite3
 
     import sqlalchemy
 
@@ -317,12 +329,7 @@ def copy_migrated_schema(initialize, template: str):
             finally:
                 fresh.dispose()
             os.replace(scratch, template)
-        source, target = sqlite3.connect(template), sqlite3.connect(path)
-        try:
-            source.backup(target)
-        finally:
-            source.close()
-            target.close()
+        sqlite_backup(template, path)
         return None
 
     initialize_tables.migrated_from = initialize

@@ -187,15 +187,10 @@ def harness():
 
 def _sqlite_copy(source: str, target: str) -> None:
     """``source`` copied page by page into a new file ``target`` (SQLite's backup API: consistent while in use)."""
-    import sqlite3
+    from _support import sqlite_backup
 
     scratch = f"{target}.{os.getpid()}.tmp"
-    src, dst = sqlite3.connect(source), sqlite3.connect(scratch)
-    try:
-        src.backup(dst)
-    finally:
-        src.close()
-        dst.close()
+    sqlite_backup(source, scratch)
     os.replace(scratch, target)
 
 
