@@ -1,11 +1,11 @@
 """The commands that run a Prefect flow on registered model versions: ``faux-checks gate`` (each new version, or the
-ones ``--version`` names, decided and recorded; the alias moved), ``faux-checks audit`` (the deployed version's drift
-on a current batch, once) and ``faux-checks demo`` (Adult versions trained, registered and gated).
+ones ``--version`` names, decided and recorded; the alias moved) and ``faux-checks audit`` (the deployed version's
+drift on a current batch, once); ``faux-checks demo`` is :mod:`faux_checks_app.demo_cli`.
 
 Each checks its configuration before any flow starts (:mod:`faux_checks_app.gate_plan`,
 :mod:`faux_checks_app.audit_plan`: exit 3, nothing recorded), then runs the flow in this process and folds its
-state and the versions' recorded decisions into the exit code; ``gate`` and ``demo`` print the history table
-(:mod:`faux_checks_app.history`).
+state and the versions' recorded decisions into the exit code; ``gate`` prints the history table
+(:mod:`faux_checks_app.history`, :func:`print_history_and_code`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from .console import EXIT_FAILED, EXIT_PASSED, EXIT_UNDECIDED, eprint, error, sa
 from .lifecycle import on_deadline
 from .prefect_start import start_temporary_server
 
-__all__ = ["cmd_audit", "cmd_demo", "cmd_gate"]
+__all__ = ["cmd_audit", "cmd_gate", "print_history_and_code"]
 
 
 def _prefect_api() -> str:
@@ -148,7 +148,7 @@ def _gate_result(args, plan, state, versions) -> int:
             return EXIT_UNDECIDED
         emit_json(gate_objects(args.model_name, outcomes) + skipped_objects(args.model_name, plan))
         return _gate_exit_code(state, [o.get("decision") for o in outcomes])
-    return _print_history_and_code(args.model_name, args.tracking_uri, state, versions=versions)
+    return print_history_and_code(args.model_name, args.tracking_uri, state, versions=versions)
 
 
 def _tracked(flow, stack: contextlib.ExitStack):
@@ -338,8 +338,13 @@ def _gate_exit_code(state, decisions: list) -> int:
                               or "running" in decisions) else EXIT_FAILED
 
 
-def _print_history_and_code(model_name: str, tracking_uri: str | None, state, versions: list[str] | None = None,
+def print_history_and_code(model_name: str, tracking_uri: str | None, state, versions: list[str] | None = None,
                             extra: dict[str, dict[str, str]] | None = None) -> int:
+    """Print the history table of ``versions`` (all when None) and the flow's state line; the command's exit code.
+
+    ``extra``: more columns, ``{column: {version: text}}``. Returns 0 when the flow completed, 1 when it blocked
+    versions, 2 when any version is undecided or the flow raised (:func:`_gate_exit_code`).
+    """
     from faux_checks.registry import GATE_TAG, Registry
 
     rows = Registry(tracking_uri).history(model_name)
@@ -440,61 +445,3 @@ def _print_audit(summary: dict, decision: str, state) -> None:
         say(f"not recorded on the version: {summary['superseded']}")
     if summary.get("report_dir"):
         say(f"report: {Path(summary['report_dir']) / 'report.html'}")
-
-
-def cmd_demo(args) -> int:
-    """Train and register Adult income classifiers, then gate them with the default policy."""
-    from faux_checks.settings import configure_environment, default_home
-
-    configure_environment()
-    lifecycle.guard_temporary_server(say=error)
-    start_temporary_server()   # before the training: a server that cannot start is said in minutes, not after
-    from .demo import build_demo_versions, definitional_truth
-    from faux_checks.gate.policy import load_policy, policy_path
-    from faux_checks.registry import Registry
-
-    workdir = Path(args.workdir) if args.workdir else default_home() / "demo" / time.strftime("%Y%m%dT%H%M%S")
-    if workdir.exists() and any(workdir.iterdir()):
-        raise FauxChecksError(f"{workdir} is not empty; choose a new --workdir (nothing is overwritten)")
-    workdir.mkdir(parents=True, exist_ok=True)
-    eprint(f"[1/3] training demo income classifiers on UCI Adult in {workdir}")
-    versions = build_demo_versions(workdir, seed=args.seed)
-    registry = Registry(args.tracking_uri)
-    model_name = args.model_name
-    eprint(f"[2/3] registering {len(versions)} versions of '{model_name}' in {registry.tracking_uri}")
-    registered = []
-    for v in versions:
-        number = registry.register_version(model_name, v.model_path, v.spec_path, description=v.description,
-                                           tags={"demo_recipe": v.name})
-        registered.append(number)
-        eprint(f"      v{number}: {v.name}: {v.description}")
-    eprint("[3/3] running the fairness gate flow (Prefect ephemeral API)")
-    from faux_checks_flows.gate import gate
-
-    policy_file = args.policy or str(policy_path("adult"))
-    from .output import library_output_to_stderr
-
-    with library_output_to_stderr():
-        state = gate(model_name=model_name, data_path=str(versions[0].audit_path), policy_path=policy_file,
-                     tracking_uri=args.tracking_uri, alias="deployable", versions=registered,
-                     report_root=str(workdir / "reports"), return_state=True)
-    delta = load_policy(policy_file).faux.delta
-    truth = {}
-    for number, v in zip(registered, versions, strict=True):
-        t = definitional_truth(v, delta=delta)
-        truth[str(number)] = f"{t['share']:.1%} (married {t['share_married']:.0%})"
-    print()
-    code = _print_history_and_code(model_name, args.tracking_uri, state, versions=registered,
-                                   extra={f"truth Δŷ>{delta:g}": truth})
-    print()
-    for number, v in zip(registered, versions, strict=True):
-        say(f"v{number}: {v.description}")
-    print()
-    say(f"policy: {policy_file}")
-    say(f"reports: {workdir / 'reports'}")
-    print(f"'flagged': share of the audit rows whose estimated move of P(>50K) exceeds δ = {delta:g} if only their sex "
-          "changed. 'truth': the share that moves by more than δ when sex flips and relationship follows it "
-          "(Husband <-> Wife), everything else fixed (exact for married people, a lower bound for the rest).")
-    print("'!' marks a baseline over its limit. Exit code of the demo: 0 when every version got a "
-          "decision (passed or failed), 2 when any is undecided; `faux-checks gate` exits 1 on a block.")
-    return EXIT_UNDECIDED if code == EXIT_UNDECIDED else EXIT_PASSED

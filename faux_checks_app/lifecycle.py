@@ -29,7 +29,7 @@ from typing import Callable
 
 from faux_checks.gate.decision import exit_code_for
 
-__all__ = ["Stop", "on_signal", "on_deadline", "time_limit", "started_services", "stop_started_services", "flush_prefect", "exit_now",
+__all__ = ["Stop", "on_signal", "on_deadline", "time_limit", "started_services", "stop_started_services", "flush_prefect", "exit_now", "finish_now",
            "guard_temporary_server", "reap_orphaned_servers", "uses_temporary_server", "SERVER_MARK", "PID_FOLDER"]
 
 #: Folder under ``PREFECT_HOME`` holding one ``<pid>.json`` per temporary server a command started.
@@ -203,6 +203,31 @@ def exit_now(code: int) -> None:
         except Exception:  # noqa: BLE001 - a closed pipe
             pass
     os._exit(code)
+
+
+def finish_now(code: int) -> None:
+    """End the process with ``code`` after a command ended normally, as the interpreter would, less its teardown.
+
+    What interpreter exit does first is done here, in its order: non-daemon threads joined and the threads' exit
+    callbacks run (``threading._shutdown``: Prefect's services drained, already bounded by :func:`flush_prefect`),
+    then every ``atexit`` handler (Prefect's temporary server stopped and its pid file removed, temporary folders
+    removed, logging flushed). What is skipped is the teardown of modules and objects that follows
+    (:func:`exit_now`): 9 s on a loaded 2-core machine once torch, MLflow, Prefect and Great Expectations are
+    imported, 0.2 s with it skipped.
+
+    Notes
+    -----
+    ``threading._shutdown`` and ``atexit._run_exitfuncs`` are CPython's own steps of ``Py_FinalizeEx`` (3.11),
+    private names: a Python without them gets the plain exit (``sys.exit(code)``).
+    """
+    import atexit
+
+    shutdown, run_exitfuncs = getattr(threading, "_shutdown", None), getattr(atexit, "_run_exitfuncs", None)
+    if shutdown is None or run_exitfuncs is None or threading.current_thread() is not threading.main_thread():
+        sys.exit(code)   # pragma: no cover - another interpreter
+    shutdown()
+    run_exitfuncs()
+    exit_now(code)
 
 
 # ------------------------------------------------------------------------------------------------ stopping what we started

@@ -20,7 +20,8 @@ from __future__ import annotations
 import argparse
 
 from .check_cli import cmd_check, cmd_score_large
-from .gate_cli import cmd_audit, cmd_demo, cmd_gate
+from .demo_cli import cmd_demo
+from .gate_cli import cmd_audit, cmd_gate
 from .tools_cli import cmd_history, cmd_register, cmd_report, cmd_spec
 
 __all__ = ["build_parser"]
@@ -140,7 +141,7 @@ def _add_register(sub, parents: dict) -> None:
 
 
 def _add_demo(sub, parents: dict) -> None:
-    """``demo``: train, register and gate Adult income classifiers (:func:`~.gate_cli.cmd_demo`)."""
+    """``demo``: train, register and gate Adult income classifiers (:func:`~.demo_cli.cmd_demo`)."""
     p = sub.add_parser("demo", help="train, register and gate Adult income classifiers (real data)", **parents)
     p.add_argument("--workdir", help="new folder for models and reports")
     p.add_argument("--model-name", default="adult-income", help="registered model name")

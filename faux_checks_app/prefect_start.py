@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import math
 import re
+import threading
+from typing import Callable
 
 from faux_checks.errors import FauxChecksError
 
-__all__ = ["MIN_STARTUP_S", "STARTUP_SETTING", "PrefectStartError", "expiry_message", "start_temporary_server",
-           "startup_timeout"]
+__all__ = ["MIN_STARTUP_S", "STARTUP_SETTING", "BackgroundStart", "PrefectStartError", "expiry_message",
+           "start_temporary_server", "startup_timeout"]
 
 #: Prefect's setting for how long its temporary server may take to start (seconds).
 STARTUP_SETTING = "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"
@@ -142,3 +144,49 @@ def _forget_failed_start(server) -> None:
         pass
     server.running = False
     server.server_process = None
+
+
+class BackgroundStart:
+    """Prefect's temporary server started in a daemon thread while the caller's thread does other work.
+
+    The thread runs :func:`faux_checks_app.lifecycle.guard_temporary_server` (orphans of killed runs stopped, a pid
+    file for the server this process starts) and :func:`start_temporary_server` without a deadline
+    (:data:`MIN_STARTUP_S`, or the user's ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS``). The server is a
+    child process, so on two cores its start-up runs beside the caller's work (``faux-checks demo``: the training).
+    Call :meth:`wait` before any flow runs: Prefect marks its server running before it answers, so a flow started
+    earlier would talk to a server that is not up yet.
+
+    Parameters
+    ----------
+    say : callable
+        Prints what the orphan cleanup did (stderr in the CLI).
+    """
+
+    def __init__(self, say: Callable[[str], None] = print):
+        self._say = say
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="faux-checks-prefect-start", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        from .lifecycle import guard_temporary_server
+
+        try:
+            guard_temporary_server(say=self._say)
+            start_temporary_server()
+        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread by wait()
+            self._error = exc
+
+    def wait(self) -> None:
+        """Block until the start ended; raise what it raised.
+
+        Raises
+        ------
+        PrefectStartError
+            The server did not answer within its start-up timeout, or did not start (one line).
+        Exception
+            Anything else the start raised (the orphan cleanup's or Prefect's errors), as it was raised.
+        """
+        self._thread.join()
+        if self._error is not None:
+            raise self._error

@@ -144,9 +144,9 @@ def _gate_each(model_name: str, todo: list[str], outcomes: list, frame, load_err
     """Gate the versions of ``todo`` in order, each under its lease, appending to ``outcomes``: a data load error
     makes each ``undecided`` (recorded); versions reached after the deadline are not gated. ``regated``: the decided
     versions gated again (None when the versions were named: every one is gated, new or not)."""
-    from faux_checks_flows.memory import free_version_memory
+    from faux_checks_flows.memory import free_version_memory, versions_frozen
 
-    with tempfile.TemporaryDirectory(prefix="faux-gate-") as workdir:
+    with tempfile.TemporaryDirectory(prefix="faux-gate-") as workdir, versions_frozen():
         for version in todo:
             if WINDOW.passed():   # the versions left are not gated: nothing recorded, they stay new
                 outcomes.append(_not_gated(model_name, version, deadline_s))

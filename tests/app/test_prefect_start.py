@@ -72,3 +72,38 @@ def test_a_server_that_does_not_start_is_exit_2_naming_the_setting(registered, h
             f"deadline): {cause}; no flow ran. Fix: raise {SETTING} (or --deadline), or set PREFECT_API_URL to the "
             "API of a running Prefect server") in line
     assert line.startswith("faux-checks: could not decide: " if how == "prefect timeout" else "faux-checks: ")
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_background_start_runs_off_the_callers_thread_and_wait_raises_its_error(fails, monkeypatch):
+    import threading
+
+    from prefect.server.api.server import SubprocessASGIServer
+
+    from faux_checks_app import lifecycle
+    from faux_checks_app.prefect_start import BackgroundStart, PrefectStartError
+
+    monkeypatch.delenv(SETTING, raising=False)
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.setattr(SubprocessASGIServer, "_instances", {})
+    monkeypatch.setattr(lifecycle, "guard_temporary_server", lambda say=print: True)
+    threads, release = [], threading.Event()
+
+    def start(self, timeout=None):
+        threads.append((threading.current_thread(), timeout))
+        release.wait(10)
+        if fails:
+            raise RuntimeError("Timed out while attempting to connect to ephemeral Prefect API server.")
+        self.running = True
+    monkeypatch.setattr(SubprocessASGIServer, "start", start)
+    server = BackgroundStart()
+    release.set()                                  # the start was waiting while this thread went on
+    if fails:
+        with pytest.raises(PrefectStartError, match=f"did not start within 300 s \\({SETTING}=300, faux-checks' "
+                                                    "default for a command without a deadline\\)"):
+            server.wait()
+    else:
+        server.wait()
+        assert SubprocessASGIServer().running
+    ((thread, timeout),) = threads
+    assert thread is not threading.main_thread() and timeout == 300
