@@ -7,9 +7,10 @@ such a set fixes exactly what the protected attribute moves, and the counterfact
 
 :func:`jointly_free_hold` tests the block the tool's own tests hold (independent or uninformative; the
 declared admissible columns are the policy's choice and stay outside it) with a cross-fitted classifier of c
-(:func:`block_capacity`), and releases from the hold the group whose permutation costs that classifier the most;
-when the block still carries c, the fewest of the next fit's most costly groups that leave it free (a search on
-how many, :func:`_release_fewest`), so that a block of hundreds of columns costs a few fits rather than one per
+(:func:`block_capacity`), and releases from the hold the group whose permutation costs that classifier the most
+(when that cost is at least :data:`JOINT_SINGLE_SHARE` of the block's gain); when the block still carries c, the
+fewest of the latest fit's most costly groups that leave it free (a search on how many, :func:`_release_fewest`),
+so that a block of hundreds of columns costs a few fits rather than one per
 column. The permutation costs recompute only the trees that read the permuted columns
 (:mod:`faux_checks.method.tree_costs`) on at most :data:`JOINT_COST_ROWS` rows. The test is not conditioned on the
 declared columns: a declared mediator m = z + c + ε makes a legitimate z informative about c given m (a
@@ -27,8 +28,8 @@ from ..errors import InputError
 from ..kinds import Kind, protected_kind
 from .tree_costs import forest_rows
 
-__all__ = ["JOINT_ALONE_P", "JOINT_COST_ROWS", "JOINT_FOLDS", "JOINT_MAX_ROWS", "JOINT_MIN_GROUP_ROWS", "JOINT_PARTNER_SHARE", "JOINT_RANK_ALPHA", "JOINT_Z",
-           "block_capacity", "jointly_free_hold"]
+__all__ = ["JOINT_ALONE_P", "JOINT_COST_ROWS", "JOINT_FOLDS", "JOINT_MAX_ROWS", "JOINT_MIN_GROUP_ROWS",
+           "JOINT_PARTNER_SHARE", "JOINT_RANK_ALPHA", "JOINT_SINGLE_SHARE", "JOINT_Z", "block_capacity", "jointly_free_hold"]
 
 #: The held block carries c when its cross-fitted classifier lowers the per-row loss below the prior's by more
 #: than this many standard errors (one-sided, ≈ 1% of free blocks released).
@@ -42,13 +43,19 @@ JOINT_FOLDS = 3
 JOINT_MAX_ROWS = 20_000
 #: Rows per protected group (continuous c: rows) below which the block cannot be tested.
 JOINT_MIN_GROUP_ROWS = 10
-#: Rows the permutation costs of the held groups read at most (a seeded sample of the test's rows beyond it): the
-#: costs only rank the groups for release and name partners; the block's test itself reads every row.
+#: Rows the permutation costs of the held groups read at most (a seeded sample of the test's rows beyond it): they
+#: rank the groups for release and name partners; the block's test itself reads every row.
 JOINT_COST_ROWS = 6_000
+#: The first release is the one most costly group when its permutation costs the block's classifier at least this
+#: share of the block's gain over the prior (each member of a pair that carries c together costs 3-4 times the gain
+#: on tests/method/test_joint_hold.py's pairs); below it one release cannot free the block, and the search for the
+#: fewest starts at once (173 columns each shifted 0.1 sd by c: 0.03, benchmarks/bench_reference_fit.py).
+JOINT_SINGLE_SHARE = 0.25
 #: A free feature whose chi-square test of independence from c has a p-value below this tells c alone: the search
 #: for joint-only members (:func:`_free_partners`) does not fit a classifier to it. Far below the classifier's own
-#: levels (z 2.33, p 0.01), so that only a dependence the classifier finds anyway is skipped.
-JOINT_ALONE_P = 1e-6
+#: levels (z 2.33, p 0.01), so that only a dependence the classifier finds anyway is skipped (the joint-only
+#: members of tests/groundtruth/test_joint.py have p-values of 0.0013 and more).
+JOINT_ALONE_P = 1e-4
 #: A held group is a released group's partner (it carried c with it) when its permutation costs the block's classifier
 #: at least this share of what the released group's costs.
 JOINT_PARTNER_SHARE = 0.25
@@ -337,7 +344,8 @@ def _free_partners(X: np.ndarray, c: np.ndarray, kind: Kind, groups, held: np.nd
     ``partners``, for the joint move (:mod:`faux_checks.method.joint_move`). A feature whose distribution depends on
     c beyond doubt (:func:`~faux_checks.method.held.independent_features`' chi-square p-value under
     :data:`JOINT_ALONE_P`: one contingency table, no fit) tells c alone and is not fitted; any other is fitted
-    alone, then with the block."""
+    alone, then with the block (on every row: on a sample the test alone loses power first, and more features
+    look joint-only)."""
     from .held import independent_features                          # held imports this module
 
     out = []
@@ -398,8 +406,9 @@ def jointly_free_hold(X_ref, c_ref, *, kind: Kind, groups, held, declared=None, 
     Notes
     -----
     Our reading of the rule "hold only what is jointly free of c": the first release is the most costly group (a
-    pair that carries c together loses one member: the matched move reads the other's level from the one held);
-    when the block still carries c, the next fit's ranking is searched for the fewest of its top groups that leave
+    pair that carries c together loses one member: the matched move reads the other's level from the one held)
+    where its cost is at least :data:`JOINT_SINGLE_SHARE` of the block's gain; when the block still carries c (or
+    no group costs that much), the latest fit's ranking is searched for the fewest of its top groups that leave
     the block free (:func:`_release_fewest`: one release per refit would cost one fit and one ranking per column, a
     173-column block at 20,000 rows hours). Which member of a symmetric pair is released is not identified by the
     data; ties go to the first group.
@@ -421,7 +430,7 @@ def jointly_free_hold(X_ref, c_ref, *, kind: Kind, groups, held, declared=None, 
         if test is None or not test["carries"] or not release:
             break
         costs = _group_costs(test, c, kind, block_groups, seed)
-        first = not summary["released"]
+        first = not summary["released"] and float(costs.max()) >= JOINT_SINGLE_SHARE * test["gain"]
         gone = ([_release(costs, block_groups, summary["steps"][-1])] if first
                 else _release_fewest(costs, X, c, kind, block_groups, seed, summary))
         for g in gone:
