@@ -238,7 +238,7 @@ def _release_costs(test: dict, c: np.ndarray, kind: str, offset: int, held_group
     both, fold, base_losses = test["_both"], test["_fold"], test["_losses"]
     m = int(c.max()) + 1 if protected_kind(kind).grouped else 0
     costs = np.zeros(len(held_groups))
-    keep = np.ones(len(c), dtype=bool)
+    keep: np.ndarray = np.ones(len(c), dtype=bool)
     if len(c) > JOINT_COST_ROWS:                               # a seeded sample of the rows, the same for every group
         keep[:] = False
         keep[np.random.default_rng(seed + 1).choice(len(c), JOINT_COST_ROWS, replace=False)] = True
