@@ -7,8 +7,12 @@ such a set fixes exactly what the protected attribute moves, and the counterfact
 
 :func:`jointly_free_hold` tests the block the tool's own tests hold (independent or uninformative; the
 declared admissible columns are the policy's choice and stay outside it) with a cross-fitted classifier of c
-(:func:`block_capacity`), and releases from the hold, one feature group at a time, the group whose permutation
-costs that classifier the most, until the block tells it nothing about c. The test is not conditioned on the
+(:func:`block_capacity`), and releases from the hold the group whose permutation costs that classifier the most
+(when that cost is at least :data:`JOINT_SINGLE_SHARE` of the block's gain); when the block still carries c, the
+fewest of the latest fit's most costly groups that leave it free (a search on how many, :func:`_release_fewest`),
+so that a block of hundreds of columns costs a few fits rather than one per
+column. The permutation costs recompute only the trees that read the permuted columns
+(:mod:`faux_checks.method.tree_costs`) on at most :data:`JOINT_COST_ROWS` rows. The test is not conditioned on the
 declared columns: a declared mediator m = z + c + ε makes a legitimate z informative about c given m (a
 collider), though c does not cause z; the per-column test of :mod:`.held` is marginal for the same reason.
 """
@@ -22,9 +26,10 @@ import numpy as np
 from .._validation import fmt_count
 from ..errors import InputError
 from ..kinds import Kind, protected_kind
+from .tree_costs import forest_rows
 
-__all__ = ["JOINT_FOLDS", "JOINT_MAX_ROWS", "JOINT_MIN_GROUP_ROWS", "JOINT_PARTNER_SHARE", "JOINT_RANK_ALPHA", "JOINT_Z",
-           "block_capacity", "jointly_free_hold"]
+__all__ = ["JOINT_ALONE_P", "JOINT_COST_ROWS", "JOINT_FOLDS", "JOINT_MAX_ROWS", "JOINT_MIN_GROUP_ROWS",
+           "JOINT_PARTNER_SHARE", "JOINT_RANK_ALPHA", "JOINT_SINGLE_SHARE", "JOINT_Z", "block_capacity", "jointly_free_hold"]
 
 #: The held block carries c when its cross-fitted classifier lowers the per-row loss below the prior's by more
 #: than this many standard errors (one-sided, ≈ 1% of free blocks released).
@@ -38,6 +43,19 @@ JOINT_FOLDS = 3
 JOINT_MAX_ROWS = 20_000
 #: Rows per protected group (continuous c: rows) below which the block cannot be tested.
 JOINT_MIN_GROUP_ROWS = 10
+#: Rows the permutation costs of the held groups read at most (a seeded sample of the test's rows beyond it): they
+#: rank the groups for release and name partners; the block's test itself reads every row.
+JOINT_COST_ROWS = 6_000
+#: The first release is the one most costly group when its permutation costs the block's classifier at least this
+#: share of the block's gain over the prior (each member of a pair that carries c together costs 3-4 times the gain
+#: on tests/method/test_joint_hold.py's pairs); below it one release cannot free the block, and the search for the
+#: fewest starts at once (173 columns each shifted 0.1 sd by c: 0.03, benchmarks/bench_reference_fit.py).
+JOINT_SINGLE_SHARE = 0.25
+#: A free feature whose chi-square test of independence from c has a p-value below this tells c alone: the search
+#: for joint-only members (:func:`_free_partners`) does not fit a classifier to it. Far below the classifier's own
+#: levels (z 2.33, p 0.01), so that only a dependence the classifier finds anyway is skipped (the joint-only
+#: members of tests/groundtruth/test_joint.py have p-values of 0.0013 and more).
+JOINT_ALONE_P = 1e-4
 #: A held group is a released group's partner (it carried c with it) when its permutation costs the block's classifier
 #: at least this share of what the released group's costs.
 JOINT_PARTNER_SHARE = 0.25
@@ -214,29 +232,36 @@ def _rank_p_value(pred: np.ndarray, c: np.ndarray, fold: np.ndarray, kind: str, 
 
 
 def _release_costs(test: dict, c: np.ndarray, kind: str, offset: int, held_groups: list, seed: int) -> np.ndarray:
-    """Per held group: the mean per-row loss increase of the block's fold models when the group is permuted."""
+    """Per held group: the mean per-row loss increase of the block's fold models when the group is permuted, over the
+    test's rows (beyond :data:`JOINT_COST_ROWS` a seeded sample of them)."""
     rng = np.random.default_rng(seed)
     both, fold, base_losses = test["_both"], test["_fold"], test["_losses"]
     m = int(c.max()) + 1 if protected_kind(kind).grouped else 0
     costs = np.zeros(len(held_groups))
-    parts = [(np.flatnonzero(fold == k), model) for k, model in enumerate(test["_models"])]
+    keep: np.ndarray = np.ones(len(c), dtype=bool)
+    if len(c) > JOINT_COST_ROWS:                               # a seeded sample of the rows, the same for every group
+        keep[:] = False
+        keep[np.random.default_rng(seed + 1).choice(len(c), JOINT_COST_ROWS, replace=False)] = True
+        c, base_losses = c[keep], base_losses[keep]
+    parts = [(np.flatnonzero(fold[keep] == k), model) for k, model in enumerate(test["_models"])]
+    both = both[keep]
     blocks = [both[rows] for rows, _ in parts]                 # one working copy per fold: a group permuted, restored
+    forests = [forest_rows(model, X) for (_, model), X in zip(parts, blocks, strict=True)]
     for j, cols in enumerate(held_groups):
         pred = np.zeros(len(c)) if kind == "continuous" else np.zeros((len(c), m))
         at = offset + np.asarray(cols)
-        for (rows, model), X in zip(parts, blocks, strict=True):
+        for (rows, model), X, forest in zip(parts, blocks, forests, strict=True):
             X[:, at] = X[rng.permutation(len(rows))[:, None], at]
-            pred[rows] = _predict(model, X, kind, m)
+            pred[rows] = _predict(model, X, kind, m) if forest is None else forest.predict(X, at, kind, m)
             X[:, at] = both[rows[:, None], at]
         costs[j] = float((_row_losses(pred, c, kind, test["_sd"]) - base_losses).mean())
     return costs
 
 
-def _release(test: dict, c: np.ndarray, kind: str, block_groups: list, seed: int, step: dict) -> np.ndarray:
-    """Pop from ``block_groups`` the group whose permutation costs the block's classifier the most and return it;
-    ``step`` gets ``released``, ``release_cost`` and ``partners`` (the features of the groups left whose permutation
-    costs at least :data:`JOINT_PARTNER_SHARE` of it)."""
-    costs = _group_costs(test, c, kind, block_groups, seed)
+def _release(costs: np.ndarray, block_groups: list, step: dict) -> np.ndarray:
+    """Pop from ``block_groups`` the group whose permutation costs the block's classifier the most (``costs``, one per
+    group) and return it; ``step`` gets ``released``, ``release_cost`` and ``partners`` (the features of the groups
+    left whose permutation costs at least :data:`JOINT_PARTNER_SHARE` of it)."""
     worst = int(np.argmax(costs))
     gone = block_groups.pop(worst)
     step.update(released=gone.tolist(), release_cost=float(costs[worst]),
@@ -254,6 +279,58 @@ def _group_costs(test: dict, c: np.ndarray, kind: str, block_groups: list, seed:
         return _release_costs(test, c, kind, 0, positions, seed)
 
 
+def _block_test(X: np.ndarray, c: np.ndarray, kind: Kind, block_groups: list, seed: int, summary: dict) -> dict | None:
+    """:func:`block_capacity` of the block's columns; its figures appended to ``summary["steps"]`` and set in
+    ``summary``; None (``summary`` marked untested) when the rows cannot be tested."""
+    cols = np.concatenate(block_groups)
+    try:
+        test = block_capacity(X[:, cols], c, kind=kind, seed=seed)
+    except InputError as err:
+        summary.update(tested=False, free=False, reason=str(err))
+        return None
+    figures = {k: v for k, v in test.items() if not k.startswith("_")}
+    summary.update(figures, free=not test["carries"])
+    summary["steps"].append({**figures, "features": cols.tolist()})
+    return test
+
+
+def _release_fewest(costs: np.ndarray, X: np.ndarray, c: np.ndarray, kind: Kind, block_groups: list, seed: int,
+                    summary: dict) -> list:
+    """Release from ``block_groups`` the fewest of the groups ranked by ``costs`` (their permutation cost to the
+    block's classifier, highest first, ties to the first group) that leave the block free; return them in rank order.
+
+    How many is searched on the blocks they leave, smallest first: the 1, 2, 4, ... lowest-ranked groups until one
+    carries c, then bisection between it and the last free one (each probe one :func:`block_capacity` fit, appended
+    to ``summary["steps"]``; the test assumed monotone in what the block holds). A block that carries c in nearly
+    every group costs one fit of its lowest-ranked group; one fit of a block costs about its column count.
+
+    The last step of ``summary`` (the fit ``costs`` read) gets ``released`` (their features), ``release_cost`` (the highest cost) and ``partners``
+    (the features of the groups left whose cost is over 0 and at least :data:`JOINT_PARTNER_SHARE` of a released
+    group's); ``summary`` gets the figures of the free block's fit. Releasing every group leaves an empty block,
+    free by definition (not fitted)."""
+    order = np.argsort(-costs, kind="stable")
+    step = summary["steps"][-1]
+    fits: dict[int, dict] = {}
+    lo, hi, size = 0, len(order), 1              # the block carries c after releasing lo groups and is free after hi
+    while hi - lo > 1:
+        k = max(lo + 1, len(order) - size) if size else (lo + hi) // 2
+        probe = _block_test(X, c, kind, [block_groups[i] for i in np.sort(order[k:])], seed, summary)
+        if probe is None or probe["carries"]:
+            lo, size = k, 0                                      # bisect from here on
+        else:
+            hi, size = k, 2 * size if size else 0
+            fits[k] = {key: v for key, v in probe.items() if not key.startswith("_")}
+    gone = [block_groups[i] for i in order[:hi]]
+    left = np.sort(order[hi:])
+    partners = sorted({j for i in order[:hi] for j in _partner_features([block_groups[i] for i in left], costs[left],
+                                                                         float(costs[i]))})
+    step.update(released=[int(j) for g in gone for j in g], release_cost=float(costs[order[0]]), partners=partners)
+    block_groups[:] = [block_groups[i] for i in left]
+    summary.update(fits.get(hi, {}), tested=True, free=True)
+    summary.pop("reason", None)
+    return gone
+
+
 def _partner_features(block_groups: list, costs, own: float) -> list[int]:
     """The features of the groups whose cost is over 0 and at least :data:`JOINT_PARTNER_SHARE` of ``own``."""
     return [int(j) for g, cost in zip(block_groups, list(costs), strict=True)
@@ -264,11 +341,19 @@ def _free_partners(X: np.ndarray, c: np.ndarray, kind: Kind, groups, held: np.nd
                    seed: int) -> list[dict]:
     """Free numeric features (one-feature groups, not held) that tell a classifier nothing about c alone but carry
     it with the held block (a member of a pair the per-column test did not hold): ``features`` and their held
-    ``partners``, for the joint move (:mod:`faux_checks.method.joint_move`)."""
+    ``partners``, for the joint move (:mod:`faux_checks.method.joint_move`). A feature whose distribution depends on
+    c beyond doubt (:func:`~faux_checks.method.held.independent_features`' chi-square p-value under
+    :data:`JOINT_ALONE_P`: one contingency table, no fit) tells c alone and is not fitted; any other is fitted
+    alone, then with the block (on every row: on a sample the test alone loses power first, and more features
+    look joint-only)."""
+    from .held import independent_features                          # held imports this module
+
     out = []
     for g in (np.asarray(g, dtype=np.int64) for g in groups):
         if len(g) != 1 or held[g].any():
             continue
+        if independent_features(X[:, g], c, kind=kind, groups=[[0]])[1][0]["p_value"] < JOINT_ALONE_P:
+            continue                                                 # its distribution depends on c: readable alone
         try:
             if block_capacity(X[:, g], c, kind=kind, seed=seed)["carries"]:
                 continue                                             # c is readable from it alone
@@ -312,18 +397,21 @@ def jointly_free_hold(X_ref, c_ref, *, kind: Kind, groups, held, declared=None, 
         ``tested`` (False: too few rows, ``reason`` says why), ``free`` (the final block tells nothing about c),
         ``features`` (the final block's feature indices), ``released`` (feature index lists,
         in release order), ``gain``, ``z``, ``metric``, ``quality``, ``n_positive``, ``n_negative``, ``rows`` of
-        the final test (the first test's figures in ``steps[0]``), ``steps`` (each test's figures, the group it
-        released, ``release_cost`` and ``partners``: the features of the groups left in the block whose permutation
-        costs the classifier at least :data:`JOINT_PARTNER_SHARE` of the released group's, those that carried c
-        with it); after a free block, ``joint_free`` (free one-feature groups that carry c only with the held block:
+        the final test (the first test's figures in ``steps[0]``), ``steps`` (each test's figures in the order
+        fitted; a fit that released gets ``released``, the features of the group or groups it released,
+        ``release_cost`` and ``partners``: the features of the groups left in the block whose permutation costs the
+        classifier at least :data:`JOINT_PARTNER_SHARE` of a released group's, those that carried c with it); after a free block, ``joint_free`` (free one-feature groups that carry c only with the held block:
         ``features`` and ``partners``, :func:`_free_partners`).
 
     Notes
     -----
-    Our reading of the rule "hold only what is jointly free of c"; the greedy release stops at the first block the
-    test calls free, so the fewest groups move (a pair that carries c together loses one member: the matched move
-    reads the other's level from the one held). Which member of a symmetric pair is released is not identified by
-    the data; ties go to the first group.
+    Our reading of the rule "hold only what is jointly free of c": the first release is the most costly group (a
+    pair that carries c together loses one member: the matched move reads the other's level from the one held)
+    where its cost is at least :data:`JOINT_SINGLE_SHARE` of the block's gain; when the block still carries c (or
+    no group costs that much), the latest fit's ranking is searched for the fewest of its top groups that leave
+    the block free (:func:`_release_fewest`: one release per refit would cost one fit and one ranking per column, a
+    173-column block at 20,000 rows hours). Which member of a symmetric pair is released is not identified by the
+    data; ties go to the first group.
     """
     X = np.asarray(X_ref, dtype=np.float64)
     grouped = protected_kind(kind).grouped
@@ -338,20 +426,18 @@ def jointly_free_hold(X_ref, c_ref, *, kind: Kind, groups, held, declared=None, 
     summary: dict[str, Any] = {"tested": True, "free": True, "features": [], "released": [], "steps": [],
                                "rows": int(len(c))}
     while block_groups:
-        cols = np.concatenate(block_groups)
-        try:
-            test = block_capacity(X[:, cols], c, kind=kind, seed=seed)
-        except InputError as err:
-            summary.update(tested=False, free=False, reason=str(err))
+        test = _block_test(X, c, kind, block_groups, seed, summary)
+        if test is None or not test["carries"] or not release:
             break
-        figures = {k: v for k, v in test.items() if not k.startswith("_")}
-        summary.update(figures, free=not test["carries"])
-        summary["steps"].append({**figures, "features": cols.tolist()})
-        if not test["carries"] or not release:
-            break
-        gone = _release(test, c, kind, block_groups, seed, summary["steps"][-1])
-        summary["released"].append(gone.tolist())
-        hold[gone] = False
+        costs = _group_costs(test, c, kind, block_groups, seed)
+        first = not summary["released"] and float(costs.max()) >= JOINT_SINGLE_SHARE * test["gain"]
+        gone = ([_release(costs, block_groups, summary["steps"][-1])] if first
+                else _release_fewest(costs, X, c, kind, block_groups, seed, summary))
+        for g in gone:
+            summary["released"].append(g.tolist())
+            hold[g] = False
+        if not first:
+            break                                                # the fewest groups that free the block are out
     if release and grouped and block_groups and summary["tested"] and summary["free"]:
         summary["joint_free"] = _free_partners(X, c, kind, groups, hold | dec, block_groups, seed)
     summary["features"] = np.concatenate(block_groups).tolist() if block_groups else []

@@ -15,7 +15,7 @@ import torch
 from .._device import host
 from .joint_move import JointConditional
 from .quantiles import BucketTables
-from .shifts import ContinuousShift, ContinuousStack, GroupShift, continuous_shift, group_shift, ridge_fit
+from .shifts import ContinuousShift, ContinuousStack, GroupShift, continuous_shift, group_parts, ridge_fit
 from .torch_path import DeviceCached, t64, use_torch_path
 
 __all__ = ["feature_matching", "FeatureMatching"]
@@ -225,6 +225,7 @@ def feature_matching(X: np.ndarray, XA: np.ndarray, c: np.ndarray, kind: str, mo
             per.append(continuous_shift(X[:, j], XA, c.astype(np.float64), slope, sd))
             slopes.append(slope)
         return FeatureMatching(positions=positions, continuous=tuple(per), slopes=tuple(slopes))
-    shifts = {(a, b): tuple(group_shift(X[:, j], XA, c, a, b) for j in positions)
+    parts = {g: group_parts(X, XA, c, g, positions) for g in range(m)}      # each group's fits, shared by its pairs
+    shifts = {(a, b): tuple(GroupShift(pa[0], pb[0], pa[1], pb[1]) for pa, pb in zip(parts[a], parts[b], strict=True))
               for a in range(m) for b in range(m) if a != b}
     return FeatureMatching(positions=positions, shifts=shifts)

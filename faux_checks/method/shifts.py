@@ -18,7 +18,7 @@ import torch
 from .quantiles import composite_knots, interp_t, interp_uniform, interp_uniform_t, quantile_ranks
 from .torch_path import DeviceCached, t64
 
-__all__ = ["continuous_shift", "ContinuousShift", "ContinuousStack", "CPU_TILE_ELEMENTS", "group_shift", "GroupShift",
+__all__ = ["continuous_shift", "ContinuousShift", "ContinuousStack", "CPU_TILE_ELEMENTS", "group_parts", "group_shift", "GroupShift",
            "MIN_BIN_ROWS", "N_BINS", "N_QUANTILES", "RANK_BUCKETS", "RankPairTables", "RIDGE", "ridge_fit"]
 
 
@@ -202,6 +202,39 @@ def continuous_shift(v: np.ndarray, XA: np.ndarray, c: np.ndarray, slope: float,
     if not (np.diff(centers) > 0).all():
         return None
     return ContinuousShift(centers=centers, coefs=np.asarray(coefs), quantiles=np.asarray(quantiles), sd=sd, slope=slope)
+
+
+def group_parts(Y: np.ndarray, XA: np.ndarray, c: np.ndarray, g: int, columns) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per column j of ``columns``: group g's ridge coefficients of ``Y[:, j]`` on the held features and its residual
+    quantiles, as :func:`group_shift` computes them for g, bit for bit (the design and its Gram matrix formed once).
+
+    Parameters
+    ----------
+    Y : ndarray of shape (n, d)
+    XA : ndarray of shape (n, h)
+        The held features.
+    c : ndarray of shape (n,), int
+        Group index per row.
+    g : int
+    columns : sequence of int
+        Columns of ``Y``.
+
+    Returns
+    -------
+    list of (coef (h + 1,), quantiles (N_QUANTILES,)), one per column.
+    """
+    grid = np.linspace(0.0, 1.0, N_QUANTILES)
+    rows = c == g
+    design = np.column_stack([np.ones(int(rows.sum())), XA[rows]])
+    penalty = RIDGE * len(design) * np.eye(design.shape[1])
+    penalty[0, 0] = 0.0
+    gram = design.T @ design + penalty
+    out = []
+    for j in columns:
+        y = Y[:, j][rows]
+        coef = np.linalg.solve(gram, design.T @ y)
+        out.append((coef, np.quantile(y - design @ coef, grid)))
+    return out
 
 
 def group_shift(y: np.ndarray, XA: np.ndarray, c: np.ndarray, a: int, b: int) -> GroupShift:
