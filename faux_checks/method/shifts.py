@@ -10,6 +10,7 @@ returns the value of that rank in the other, with numpy on the CPU and torch on 
 from __future__ import annotations
 
 import functools
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -218,10 +219,20 @@ def group_shift(y: np.ndarray, XA: np.ndarray, c: np.ndarray, a: int, b: int) ->
 
 #: Buckets of each rank table's uniform search grid in :class:`RankPairTables` (a search starts in its bucket).
 RANK_BUCKETS = 4096
-#: Elements of a (rows, m) block that :class:`ContinuousStack` reads at once on the CPU: a block of whole rows and
-#: few shifts, so that the tables it gathers from (about 1 MiB per shift) stay in the CPU's cache; a device reads
-#: the whole block at once.
+#: Elements of a (shifts, targets, rows) block that :class:`ContinuousStack` reads at once on the CPU with one torch
+#: thread: whole rows and few shifts, so that the tables it gathers from (about 1 MiB per shift) stay in the CPU's
+#: cache; a device reads the whole block at once.
 CPU_TILE_ELEMENTS = 2 ** 16
+#: With several torch threads, the CPU's blocks are shared out among as many Python threads (torch releases the GIL
+#: in its kernels) and hold at most this many elements where the rows allow: torch's grain, below which each op runs
+#: on its calling thread alone (at::internal::GRAIN_SIZE).
+SERIAL_ELEMENTS = 2 ** 15
+
+
+@functools.lru_cache(maxsize=4)
+def _pool(workers: int) -> ThreadPoolExecutor:
+    """A pool of ``workers`` threads, one per torch thread, kept for the process."""
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="faux-continuous")
 
 
 class RankPairTables:
@@ -363,13 +374,23 @@ class ContinuousStack:
         here, there = lo.int().view(1 + S, b).mul_(scales).split([1, S])             # (1, b), (S, b)
         where = dict(lo=lo, w=w.view(1 + S, b).split([1, S]), beyond=beyond, hat=hat, here=here, there=there)
         vt = v.T.contiguous().unsqueeze(1)                                           # (m, 1, b)
-        k = self.m if v.device.type != "cpu" else max(1, CPU_TILE_ELEMENTS // max(1, b))
+        workers = torch.get_num_threads() if v.device.type == "cpu" else 1
+        k = self.m if v.device.type != "cpu" else max(1, (CPU_TILE_ELEMENTS if workers == 1 else SERIAL_ELEMENTS)
+                                                           // max(1, S * b))
         out = torch.empty((self.m, S, b), dtype=vt.dtype, device=vt.device)
         if k >= self.m:
             self._block(vt, self._columns(slice(0, self.m)), fits, where, out)
-        for start in range(0, self.m, k) if k < self.m else ():
-            cols = slice(start, min(start + k, self.m))
-            self._block(vt[cols], self._columns(cols), fits, where, out[cols])
+            return list(out.permute(1, 2, 0).unbind(0))
+        blocks = [slice(start, min(start + k, self.m)) for start in range(0, self.m, k)]
+
+        def run(part: list[slice]) -> None:
+            for cols in part:
+                self._block(vt[cols], self._columns(cols), fits, where, out[cols])
+
+        if workers == 1 or len(blocks) == 1:
+            run(blocks)
+        else:
+            list(_pool(workers).map(run, [blocks[i::workers] for i in range(workers)]))
         return list(out.permute(1, 2, 0).unbind(0))
 
     def _columns(self, cols: slice) -> dict:
