@@ -10,6 +10,7 @@ returns the value of that rank in the other, with numpy on the CPU and torch on 
 from __future__ import annotations
 
 import functools
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -251,10 +252,20 @@ def group_shift(y: np.ndarray, XA: np.ndarray, c: np.ndarray, a: int, b: int) ->
 
 #: Buckets of each rank table's uniform search grid in :class:`RankPairTables` (a search starts in its bucket).
 RANK_BUCKETS = 4096
-#: Elements of a (rows, m) block that :class:`ContinuousStack` reads at once on the CPU: a block of whole rows and
-#: few shifts, so that the tables it gathers from (about 1 MiB per shift) stay in the CPU's cache; a device reads
-#: the whole block at once.
+#: Elements of a (shifts, targets, rows) block that :class:`ContinuousStack` reads at once on the CPU with one torch
+#: thread: whole rows and few shifts, so that the tables it gathers from (about 1 MiB per shift) stay in the CPU's
+#: cache; a device reads the whole block at once.
 CPU_TILE_ELEMENTS = 2 ** 16
+#: With several torch threads, the CPU's blocks are shared out among as many Python threads (torch releases the GIL
+#: in its kernels) and hold at most this many elements where the rows allow: torch's grain, below which each op runs
+#: on its calling thread alone (at::internal::GRAIN_SIZE).
+SERIAL_ELEMENTS = 2 ** 15
+
+
+@functools.lru_cache(maxsize=4)
+def _pool(workers: int) -> ThreadPoolExecutor:
+    """A pool of ``workers`` threads, one per torch thread, kept for the process."""
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="faux-continuous")
 
 
 class RankPairTables:
@@ -317,11 +328,12 @@ class RankPairTables:
 
     def __call__(self, y: torch.Tensor, bucket_base: torch.Tensor, lo: torch.Tensor,
                  inv_width: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Both bins' ranks at y (k, b) float64: ``bucket_base`` (k, b) int64 the table per value times the buckets,
-        (f·(B − 1) + p)·RANK_BUCKETS; ``lo``, ``inv_width`` (k, 1) the value's shift's grid (:attr:`lo`,
-        :attr:`inv_width`). Returns the rank in bin p and in bin p + 1, (k, b) float64 each."""
+        """Both bins' ranks at y (k, …) float64, contiguous: ``bucket_base`` (broadcastable to y, int32 or int64) the
+        table per value times the buckets, (f·(B − 1) + p)·RANK_BUCKETS; ``lo``, ``inv_width`` (broadcastable to y) the
+        value's shift's grid (:attr:`lo`, :attr:`inv_width`). Returns the rank in bin p and in bin p + 1, y's shape,
+        float64 each."""
         flat = y.view(-1)
-        bucket = (y - lo).mul_(inv_width).clamp_(0, RANK_BUCKETS - 1).long().add_(bucket_base)
+        bucket = (y - lo).mul_(inv_width).clamp_(0, RANK_BUCKETS - 1).to(bucket_base.dtype).add_(bucket_base)
         j = self.start.index_select(0, bucket.view(-1))                       # flat indices from here on
         for s, ahead in self.ahead:                                          # the last knot <= y in the window
             j.add_(ahead.index_select(0, j) <= flat, alpha=s)
@@ -334,8 +346,10 @@ class ContinuousStack:
     """m :class:`ContinuousShift` that share their bins (one per matched feature, or the aux output's one), read
     at once: per row one bin search for c and one for each target c ± sd; per (row, shift) one search for the rank
     in the two bins around c (:class:`RankPairTables`) and, for all targets at once, the two bins' quantiles and
-    quantile steps at the rank (four gathers). O(1) torch ops in m and in the bins on a device; on the CPU the block is read in
-    column blocks of :data:`CPU_TILE_ELEMENTS` (the same operations per block, the tables they read in cache).
+    quantile steps at the rank (four gathers from one packed table). The bin-interpolated linear fits without held
+    features are one small product per block: the shifts' intercepts (and slopes beyond the outer centers) times each
+    row's two bin weights. O(1) torch ops in m and in the bins on a device; on the CPU the block is read in column
+    blocks of :data:`CPU_TILE_ELEMENTS` (the same operations per block, the tables they read in cache).
 
     Raises
     ------
@@ -354,12 +368,16 @@ class ContinuousStack:
         coefs = np.stack([s.coefs for s in shifts])                                 # (m, B, 1 + d_A)
         self.intercepts = t64(coefs[:, :, 0], device)                               # (m, B)
         self.flat_intercepts = (self.intercepts.view(-1), self.intercepts.view(-1)[1:])   # at f·B + b, f·B + b + 1
+        slopes = np.array([s.slope for s in shifts])
+        self.bin_coefs = t64(np.concatenate([coefs[:, :, 0], slopes[:, None]], axis=1), device)   # (m, B + 1)
         self.offsets: dict = {}                                                      # signs -> (1 + S, 1) c moves
         self.weights = t64(coefs[:, :, 1:].reshape(m * B, -1), device)               # (m·B, d_A): row f·B + b
         q = np.stack([s.quantiles for s in shifts])                                 # (m, B, Q)
-        q_i, dq_i = (t64(a.ravel(), device) for a in (q[:, :, :-1], np.diff(q, axis=2)))   # flat (f·B + b)·(Q − 1) + i
-        self.quantiles = [q_i, dq_i, q_i[Q - 1:], dq_i[Q - 1:]]                      # bin b and the next bin
-        self.slope = t64([s.slope for s in shifts], device)[:, None]                 # (m, 1)
+        q_i, dq_i = q[:, :, :-1], np.diff(q, axis=2)                                 # (m, B, Q − 1) each
+        nxt = lambda a: np.concatenate([a[:, 1:], np.zeros_like(a[:, :1])], axis=1)  # noqa: E731  bin b + 1
+        packed = t64(np.stack([q_i, dq_i, nxt(q_i), nxt(dq_i)], axis=3).ravel(), device)   # at 4·((f·B + b)·(Q − 1) + i)
+        self.quantiles = [packed[o:] for o in range(4)]                              # q, dq of bin b and of bin b + 1
+        self.slope = t64(slopes, device)[:, None]                                    # (m, 1)
         self.centers = t64(first.centers, device)
 
     def goal(self, v: torch.Tensor, c: torch.Tensor, x_admissible: torch.Tensor | None, sign: float) -> torch.Tensor:
@@ -369,60 +387,88 @@ class ContinuousStack:
 
     def goals(self, v: torch.Tensor, c: torch.Tensor, x_admissible: torch.Tensor | None, signs) -> list[torch.Tensor]:
         """:meth:`goal` at each sign of ``signs`` (the rank at c is read once, the signs' moves in one block): a list
-        of (b, m) float64 (transposed views of (m, b) blocks: the move reads each shift's values contiguously)."""
-        first, S = self.first, len(signs)
+        of (b, m) float64 (views of an (m, S, b) block: the move reads each shift's values contiguously)."""
+        first, S, B, Q, b = self.first, len(signs), self.n_bins, self.n_q, len(c)
         fits = None
         if x_admissible is not None and x_admissible.shape[1]:
-            fits = (self.weights @ x_admissible.T).view(self.m, self.n_bins, -1).add_(self.intercepts[:, :, None])
-        if tuple(signs) not in self.offsets:
-            self.offsets[tuple(signs)] = t64([[0.0], *([sign * first.sd] for sign in signs)], self.device)
-        at_c = torch.add(c, self.offsets[tuple(signs)])[:, None]                      # (1 + S, 1, b): c, c ± sd
-        lo, w, beyond = first._position_t(at_c, self.centers)
-        where = (lo.split([1, S]), w.split([1, S]), beyond[1:])                        # (1, 1, b), (S, 1, b)
-        vt = v.T.contiguous()                                                        # (m, b)
-        k = self.m if v.device.type != "cpu" else max(1, CPU_TILE_ELEMENTS // max(1, len(v)))
+            fits = (self.weights @ x_admissible.T).view(self.m, B, -1).add_(self.intercepts[:, :, None])
+        if tuple(signs) not in self.offsets:      # c's moves, 1 at the targets, the bins' index scales: (1 + S, 1) each
+            self.offsets[tuple(signs)] = (*(t64([[0.0], *([x] for x in xs)], self.device)
+                                            for xs in ([sign * first.sd for sign in signs], [1.0] * S)),
+                                          torch.tensor([[RANK_BUCKETS]] + [[4 * (Q - 1)]] * S, dtype=torch.int32,
+                                                       device=self.device))
+        offsets, targets, scales = self.offsets[tuple(signs)]
+        lo, w, beyond = first._position_t(torch.add(c, offsets).view(1, -1), self.centers)   # (1, (1 + S)·b): c, c ± sd
+        hat = None
+        if fits is None:                                   # (B + 1, (1 + S)·b): the two bins' weights, the move beyond
+            hat = torch.zeros((B + 1, (1 + S) * b), dtype=torch.float64, device=c.device)
+            hat.scatter_(0, lo, torch.sub(1.0, w)).scatter_(0, lo + 1, w)
+            torch.mul(beyond.view(1 + S, b), targets, out=hat[B].view(1 + S, b))
+        here, there = lo.int().view(1 + S, b).mul_(scales).split([1, S])             # (1, b), (S, b)
+        where = dict(lo=lo, w=w.view(1 + S, b).split([1, S]), beyond=beyond, hat=hat, here=here, there=there)
+        vt = v.T.contiguous().unsqueeze(1)                                           # (m, 1, b)
+        workers = torch.get_num_threads() if v.device.type == "cpu" else 1
+        k = self.m if v.device.type != "cpu" else max(1, (CPU_TILE_ELEMENTS if workers == 1 else SERIAL_ELEMENTS)
+                                                           // max(1, S * b))
+        out = torch.empty((self.m, S, b), dtype=vt.dtype, device=vt.device)
         if k >= self.m:
-            out = self._block(vt, self._columns(slice(0, self.m)), fits, *where)
+            self._block(vt, self._columns(slice(0, self.m)), fits, where, out)
+            return list(out.permute(1, 2, 0).unbind(0))
+        blocks = [slice(start, min(start + k, self.m)) for start in range(0, self.m, k)]
+
+        def run(part: list[slice]) -> None:
+            for cols in part:
+                self._block(vt[cols], self._columns(cols), fits, where, out[cols])
+
+        if workers == 1 or len(blocks) == 1:
+            run(blocks)
         else:
-            out = torch.empty((S, *vt.shape), dtype=vt.dtype, device=vt.device)       # (S, m, b)
-            for start in range(0, self.m, k):
-                cols = slice(start, min(start + k, self.m))
-                out[:, cols] = self._block(vt[cols], self._columns(cols), fits, *where)
-        return list(out.transpose(1, 2).unbind(0))
+            list(_pool(workers).map(run, [blocks[i::workers] for i in range(workers)]))
+        return list(out.permute(1, 2, 0).unbind(0))
 
     def _columns(self, cols: slice) -> dict:
-        """Per-shift constants of the shifts ``cols`` as (k, 1) columns (kept per block)."""
+        """Per-shift constants of the shifts ``cols`` as (k, 1, 1) columns (kept per block)."""
         cache = self.__dict__.setdefault("_blocks", {})
         if (cols.start, cols.stop) not in cache:
-            B, Q, f = self.n_bins, self.n_q, torch.arange(cols.start, cols.stop, device=self.device)[:, None]
+            B, Q = self.n_bins, self.n_q
+            f = torch.arange(cols.start, cols.stop, device=self.device, dtype=torch.int32)[:, None, None]
             cache[cols.start, cols.stop] = dict(
-                cols=cols, fits=f * B, rank=f * ((B - 1) * RANK_BUCKETS), quantile=f * (B * (Q - 1)),
-                lo=self.ranks.lo[cols, None], inv_width=self.ranks.inv_width[cols, None], slope=self.slope[cols])
+                cols=cols, fits=f.long() * B, rank=f * ((B - 1) * RANK_BUCKETS), quantile=f * (4 * B * (Q - 1)),
+                lo=self.ranks.lo[cols, None, None], inv_width=self.ranks.inv_width[cols, None, None],
+                slope=self.slope[cols, :, None], coefs=self.bin_coefs[cols])
         return cache[cols.start, cols.stop]
 
-    def _fitted(self, fits: torch.Tensor | None, block: dict, lo: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        """The bin-interpolated linear fit per (shift of the block, row): fits (m, B, b) or None (intercepts only),
-        lo (…, 1, b) the lower bin, w broadcastable to it the upper bin's weight -> (…, k, b)."""
-        at = block["fits"] + lo                                                      # f·B + lower bin
-        if fits is None:
-            flat = self.flat_intercepts
-        else:
-            b = fits.shape[2]
-            at = at.mul_(b).add_(torch.arange(b, device=lo.device))
-            flat = (fits.view(-1), fits.view(-1)[b:])
-        return torch.lerp(flat[0].take(at), flat[1].take(at), w)
+    def _fitted(self, fits: torch.Tensor, block: dict, lo: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """The bin-interpolated linear fit per (shift of the block, position, row): fits (m, B, b), lo (P, b) the lower
+        bin at P positions, w (P, b) the upper bin's weight -> (k, P, b)."""
+        b = fits.shape[2]
+        at = (block["fits"] + lo).mul_(b).add_(torch.arange(b, device=lo.device))      # (f·B + lower bin)·b + row
+        flat = fits.view(-1)
+        return torch.lerp(flat.index_select(0, at.view(-1)).view(at.shape),
+                          flat[b:].index_select(0, at.view(-1)).view(at.shape), w)
 
-    def _block(self, v, block: dict, fits, lo, w, moves) -> torch.Tensor:
-        """The goals of a block of shifts (v (k, b)) at the S moves, (S, k, b): lo, w the bins around c (1, 1, b) and
-        around each target (S, 1, b); ``moves`` (S, 1, b) each target beyond the outer centers (in sd)."""
-        Q = self.n_q
-        (here, lo_t), (w_here, w_t) = lo, w
-        rank_p, rank_q = self.ranks(v - self._fitted(fits, block, here, w_here), here * RANK_BUCKETS + block["rank"],
-                                    block["lo"], block["inv_width"])
-        pos = torch.lerp(rank_p, rank_q, w_here[0]).clamp_(0.0, 1.0).mul_(Q - 1)
-        i = pos.long().clamp_(0, Q - 2)
+    def _block(self, v, block: dict, fits, where: dict, out: torch.Tensor) -> None:
+        """The goals of a block of shifts (v (k, 1, b)) at the S moves into ``out`` (k, S, b). ``where``: the bins
+        (``lo`` (1, (1 + S)·b) int64; ``here`` (1, b) times the rank tables' buckets, ``there`` (S, b) times 4·(Q − 1)) and
+        upper weights (``w``: (1, b), (S, b)) around c and each target, ``beyond`` (1, (1 + S)·b) c and each target
+        beyond the outer centers (in sd), ``hat`` (B + 1, (1 + S)·b) the bins' weights and the targets' moves beyond
+        (no held features) or None."""
+        Q, S, b = self.n_q, where["there"].shape[0], v.shape[2]
+        w_here, w_t = where["w"]
+        if where["hat"] is None:
+            lo = where["lo"].view(1 + S, b)
+            fitted = self._fitted(fits, block, lo[:1], w_here)
+            fitted_t = self._fitted(fits, block, lo[1:], w_t).addcmul_(where["beyond"].view(1 + S, b)[1:],
+                                                                       block["slope"])
+        else:
+            both = torch.mm(block["coefs"], where["hat"]).view(-1, 1 + S, b)         # (k, 1 + S, b)
+            fitted, fitted_t = both.narrow(1, 0, 1), both.narrow(1, 1, S)
+        rank_p, rank_q = self.ranks(v - fitted, where["here"] + block["rank"], block["lo"], block["inv_width"])
+        pos = torch.lerp(rank_p, rank_q, w_here).clamp_(0.0, 1.0).mul_(Q - 1)          # (k, 1, b)
+        i = pos.int().clamp_(0, Q - 2)
         frac = pos.sub_(i)
-        at = (lo_t * (Q - 1)).add(i.add_(block["quantile"]))                         # (S, k, b): each shift's pair
-        q_p, dq_p, q_q, dq_q = (part.index_select(0, at.view(-1)).view(at.shape) for part in self.quantiles)
+        at = torch.add(where["there"], block["quantile"]).add_(i, alpha=4)             # (k, S, b): each shift's pair
+        flat = at.view(-1)
+        q_p, dq_p, q_q, dq_q = (part.index_select(0, flat).view(at.shape) for part in self.quantiles)
         q = torch.lerp(q_p.addcmul_(frac, dq_p), q_q.addcmul_(frac, dq_q), w_t)
-        return self._fitted(fits, block, lo_t, w_t).addcmul_(moves, block["slope"]).add_(q)
+        torch.add(fitted_t, q, out=out)

@@ -35,14 +35,17 @@ def _rows(rng, shift: ContinuousShift, n: int, m: int, d_a: int):
 
 
 @pytest.mark.parametrize("d_a", [0, 2])
-@pytest.mark.parametrize("tile", [None, 2 * 300])
-def test_the_stack_equals_each_shifts_numpy_goal_in_one_block_and_in_column_blocks(d_a, tile, monkeypatch):
+@pytest.mark.parametrize("tile", [None, 2 * 2 * 300])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_stack_equals_each_shifts_numpy_goal_in_one_block_and_in_column_blocks(d_a, tile, threads, monkeypatch):
     rng = np.random.default_rng(21)
     m, n = 5, 300
     shifts = _shifts(rng, m, d_a)
     v, c, xa = _rows(rng, shifts[0], n, m, d_a)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: threads)         # 2: the blocks shared out among 2 threads
     if tile is not None:
-        monkeypatch.setattr(shifts_mod, "CPU_TILE_ELEMENTS", tile)          # blocks of 2, 2 and 1 shifts
+        monkeypatch.setattr(shifts_mod, "CPU_TILE_ELEMENTS", tile)          # blocks of 2, 2 and 1 shifts (2 targets)
+        monkeypatch.setattr(shifts_mod, "SERIAL_ELEMENTS", tile)
     stack = ContinuousStack(shifts, torch.device("cpu"))
     t = lambda a: torch.as_tensor(a, dtype=torch.float64)  # noqa: E731
     got = stack.goals(t(v), t(c), t(xa) if d_a else None, (1.0, -1.0))
