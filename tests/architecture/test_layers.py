@@ -24,7 +24,7 @@ HEAVY = ("prefect", "great_expectations", "mlflow", "evidently")
 def test_import_faux_checks_loads_no_integration():
     code = ("import json, sys, faux_checks; "
             "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=600)
     loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
     assert "faux_checks" in loaded
     assert not loaded & {"faux_checks_flows", "faux_checks_gx", "flows", "expectations", "prefect", "great_expectations"}, loaded
