@@ -203,8 +203,11 @@ from _support import write_proxy_audit  # noqa: E402
 
 
 @pytest.mark.slow
-def test_concurrent_gates_on_postgres_make_one_run_and_one_decision(pg_mlflow, tmp_path):
-    """3 gates on one version whose lease writes all meet at once: one run, one decision, no exit 2."""
+def test_concurrent_gates_on_postgres_make_one_run_and_one_decision(pg_mlflow, tmp_path, harness):
+    """3 gates on one version whose lease writes all meet at once: one run, one decision, no exit 2.
+
+    The three commands run their flows on this module's Prefect server (``PREFECT_API_URL``): the lease on
+    PostgreSQL is what is tested, and one server start replaces three."""
     from faux_checks.registry import Registry
     from faux_checks.registry.client import GATE_EXPERIMENT, GATE_TAG
 
@@ -215,7 +218,8 @@ def test_concurrent_gates_on_postgres_make_one_run_and_one_decision(pg_mlflow, t
            "gate", "pggate", "--data", str(tmp_path / "audit.csv"), "--policy", str(tmp_path / "policy.toml"),
            "--tracking-uri", pg_mlflow["uri"], "--report-dir", str(tmp_path / "reports"), "--deadline", "900"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_HTTP_REQUEST_")}
-    env.update(PYTHONPATH=str(ROOT), FAUX_CHECKS_HOME=str(tmp_path / "home"), OMP_NUM_THREADS="1")
+    env.update(PYTHONPATH=str(ROOT), FAUX_CHECKS_HOME=str(tmp_path / "home"), OMP_NUM_THREADS="1",
+               PREFECT_API_URL=harness)
     gates = 3
     held = _TagWritesHeld(pg_mlflow["socket_dir"])
     procs = []
