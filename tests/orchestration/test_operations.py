@@ -207,7 +207,7 @@ def test_sigterm_stops_the_gate_and_leaves_no_child_process(registered):
     assert children, "the gate never started Prefect's temporary server"
     time.sleep(1.0)
     proc.send_signal(signal.SIGTERM)
-    out = proc.communicate(timeout=300)[0]
+    out = proc.communicate(timeout=900)[0]
     assert proc.returncode == 143, out
     assert "SIGTERM received; stopping" in out
     left = [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
