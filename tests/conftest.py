@@ -6,7 +6,7 @@ tests inherit them:
 
 - no telemetry from MLflow/Prefect (``DO_NOT_TRACK`` and the tools' own switches);
 - Prefect's home and MLflow's tracking store in a temporary folder, never the user's;
-- Prefect's temporary server given 300 s to start (``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS``);
+- Prefect's temporary server given 600 s to start (``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS``);
 - reports without their figures (``FAUX_CHECKS_REPORT_PLOTS=off``): drawing costs ~18% of the
   suite's time; the tests of the plots and of the page's images turn them on (``monkeypatch.setenv``);
 - one intra-op thread for torch (``OMP_NUM_THREADS=1``): on a shared 2-core machine the
@@ -45,28 +45,46 @@ os.environ.setdefault("PREFECT_HOME", os.path.join(_TMP, "prefect"))
 os.environ.setdefault("MLFLOW_TRACKING_URI", "sqlite:///" + os.path.join(_TMP, "mlflow.db"))
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("FAUX_CHECKS_REPORT_PLOTS", "off")   # the tests that read the figures set it "on"
-# Prefect's temporary server: 300 s to start (Prefect's 20 s, and 90 s, expired on a loaded machine); a test of the
+# Prefect's temporary server: 600 s to start (Prefect's 20 s, and 90 s, expired on a loaded machine); a test of the
 # start-up timeout itself removes it (monkeypatch.delenv)
-os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "300")
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "600")
 
 import pytest  # noqa: E402
 
 
+#: Seconds per file of one measured run of the suite (``[slow tests, other tests]``; tests/file_seconds.py writes it).
+FILE_SECONDS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "file_seconds.json")
+#: The estimate of a test of a file the table lacks: a slow test, another test (seconds).
+UNMEASURED_S = (15.0, 0.5)
+
+
+@pytest.hookimpl(trylast=True)   # after ``-m``/``-k`` deselected: the time of the tests that will run
 def pytest_collection_modifyitems(config, items):
-    """Files with the most slow tests first, each file's tests kept in their order.
+    """The files that take longest first, each file's tests kept in their order.
 
     Under ``-n auto --dist loadfile`` a worker takes the next file in this order when it is free
-    (``--no-loadscope-reorder`` in ``addopts``). xdist's own order, most tests first, leaves the files of a
-    few minute-long end-to-end tests to the end, one worker running them while the other idles; longest
-    first keeps both workers busy to the end.
+    (``--no-loadscope-reorder`` in ``addopts``); longest first (the LPT rule) keeps both workers busy to the end,
+    where xdist's own order, most tests first, leaves a few minute-long files to one worker while the other idles.
+    A file's time is that of its selected tests: its measured seconds (:data:`FILE_SECONDS`) shared out among its
+    slow and its other tests, so ``-m "not slow"`` orders by the other tests' share; a file the table lacks counts
+    :data:`UNMEASURED_S` per test.
     """
-    slow: dict[str, int] = {}
+    import json
+
+    measured = json.loads(open(FILE_SECONDS).read()) if os.path.exists(FILE_SECONDS) else {}
+    counts: dict[str, list[int]] = {}
     first: dict[str, int] = {}
     for index, item in enumerate(items):
         path = item.nodeid.split("::", 1)[0]
         first.setdefault(path, index)
-        slow[path] = slow.get(path, 0) + (item.get_closest_marker("slow") is not None)
-    items.sort(key=lambda item: (-slow[item.nodeid.split("::", 1)[0]], first[item.nodeid.split("::", 1)[0]]))
+        counts.setdefault(path, [0, 0])[item.get_closest_marker("slow") is None] += 1
+    seconds = {}
+    for path, (n_slow, n_other) in counts.items():
+        if path in measured:
+            seconds[path] = sum(measured[path][kind] for kind, n in ((0, n_slow), (1, n_other)) if n)
+        else:
+            seconds[path] = n_slow * UNMEASURED_S[0] + n_other * UNMEASURED_S[1]
+    items.sort(key=lambda item: (-seconds[item.nodeid.split("::", 1)[0]], first[item.nodeid.split("::", 1)[0]]))
 
 
 @pytest.fixture
@@ -151,7 +169,7 @@ def _log_handlers_outlive_capture():
 def prefect_test_server():
     """One Prefect test server for this process (a pytest-xdist worker, or the whole run without xdist): a
     ``SubprocessASGIServer`` on a SQLite database of its own, started once (the schema migrated, the block types
-    registered: ~9 s of server CPU on a quiet 2-core machine), given 300 s to start, stopped at the session's end.
+    registered: ~9 s of server CPU on a quiet 2-core machine), given 600 s to start, stopped at the session's end.
 
     Yields ``(server, database URL)``. Tests take :func:`harness`, which points Prefect at it for one module.
     """
@@ -165,7 +183,7 @@ def prefect_test_server():
     database = "sqlite+aiosqlite:///" + os.path.join(tempfile.mkdtemp(dir=_TMP), "prefect-test.db")
     with temporary_settings({PREFECT_SERVER_DATABASE_CONNECTION_URL: database}):   # what the server's process reads
         server = SubprocessASGIServer(port=_find_available_port())
-        server.start(timeout=300)
+        server.start(timeout=600)
     try:
         yield server, database
     finally:
