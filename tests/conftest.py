@@ -66,8 +66,8 @@ def pytest_collection_modifyitems(config, items):
     (``--no-loadscope-reorder`` in ``addopts``); longest first (the LPT rule) keeps both workers busy to the end,
     where xdist's own order, most tests first, leaves a few minute-long files to one worker while the other idles.
     A file's time is that of its selected tests: its measured seconds (:data:`FILE_SECONDS`) shared out among its
-    slow and its other tests, so ``-m "not slow"`` orders by the other tests' share; a file the table lacks counts
-    :data:`UNMEASURED_S` per test.
+    slow and its other tests, so ``-m "not slow"`` orders by the other tests' share; a file or a kind the table
+    lacks counts :data:`UNMEASURED_S` per test.
     """
     import json
 
@@ -79,11 +79,10 @@ def pytest_collection_modifyitems(config, items):
         first.setdefault(path, index)
         counts.setdefault(path, [0, 0])[item.get_closest_marker("slow") is None] += 1
     seconds = {}
-    for path, (n_slow, n_other) in counts.items():
-        if path in measured:
-            seconds[path] = sum(measured[path][kind] for kind, n in ((0, n_slow), (1, n_other)) if n)
-        else:
-            seconds[path] = n_slow * UNMEASURED_S[0] + n_other * UNMEASURED_S[1]
+    for path, selected in counts.items():
+        table = measured.get(path, [None, None])
+        seconds[path] = sum(UNMEASURED_S[kind] * n if table[kind] is None else table[kind]
+                            for kind, n in enumerate(selected) if n)
     items.sort(key=lambda item: (-seconds[item.nodeid.split("::", 1)[0]], first[item.nodeid.split("::", 1)[0]]))
 
 

@@ -2,7 +2,8 @@
 
 ``python tests/file_seconds.py LOG [LOG ...] > tests/file_seconds.json`` reads the ``--durations=0`` lines of
 pytest's output (``12.34s call     tests/x/test_y.py::test_z``) and writes, per file, the seconds of its tests
-marked ``slow`` and of its other tests (setup, call and teardown summed; the mean where several logs are given).
+marked ``slow`` and of its other tests (setup, call and teardown summed; the mean where several logs are given;
+null for a kind the logs do not hold).
 The slow tests are those of ``pytest --collect-only -q -m slow``, run here.
 """
 
@@ -25,13 +26,16 @@ def slow_ids(root: Path) -> set[str]:
     return {line.strip() for line in out.splitlines() if "::" in line}
 
 
-def file_seconds(logs: list[str], slow: set[str]) -> dict[str, list[float]]:
-    """``{file: [seconds of its slow tests, seconds of its other tests]}``, the mean over ``logs``."""
-    total: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+def file_seconds(logs: list[str], slow: set[str]) -> dict[str, list[float | None]]:
+    """``{file: [seconds of its slow tests, seconds of its other tests]}``, the mean over ``logs``; None where the
+    logs hold none of that kind (a ``-m "not slow"`` run: no slow test)."""
+    total: dict[str, list[float | None]] = defaultdict(lambda: [None, None])
     for text in logs:
         for seconds, node in LINE.findall(text):
-            total[node.split("::", 1)[0]][node.strip() not in slow] += float(seconds) / len(logs)
-    return {path: [round(s, 1), round(o, 1)] for path, (s, o) in sorted(total.items())}
+            kind = node.strip() not in slow
+            entry = total[node.split("::", 1)[0]]
+            entry[kind] = (entry[kind] or 0.0) + float(seconds) / len(logs)
+    return {path: [None if t is None else round(t, 1) for t in pair] for path, pair in sorted(total.items())}
 
 
 if __name__ == "__main__":
