@@ -1,10 +1,11 @@
 """Per-file seconds of one run of the suite, for the order in which pytest-xdist hands out files (tests/conftest.py).
 
-``python tests/file_seconds.py LOG [LOG ...] > tests/file_seconds.json`` reads the ``--durations=0`` lines of
-pytest's output (``12.34s call     tests/x/test_y.py::test_z``) and writes, per file, the seconds of its tests
+``python tests/file_seconds.py [--scale F] LOG [LOG ...] > TABLE``, then ``mv TABLE tests/file_seconds.json``, reads
+the ``--durations=0`` lines of pytest's output (``12.34s call     tests/x/test_y.py::test_z``) and writes, per file, the seconds of its tests
 marked ``slow`` and of its other tests (setup, call and teardown summed; the mean where several logs are given;
 null for a kind the logs do not hold).
-The slow tests are those of ``pytest --collect-only -q -m slow``, run here.
+The slow tests are those of ``pytest --collect-only -q -m slow``, run here. ``--scale F`` multiplies every figure by
+``F`` (a log of a loaded machine brought to the quiet machine's seconds, which :data:`conftest.UNMEASURED_S` uses).
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ def file_seconds(logs: list[str], slow: set[str]) -> dict[str, list[float | None
 
 if __name__ == "__main__":
     root = Path(__file__).resolve().parents[1]
-    texts = [Path(p).read_text() for p in sys.argv[1:]]
-    json.dump(file_seconds(texts, slow_ids(root)), sys.stdout, indent=0)
+    args = sys.argv[1:]
+    scale = float(args[1]) if args[:1] == ["--scale"] else 1.0
+    texts = [Path(p).read_text() for p in (args[2:] if args[:1] == ["--scale"] else args)]
+    table = file_seconds(texts, slow_ids(root))
+    json.dump({path: [None if t is None else round(t * scale, 1) for t in pair] for path, pair in table.items()},
+              sys.stdout, indent=0)
     sys.stdout.write("\n")
