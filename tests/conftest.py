@@ -6,7 +6,7 @@ tests inherit them:
 
 - no telemetry from MLflow/Prefect (``DO_NOT_TRACK`` and the tools' own switches);
 - Prefect's home and MLflow's tracking store in a temporary folder, never the user's;
-- Prefect's temporary server given 300 s to start (``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS``);
+- Prefect's temporary server given 600 s to start (``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS``);
 - reports without their figures (``FAUX_CHECKS_REPORT_PLOTS=off``): drawing costs ~18% of the
   suite's time; the tests of the plots and of the page's images turn them on (``monkeypatch.setenv``);
 - one intra-op thread for torch (``OMP_NUM_THREADS=1``): on a shared 2-core machine the
@@ -45,28 +45,45 @@ os.environ.setdefault("PREFECT_HOME", os.path.join(_TMP, "prefect"))
 os.environ.setdefault("MLFLOW_TRACKING_URI", "sqlite:///" + os.path.join(_TMP, "mlflow.db"))
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("FAUX_CHECKS_REPORT_PLOTS", "off")   # the tests that read the figures set it "on"
-# Prefect's temporary server: 300 s to start (Prefect's 20 s, and 90 s, expired on a loaded machine); a test of the
+# Prefect's temporary server: 600 s to start (Prefect's 20 s, and 90 s, expired on a loaded machine); a test of the
 # start-up timeout itself removes it (monkeypatch.delenv)
-os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "300")
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "600")
 
 import pytest  # noqa: E402
 
 
+#: Seconds per file of one measured run of the suite (``[slow tests, other tests]``; tests/file_seconds.py writes it).
+FILE_SECONDS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "file_seconds.json")
+#: The estimate of a test of a file the table lacks: a slow test, another test (seconds).
+UNMEASURED_S = (15.0, 0.5)
+
+
+@pytest.hookimpl(trylast=True)   # after ``-m``/``-k`` deselected: the time of the tests that will run
 def pytest_collection_modifyitems(config, items):
-    """Files with the most slow tests first, each file's tests kept in their order.
+    """The files that take longest first, each file's tests kept in their order.
 
     Under ``-n auto --dist loadfile`` a worker takes the next file in this order when it is free
-    (``--no-loadscope-reorder`` in ``addopts``). xdist's own order, most tests first, leaves the files of a
-    few minute-long end-to-end tests to the end, one worker running them while the other idles; longest
-    first keeps both workers busy to the end.
+    (``--no-loadscope-reorder`` in ``addopts``); longest first (the LPT rule) keeps both workers busy to the end,
+    where xdist's own order, most tests first, leaves a few minute-long files to one worker while the other idles.
+    A file's time is that of its selected tests: its measured seconds (:data:`FILE_SECONDS`) shared out among its
+    slow and its other tests, so ``-m "not slow"`` orders by the other tests' share; a file or a kind the table
+    lacks counts :data:`UNMEASURED_S` per test.
     """
-    slow: dict[str, int] = {}
+    import json
+
+    measured = json.loads(open(FILE_SECONDS).read()) if os.path.exists(FILE_SECONDS) else {}
+    counts: dict[str, list[int]] = {}
     first: dict[str, int] = {}
     for index, item in enumerate(items):
         path = item.nodeid.split("::", 1)[0]
         first.setdefault(path, index)
-        slow[path] = slow.get(path, 0) + (item.get_closest_marker("slow") is not None)
-    items.sort(key=lambda item: (-slow[item.nodeid.split("::", 1)[0]], first[item.nodeid.split("::", 1)[0]]))
+        counts.setdefault(path, [0, 0])[item.get_closest_marker("slow") is None] += 1
+    seconds = {}
+    for path, selected in counts.items():
+        table = measured.get(path, [None, None])
+        seconds[path] = sum(UNMEASURED_S[kind] * n if table[kind] is None else table[kind]
+                            for kind, n in enumerate(selected) if n)
+    items.sort(key=lambda item: (-seconds[item.nodeid.split("::", 1)[0]], first[item.nodeid.split("::", 1)[0]]))
 
 
 @pytest.fixture
@@ -147,51 +164,82 @@ def _log_handlers_outlive_capture():
                     console.file = sys.stderr
 
 
-@pytest.fixture(scope="module")
-def harness():
-    """A Prefect test server for the flow tests of one module (``prefect_test_harness``); yields its API URL.
+@pytest.fixture(scope="session")
+def prefect_test_server():
+    """One Prefect test server for this process (a pytest-xdist worker, or the whole run without xdist): a
+    ``SubprocessASGIServer`` on a SQLite database of its own, started once (the schema migrated, the block types
+    registered: ~9 s of server CPU on a quiet 2-core machine), given 600 s to start, stopped at the session's end.
 
-    Module scope, not session: in-process CLI tests elsewhere must still start (and stop) their own
-    temporary server, which an API URL left set for the whole session would hide.
-
-    Each module's server has its own database file. The first one of this process is migrated by the server
-    as it starts and copied right after (SQLite's backup API, before any test runs a flow); the later ones
-    start on a copy of it, so their start-up finds the schema at Prefect's head revision and the block
-    types registered (5.5 s of server CPU per start against 9 s on a new file, 2-core machine).
+    Yields ``(server, database URL)``. Tests take :func:`harness`, which points Prefect at it for one module.
     """
     from faux_checks.settings import configure_environment
 
     configure_environment()
-    import prefect.testing.utilities as utilities
-    from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_DATABASE_CONNECTION_URL
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import PREFECT_SERVER_DATABASE_CONNECTION_URL, temporary_settings
+    from prefect.testing.utilities import _find_available_port
 
-    template = os.path.join(_TMP, "prefect-migrated.db")
-    make_folder = utilities.mkdtemp
-
-    def folder_with_the_migrated_database() -> str:
-        folder = make_folder()
-        if os.path.exists(template):
-            shutil.copy(template, os.path.join(folder, "prefect-test.db"))   # the file prefect_test_harness names
-        return folder
-
-    utilities.mkdtemp = folder_with_the_migrated_database
+    database = "sqlite+aiosqlite:///" + os.path.join(tempfile.mkdtemp(dir=_TMP), "prefect-test.db")
+    with temporary_settings({PREFECT_SERVER_DATABASE_CONNECTION_URL: database}):   # what the server's process reads
+        server = SubprocessASGIServer(port=_find_available_port())
+        server.start(timeout=600)
     try:
-        with utilities.prefect_test_harness(server_startup_timeout=300):
-            utilities.mkdtemp = make_folder
-            if not os.path.exists(template):
-                _sqlite_copy(PREFECT_SERVER_DATABASE_CONNECTION_URL.value().split(":///", 1)[1], template)
-            yield PREFECT_API_URL.value()
+        yield server, database
     finally:
-        utilities.mkdtemp = make_folder
+        server.stop()
 
 
-def _sqlite_copy(source: str, target: str) -> None:
-    """``source`` copied page by page into a new file ``target`` (SQLite's backup API: consistent while in use)."""
-    from _support import sqlite_backup
+@pytest.fixture(scope="module")
+def harness(prefect_test_server):
+    """Prefect pointed at this process's test server (:func:`prefect_test_server`) for one module's flow tests,
+    as ``prefect_test_harness`` does for its own server; yields the server's API URL.
 
-    scratch = f"{target}.{os.getpid()}.tmp"
-    sqlite_backup(source, scratch)
-    os.replace(scratch, target)
+    Module scope: outside these modules ``PREFECT_API_URL`` is unset again, so in-process CLI tests elsewhere still
+    start (and stop) their own temporary server. The server outlives the module: the modules of one process share
+    it and its database (each test registers its own models in its own MLflow registry; no test reads another
+    module's flow runs), so it starts once per process, not once per module (~5.5 s of server CPU each).
+    """
+    import contextlib
+
+    import prefect.context
+    import prefect.testing.utilities as utilities
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.server.database.dependencies import temporary_database_interface
+    from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_DATABASE_CONNECTION_URL, temporary_settings
+
+    server, database = prefect_test_server
+    prior_default = SubprocessASGIServer._instances.get(None)
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(temporary_database_interface())
+        stack.enter_context(temporary_settings({PREFECT_SERVER_DATABASE_CONNECTION_URL: database,
+                                                PREFECT_API_URL: server.api_url}))
+        SubprocessASGIServer._instances[None] = server   # a flow's own server lookup finds this one
+        stack.enter_context(prefect.context._temporary_global_settings_context(prefect.context.get_settings_context()))
+        try:
+            yield server.api_url
+            utilities.run_coro_as_sync(_drain_prefect_workers())   # this module's logs and events reach the server
+        finally:
+            if prior_default is not None:
+                SubprocessASGIServer._instances[None] = prior_default
+            else:
+                SubprocessASGIServer._instances.pop(None, None)
+
+
+async def _drain_prefect_workers() -> None:
+    """Prefect's log and event workers flushed (what ``prefect_test_harness`` does before it stops its server)."""
+    import inspect
+
+    import prefect.testing.utilities as utilities
+
+    try:
+        result = utilities.APILogWorker.instance().drain()
+        if inspect.isawaitable(result):
+            await result
+    except RuntimeError:   # the worker never started
+        pass
+    result = utilities.EventsWorker.drain_all()
+    if inspect.isawaitable(result):
+        await result
 
 
 def pytest_runtest_setup(item):

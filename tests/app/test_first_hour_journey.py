@@ -54,7 +54,7 @@ def _chromium(html: Path, tmp: Path) -> tuple[str, list[str]]:
     done = subprocess.run([shutil.which("chromium"), "--headless", "--no-sandbox", "--disable-gpu",
                            "--disable-background-networking", "--disable-component-update", "--disable-sync",
                            "--no-first-run", f"--user-data-dir={tmp / 'chromium-profile'}", "--enable-logging=stderr",
-                           "--v=0", "--dump-dom", html.as_uri()], capture_output=True, text=True, timeout=120)
+                           "--v=0", "--dump-dom", html.as_uri()], capture_output=True, text=True, timeout=600)
     return done.stdout, [line for line in done.stderr.splitlines() if "CONSOLE" in line]
 
 

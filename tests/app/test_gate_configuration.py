@@ -119,7 +119,7 @@ def test_unknown_model_is_one_line_without_prefect(files, tmp_path):
         heavy = sorted({{m.split(".")[0] for m in sys.modules}} & {{"prefect", "great_expectations", "torch"}})
         print(json.dumps({{"code": code, "heavy": heavy}}))
     """)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out == {"code": 3, "heavy": []}, proc.stderr

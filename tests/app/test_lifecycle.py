@@ -87,11 +87,12 @@ def _gate_cmd(d: dict, *extra: str) -> list[str]:
 def test_prefect_server_killed_mid_gate_exits_2_naming_the_decided_version(two_versions):
     d = two_versions
     registry, (v1, v2) = d["registry"], d["versions"]
+    ours = {p.pid for p in _servers(psutil.Process())}   # this process's Prefect test server (tests/conftest.py), if up
     t0 = time.monotonic()
-    proc = subprocess.Popen(_gate_cmd(d, "--deadline", "400"), env=_env(d["dir"]), stdout=subprocess.PIPE,
+    proc = subprocess.Popen(_gate_cmd(d, "--deadline", "1200"), env=_env(d["dir"]), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     killed_at, server = None, None
-    while proc.poll() is None and time.monotonic() - t0 < 400:
+    while proc.poll() is None and time.monotonic() - t0 < 1200:
         # v1 being checked: kill Prefect. v1 still ends (its tasks need no API) and records its decision; the
         # health check before v2 then fails. (Killed once v1's decision appeared, the gate could be past that
         # check already on a fast machine, and then rightly decide v2 too: "v1, v2 were decided".)
@@ -103,7 +104,7 @@ def test_prefect_server_killed_mid_gate_exits_2_naming_the_decided_version(two_v
             killed_at = time.monotonic()
             break
         time.sleep(0.2)
-    out, err = proc.communicate(timeout=400)
+    out, err = proc.communicate(timeout=1200)
     ended = time.monotonic()
     assert killed_at is not None, (proc.returncode, err[-3000:])
     print(f"\nPrefect killed {killed_at - t0:.1f} s into the gate (v1 being checked); exit {proc.returncode} "
@@ -122,7 +123,7 @@ def test_prefect_server_killed_mid_gate_exits_2_naming_the_decided_version(two_v
     assert v2_tags.get("fairness_gate") not in DECISIONS and "fairness_gate_lease" not in v2_tags, v2_tags
     assert registry.new_versions("credit") == [v2]
     assert (registry.client.get_registered_model("credit").aliases or {}).get("deployable") != v2
-    assert not _alive(server) and _servers(psutil.Process()) == []
+    assert not _alive(server) and [p for p in _servers(psutil.Process()) if p.pid not in ours] == []
 
 
 # ------------------------------------------------------------------------------------------------ fault 3: signals
@@ -133,7 +134,7 @@ def test_signal_ends_the_gate_with_its_temporary_server_stopped(two_versions, si
     env = _env(d["dir"])
     proc = subprocess.Popen(_gate_cmd(d), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     parent = psutil.Process(proc.pid)
-    stop_at = time.monotonic() + 180
+    stop_at = time.monotonic() + 900
     servers: list = []
     while proc.poll() is None and time.monotonic() < stop_at:   # wait until the flow runs (its first task logged)
         servers = servers or _servers(parent)
@@ -146,7 +147,7 @@ def test_signal_ends_the_gate_with_its_temporary_server_stopped(two_versions, si
     children = parent.children(recursive=True)
     sent = time.monotonic()
     proc.send_signal(sig)
-    out = proc.communicate(timeout=120)[0]
+    out = proc.communicate(timeout=600)[0]
     took = time.monotonic() - sent
     print(f"\n{signal.Signals(sig).name}: exit {proc.returncode} {took:.1f} s after the signal")
     assert proc.returncode == code, out[-3000:]
@@ -192,16 +193,16 @@ def test_a_killed_commands_temporary_server_is_stopped_by_the_next_run(tmp_path)
         assert entry["owner_pid"] == owner.pid and "prefect.server.api.server:create_app" in " ".join(entry["cmdline"])
         # another command on the same PREFECT_HOME while the owner lives: the live server is not an orphan
         other = subprocess.run([sys.executable, "-c", STARTS_SERVER, "check"], env=env, capture_output=True,
-                               text=True, timeout=120)
+                               text=True, timeout=600)
         assert other.returncode == 0 and "orphaned" not in other.stdout, other.stdout + other.stderr
         assert _alive(server)
         owner.send_signal(signal.SIGKILL)
-        owner.wait(timeout=30)
+        owner.wait(timeout=120)
         time.sleep(0.5)
         assert _alive(server)                                   # SIGKILL left it orphaned
         t0 = time.monotonic()
         again = subprocess.run([sys.executable, "-c", STARTS_SERVER, "check"], env=env, capture_output=True,
-                               text=True, timeout=120)
+                               text=True, timeout=600)
         print(f"\norphan found and stopped by the next run in {time.monotonic() - t0:.1f} s (with its imports)")
         assert again.returncode == 0, again.stderr
         assert f"stopped an orphaned temporary Prefect server (pid {server.pid}, port {entry['port']})" in again.stdout

@@ -42,7 +42,7 @@ SCRIPT = textwrap.dedent("""
 def test_spec_check_report_and_history_never_import_prefect(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     script = SCRIPT.format(root=str(ROOT), tests=str(ROOT / "tests"), tmp=str(tmp_path))
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     # the fair model passes and so does its report; `history` of a model the registry lacks reads the registry

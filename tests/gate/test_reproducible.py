@@ -51,7 +51,7 @@ def runs(tmp_path_factory):
                         "--report-dir", str(d / f"report{i}")]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                       env=dict(os.environ), cwd=d))
-    results = [(p.wait(timeout=300), p.stdout.read(), p.stderr.read()) for p in procs]
+    results = [(p.wait(timeout=900), p.stdout.read(), p.stderr.read()) for p in procs]
     return {"dir": d, "results": results, "before": before, "inputs": inputs}
 
 

@@ -114,14 +114,10 @@ def test_more_than_five_named_first_five_and_counted(case, tmp_path):
 
 
 @pytest.mark.slow
-def test_same_first_error_with_two_workers(case, tmp_path):
+def test_same_first_error_with_two_workers(case, tmp_path, harness):
     """The sharded flow checks the rows before the CSV is copied or any worker starts (no cluster needed)."""
     from faux_checks.inputs.models import save_torchscript
-    from faux_checks.settings import configure_environment
     import torch
-
-    configure_environment()
-    from prefect.testing.utilities import prefect_test_harness
 
     from faux_checks_flows.score_large import run_score_sharded
 
@@ -133,10 +129,9 @@ def test_same_first_error_with_two_workers(case, tmp_path):
             score_stream(torch.jit.load(str(model)), case["truncated"], policy=_policy(), feature_spec=case["spec"],
                          chunk_rows=chunk_rows, out_path=tmp_path / f"one-{chunk_rows}.parquet")
         messages.append(str(info.value))
-    with prefect_test_harness(server_startup_timeout=90):
-        with pytest.raises(InputError) as info:
-            run_score_sharded(model, case["truncated"], tmp_path / "two.parquet", policy=_policy(),
-                              feature_spec_path=spec, workers=2, chunk_rows=97)
+    with pytest.raises(InputError) as info:
+        run_score_sharded(model, case["truncated"], tmp_path / "two.parquet", policy=_policy(),
+                          feature_spec_path=spec, workers=2, chunk_rows=97)
     messages.append(str(info.value))
     assert len(set(messages)) == 1 and messages[0].startswith(TRUNCATED.format(path=case["truncated"]))
     assert not list(tmp_path.glob(".two*"))                # no work folder left

@@ -34,7 +34,7 @@ def _gate(env, name: str) -> int:
     from faux_checks_app.cli import main
 
     return main(["gate", name, "--data", str(env["dir"] / "data.csv"), "--policy", str(env["policy"]),
-                 "--tracking-uri", env["uri"], "--report-dir", str(env["dir"] / "reports"), "--deadline", "300"])
+                 "--tracking-uri", env["uri"], "--report-dir", str(env["dir"] / "reports"), "--deadline", "900"])
 
 
 def _tags(env, name: str, version: str) -> dict:
@@ -103,6 +103,6 @@ def test_a_deadline_arriving_while_the_alias_moves_is_named_as_standing(env, mon
     err = capsys.readouterr().err
     assert _tags(env, name, version)["fairness_gate"] == "passed"
     assert env["registry"].alias_version(name, "deployable") == version
-    assert "the gate's deadline of 300 s was reached" in err
+    assert "the gate's deadline of 900 s was reached" in err
     assert f"v{version} recorded passed (run " in err and "it stands, alias 'deployable' moved to it" in err
     assert "Nothing unfinished was recorded" not in err

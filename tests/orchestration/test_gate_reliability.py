@@ -330,7 +330,7 @@ def processes(env):
                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     results = {}
     for version, proc in procs.items():
-        out, err = proc.communicate(timeout=300)
+        out, err = proc.communicate(timeout=900)
         line = next((ln for ln in out.splitlines() if ln.startswith("RESULT ")), None)
         results[version] = {"returncode": proc.returncode, "result": json.loads(line[7:]) if line else None,
                             "stderr": err[-3000:]}

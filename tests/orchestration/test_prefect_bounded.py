@@ -27,7 +27,7 @@ SCRIPT = ("import json, sys; from faux_checks.gate.policy import load_policy; "
 
 def _prefect_settings(policy: Path, **env: str) -> list:
     clean = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_REQUEST_TIMEOUT", "PREFECT_CLIENT_MAX_RETRIES")}
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(policy)], capture_output=True, text=True, timeout=120,
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(policy)], capture_output=True, text=True, timeout=600,
                           env={**clean, "PYTHONPATH": str(ROOT), **env})
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])

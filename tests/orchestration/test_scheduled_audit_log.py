@@ -6,13 +6,12 @@ Failed logged "Engine execution exited with unexpected exception" and a ``TypeEr
 runner resolves a Failed state into an exception, and the flow's state carried the summary dict.
 
 The test runs a flow run of a real deployment the way Prefect's runner does (``python -m
-prefect.flow_engine ENTRYPOINT`` with ``PREFECT__FLOW_RUN_ID``), against a Prefect server of its own.
+prefect.flow_engine ENTRYPOINT`` with ``PREFECT__FLOW_RUN_ID``), against the module's Prefect test server.
 """
 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -22,40 +21,27 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
-def test_a_scheduled_audit_that_ends_failed_logs_no_traceback(tmp_path):
+def test_a_scheduled_audit_that_ends_failed_logs_no_traceback(tmp_path, harness):
+    """The deployment and its flow run on this module's Prefect test server (``harness``: its API URL)."""
     from prefect.client.orchestration import get_client
-    from prefect.server.api.server import SubprocessASGIServer
-    from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from faux_checks_flows.audit import audit
 
     (tmp_path / "batch.csv").write_text("x0,sex\n1.0,F\n2.0,M\n")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    server = SubprocessASGIServer(port=_free_port())
-    server.start(timeout=180)   # a loaded machine: Prefect waits 20 s by default
-    try:
-        with temporary_settings({PREFECT_API_URL: server.api_url}):
-            deployment_id = audit.to_deployment(
-                name="fairness-audit-nobody",
-                parameters={"model_name": "nobody", "data_path": str(tmp_path / "batch.csv"), "tracking_uri": uri,
-                            "report_root": str(tmp_path / "reports")}).apply()
-            with get_client(sync_client=True) as client:
-                flow_run = client.create_flow_run_from_deployment(deployment_id)
-            env = {**os.environ, "PYTHONPATH": str(ROOT), "PREFECT_API_URL": server.api_url,
-                   "PREFECT__FLOW_RUN_ID": str(flow_run.id), "FAUX_CHECKS_HOME": str(tmp_path / "home")}
-            done = subprocess.run([sys.executable, "-m", "prefect.flow_engine", "flows/audit.py:audit"], cwd=ROOT,
-                                  env=env, capture_output=True, text=True, timeout=300)
-            with get_client(sync_client=True) as client:
-                state = client.read_flow_run(flow_run.id).state
-    finally:
-        server.stop()
+    deployment_id = audit.to_deployment(
+        name="fairness-audit-nobody",
+        parameters={"model_name": "nobody", "data_path": str(tmp_path / "batch.csv"), "tracking_uri": uri,
+                    "report_root": str(tmp_path / "reports")}).apply()
+    with get_client(sync_client=True) as client:
+        flow_run = client.create_flow_run_from_deployment(deployment_id)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PREFECT_API_URL": harness,
+           "PREFECT__FLOW_RUN_ID": str(flow_run.id), "FAUX_CHECKS_HOME": str(tmp_path / "home")}
+    done = subprocess.run([sys.executable, "-m", "prefect.flow_engine", "flows/audit.py:audit"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=600)
+    with get_client(sync_client=True) as client:
+        state = client.read_flow_run(flow_run.id).state
     log = done.stdout + done.stderr
     assert state is not None and state.is_failed(), (state, log[-3000:])       # the audit ended Failed ...
     assert "fairness audit of nobody could not start" in log, log[-3000:]       # ... and says why, in its log

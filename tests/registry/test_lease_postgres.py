@@ -90,7 +90,7 @@ def pg_mlflow():
              str(base / "artifacts"), "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
             env=env, stdout=server_log, stderr=subprocess.STDOUT)
         uri = f"http://127.0.0.1:{port}"
-        stop = time.monotonic() + 120
+        stop = time.monotonic() + 600
         while True:
             try:
                 with urllib.request.urlopen(f"{uri}/health", timeout=2) as answer:
@@ -184,11 +184,11 @@ def test_simultaneous_lease_writes_on_postgres_give_one_lease(pg_mlflow, tmp_pat
         workers = [threading.Thread(target=acquire) for _ in range(n)]
         for w in workers:
             w.start()
-        queued = held.wait_for(n, timeout_s=60)
+        queued = held.wait_for(n, timeout_s=600)
     finally:
         held.release()
         for w in workers:
-            w.join(60)
+            w.join(600)
         operations.is_unique_violation = real
     assert queued == n                                               # every writer had read "free" and queued
     assert errors == [], errors                                      # before the fix: 7 UniqueViolation errors
@@ -203,8 +203,11 @@ from _support import write_proxy_audit  # noqa: E402
 
 
 @pytest.mark.slow
-def test_concurrent_gates_on_postgres_make_one_run_and_one_decision(pg_mlflow, tmp_path):
-    """3 gates on one version whose lease writes all meet at once: one run, one decision, no exit 2."""
+def test_concurrent_gates_on_postgres_make_one_run_and_one_decision(pg_mlflow, tmp_path, harness):
+    """3 gates on one version whose lease writes all meet at once: one run, one decision, no exit 2.
+
+    The three commands run their flows on this module's Prefect server (``PREFECT_API_URL``): the lease on
+    PostgreSQL is what is tested, and one server start replaces three."""
     from faux_checks.registry import Registry
     from faux_checks.registry.client import GATE_EXPERIMENT, GATE_TAG
 
@@ -213,9 +216,10 @@ def test_concurrent_gates_on_postgres_make_one_run_and_one_decision(pg_mlflow, t
     version = registry.register_version("pggate", _model_file(tmp_path / "m.pt"))
     cmd = [sys.executable, "-c", "import sys; from faux_checks_app.cli import main; sys.exit(main(sys.argv[1:]))",
            "gate", "pggate", "--data", str(tmp_path / "audit.csv"), "--policy", str(tmp_path / "policy.toml"),
-           "--tracking-uri", pg_mlflow["uri"], "--report-dir", str(tmp_path / "reports"), "--deadline", "240"]
+           "--tracking-uri", pg_mlflow["uri"], "--report-dir", str(tmp_path / "reports"), "--deadline", "900"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_HTTP_REQUEST_")}
-    env.update(PYTHONPATH=str(ROOT), FAUX_CHECKS_HOME=str(tmp_path / "home"), OMP_NUM_THREADS="1")
+    env.update(PYTHONPATH=str(ROOT), FAUX_CHECKS_HOME=str(tmp_path / "home"), OMP_NUM_THREADS="1",
+               PREFECT_API_URL=harness)
     gates = 3
     held = _TagWritesHeld(pg_mlflow["socket_dir"])
     procs = []
@@ -223,10 +227,10 @@ def test_concurrent_gates_on_postgres_make_one_run_and_one_decision(pg_mlflow, t
         for i in range(gates):
             procs.append(subprocess.Popen(cmd, env={**env, "PREFECT_HOME": str(tmp_path / f"prefect{i}")},
                                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-        queued = held.wait_for(gates, timeout_s=150)
+        queued = held.wait_for(gates, timeout_s=600)
     finally:
         held.release()
-    outs = [p.communicate(timeout=280)[0] for p in procs]
+    outs = [p.communicate(timeout=960)[0] for p in procs]
     codes = [p.returncode for p in procs]
     assert queued == gates, outs                                    # all three lease writes met at the lock
     runs = registry.client.search_runs([registry._experiment_id(GATE_EXPERIMENT)])   # only this test gates

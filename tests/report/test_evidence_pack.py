@@ -183,7 +183,7 @@ def test_strings_from_the_pack_are_printed_escaped(signed_run, pack):
     _write(pack, payload)
     env = {**os.environ, "DO_NOT_TRACK": "true"}
     proc = subprocess.run([sys.executable, "-m", "faux_checks_app.cli", "verify", str(pack), "--public-key",
-                           signed_run["pub"]], capture_output=True, timeout=300, env=env)
+                           signed_run["pub"]], capture_output=True, timeout=900, env=env)
     out = proc.stdout
     assert proc.returncode == 1, proc.stderr[-2000:]
     for raw in (b"\x1b", b"\r", "\u202e".encode()):
