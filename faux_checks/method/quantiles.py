@@ -6,7 +6,9 @@ helpers are their torch counterparts for a chunk on a device (tests/method/test_
 
 from __future__ import annotations
 
+import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -192,6 +194,9 @@ BUCKET_COUNTS = (2048, 4096, 8192, 16384, 32768, 65536)
 #: (about 40 bytes a value) stay in the cache levels and are reused from chunk to chunk.
 BLOCK_VALUES = 1 << 19
 
+#: :func:`gather` splits an index of at least twice this many values over torch's threads.
+GATHER_SPLIT_MIN = 1 << 15
+
 
 def round_up_float32(a: np.ndarray) -> np.ndarray:
     """Each value as the smallest float32 at or above it (+inf above float32's range).
@@ -203,6 +208,38 @@ def round_up_float32(a: np.ndarray) -> np.ndarray:
     low = f.astype(np.float64) < a
     f[low] = np.nextafter(f[low], np.float32(np.inf))
     return f
+
+
+_POOL: tuple | None = None                                                   # (pid, workers, executor)
+
+
+def _pool(workers: int) -> ThreadPoolExecutor:
+    """A process-wide pool of ``workers`` threads for :func:`gather` (made again in a forked child or at another size)."""
+    global _POOL
+    if _POOL is None or _POOL[0] != os.getpid() or _POOL[1] != workers:
+        _POOL = (os.getpid(), workers, ThreadPoolExecutor(max_workers=workers, thread_name_prefix="faux-gather"))
+    return _POOL[2]
+
+
+def gather(table: torch.Tensor, index: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``torch.index_select(table, 0, index, out=out)`` for a 1-D table and index, on the CPU split over torch's
+    intra-op threads (``torch.get_num_threads()``): torch reads a 1-D table on one thread, so with more threads
+    the parts run side by side (one in the calling thread, the others in a pool; each releases the GIL)."""
+    parts = torch.get_num_threads() if table.device.type == "cpu" else 1
+    n = index.numel()
+    if parts < 2 or n < 2 * GATHER_SPLIT_MIN:
+        return torch.index_select(table, 0, index, out=out)
+    parts = min(parts, n // GATHER_SPLIT_MIN)
+    bounds = [n * i // parts for i in range(parts + 1)]
+    pool = _pool(parts - 1)
+    futures = [pool.submit(torch.index_select, table, 0, index[lo:hi], out=out[lo:hi])
+               for lo, hi in zip(bounds[1:-1], bounds[2:], strict=True)]
+    try:
+        torch.index_select(table, 0, index[: bounds[1]], out=out[: bounds[1]])
+    finally:                                                                 # no part left writing into out
+        for f in futures:
+            f.result()
+    return out
 
 
 class BucketTables:
@@ -351,15 +388,15 @@ class BucketTables:
             u = torch.sub(yt, lo[cols], out=u.view(w, b)).mul_(inv[cols]).clamp_min_(0)
             local = local.view(w, b).copy_(torch.minimum(u, last[cols], out=u)).add_(first[cols])
             torch.add(local, offset, out=bucket.view(view))
-            torch.index_select(start, 0, bucket, out=j)
+            gather(start, bucket, j)
             key_v, step_v = (key.view(view), step.view(view)) if steps else (key, step)
             for s in (2 ** i for i in reversed(range(steps))):                       # the last knot <= y
-                torch.index_select(keys, 0, torch.add(j, s, out=nxt), out=key)
+                gather(keys, torch.add(j, s, out=nxt), key)
                 torch.ge(yt, key_v, out=step_v)
                 j.add_(step, alpha=s)
-            torch.index_select(self.values, 0, j, out=val)
-            torch.index_select(self.slopes, 0, j, out=slope)
-            knot = torch.index_select(self.knots, 0, j, out=knot).view(view)
+            gather(self.values, j, val)
+            gather(self.slopes, j, slope)
+            knot = gather(self.knots, j, knot).view(view)
             out[:, cols] = val.view(view).addcmul_(torch.sub(yt, knot, out=knot), slope.view(view))
         return out.transpose(1, 2)
 
