@@ -6,9 +6,7 @@ helpers are their torch counterparts for a chunk on a device (tests/method/test_
 
 from __future__ import annotations
 
-import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -190,12 +188,10 @@ def _take(flat: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
 #: needs no more search steps than the finest (the steps: ⌈log₂(1 + most knots in a bucket)⌉ on the finest grid).
 BUCKET_COUNTS = (2048, 4096, 8192, 16384, 32768, 65536)
 
-#: Values a CPU reading of :class:`BucketTables` takes per block (whole columns of the (k, F, b) block): its buffers
-#: (about 40 bytes a value) stay in the cache levels and are reused from chunk to chunk.
-BLOCK_VALUES = 1 << 19
-
-#: :func:`gather` splits an index of at least twice this many values over torch's threads.
-GATHER_SPLIT_MIN = 1 << 15
+#: Values a CPU reading of :class:`BucketTables` takes per block (whole columns of the (k, F, b) block; its buffers,
+#: about 45 bytes a value, are reused from chunk to chunk): a (16,384, 100) chunk in one block for binary c, two for
+#: 3-class c (few, large operations: each is one parallel region of torch's threads).
+BLOCK_VALUES = 1 << 21
 
 
 def round_up_float32(a: np.ndarray) -> np.ndarray:
@@ -208,38 +204,6 @@ def round_up_float32(a: np.ndarray) -> np.ndarray:
     low = f.astype(np.float64) < a
     f[low] = np.nextafter(f[low], np.float32(np.inf))
     return f
-
-
-_POOL: tuple | None = None                                                   # (pid, workers, executor)
-
-
-def _pool(workers: int) -> ThreadPoolExecutor:
-    """A process-wide pool of ``workers`` threads for :func:`gather` (made again in a forked child or at another size)."""
-    global _POOL
-    if _POOL is None or _POOL[0] != os.getpid() or _POOL[1] != workers:
-        _POOL = (os.getpid(), workers, ThreadPoolExecutor(max_workers=workers, thread_name_prefix="faux-gather"))
-    return _POOL[2]
-
-
-def gather(table: torch.Tensor, index: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-    """``torch.index_select(table, 0, index, out=out)`` for a 1-D table and index, on the CPU split over torch's
-    intra-op threads (``torch.get_num_threads()``): torch reads a 1-D table on one thread, so with more threads
-    the parts run side by side (one in the calling thread, the others in a pool; each releases the GIL)."""
-    parts = torch.get_num_threads() if table.device.type == "cpu" else 1
-    n = index.numel()
-    if parts < 2 or n < 2 * GATHER_SPLIT_MIN:
-        return torch.index_select(table, 0, index, out=out)
-    parts = min(parts, n // GATHER_SPLIT_MIN)
-    bounds = [n * i // parts for i in range(parts + 1)]
-    pool = _pool(parts - 1)
-    futures = [pool.submit(torch.index_select, table, 0, index[lo:hi], out=out[lo:hi])
-               for lo, hi in zip(bounds[1:-1], bounds[2:], strict=True)]
-    try:
-        torch.index_select(table, 0, index[: bounds[1]], out=out[: bounds[1]])
-    finally:                                                                 # no part left writing into out
-        for f in futures:
-            f.result()
-    return out
 
 
 class BucketTables:
@@ -388,15 +352,15 @@ class BucketTables:
             u = torch.sub(yt, lo[cols], out=u.view(w, b)).mul_(inv[cols]).clamp_min_(0)
             local = local.view(w, b).copy_(torch.minimum(u, last[cols], out=u)).add_(first[cols])
             torch.add(local, offset, out=bucket.view(view))
-            gather(start, bucket, j)
+            torch.index_select(start, 0, bucket, out=j)
             key_v, step_v = (key.view(view), step.view(view)) if steps else (key, step)
             for s in (2 ** i for i in reversed(range(steps))):                       # the last knot <= y
-                gather(keys, torch.add(j, s, out=nxt), key)
+                torch.index_select(keys, 0, torch.add(j, s, out=nxt), out=key)
                 torch.ge(yt, key_v, out=step_v)
                 j.add_(step, alpha=s)
-            gather(self.values, j, val)
-            gather(self.slopes, j, slope)
-            knot = gather(self.knots, j, knot).view(view)
+            torch.index_select(self.values, 0, j, out=val)
+            torch.index_select(self.slopes, 0, j, out=slope)
+            knot = torch.index_select(self.knots, 0, j, out=knot).view(view)
             out[:, cols] = val.view(view).addcmul_(torch.sub(yt, knot, out=knot), slope.view(view))
         return out.transpose(1, 2)
 

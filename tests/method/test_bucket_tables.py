@@ -110,18 +110,3 @@ def test_read_in_float32_rounds_the_float64_reading_once_block_by_block(monkeypa
     assert torch.equal(got, want.float()) and torch.equal(tables(y, pairs), want)
     assert tables.finite_float32                                            # moderate tables: no row to check
 
-
-def test_gather_split_over_threads_reads_what_index_select_reads(monkeypatch):
-    import faux_checks.method.quantiles as q
-
-    rng = np.random.default_rng(4)
-    table = torch.as_tensor(rng.standard_normal(5000))
-    index = torch.as_tensor(rng.integers(0, 5000, 100_003).astype(np.int32))
-    monkeypatch.setattr(q, "GATHER_SPLIT_MIN", 1000)
-    previous = torch.get_num_threads()
-    torch.set_num_threads(3)
-    try:
-        got = q.gather(table, index, torch.empty(len(index), dtype=table.dtype))
-    finally:
-        torch.set_num_threads(previous)
-    assert torch.equal(got, table.index_select(0, index))
