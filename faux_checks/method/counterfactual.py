@@ -251,18 +251,21 @@ def _matched_inputs(x: torch.Tensor, c, *, reference: SwapReference, settings: S
         raise InputError("the matched move of a continuous protected attribute needs each individual's value")
     out = []
     both = matching.continuous_values(x_aux, reference.admissible, c_values, targets) if continuous else None
-    every_other = None if continuous else matching.values_t(              # (targets, b, d_m) float64, one lookup
+    every_other = None if continuous else matching.moved_t(               # (targets, b, d_m) float32, one lookup
         x_aux, reference.admissible, a_np, np.stack([(a_np + int(t)) % reference.n_groups for t in targets]))
     for i, t in enumerate(targets):
         other: Any = None if continuous else (a_np + int(t)) % reference.n_groups
         target = np.full(len(x), int(t), dtype=np.int64) if continuous else other
-        values = (torch.as_tensor(both[i], device=x.device) if both is not None                # (b, d_m) float64
-                  else cast(torch.Tensor, every_other)[i])
+        if both is not None:
+            values = torch.as_tensor(both[i], device=x.device)                  # (b, d_m) float64
+            block, undefined = values.float(), ~torch.isfinite(values.sum(dim=1))   # a NaN or inf makes the sum one
+        else:
+            block, undefined = (part[i] for part in cast(tuple, every_other))
         if every:
-            moved = values.float()                                              # float32, values' layout
+            moved = block                                                       # float32, the tables' layout
         else:
             moved = x_aux.clone()
-            moved[:, positions] = values.float()
+            moved[:, positions] = block
         if reference.levels and settings.categorical in ("soft", "snap"):
             probabilities = _level_probabilities(reference, x_aux, a_np, other, c_values, t, settings.coupling)
             for lm, p in zip(reference.levels, probabilities, strict=False):
@@ -274,7 +277,6 @@ def _matched_inputs(x: torch.Tensor, c, *, reference: SwapReference, settings: S
                     block = np.eye(p.shape[1])[p.argmax(axis=1)]
                 moved[:, torch.as_tensor(lm.positions, device=x.device)] = torch.as_tensor(block, dtype=torch.float32,
                                                                                           device=x.device)
-        undefined = ~torch.isfinite(values.sum(dim=1))                          # a NaN or inf makes the sum one
         undefined = undefined if on_device else host(undefined)
         if keep.all():
             x1 = moved

@@ -102,6 +102,27 @@ class FeatureMatching(DeviceCached):
                                                   device=out.device)
         return out
 
+    def moved_t(self, x_t: torch.Tensor, held: np.ndarray, a, b) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`values_t` of groups a -> b (b of shape (k, n)) as the moved rows keep them: ((k, n, d_m) float32, each
+        value rounded once from float64; (k, n) bool, the rows whose float64 values do not sum to a finite number).
+
+        Nothing held, no joint move, tables of moderate values (:attr:`~faux_checks.method.quantiles.BucketTables.finite_float32`):
+        the tables write float32 directly (:meth:`~faux_checks.method.quantiles.BucketTables.read`) and every row is
+        finite (x_t finite, as the chunk's rows are checked). Otherwise :meth:`values_t`, rounded and summed."""
+        dev = x_t.device
+        d_m = len(self.positions)
+        if d_m and self.shifts and self.joint is None and not np.asarray(held, dtype=bool).any():
+            pairs, tables = self.pair_tables(dev)
+            if tables.finite_float32:
+                every = d_m == x_t.shape[1] and bool((self.positions == np.arange(d_m)).all())
+                x = x_t if every else x_t[:, self._on_device(dev, "positions", lambda: torch.as_tensor(
+                    self.positions, device=dev))]
+                code = pairs[np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)]
+                out = tables.read(x.float(), torch.as_tensor(code.astype(np.int32), device=dev), torch.float32)
+                return out, torch.zeros(out.shape[:2], dtype=torch.bool, device=dev)
+        values = self.values_t(x_t, held, a, b)
+        return values.float(), ~torch.isfinite(values.sum(dim=2))
+
     def _marginal_t(self, x_t: torch.Tensor, held: np.ndarray, a=None, b=None, c_values=None,
                     sign: float = 1.0) -> torch.Tensor:
         """Each matched feature moved on its own: (n, d_aux) float32 -> (n, d_m) float64 on x_t's device.

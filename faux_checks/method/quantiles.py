@@ -6,6 +6,8 @@ helpers are their torch counterparts for a chunk on a device (tests/method/test_
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import torch
 
@@ -186,6 +188,11 @@ def _take(flat: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
 #: needs no more search steps than the finest (the steps: ⌈log₂(1 + most knots in a bucket)⌉ on the finest grid).
 BUCKET_COUNTS = (2048, 4096, 8192, 16384, 32768, 65536)
 
+#: Values a CPU reading of :class:`BucketTables` takes per block (whole columns of the (k, F, b) block; its buffers,
+#: about 45 bytes a value, are reused from chunk to chunk): a (16,384, 100) chunk in one block for binary c, two for
+#: 3-class c (few, large operations: each is one parallel region of torch's threads).
+BLOCK_VALUES = 1 << 21
+
 
 def round_up_float32(a: np.ndarray) -> np.ndarray:
     """Each value as the smallest float32 at or above it (+inf above float32's range).
@@ -242,6 +249,10 @@ class BucketTables:
             V[t, 0], V[t, 1:n[t] + 1], V[t, n[t] + 1:] = v[0], v, v[-1]
             S[t, 1:n[t]] = np.diff(v) / np.diff(k)
         self._K = K
+        with np.errstate(over="ignore", invalid="ignore"):                     # the largest |value| any finite float32 reads
+            most = np.abs(V).max() + (float(np.finfo(np.float32).max) + max(np.abs(k).max() for k in self._knots)) * np.abs(S).max()
+        #: Every finite float32 y reads finite values whose sum over the F columns is finite (tables of moderate values).
+        self.finite_float32 = bool(np.isfinite(most) and most * self.n_cols < 1e300)
         f64 = dict(dtype=torch.float64, device=device)
         self.knots, self.values, self.slopes = (torch.as_tensor(a.ravel(), **f64) for a in (K, V, S))
         self._grids = grids
@@ -313,17 +324,57 @@ class BucketTables:
         """The tables at y (b, F), float32 or float64; pair (b,) int32, each row's pair p, or (k, b): k readings of
         the same y at once (the grid position found once). Returns (b, F) float64, or (k, b, F) (the transpose of a
         contiguous (k, F, b) block)."""
-        steps, lo, inv, zero, last, first, per_pair, start, keys = self._searcher(y.dtype)
+        out = self.read(y, pair, torch.float64)
+        return out[0] if pair.ndim == 1 else out
+
+    def read(self, y: torch.Tensor, pair: torch.Tensor, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+        """:meth:`__call__` written in ``dtype``: (k, b, F) (k = 1 for a pair of shape (b,)), the transpose of a
+        contiguous (k, F, b) block. Each value is formed in float64 and rounded once to ``dtype`` (torch.float32:
+        the same numbers as ``self(y, pair).float()``).
+
+        On the CPU the block is read :data:`BLOCK_VALUES` values at a time (whole columns) through buffers kept per
+        thread and shape, so that a chunk allocates nothing but its result (fresh pages for every temporary of a
+        (16,384, 100) chunk cost as much as the reading itself)."""
+        steps, lo, inv, _, last, first, per_pair, start, keys = self._searcher(y.dtype)
         F, b = self.n_cols, y.shape[0]
         k = 1 if pair.ndim == 1 else pair.shape[0]
-        yt = y.t().contiguous()                                                      # (F, b): column by column
-        local = (yt - lo).mul_(inv).clamp_(zero, last).int().add_(first)
-        bucket = torch.add(local, pair.view(k, 1, b), alpha=per_pair)               # (k, F, b)
-        j = start.index_select(0, bucket.view(-1))
-        flat = (yt if k == 1 else yt.expand(k, F, b)).reshape(-1)
-        step = torch.empty_like(j)
-        for s in (2 ** i for i in reversed(range(steps))):                           # the last knot <= y
-            j.add_(torch.ge(flat, keys.index_select(0, j + s), out=step), alpha=s)
-        out = self.values.index_select(0, j).addcmul_(flat.double() - self.knots.index_select(0, j),
-                                                      self.slopes.index_select(0, j))
-        return out.view(F, b).t() if pair.ndim == 1 else out.view(k, F, b).transpose(1, 2)
+        per = F if y.device.type != "cpu" else max(1, min(F, BLOCK_VALUES // max(1, k * b)))
+        shape = (k, per, b)
+        bufs = self._buffers(y.dtype, keys.dtype, shape)
+        out = torch.empty((k, F, b), dtype=dtype, device=y.device)
+        offset = torch.mul(pair.view(k, 1, b), per_pair)                              # each row's pair block
+        for f0 in range(0, F, per):
+            cols = slice(f0, min(F, f0 + per))
+            w = cols.stop - f0
+            view = (k, w, b)
+            yt, u, local, bucket, j, nxt, step, key, val, knot, slope = (t[: t.numel() * w // per] for t in bufs)
+            yt = yt.view(w, b).copy_(y[:, cols].t())                                 # (w, b): column by column
+            u = torch.sub(yt, lo[cols], out=u.view(w, b)).mul_(inv[cols]).clamp_min_(0)
+            local = local.view(w, b).copy_(torch.minimum(u, last[cols], out=u)).add_(first[cols])
+            torch.add(local, offset, out=bucket.view(view))
+            torch.index_select(start, 0, bucket, out=j)
+            key_v, step_v = (key.view(view), step.view(view)) if steps else (key, step)
+            for s in (2 ** i for i in reversed(range(steps))):                       # the last knot <= y
+                torch.index_select(keys, 0, torch.add(j, s, out=nxt), out=key)
+                torch.ge(yt, key_v, out=step_v)
+                j.add_(step, alpha=s)
+            torch.index_select(self.values, 0, j, out=val)
+            torch.index_select(self.slopes, 0, j, out=slope)
+            knot = torch.index_select(self.knots, 0, j, out=knot).view(view)
+            out[:, cols] = val.view(view).addcmul_(torch.sub(yt, knot, out=knot), slope.view(view))
+        return out.transpose(1, 2)
+
+    def _buffers(self, y_dtype, key_dtype, shape: tuple) -> list[torch.Tensor]:
+        """The calling thread's buffers of one block (k, per, b) (kept for the thread's last shape and dtype)."""
+        cache = self.__dict__.setdefault("_local", threading.local())
+        spec = (y_dtype, key_dtype, shape)
+        if getattr(cache, "spec", None) != spec:
+            k, per, b = shape
+            n, dev = k * per * b, self.device
+            cache.bufs = ([torch.empty(per * b, dtype=y_dtype, device=dev) for _ in range(2)]
+                          + [torch.empty(per * b, dtype=torch.int32, device=dev)]
+                          + [torch.empty(n, dtype=torch.int32, device=dev) for _ in range(4)]
+                          + [torch.empty(n, dtype=key_dtype, device=dev)]
+                          + [torch.empty(n, dtype=torch.float64, device=dev) for _ in range(3)])
+            cache.spec = spec
+        return cache.bufs

@@ -91,3 +91,22 @@ def test_k_readings_of_one_block_equal_k_separate_readings():
     both = tables(y, pairs)
     assert both.shape == (2, B, F)
     assert torch.equal(both[0], tables(y, pairs[0])) and torch.equal(both[1], tables(y, pairs[1]))
+
+
+def test_read_in_float32_rounds_the_float64_reading_once_block_by_block(monkeypatch):
+    """BucketTables.read(..., torch.float32) equals the float64 reading rounded to float32, bit for bit, when the
+    block is read a few columns at a time (BLOCK_VALUES smaller than the block) and when it is read at once."""
+    import faux_checks.method.quantiles as q
+
+    rng = np.random.default_rng(11)
+    knots, values, ranges = _tables(rng, False)
+    tables = BucketTables(knots, values, ranges, torch.device("cpu"))
+    y = torch.as_tensor(rng.standard_normal((B, F)), dtype=torch.float32)
+    pairs = torch.as_tensor(rng.integers(0, P, (2, B)).astype(np.int32))
+    want = tables(y, pairs)
+    monkeypatch.setattr(q, "BLOCK_VALUES", 2 * B)                             # one column per block
+    got = tables.read(y, pairs, torch.float32)
+    assert got.dtype == torch.float32 and got.shape == (2, B, F)
+    assert torch.equal(got, want.float()) and torch.equal(tables(y, pairs), want)
+    assert tables.finite_float32                                            # moderate tables: no row to check
+

@@ -26,8 +26,8 @@ from faux_checks.method.auxiliary import AuxiliaryModel, AuxNet
 from faux_checks.method.faux import FAuxTester
 from faux_checks.method.output import TargetOutput
 
-#: Torch ops per chunk the device path may issue, every feature free, for every kind of c (measured: binary 97,
-#: 3-class 134 at d = 8 and 138 at d = 24 (one search step more), continuous 200; the first chunk, which builds the
+#: Torch ops per chunk the device path may issue, every feature free, for every kind of c (measured: binary 116,
+#: 3-class 145 at d = 8 and 149 at d = 24 (one search step more), continuous 200; the first chunk, which builds the
 #: tables, about 10 more).
 MAX_OPS_PER_CHUNK = 200
 ROWS, CHUNK = 1500, 500
