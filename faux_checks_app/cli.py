@@ -68,9 +68,15 @@ def _run(args, argv: list[str] | None) -> int:
         handlers = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     before, stopped = started_services(), False
     lifecycle.forget_stops()
+    if getattr(args, "command", None) in FLOW_COMMANDS:
+        lifecycle.record_prefect_sigterm()
     try:
         with _device_setting(args):
-            return args.func(args)
+            code = args.func(args)
+        if lifecycle.raised_stop() is not None:   # a signal whose exception a library caught and dropped
+            stopped = _end_on_stop(args, lifecycle.raised_stop(), before)
+            return stopped
+        return code
     except Stop as stop:
         stopped = _end_on_stop(args, stop, before)
         return stopped

@@ -29,7 +29,7 @@ from typing import Callable
 
 from faux_checks.gate.decision import exit_code_for
 
-__all__ = ["Stop", "on_signal", "on_deadline", "time_limit", "started_services", "stop_started_services", "flush_prefect", "exit_now", "finish_now",
+__all__ = ["Stop", "on_signal", "on_deadline", "time_limit", "started_services", "stop_started_services", "flush_prefect", "exit_now", "finish_now", "record_prefect_sigterm",
            "guard_temporary_server", "reap_orphaned_servers", "uses_temporary_server", "SERVER_MARK", "PID_FOLDER"]
 
 #: Folder under ``PREFECT_HOME`` holding one ``<pid>.json`` per temporary server a command started.
@@ -77,6 +77,31 @@ def forget_stops() -> None:
 def _raise(stop: Stop):
     RAISED.append(stop)
     raise stop
+
+
+def record_prefect_sigterm() -> None:
+    """Prefect's SIGTERM handler records a :class:`Stop` (:func:`raised_stop`) before it raises.
+
+    While a flow runs, Prefect replaces :func:`on_signal` with its own SIGTERM handler
+    (``prefect.utilities.engine._prefect_sigterm_handler``), which raises ``TerminationSignal`` where the main
+    thread is; Prefect hands the signal back to :func:`on_signal` only when that exception reaches the flow's edge.
+    Raised inside an event-loop callback it is logged and dropped (``asyncio.Handle._run`` catches every
+    ``BaseException``), and the flow would go on to a normal end. Recorded here, the command ends with 128 + the
+    signal however the exception travelled (:func:`faux_checks_app.cli.main`). Idempotent; Prefect's handler is
+    looked up by this module attribute at each flow's start, so the wrapper is what the flow installs.
+    """
+    from prefect.utilities import engine
+
+    original = engine._prefect_sigterm_handler
+    if getattr(original, "records_stop", False):
+        return
+
+    def handler(sig_num: int, *args: object):
+        RAISED.append(Stop(128 + sig_num, f"{signal.Signals(sig_num).name} received"))
+        original(sig_num, *args)
+
+    handler.records_stop = True  # type: ignore[attr-defined]
+    engine._prefect_sigterm_handler = handler  # type: ignore[assignment]
 
 
 def on_signal(signum, frame):
