@@ -68,8 +68,6 @@ def _run(args, argv: list[str] | None) -> int:
         handlers = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     before, stopped = started_services(), False
     lifecycle.forget_stops()
-    if getattr(args, "command", None) in FLOW_COMMANDS:
-        lifecycle.record_prefect_sigterm()
     try:
         with _device_setting(args):
             code = args.func(args)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from faux_checks.errors import FauxChecksError
 
+from . import lifecycle
 from .console import EXIT_PASSED, EXIT_UNDECIDED, eprint, error, say
 from .gate_cli import print_history_and_code
 from .prefect_start import BackgroundStart
@@ -56,6 +57,8 @@ def cmd_demo(args) -> int:
         eprint(f"      v{number}: {v.name}: {v.description}")
     eprint("[3/3] running the fairness gate flow (Prefect ephemeral API)")
     from faux_checks_flows.gate import gate
+
+    lifecycle.record_prefect_sigterm()   # a SIGTERM during the flow ends the command with 143
 
     policy_file = args.policy or str(policy_path("adult"))
     from .output import library_output_to_stderr

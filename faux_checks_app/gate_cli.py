@@ -82,6 +82,7 @@ def cmd_gate(args) -> int:
         _say_findings(inputs)
         configure_environment()
         lifecycle.guard_temporary_server(say=error)
+        lifecycle.record_prefect_sigterm()   # a SIGTERM during the flow ends the command with 143
         from faux_checks_flows.gate import PROGRESS, gate
         from faux_checks_flows.gate_deadline import WINDOW
 
@@ -377,6 +378,7 @@ def cmd_audit(args) -> int:
     _plan_audit(args)     # configuration checked, nothing recorded, no Prefect yet (exit 3)
     configure_environment()
     lifecycle.guard_temporary_server(say=error)
+    lifecycle.record_prefect_sigterm()
     from faux_checks_flows.audit import audit
 
     eprint(f"auditing the '{args.alias}' version of '{args.model_name}' on {args.data} "

@@ -16,6 +16,7 @@ from faux_checks_app import cli, lifecycle
 
 def _gate_dropping_the_signal(args):
     """A flow command whose SIGTERM exception lands where it is dropped; the flow then ends normally (failed: 1)."""
+    lifecycle.record_prefect_sigterm()   # what the gate, audit and demo commands do before their flow
     try:
         engine._prefect_sigterm_handler(signal.SIGTERM)
     except TerminationSignal:
