@@ -82,12 +82,17 @@ def test_round_up_float32_keeps_every_comparison_with_a_float32():
     np.testing.assert_array_equal(k[None, :] <= y[:, None].astype(np.float64), up[None, :] <= y[:, None])
 
 
-def test_k_readings_of_one_block_equal_k_separate_readings():
-    rng = np.random.default_rng(9)
+def _two_pair_block(seed: int):
+    """Moderate tables on the CPU, a (B, F) float32 block and (2, B) int32 pair indices, from ``seed``."""
+    rng = np.random.default_rng(seed)
     knots, values, ranges = _tables(rng, False)
     tables = BucketTables(knots, values, ranges, torch.device("cpu"))
     y = torch.as_tensor(rng.standard_normal((B, F)), dtype=torch.float32)
-    pairs = torch.as_tensor(rng.integers(0, P, (2, B)).astype(np.int32))
+    return tables, y, torch.as_tensor(rng.integers(0, P, (2, B)).astype(np.int32))
+
+
+def test_k_readings_of_one_block_equal_k_separate_readings():
+    tables, y, pairs = _two_pair_block(9)
     both = tables(y, pairs)
     assert both.shape == (2, B, F)
     assert torch.equal(both[0], tables(y, pairs[0])) and torch.equal(both[1], tables(y, pairs[1]))
@@ -98,11 +103,7 @@ def test_read_in_float32_rounds_the_float64_reading_once_block_by_block(monkeypa
     block is read a few columns at a time (BLOCK_VALUES smaller than the block) and when it is read at once."""
     import faux_checks.method.quantiles as q
 
-    rng = np.random.default_rng(11)
-    knots, values, ranges = _tables(rng, False)
-    tables = BucketTables(knots, values, ranges, torch.device("cpu"))
-    y = torch.as_tensor(rng.standard_normal((B, F)), dtype=torch.float32)
-    pairs = torch.as_tensor(rng.integers(0, P, (2, B)).astype(np.int32))
+    tables, y, pairs = _two_pair_block(11)
     want = tables(y, pairs)
     monkeypatch.setattr(q, "BLOCK_VALUES", 2 * B)                             # one column per block
     got = tables.read(y, pairs, torch.float32)
