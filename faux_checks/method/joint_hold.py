@@ -26,6 +26,7 @@ import numpy as np
 from .._validation import fmt_count
 from ..errors import InputError
 from ..kinds import Kind, protected_kind
+from .independence import independent_features
 from .tree_costs import forest_rows
 
 __all__ = ["JOINT_ALONE_P", "JOINT_COST_ROWS", "JOINT_FOLDS", "JOINT_MAX_ROWS", "JOINT_MIN_GROUP_ROWS",
@@ -342,12 +343,10 @@ def _free_partners(X: np.ndarray, c: np.ndarray, kind: Kind, groups, held: np.nd
     """Free numeric features (one-feature groups, not held) that tell a classifier nothing about c alone but carry
     it with the held block (a member of a pair the per-column test did not hold): ``features`` and their held
     ``partners``, for the joint move (:mod:`faux_checks.method.joint_move`). A feature whose distribution depends on
-    c beyond doubt (:func:`~faux_checks.method.held.independent_features`' chi-square p-value under
+    c beyond doubt (:func:`~faux_checks.method.independence.independent_features`' chi-square p-value under
     :data:`JOINT_ALONE_P`: one contingency table, no fit) tells c alone and is not fitted; any other is fitted
     alone, then with the block (on every row: on a sample the test alone loses power first, and more features
     look joint-only)."""
-    from .held import independent_features                          # held imports this module
-
     out = []
     for g in (np.asarray(g, dtype=np.int64) for g in groups):
         if len(g) != 1 or held[g].any():
