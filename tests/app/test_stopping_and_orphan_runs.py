@@ -83,18 +83,24 @@ def test_track_writes_the_run_and_forget_removes_it(tmp_path):
 
 
 def test_serve_stop_ends_the_flow_run_processes():
-    from faux_checks_flows.deployments import end_children
-
-    child = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
-                              "signal.SIG_IGN); time.sleep(120)"])          # ignores SIGTERM: killed after the wait
-    try:
-        ended = end_children(wait_s=0.5)
-        assert child.pid in ended
-        child.wait(timeout=5)                      # reaped by end_children already
-        assert not psutil.pid_exists(child.pid)
-    finally:
-        if child.poll() is None:
-            child.kill()
+    """``end_children`` ends every child of the process it runs in, so it runs in a process of its own: in the
+    test process it would also end this pytest worker's Prefect test server (tests/conftest.py)."""
+    script = (
+        "import json, signal, subprocess, sys, psutil\n"
+        "from faux_checks_flows.deployments import end_children\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import signal, time; "
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN); print(1, flush=True); time.sleep(120)'], stdout=subprocess.PIPE)\n"
+        "child.stdout.readline()\n"                       # the child ignores SIGTERM from here on
+        "ended = end_children(wait_s=0.5)\n"
+        "print(json.dumps({'child': child.pid, 'ended': ended, 'alive': psutil.pid_exists(child.pid) and "
+        "psutil.Process(child.pid).status() != psutil.STATUS_ZOMBIE}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["ended"] == [seen["child"]]               # killed after the wait: it ignored SIGTERM
+    assert seen["alive"] is False
+    assert not psutil.pid_exists(seen["child"])            # reaped by end_children already
 
 
 @pytest.mark.parametrize("status,outage", [(503, True), (502, True), (504, True), (500, False), (404, False)])
