@@ -229,5 +229,5 @@ def reference_holds(aux_net, X_ref: np.ndarray, c_ref, *, kind: Kind, declared: 
         independent, independence = independent_features(X_ref, c_ref, kind=kind, groups=groups)
         held |= independent & ~declared
     held, joint = jointly_free_hold(X_ref, c_ref, kind=kind, groups=groups, held=held, declared=declared,
-                                    release=hold_jointly)
+                                    release=hold_jointly, independence=independence)
     return ReferenceHolds(held=held, informativeness=informativeness, independence=independence, joint=joint)

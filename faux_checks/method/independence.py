@@ -75,14 +75,12 @@ def independent_features(X_ref, c_ref, *, kind: Kind, groups, alpha: float = IND
     mask = np.zeros(X.shape[1], dtype=bool)
     table = []
     _, ci = np.unique(c_bins, return_inverse=True)                 # c's bins: the same for every group
-    for idx in groups:
-        idx = np.asarray(idx, dtype=np.int64)
-        block = X[:, idx]
-        level = block.argmax(axis=1) if len(idx) > 1 else _bins(block[:, 0], INDEPENDENCE_BINS)
-        _, li = np.unique(level, return_inverse=True)
-        counts = np.zeros((li.max() + 1, ci.max() + 1))
-        np.add.at(counts, (li, ci), 1.0)
-        counts = counts[counts.sum(axis=1) > 0][:, counts.sum(axis=0) > 0]
+    n_c = int(ci.max()) + 1
+    for idx in (np.asarray(idx, dtype=np.int64) for idx in groups):
+        level = X[:, idx].argmax(axis=1) if len(idx) > 1 else _bins(X[:, idx[0]], INDEPENDENCE_BINS)
+        n_level = int(level.max()) + 1
+        counts = np.bincount(level * n_c + ci, minlength=n_level * n_c).reshape(n_level, n_c).astype(np.float64)
+        counts = counts[counts.sum(axis=1) > 0][:, counts.sum(axis=0) > 0]   # the levels and c's bins present
         if counts.shape[0] < 2 or counts.shape[1] < 2:
             chi2, dof, p = 0.0, 0, 1.0
         else:

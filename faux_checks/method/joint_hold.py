@@ -339,19 +339,23 @@ def _partner_features(block_groups: list, costs, own: float) -> list[int]:
 
 
 def _free_partners(X: np.ndarray, c: np.ndarray, kind: Kind, groups, held: np.ndarray, block_groups: list,
-                   seed: int) -> list[dict]:
+                   seed: int, alone_p: dict[int, float] | None = None) -> list[dict]:
     """Free numeric features (one-feature groups, not held) that tell a classifier nothing about c alone but carry
     it with the held block (a member of a pair the per-column test did not hold): ``features`` and their held
     ``partners``, for the joint move (:mod:`faux_checks.method.joint_move`). A feature whose distribution depends on
     c beyond doubt (:func:`~faux_checks.method.independence.independent_features`' chi-square p-value under
     :data:`JOINT_ALONE_P`: one contingency table, no fit) tells c alone and is not fitted; any other is fitted
     alone, then with the block (on every row: on a sample the test alone loses power first, and more features
-    look joint-only)."""
-    out = []
-    for g in (np.asarray(g, dtype=np.int64) for g in groups):
-        if len(g) != 1 or held[g].any():
-            continue
-        if independent_features(X[:, g], c, kind=kind, groups=[[0]])[1][0]["p_value"] < JOINT_ALONE_P:
+    look joint-only). ``alone_p``: each feature's p-value of that test on these rows where already known."""
+    out: list[dict] = []
+    candidates = [g for g in (np.asarray(g, dtype=np.int64) for g in groups) if len(g) == 1 and not held[g].any()]
+    known = alone_p or {}
+    untested = [int(g[0]) for g in candidates if int(g[0]) not in known]
+    if untested:                                                     # one table per feature, in one call
+        tables = independent_features(X[:, untested], c, kind=kind, groups=[[i] for i in range(len(untested))])[1]
+        known = {**known, **{j: t["p_value"] for j, t in zip(untested, tables, strict=True)}}
+    for g in candidates:
+        if known[int(g[0])] < JOINT_ALONE_P:
             continue                                                 # its distribution depends on c: readable alone
         try:
             if block_capacity(X[:, g], c, kind=kind, seed=seed)["carries"]:
@@ -368,7 +372,7 @@ def _free_partners(X: np.ndarray, c: np.ndarray, kind: Kind, groups, held: np.nd
 
 
 def jointly_free_hold(X_ref, c_ref, *, kind: Kind, groups, held, declared=None, release: bool = True,
-                      seed: int = 0) -> tuple[np.ndarray, dict[str, Any]]:
+                      seed: int = 0, independence: list[dict] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
     """The hold with every feature group released that the held block needs to be jointly free of c.
 
     Parameters
@@ -387,6 +391,9 @@ def jointly_free_hold(X_ref, c_ref, *, kind: Kind, groups, held, declared=None, 
     release : bool
         Release groups until the block is free (True), or only measure the block (False).
     seed : int
+    independence : list of dict, optional
+        :func:`~faux_checks.method.independence.independent_features`' table on the same rows: the partner search
+        reads each one-feature group's p-value there instead of testing it again (when every row is kept).
 
     Returns
     -------
@@ -417,9 +424,10 @@ def jointly_free_hold(X_ref, c_ref, *, kind: Kind, groups, held, declared=None, 
     c = np.asarray(c_ref, dtype=np.int64 if grouped else np.float64)
     hold = np.asarray(held, dtype=bool).copy()
     dec = np.zeros(X.shape[1], dtype=bool) if declared is None else np.asarray(declared, dtype=bool)
+    alone_p = {t["features"][0]: t["p_value"] for t in independence or [] if len(t["features"]) == 1}
     if len(X) > JOINT_MAX_ROWS:
         keep = np.sort(np.random.default_rng(seed).choice(len(X), JOINT_MAX_ROWS, replace=False))
-        X, c = X[keep], c[keep]
+        X, c, alone_p = X[keep], c[keep], {}                     # other rows: the p-values do not apply
     block_groups = [np.asarray(g, dtype=np.int64) for g in groups
                     if len(g) and hold[np.asarray(g)].all() and not dec[np.asarray(g)].any()]
     summary: dict[str, Any] = {"tested": True, "free": True, "features": [], "released": [], "steps": [],
@@ -438,7 +446,7 @@ def jointly_free_hold(X_ref, c_ref, *, kind: Kind, groups, held, declared=None, 
         if not first:
             break                                                # the fewest groups that free the block are out
     if release and grouped and block_groups and summary["tested"] and summary["free"]:
-        summary["joint_free"] = _free_partners(X, c, kind, groups, hold | dec, block_groups, seed)
+        summary["joint_free"] = _free_partners(X, c, kind, groups, hold | dec, block_groups, seed, alone_p)
     summary["features"] = np.concatenate(block_groups).tolist() if block_groups else []
     if not block_groups and summary["tested"]:
         summary["free"] = True                                   # nothing left held by the tests: nothing to carry c

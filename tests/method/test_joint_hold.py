@@ -62,6 +62,28 @@ def test_a_legitimate_feature_independent_of_c_stays_held_beside_a_multiplicativ
     assert summary["joint_free"] == []                                     # t alone carries c: not a joint-only member
 
 
+def test_the_partner_search_reads_the_independence_tables_p_values_on_the_same_rows(monkeypatch):
+    """Given the per-column test's table on the same rows, the partner search tests no column again and decides
+    the same; on a row sample (more rows than JOINT_MAX_ROWS) it tests the sampled rows itself."""
+    import faux_checks.method.joint_hold as joint_hold
+
+    rng = np.random.default_rng(3)
+    n = 4000
+    c = rng.integers(0, 2, n)
+    l = np.maximum(0.1, 2.0 + rng.normal(size=n))  # noqa: E741 - the legitimate feature
+    X = np.column_stack([l, l * (1 + 0.8 * c) + 0.5 * rng.normal(size=n), rng.normal(size=n)])
+    marginal, table = independent_features(X, c, kind="binary", groups=GROUPS)
+    _, want = jointly_free_hold(X, c, kind="binary", groups=GROUPS, held=marginal)
+    calls = []
+    counted = joint_hold.independent_features
+    monkeypatch.setattr(joint_hold, "independent_features", lambda *a, **k: calls.append(a[0].shape) or counted(*a, **k))
+    _, got = jointly_free_hold(X, c, kind="binary", groups=GROUPS, held=marginal, independence=table)
+    assert calls == [] and got == want
+    monkeypatch.setattr(joint_hold, "JOINT_MAX_ROWS", n - 1000)
+    jointly_free_hold(X, c, kind="binary", groups=GROUPS, held=marginal, independence=table)
+    assert calls == [(n - 1000, 1)]                                        # the one free column, on the sample
+
+
 def test_the_block_is_not_conditioned_on_a_declared_mediator():
     """m = z + c + 0.3ε declared: z is informative about c given m (a collider) but c does not cause z; z stays held."""
     rng = np.random.default_rng(2)
