@@ -210,8 +210,9 @@ def harness(prefect_test_server):
     server, database = prefect_test_server
     process = getattr(server, "server_process", None)
     if process is not None and process.poll() is not None:   # a clear cause, not a connection refused per flow test
-        pytest.fail(f"this worker's Prefect test server (pid {process.pid}) exited with {process.returncode}: an "
-                    "earlier test in this process ended its child processes; run such code in a subprocess")
+        pytest.fail(f"this worker's Prefect test server (pid {process.pid}) exited with {process.returncode}: it "
+                    "crashed, or an earlier test in this process ended its child processes (run such code in a "
+                    "subprocess)")
     prior_default = SubprocessASGIServer._instances.get(None)
     with contextlib.ExitStack() as stack:
         stack.enter_context(temporary_database_interface())

@@ -300,7 +300,8 @@ def pooled_holds(cf: CrossFit, audit: AuditRows, policy: Policy,
                                                          groups=layout.feature_groups)
         held |= independent
     held, joint = jointly_free_hold(X_aux, audit.values, kind=protected.kind, groups=layout.feature_groups,
-                                    held=held & ~layout.admissible, declared=layout.admissible)
+                                    held=held & ~layout.admissible, declared=layout.admissible,
+                                    independence=independence)
     return held, informativeness, independence, joint
 
 

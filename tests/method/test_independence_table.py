@@ -42,10 +42,13 @@ def test_every_groups_test_equals_its_own_contingency_table():
     onehot = np.eye(4)[np.where(rng.random(n) < 0.5, c, rng.integers(0, 4, n))]   # a level that depends on c
     numeric = np.column_stack([rng.standard_normal(n) + 0.3 * c, rng.standard_normal(n),
                                rng.integers(0, 3, n).astype(float)])
-    X = np.column_stack([numeric[:, :1], onehot, numeric[:, 1:]])
-    groups = [[0], [1, 2, 3, 4], [5], [6]]
+    sparse = np.eye(4)[rng.integers(0, 3, n)]                  # its last level never taken: an empty row dropped
+    sparse[rng.random(n) < 0.1] = 0.0                                # rows with no level hot read as level 0
+    X = np.column_stack([numeric[:, :1], onehot, numeric[:, 1:], sparse])
+    groups = [[0], [1, 2, 3, 4], [5], [6], [7, 8, 9, 10]]
     mask, table = independent_features(X, c, kind="multiclass", groups=groups)
     want = _one_group_at_a_time(X, c, [np.asarray(g) for g in groups])
     assert [(t["chi2"], t["dof"], t["p_value"]) for t in table] == [(float(a), int(b), float(p)) for a, b, p in want]
-    assert [t["dependent"] for t in table] == [True, True, False, False]
-    assert mask.tolist() == [False, False, False, False, False, True, True]
+    assert table[4]["dof"] == (3 - 1) * (3 - 1)                      # 3 levels present of 4, 3 groups
+    assert [t["dependent"] for t in table] == [True, True, False, False, False]
+    assert mask.tolist() == [False, False, False, False, False, True, True, True, True, True, True]

@@ -63,8 +63,9 @@ def test_a_legitimate_feature_independent_of_c_stays_held_beside_a_multiplicativ
 
 
 def test_the_partner_search_reads_the_independence_tables_p_values_on_the_same_rows(monkeypatch):
-    """Given the per-column test's table on the same rows, the partner search tests no column again and decides
-    the same; on a row sample (more rows than JOINT_MAX_ROWS) it tests the sampled rows itself."""
+    """Given the per-column test's table on the same rows, the partner search tests no column again and reads each
+    free column's p-value by its feature index: the proxy t (p far under JOINT_ALONE_P) is never fitted alone; read
+    with a p-value of 1 it is. On a row sample (more rows than JOINT_MAX_ROWS) the search tests the sampled rows."""
     import faux_checks.method.joint_hold as joint_hold
 
     rng = np.random.default_rng(3)
@@ -72,16 +73,24 @@ def test_the_partner_search_reads_the_independence_tables_p_values_on_the_same_r
     c = rng.integers(0, 2, n)
     l = np.maximum(0.1, 2.0 + rng.normal(size=n))  # noqa: E741 - the legitimate feature
     X = np.column_stack([l, l * (1 + 0.8 * c) + 0.5 * rng.normal(size=n), rng.normal(size=n)])
-    marginal, table = independent_features(X, c, kind="binary", groups=GROUPS)
-    _, want = jointly_free_hold(X, c, kind="binary", groups=GROUPS, held=marginal)
-    calls = []
-    counted = joint_hold.independent_features
-    monkeypatch.setattr(joint_hold, "independent_features", lambda *a, **k: calls.append(a[0].shape) or counted(*a, **k))
-    _, got = jointly_free_hold(X, c, kind="binary", groups=GROUPS, held=marginal, independence=table)
-    assert calls == [] and got == want
+    groups = [[2], [1], [0]]                                               # positions differ from feature indices
+    marginal, table = independent_features(X, c, kind="binary", groups=groups)
+    assert table[1]["features"] == [1] and table[1]["p_value"] < joint_hold.JOINT_ALONE_P
+    _, want = jointly_free_hold(X, c, kind="binary", groups=groups, held=marginal)
+    tested, fitted_alone = [], []
+    counted, capacity = joint_hold.independent_features, joint_hold.block_capacity
+    monkeypatch.setattr(joint_hold, "independent_features", lambda *a, **k: tested.append(a[0].shape) or counted(*a, **k))
+    monkeypatch.setattr(joint_hold, "block_capacity", lambda Xb, *a, **k: (
+        fitted_alone.append(int(np.flatnonzero((X == Xb[:, :1]).all(axis=0))[0])) if Xb.shape[1] == 1 else None)
+        or capacity(Xb, *a, **k))
+    _, got = jointly_free_hold(X, c, kind="binary", groups=groups, held=marginal, independence=table)
+    assert tested == [] and got == want and 1 not in fitted_alone
+    doctored = [{**t, "p_value": 1.0} if t["features"] == [1] else t for t in table]
+    jointly_free_hold(X, c, kind="binary", groups=groups, held=marginal, independence=doctored)
+    assert tested == [] and fitted_alone == [1]                           # read by index: t now looks independent
     monkeypatch.setattr(joint_hold, "JOINT_MAX_ROWS", n - 1000)
-    jointly_free_hold(X, c, kind="binary", groups=GROUPS, held=marginal, independence=table)
-    assert calls == [(n - 1000, 1)]                                        # the one free column, on the sample
+    jointly_free_hold(X, c, kind="binary", groups=groups, held=marginal, independence=doctored)
+    assert tested == [(n - 1000, 1)]                                      # the one free column, on the sample
 
 
 def test_the_block_is_not_conditioned_on_a_declared_mediator():
