@@ -79,10 +79,18 @@ def test_the_partner_search_reads_the_independence_tables_p_values_on_the_same_r
     _, want = jointly_free_hold(X, c, kind="binary", groups=groups, held=marginal)
     tested, fitted_alone = [], []
     counted, capacity = joint_hold.independent_features, joint_hold.block_capacity
-    monkeypatch.setattr(joint_hold, "independent_features", lambda *a, **k: tested.append(a[0].shape) or counted(*a, **k))
-    monkeypatch.setattr(joint_hold, "block_capacity", lambda Xb, *a, **k: (
-        fitted_alone.append(int(np.flatnonzero((X == Xb[:, :1]).all(axis=0))[0])) if Xb.shape[1] == 1 else None)
-        or capacity(Xb, *a, **k))
+
+    def independence(X_block, *args, **kwargs):
+        tested.append(X_block.shape)
+        return counted(X_block, *args, **kwargs)
+
+    def block(X_block, *args, **kwargs):
+        if X_block.shape[1] == 1:                                          # which column is fitted alone
+            fitted_alone.extend(j for j in range(X.shape[1]) if np.array_equal(X[:, j], X_block[:, 0]))
+        return capacity(X_block, *args, **kwargs)
+
+    monkeypatch.setattr(joint_hold, "independent_features", independence)
+    monkeypatch.setattr(joint_hold, "block_capacity", block)
     _, got = jointly_free_hold(X, c, kind="binary", groups=groups, held=marginal, independence=table)
     assert tested == [] and got == want and 1 not in fitted_alone
     doctored = [{**t, "p_value": 1.0} if t["features"] == [1] else t for t in table]
