@@ -73,9 +73,9 @@ def test_the_partner_search_reads_the_independence_tables_p_values_on_the_same_r
     c = rng.integers(0, 2, n)
     l = np.maximum(0.1, 2.0 + rng.normal(size=n))  # noqa: E741 - the legitimate feature
     X = np.column_stack([l, l * (1 + 0.8 * c) + 0.5 * rng.normal(size=n), rng.normal(size=n)])
-    groups = [[2], [1], [0]]                                               # positions differ from feature indices
+    groups = [[2], [0], [1]]                                               # no position equals its feature index
     marginal, table = independent_features(X, c, kind="binary", groups=groups)
-    assert table[1]["features"] == [1] and table[1]["p_value"] < joint_hold.JOINT_ALONE_P
+    assert table[2]["features"] == [1] and table[2]["p_value"] < joint_hold.JOINT_ALONE_P
     _, want = jointly_free_hold(X, c, kind="binary", groups=groups, held=marginal)
     tested, fitted_alone = [], []
     counted, capacity = joint_hold.independent_features, joint_hold.block_capacity
