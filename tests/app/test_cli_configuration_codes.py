@@ -33,10 +33,13 @@ def files(tmp_path):
 
 
 def _record_flow(monkeypatch, module: str, name: str) -> dict:
-    """Replace ``flows.<module>.<name>`` (and skip Prefect's set-up) with a recorder of its keyword arguments."""
+    """Replace ``flows.<module>.<name>`` (and skip Prefect's set-up: the environment, the orphan guard and the
+    temporary server) with a recorder of its keyword arguments."""
     import importlib
 
     import faux_checks.settings as settings
+    import faux_checks_app.gate_cli as gate_cli
+    import faux_checks_app.lifecycle as lifecycle
 
     seen: dict = {}
 
@@ -48,6 +51,8 @@ def _record_flow(monkeypatch, module: str, name: str) -> dict:
         raise Handed()
     fake.with_options = lambda **options: fake      # the command runs the flow with its run hooks attached
     monkeypatch.setattr(settings, "configure_environment", lambda: None)
+    monkeypatch.setattr(lifecycle, "guard_temporary_server", lambda **kwargs: False)
+    monkeypatch.setattr(gate_cli, "start_temporary_server", lambda *args: None)
     monkeypatch.setattr(importlib.import_module(f"faux_checks_flows.{module}"), name, fake)
     return seen
 
