@@ -1,9 +1,9 @@
 """A clean stream passes whatever the chunk size: the batch-independence probe on 1 M Adult-like rows.
 
-``score-large`` once rejected 1.5 M clean Adult rows with the default 16,384-row chunks
-("batch-dependent model"), because the probe compared the auxiliary model's float32 outputs per
-chunk with ``atol = 1e-6`` and float32 kernels round differently for a batch of 8 rows and a batch
-of one. The probe now runs once per model per stream, in float64, with a tolerance relative to the
+``score-large`` must accept 1.5 M clean Adult rows with the default 16,384-row chunks, never calling the
+model "batch-dependent": a probe comparing the auxiliary model's float32 outputs per chunk with
+``atol = 1e-6`` would reject them, since float32 kernels round differently for a batch of 8 rows and a batch
+of one. The probe runs once per model per stream, in float64, with a tolerance relative to the
 output (``faux_checks.method.gradients.check_batch_independence``).
 
     python benchmarks/bench_chunks.py                          # n = 1,000,000, chunks 4093,15060,16384,65536,100003
@@ -19,10 +19,10 @@ What it does:
   the stream's bottom-k sample (policy ``adult.toml``), i.e. the models of the failing report.
 - **Per chunk size**: ``score_stream`` end to end (decision, flagged count, the probe's measured
   differences, wall seconds). Every chunk size must give the same decision and flagged count.
-- **Old probe, for comparison**: the pre-issue-14 check (float32, ``allclose(rtol=1e-4,
-  atol=1e-6)`` on each chunk's first 8 rows) applied to the target and the tool's auxiliary model
-  on every chunk; the number of chunks it would have rejected is reported (it ran per chunk, so
-  one rejection stopped the stream).
+- **Float32 probe, for comparison** (``old_probe_rejected_chunks``): a per-chunk check in float32
+  (``allclose(rtol=1e-4, atol=1e-6)`` on each chunk's first 8 rows) applied to the target and the tool's
+  auxiliary model on every chunk; the number of chunks it would reject is reported (run per chunk, one
+  rejection would stop the stream).
 """
 
 from __future__ import annotations

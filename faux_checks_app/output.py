@@ -44,7 +44,7 @@ def terminal_text(value, *, keep_newlines: bool = False) -> str:
 
     Whatever the CLI prints that comes from data (column names and group values in reasons, registry
     tags, a report file's fields) goes through here: an ESC sequence or a carriage return in a column
-    name redrew a failed check as "passed"; now it reads ``\\x1b[1A\\r``. Line breaks are
+    name, printed raw, could redraw a failed check as "passed"; through here it reads ``\\x1b[1A\\r``. Line breaks are
     escaped too unless ``keep_newlines`` (a message whose line breaks are ours).
     :func:`faux_checks.report._format.printable` lists the characters. ``--json`` needs nothing
     more: JSON escapes them.

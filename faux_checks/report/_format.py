@@ -60,7 +60,7 @@ def printable(text, *, keep_newlines: bool = False) -> str:
 
     For whatever comes from data (column names, group values, reasons that quote them, a report
     file's fields) before it reaches a terminal, a Markdown artifact or a log: an escape sequence
-    in a column name can no longer move the cursor and redraw a failed check as "passed".
+    in a column name cannot move the cursor and redraw a failed check as "passed".
 
     Parameters
     ----------

@@ -59,7 +59,8 @@ def test_no_library_module_imports_an_upper_layer():
 
 def test_the_integrations_import_under_the_projects_names_only():
     """``faux_checks_flows`` and ``faux_checks_gx`` (the folders flows/ and expectations/) never pull in a
-    second copy under the old top-level names, which a source checkout would still resolve from the working directory."""
+    second copy under the folders' own names as top-level modules (``flows``, ``expectations``), which a source
+    checkout would resolve from the working directory."""
     code = ("import json, sys, faux_checks_flows.gate, faux_checks_flows.audit, faux_checks_gx, faux_checks_app.cli; "
             "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=900,

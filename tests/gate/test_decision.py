@@ -89,11 +89,12 @@ def test_flagged_fraction_rules_with_bounds():
 
 
 def test_issue_case_undefined_rows_count_as_flagged():
-    """10 flagged of 85 defined scores, 15 undefined, limit 12%, max_undefined_fraction raised: it passed at 11.8%."""
+    """10 flagged of 85 defined scores, 15 undefined, limit 12%, max_undefined_fraction raised: 25% fails, never
+    11.8% (a pass) over the defined scores alone."""
     p = policy(faux={"delta": 0.1, "max_flagged_fraction": 0.12, "max_undefined_fraction": 0.2})
     ev = evidence(n=100, flagged=10, undefined=15, groups={"F": 50, "M": 50}, holdout={"F": 50, "M": 50})
     out = decide(check_rules(ev, p))
-    assert ev.interval.fraction == 0.25 and 10 / 85 < 0.12           # the old denominator passed it
+    assert ev.interval.fraction == 0.25 and 10 / 85 < 0.12           # the defined scores alone would pass it
     assert [round(x, 4) for x in ev.interval.individuals] == [0.1688, 0.3466]
     assert out.decision == "failed"
     assert out.reasons[0] == ("flagged fraction 25.00% (95% CI 16.88%–34.66%) > max_flagged_fraction 12.00%: even the "
@@ -155,7 +156,7 @@ def test_aux_quality_per_group_with_intervals():
 
 # ------------------------------------------------------------------------------------------- check_one_attribute
 def test_a_tiny_group_through_check_one_attribute():
-    """A group of 3 among 1,000: the gate returned a plain pass; now undecided, with the counts."""
+    """A group of 3 among 1,000: undecided, with the counts, never a plain pass."""
     data = make_data(1000, seed=3)
     data.loc[data.index[:3], "sex"] = "B"
     data = data[data["sex"] != "F"].reset_index(drop=True)          # groups B (3) and M

@@ -44,7 +44,7 @@ class BatchCentred(torch.nn.Module):
 def test_float32_rounding_is_not_batch_dependence():
     x = torch.randn(8, 4, generator=torch.Generator().manual_seed(0))
     model = KernelNoise(4)
-    with torch.no_grad():                                   # the old float32 comparison fails on this model
+    with torch.no_grad():                                   # a float32 comparison (atol 1e-6) fails on this model
         b, s = model(x), torch.cat([model(x[i:i + 1]) for i in range(8)])
     assert not torch.allclose(b, s, rtol=1e-4, atol=1e-6)
     assert 5e-5 < float((b - s).abs().max()) < 3e-4

@@ -1,8 +1,8 @@
 """The model format table: every registered version's ``model_format`` tag names its format, read from the file.
 
-Before the table, ``Registry.register_version`` recorded no ``model_format`` at all (only ``faux-checks register``
-did), so a version registered from Python read back as unknown; the MLflow flavours and the forward-only loaders
-each kept their own list of formats.
+``Registry.register_version`` records ``model_format`` itself (not only ``faux-checks register``), so a version
+registered from Python never reads back as unknown; the MLflow flavours and the forward-only loaders read this one
+table rather than a list of formats each.
 """
 
 from __future__ import annotations

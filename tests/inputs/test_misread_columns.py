@@ -1,8 +1,8 @@
 """Misread columns never reach the model: ambiguous headers and numbers written as text.
 
-Before: a repeated header (``f0,f1,f2,f3,f1``) was read as ``f1.1``, and without a feature spec a
-column holding one ``"1,234.5"`` was read as text and left out, so every later input shifted by one
-(an unfair model passed, exit 0). Now both are refused before anything is scored, naming the column.
+A repeated header (``f0,f1,f2,f3,f1``) read as ``f1.1``, or, without a feature spec, a column holding one
+``"1,234.5"`` read as text and left out, would shift every later input by one (an unfair model would pass,
+exit 0). Both are refused before anything is scored, naming the column.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def files(tmp_path_factory):
     d = tmp_path_factory.mktemp("misread")
     data = _support.make_data(400)
     # a column after the proxy: when one input is dropped, the unfair model's proxy weight lands on it
-    # (the issue's case: failed 93% on the clean file, passed 0% once a column was dropped)
+    # (the unfair model fails at 93% on the clean file and would pass at 0% with a column dropped)
     data.insert(5, "noise", np.random.default_rng(3).normal(size=len(data)))
     data.to_csv(d / "clean.csv", index=False)
     lines = (d / "clean.csv").read_text().splitlines()
@@ -105,7 +105,8 @@ def test_parquet_header_is_checked_too(files, tmp_path):
 
 
 def test_a_number_with_a_thousands_separator_is_refused_not_dropped(files, capsys):
-    """The issue's case: the unfair model failed on the clean file, passed once 'f2' was dropped."""
+    """The unfair model fails on the clean file; with one '1,234.5' in 'f2' it is refused, never passed with 'f2'
+    dropped."""
     assert main(_check(files, files["clean"])) == 1
     capsys.readouterr()
     assert main(_check(files, files["thousands"])) == 2

@@ -98,8 +98,8 @@ def test_infrequent_levels_are_grouped(rng):
 def test_integer_codes_read_back_as_floats_keep_their_levels(min_frequency, levels, index):
     """Fit on int codes, encode the same codes as floats (e.g. a CSV column with a blank elsewhere).
 
-    Before the fix '1.0' != '1' made every row unseen: an error, or with min_frequency every row
-    silently '__infrequent__'.
+    '1.0' and '1' are one level: read as different strings, every row would be unseen (an error, or with
+    min_frequency every row silently '__infrequent__').
     """
     fit = pd.DataFrame({"code": [1, 2, 1, 3, 2, 1, 3, 1]})
     spec = FeatureSpec.fit(fit, ["code"], categorical=["code"], min_frequency=min_frequency)

@@ -119,7 +119,7 @@ def test_a_fair_model_of_the_legitimate_feature_scores_zero_when_independent_col
     tester, held = _swap_scores(X, c, fair, hold_independent=True)
     assert tester.held_fixed_.tolist() == [True, False]
     assert np.nanmax(held.scores) == 0.0 and not held.undefined.any()
-    _, moved = _swap_scores(X, c, fair, hold_independent=False, metric="covariance")   # the old reading: l moves
+    _, moved = _swap_scores(X, c, fair, hold_independent=False, metric="covariance")   # not held: l moves
     assert np.mean(moved.scores > 0.1) > 0.05
 
 
@@ -285,7 +285,7 @@ def test_continuous_rank_matching_gives_each_person_their_own_slope():
     expected = v[rows] + 1 + 0.5 * z[rows]                                 # (c + 1) + (1 + 0.5(c + 1)) z
     assert np.corrcoef(goal - v[rows], 1 + 0.5 * z[rows])[0, 1] > 0.95
     assert np.median(np.abs(goal - expected)) < 0.1
-    assert ref.slope == pytest.approx(1.0, abs=0.05)                       # the global slope the old reading used
+    assert ref.slope == pytest.approx(1.0, abs=0.05)                       # the one global slope of 'slope' matching
 
 
 # ---------------------------------------------------------------------------- many-to-many linked columns

@@ -133,7 +133,7 @@ def test_saturated_logit_target_keeps_a_nonzero_float64_gradient(z):
     """|z| = 40: the float32 probability is exactly 1 (or ~4e-18), σ'(z) ≈ 4.2e-18 must survive.
 
     |z| = 110: σ'(z) ≈ 1.7e-48 is below float32's smallest subnormal; only a float64 gradient
-    keeps it (before the fix the returned gradient was float32 and exactly 0).
+    keeps it (a float32 gradient is exactly 0 there).
     """
     w = torch.tensor([[2.0, -1.0, 0.5]])
     net = nn.Linear(3, 1)

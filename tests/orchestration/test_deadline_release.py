@@ -1,9 +1,9 @@
 """The deadline is a hard bound, the lease release included.
 
-Before: with the MLflow server frozen, ``gate --deadline 75`` ended at 121 s: after the deadline the lease
-release made one more slow registry call. Now the release runs for at most ``RELEASE_TIMEOUT_S``; a lease
-left behind expires on its own. No wall clock is asserted: the test proves the command returned while the
-registry call of the release was still blocked (it blocks until the test lets it go).
+With the MLflow server frozen, a lease release that makes one more slow registry call after the deadline would
+take ``gate --deadline 75`` to 121 s. The release runs for at most ``RELEASE_TIMEOUT_S``; a lease left behind
+expires on its own. No wall clock is asserted: the test proves the command returned while the registry call of
+the release was still blocked (it blocks until the test lets it go).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Bounded Prefect calls: Prefect's client timeout and retries come from ``[operations]``.
 
-Before: each Prefect call against a killed server retried for 60-70 s (client defaults: 60 s timeout,
-5 retries with exponential backoff), and a gate reached 434 s. Now the gate sets
-``PREFECT_API_REQUEST_TIMEOUT`` / ``PREFECT_CLIENT_MAX_RETRIES`` for its process before Prefect loads its
-settings, as it does MLflow's; a value the user exported wins.
+With Prefect's client defaults (60 s timeout, 5 retries with exponential backoff) each Prefect call against a
+killed server retries for 60-70 s, and a gate can reach 434 s. The gate sets ``PREFECT_API_REQUEST_TIMEOUT`` /
+``PREFECT_CLIENT_MAX_RETRIES`` for its process before Prefect loads its settings, as it does MLflow's, so each call
+is bounded by ``[operations]`` (by default 20 s and 2 retries); a value the user exported wins.
 """
 
 from __future__ import annotations

@@ -178,8 +178,8 @@ _FAKE_SERVER = """
      "the torch probe server answered out of turn"),
 ], ids=["fork-failed", "reply-out-of-turn"])
 def test_a_torch_probe_that_could_not_run_refuses_a_valid_file(tmp_path, monkeypatch, good_torchscript, reply, said):
-    """Before: both ended as a pass of the probe (a server error read as the loader's Python error, exit 3;
-    a reply of another request read as this one's), and the file was loaded in this process unprobed."""
+    """Neither ends as a pass of the probe (a server error read as the loader's Python error, exit 3; a reply of
+    another request read as this one's), so the file is never loaded in this process unprobed."""
     server = _script(tmp_path, "fake_server.py", f"REPLY = {reply}\n" + textwrap.dedent(_FAKE_SERVER))
     monkeypatch.setattr(torch_probe, "_SCRIPT", server)
     set_model_limits(ModelLimits(probe_torch=True))

@@ -1,9 +1,9 @@
 """Resource bombs are refused or isolated.
 
-Before: a 4.5 KB LightGBM file with ``num_leaves=2000000000`` aborted the gate (exit 134) on every run and
-left v1 ``running`` so the next version was never gated; a 2 MB zip bomb named ``model.pt`` unpacked to
-2.6 GB and passed; a categorical of ~8,600 levels ran 15 minutes at ~10 GB; ``check`` had no time limit.
-Now: archives are refused from their directory (size and ratio), tree files from their text (leaves,
+The bombs: a 4.5 KB LightGBM file with ``num_leaves=2000000000`` (loaded unguarded, it aborts the process with
+exit 134 and leaves v1 ``running``, so the next version is never gated); a 2 MB zip bomb named ``model.pt`` that
+unpacks to 2.6 GB; a categorical of ~8,600 levels (15 minutes at ~10 GB to encode); a ``check`` without a time
+limit. Archives are refused from their directory (size and ratio), tree files from their text (leaves,
 trees, depth), native loaders run first in a memory- and time-limited child, wide categoricals are
 refused with the column and the count, and ``check --deadline`` ends the check with exit 2.
 """

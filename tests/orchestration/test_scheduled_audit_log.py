@@ -1,9 +1,10 @@
 """A scheduled audit that ends Failed logs its decision, not a Prefect traceback.
 
-Before: a deployment run of the audit flow (what ``python -m faux_checks_flows.deployments`` serves) that ended
-Failed logged "Engine execution exited with unexpected exception" and a ``TypeError`` traceback
-("Unexpected result for failed state: {...} —— dict cannot be resolved into an exception"): Prefect's
-runner resolves a Failed state into an exception, and the flow's state carried the summary dict.
+A deployment run of the audit flow (what ``python -m faux_checks_flows.deployments`` serves) that ends
+Failed logs its decision, never "Engine execution exited with unexpected exception" and a ``TypeError``
+traceback ("Unexpected result for failed state: {...} —— dict cannot be resolved into an exception"):
+Prefect's runner resolves a Failed state into an exception, which a flow state carrying the summary dict
+cannot give.
 
 The test runs a flow run of a real deployment the way Prefect's runner does (``python -m
 prefect.flow_engine ENTRYPOINT`` with ``PREFECT__FLOW_RUN_ID``), against the module's Prefect test server.

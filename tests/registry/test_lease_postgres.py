@@ -2,10 +2,10 @@
 
 On PostgreSQL two gates that both found no lease tag both INSERT it; the second INSERT breaks the
 tags table's primary key and MLflow's server answers ``BAD_REQUEST: (psycopg.errors.UniqueViolation)
-duplicate key ...``. Before the fix that error ended the whole flow with exit 2 and no version named
-(1 of 16 gates in the issue; 3 of 48 simultaneous tag writes measured here). These tests start their
-own PostgreSQL (the binaries of the machine, a socket in a temporary folder, no TCP) and an MLflow
-server on it. To make the race certain rather than likely, the test holds an EXCLUSIVE lock on
+duplicate key ...``. The lease reads that error as a lost race; unhandled, it would end the whole flow with
+exit 2 and no version named (1 of 16 gates in the reported run; 3 of 48 simultaneous tag writes measured
+here). These tests start their own PostgreSQL (the binaries of the machine, a socket in a temporary folder,
+no TCP) and an MLflow server on it. To make the race certain rather than likely, the test holds an EXCLUSIVE lock on
 ``model_version_tags`` (reads still pass, writes wait) until every writer is queued on it, then lets
 them all go at once: one INSERT wins, every other one gets the UniqueViolation.
 
@@ -174,7 +174,7 @@ def test_simultaneous_lease_writes_on_postgres_give_one_lease(pg_mlflow, tmp_pat
         try:
             results.append(acquire_lease(Registry(pg_mlflow["uri"]), "pgrace", version, ttl_s=120, wait_s=0,
                                          settle_s=0.5))
-        except Exception as exc:  # noqa: BLE001 - what the flow died on before the fix
+        except Exception as exc:  # noqa: BLE001 - an unhandled UniqueViolation would end the flow
             errors.append(exc)
 
     n = 8
@@ -191,7 +191,7 @@ def test_simultaneous_lease_writes_on_postgres_give_one_lease(pg_mlflow, tmp_pat
             w.join(600)
         operations.is_unique_violation = real
     assert queued == n                                               # every writer had read "free" and queued
-    assert errors == [], errors                                      # before the fix: 7 UniqueViolation errors
+    assert errors == [], errors                                      # none of the 7 UniqueViolations escapes
     assert sum(violations) == n - 1                                  # the race really happened: 7 INSERTs lost
     winners = [mine for mine, _ in results if mine is not None]
     assert len(results) == n and len(winners) == 1
@@ -235,7 +235,7 @@ def test_concurrent_gates_on_postgres_make_one_run_and_one_decision(pg_mlflow, t
     assert queued == gates, outs                                    # all three lease writes met at the lock
     runs = registry.client.search_runs([registry._experiment_id(GATE_EXPERIMENT)])   # only this test gates
     tags = registry._version("pggate", version).tags
-    assert 2 not in codes, (codes, outs)                            # before the fix: the losers' flows exit 2
+    assert 2 not in codes, (codes, outs)                            # no loser's flow exits 2
     assert len(set(codes)) == 1, (codes, outs)                      # all report the one decision
     assert tags[GATE_TAG] in ("passed", "failed") and "fairness_gate_lease" not in tags
     assert len(runs) == 1, (codes, outs)

@@ -1,10 +1,10 @@
 """Orphan decision runs: a run left by a gate killed while recording is never a second decision.
 
-Before: a gate killed (or MLflow frozen) while writing a record left a finished run tagged with a decision and
-some decision tags; the rerun added a second run: one version, two decision runs. Now every gate run is
-``fairness_run_state = recording`` until its version's decision tags name it (then ``decided``); the rerun
-that records the decision marks the killed gate's run ``abandoned``, superseded by its own, and the readers
-(:meth:`Registry.gate_runs`, :meth:`Registry.audit_runs`) leave such runs out.
+A gate killed (or MLflow frozen) while writing a record can leave a finished run tagged with a decision and
+some decision tags; its rerun adds a run of its own, and one version must still have one decision run. Every
+gate run is ``fairness_run_state = recording`` until its version's decision tags name it (then ``decided``);
+the rerun that records the decision marks the killed gate's run ``abandoned``, superseded by its own, and the
+readers (:meth:`Registry.gate_runs`, :meth:`Registry.audit_runs`) leave such runs out.
 """
 
 from __future__ import annotations

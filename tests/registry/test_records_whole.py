@@ -1,9 +1,9 @@
 """Records are whole or absent.
 
-Before: a full disk under FAUX_CHECKS_HOME left ``report.json`` at 0 bytes and ``gx_validation.json``
-cut mid-way; the retry of the gate's ``record`` saw them, kept them, and the version ended ``passed`` +
-``deployable`` with broken records. Now every record is written under a temporary name, synced, read
-back and renamed; a retry rewrites; the folder and its upload are checked before any tag or alias moves.
+A full disk under FAUX_CHECKS_HOME never leaves ``report.json`` at 0 bytes or ``gx_validation.json`` cut
+mid-way under their final names, and a version never ends ``passed`` + ``deployable`` with broken records:
+every record is written under a temporary name, synced, read back and renamed; a retry of the gate's
+``record`` rewrites; the folder and its upload are checked before any tag or alias moves.
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def _fail_first(name: str, how):
 
 
 def _leave_zero_bytes_then_fail(path, raw):
-    """What the old writer left on a full disk: the final name, 0 bytes, and an error."""
+    """What a writer straight to the final name leaves on a full disk: the final name, 0 bytes, and an error."""
     Path(path).with_name(Path(path).name.split(".")[1] + ".json").write_bytes(b"")
     _no_space(path, raw)
 

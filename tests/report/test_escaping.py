@@ -1,9 +1,9 @@
 """Names and values from data are escaped wherever they are shown.
 
-Before: a column named ``<script>...`` and a category ``<img onerror=...>`` reached Evidently's
-``evidently_drift.html`` as raw HTML (the script ran); Prefect Markdown artifacts carried them raw;
-``faux-checks report`` on an edited ``report.json`` rendered a working ``javascript:`` link; escape
-sequences in a column name were printed raw, so a failed check could be redrawn as "passed".
+A column named ``<script>...`` and a category ``<img onerror=...>`` never reach Evidently's
+``evidently_drift.html`` as raw HTML (where the script would run) nor a Prefect Markdown artifact raw;
+``faux-checks report`` on an edited ``report.json`` renders no working ``javascript:`` link; escape
+sequences in a column name are never printed raw, so a failed check cannot be redrawn as "passed".
 """
 
 from __future__ import annotations
