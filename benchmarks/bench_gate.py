@@ -17,8 +17,8 @@ What runs (one process, CPU only):
    which finds the 2 new versions and gates them one after the other in one flow run (the first
    flow call of the process starts Prefect's ephemeral API server).
 3. Direct runs (``--skip-direct`` skips them), per version, outside Prefect: ``check_one_attribute`` on the
-   same DataFrame, then ``validate_frame`` on it (model cache cleared). GX overhead by the issue's
-   definition is ``validate_frame - check_one_attribute``.
+   same DataFrame, then ``validate_frame`` on it (model cache cleared). GX overhead is
+   defined as ``validate_frame - check_one_attribute``.
 
 Timing. Library and adapter functions are wrapped (in this process only; no library code is
 changed) with a timer that records each call's wall time, this process's CPU time (all threads)

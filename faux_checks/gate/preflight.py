@@ -8,7 +8,7 @@ checks run on the data already loaded, before any version is claimed, leased or 
 each failure is one :class:`~faux_checks.errors.ConfigurationError` line: the column or version,
 the counts, the fix (exit code 3 in the CLI).
 
-Our reading of the issue: everything that is a property of the *inputs given to this run* is
+Our reading: everything that is a property of the *inputs given to this run* is
 configuration; what belongs to one version and its own files (a model that cannot be loaded
 safely, a check that ran but could not decide) stays a per-version ``undecided`` record.
 """

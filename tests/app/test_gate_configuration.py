@@ -2,7 +2,7 @@
 unknown model.
 
 Data: ``_support.make_data`` with ``sex``/``y`` renamed ``gender``/``outcome``, so the shipped policy (``sex``,
-``income``) is the forgotten-policy mistake of the issue.
+``income``) is the forgotten-policy mistake.
 """
 
 from __future__ import annotations

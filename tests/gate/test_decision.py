@@ -1,7 +1,7 @@
 """One decision engine, enough evidence, undefined rows counted, bounds instead of point values.
 
 The engine (:func:`faux_checks.gate.decision.decide`) and the check's rules
-(:func:`~faux_checks.gate.check_rules.check_rules`) with the values asserted; the issue's three cases
+(:func:`~faux_checks.gate.check_rules.check_rules`) with the values asserted; three reported cases
 reconstructed; an all-undefined and an empty run through every path (check_one_attribute, the streaming
 scorer, the Great Expectations suite, the drift audit) never pass, whatever the policy says.
 """

@@ -74,7 +74,7 @@ def _hostile(kind, tmp_path, marker):
     src, _ = _archive(tmp_path)
     dst = tmp_path / f"{kind}.pt2"
     m = str(marker)
-    if kind == "sample_inputs":  # the case: torch retries a failed safe load with weights_only=False
+    if kind == "sample_inputs":  # torch retries a failed safe load with weights_only=False
         edit = lambda rel, data, extra: _pickle_bytes(marker) if rel.startswith("data/sample_inputs/") else data  # noqa: E731
     elif kind == "pickled_weight":
 

@@ -56,7 +56,7 @@ def _deep_torchscript(tmp_path: Path) -> Path:
 
 def _export_with_payload(tmp_path: Path, marker: Path) -> Path:
     """A torch.export of the fair Linear(5, 1) whose ``data/sample_inputs/`` is a pickle that creates ``marker``
-    (the issue's case: torch 2.13 retries a failed safe load of it with ``weights_only=False``)."""
+    (torch 2.13 retries a failed safe load of it with ``weights_only=False``)."""
     program = torch.export.export(linear(FAIR), (torch.randn(3, 5),), dynamic_shapes=({0: torch.export.Dim("batch")},))
     clean = tmp_path / "clean.pt2"
     torch.export.save(program, str(clean))

@@ -35,7 +35,7 @@ def default_limits():
 
 @pytest.fixture(scope="module")
 def lightgbm_files(tmp_path_factory):
-    """A good LightGBM text model on the test data's 5 features, and the issue's bomb: the same file with
+    """A good LightGBM text model on the test data's 5 features, and the bomb: the same file with
     tree 0's ``num_leaves`` set to 2,000,000,000 (a few bytes more)."""
     d = tmp_path_factory.mktemp("lgb")
     data = make_data(400)

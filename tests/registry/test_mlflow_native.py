@@ -80,7 +80,7 @@ def test_native_versions_load_without_unpickling_and_write_nothing_to_cwd(native
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     monkeypatch.chdir(cwd)
-    monkeypatch.delenv("MLFLOW_TRACKING_URI")  # MLflow's global default would be ./mlflow.db (the stray file)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")  # MLflow's global default would be ./mlflow.db (a stray file)
     reg = Registry(native["uri"])
     v = native["versions"]
 

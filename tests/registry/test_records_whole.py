@@ -69,7 +69,7 @@ def test_write_report_rewrites_what_an_interrupted_attempt_left(tmp_path):
 
     folder = tmp_path / "r"
     folder.mkdir()
-    (folder / "report.json").write_bytes(b"")                  # the leftover: 0 bytes, no report.html
+    (folder / "report.json").write_bytes(b"")                  # a full disk's leftover: 0 bytes, no report.html
     with pytest.raises(Exception, match="exists already"):
         write_report(folder, decision="undecided", reasons=["x"], check=None)
     write_report(folder, decision="undecided", reasons=["x"], check=None, replace=True)
