@@ -72,6 +72,41 @@ def test_dense_knots_take_more_search_steps_and_sparse_ones_one():
     assert dense._grids[torch.float64][2] > 3                                   # hundreds of knots share a bucket
 
 
+def _grid_by_table(knots, ranges, dtype):
+    """The grid of each column, table by table: (bucket count per column, knots per bucket of each table, steps)."""
+    from faux_checks.method.quantiles import BUCKET_COUNTS
+
+    np_type = np.float32 if dtype == torch.float32 else np.float64
+
+    def buckets(t, count):
+        lo, hi = ranges[t % F]
+        y = round_up_float32(knots[t]) if dtype == torch.float32 else knots[t]
+        inv, lo_, last = np_type(count / (hi - lo)), np_type(lo), np_type(count - 1)
+        return np.minimum(np.maximum((y - lo_) * inv, 0), last).astype(np.int32)
+
+    most = {count: np.array([np.bincount(buckets(t, count)).max() for t in range(P * F)]).reshape(P, F).max(axis=0)
+            for count in BUCKET_COUNTS}
+    steps = int(np.ceil(np.log2(most[BUCKET_COUNTS[-1]].max() + 1)))
+    nb = np.array([next(c for c in BUCKET_COUNTS if most[c][f] <= 2 ** steps - 1) for f in range(F)])
+    return nb, [np.bincount(buckets(t, nb[t % F]), minlength=nb[t % F]) for t in range(P * F)], steps
+
+
+@pytest.mark.parametrize("dense", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_each_columns_grid_is_the_coarsest_that_needs_no_more_steps_than_the_finest(dense, dtype):
+    """The grid BucketTables builds for all tables at once equals one built table by table: each column's bucket
+    count, the knots in every bucket of every table, and the search steps."""
+    rng = np.random.default_rng(13 + dense)
+    knots, values, ranges = _tables(rng, dense)
+    knots[1] = knots[1][:1]                                                     # a table of one knot
+    values[1] = values[1][:1]
+    nb, counts, steps = BucketTables(knots, values, ranges, torch.device("cpu"))._grids[dtype]
+    want_nb, want_counts, want_steps = _grid_by_table(knots, ranges, dtype)
+    assert steps == want_steps and nb.tolist() == want_nb.tolist()
+    assert len(counts) == P * F and all(np.array_equal(c, w) for c, w in zip(counts, want_counts, strict=True))
+    assert len(set(nb.tolist())) > 1 or dense                                  # the columns' counts differ here
+
+
 def test_round_up_float32_keeps_every_comparison_with_a_float32():
     rng = np.random.default_rng(0)
     k = np.concatenate([rng.standard_normal(1000), [0.0, 1e39, -1e39, np.inf]])
