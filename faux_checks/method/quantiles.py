@@ -240,8 +240,8 @@ class BucketTables:
         self._knots = [np.asarray(k, dtype=np.float64) for k in knots]
         self._flat = np.concatenate(self._knots)                                 # every table's knots, table by table
         self._flat32 = round_up_float32(self._flat)
-        self._table_of = np.repeat(np.arange(self.n_tables), n)
-        self._column_of = self._table_of % self.n_cols
+        self._table_of: np.ndarray = np.repeat(np.arange(self.n_tables), n)
+        self._column_of: np.ndarray = self._table_of % self.n_cols
         self._search: dict = {}
         grids = {dt: self._grid(dt) for dt in (torch.float32, torch.float64)}
         self.width = int(n.max()) + 1 + 2 ** max(g[2] for g in grids.values())   # col 0: below the first knot; +inf pad
