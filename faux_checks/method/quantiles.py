@@ -238,12 +238,11 @@ class BucketTables:
         self.device = device
         self._ranges = np.asarray(ranges, dtype=np.float64)
         self._knots = [np.asarray(k, dtype=np.float64) for k in knots]
-        self._flat = np.concatenate(self._knots)                                 # every table's knots, table by table
-        self._flat32 = round_up_float32(self._flat)
-        self._table_of: np.ndarray = np.repeat(np.arange(self.n_tables), n)
-        self._column_of: np.ndarray = self._table_of % self.n_cols
         self._search: dict = {}
-        grids = {dt: self._grid(dt) for dt in (torch.float32, torch.float64)}
+        flat = np.concatenate(self._knots)                                      # every table's knots, table by table
+        table: np.ndarray = np.repeat(np.arange(self.n_tables), n)              # each knot's table
+        grids = {dt: self._grid(dt, round_up_float32(flat) if dt == torch.float32 else flat, table)
+                 for dt in (torch.float32, torch.float64)}
         self.width = int(n.max()) + 1 + 2 ** max(g[2] for g in grids.values())   # col 0: below the first knot; +inf pad
         K = np.full((self.n_tables, self.width), np.inf)
         V = np.zeros((self.n_tables, self.width))
@@ -269,38 +268,40 @@ class BucketTables:
         np_type = np.float32 if dtype == torch.float32 else np.float64
         return lo.astype(np_type)[:, None], inv.astype(np_type)[:, None], (nb - 1).astype(np_type)[:, None]
 
-    def _buckets(self, dtype, nb: np.ndarray) -> np.ndarray:
-        """Every knot's bucket (int32; non-decreasing within each table) in its column's grid of nb[f] buckets, the
-        tables' knots concatenated (table p·F + f holds column f; knots in dtype: float32 rounded up).
+    def _buckets(self, dtype, nb: np.ndarray, y: np.ndarray, table: np.ndarray) -> np.ndarray:
+        """The bucket (int32; non-decreasing within each table) of every knot y (the tables' knots concatenated, in
+        dtype: float32 rounded up; ``table`` each knot's table p·F + f) in its column's grid of nb[f] buckets.
 
         numpy's operations of :meth:`__call__`'s bucket formula, in the same dtype: IEEE subtraction, multiplication,
         clamp and truncation round alike in numpy and in torch on every device.
         """
-        lo, inv, last = (g[self._column_of, 0] for g in self._bucket_grid(dtype, nb))
-        y = self._flat32 if dtype == torch.float32 else self._flat
+        lo, inv, last = (g[table % self.n_cols, 0] for g in self._bucket_grid(dtype, nb))
         return np.minimum(np.maximum((y - lo) * inv, 0), last).astype(np.int32)
 
-    def _grid(self, dtype) -> tuple[np.ndarray, list[np.ndarray], int]:
-        """(bucket count per column (F,), knots per bucket of each table, search steps) for values in dtype.
+    def _grid(self, dtype, y: np.ndarray, table: np.ndarray) -> tuple[np.ndarray, list[np.ndarray], int]:
+        """(bucket count per column (F,), knots per bucket of each table, search steps) for values in dtype, from
+        every table's knots y (concatenated, in dtype: float32 rounded up) and each knot's table.
 
         The steps: those the finest grid of :data:`BUCKET_COUNTS` needs (⌈log₂(1 + most knots in a bucket)⌉); each
-        column's bucket count: the smallest that needs no more (finer grids cost memory and cache).
+        column's bucket count: the smallest that needs no more (finer grids cost memory and cache). A table's buckets
+        are non-decreasing in its knots, so the most knots in one bucket is its longest run of one bucket.
         """
-        table = self._table_of
         starts = np.flatnonzero(np.diff(table, prepend=-1))                 # each table's first knot (K_t ≥ 1)
         most = {}                                                            # nb -> (F,) most knots in a bucket
         for count in BUCKET_COUNTS:
-            key = table.astype(np.int64) * (count + 1) + self._buckets(dtype, np.full(self.n_cols, count))
-            change = np.flatnonzero(np.diff(key, prepend=-1, append=-1))     # runs of one (table, bucket)
+            # buckets lie in [0, count): keys table·(count + 1) + bucket differ between tables, so no run spans two
+            key = table.astype(np.int64) * (count + 1) + self._buckets(dtype, np.full(self.n_cols, count), y, table)
+            change = np.flatnonzero(np.diff(key, prepend=-1, append=-1))     # where each run of one key starts; N
             runs = np.diff(change)                                           # knots per run, runs in table order
-            per_table = np.maximum.reduceat(runs, np.searchsorted(change[:-1], starts))
+            first_run = np.searchsorted(change[:-1], starts)                # each table's first run (a knot index
+            per_table = np.maximum.reduceat(runs, first_run)                # is not a run index)
             most[count] = per_table.reshape(-1, self.n_cols).max(axis=0)
         steps = int(np.ceil(np.log2(most[BUCKET_COUNTS[-1]].max() + 1)))
         fits = np.stack([most[count] <= 2 ** steps - 1 for count in BUCKET_COUNTS])          # (levels, F)
         nb = np.asarray(BUCKET_COUNTS)[fits.argmax(axis=0)]
         per = nb[np.arange(self.n_tables) % self.n_cols]                     # each table's buckets
         offset = np.concatenate([[0], np.cumsum(per)[:-1]])
-        flat = np.bincount(offset[table] + self._buckets(dtype, nb), minlength=int(per.sum()))
+        flat = np.bincount(offset[table] + self._buckets(dtype, nb, y, table), minlength=int(per.sum()))
         counts = np.split(flat, offset[1:])
         return nb, counts, steps
 

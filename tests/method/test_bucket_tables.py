@@ -107,6 +107,42 @@ def test_each_columns_grid_is_the_coarsest_that_needs_no_more_steps_than_the_fin
     assert len(set(nb.tolist())) > 1 or dense                                  # the columns' counts differ here
 
 
+def _edge_tables():
+    """P·F tables over [0, 8] whose decisive runs sit where a vectorised grid goes wrong first: column 0's longest run
+    is its table's first (4 knots in one bucket of 2,048, 2 + 2 in 4,096) and a later run of 3 splits 2 + 1 at
+    8,192; column 1 has 3 knots 1e-9 apart (2 search steps); column 2 ends with 3 knots in the bucket where column
+    3 starts with 3 more; column 3's other knots sit 3/4 of a float32 ulp below bucket edges (rounded up: the
+    edge's bucket)."""
+    rng = np.random.default_rng(3)
+    w = 8 / 2048
+    knots = []
+    for t in range(P * F):
+        f = t % F
+        if f == 0:
+            k = np.concatenate([w * np.array([25.1, 25.3, 25.6, 25.8]), 4 + np.linspace(-3, 1.5, 30),
+                                w / 2 * np.array([3000.1, 3000.3, 3000.6])])
+        elif f == 1:
+            k = 4.1 + 1e-9 * np.arange(3)
+        elif f == 2:
+            k = np.concatenate([4 + np.linspace(-3.9, 0.2, 40), 4.25 + 1e-9 * np.arange(3)])
+        else:
+            edges = 8 * 32 * rng.integers(1103, 2047, 60) / 65536
+            k = np.concatenate([4.25 + 1e-9 * np.arange(3, 6),
+                                edges - 0.75 * np.spacing(edges.astype(np.float32)).astype(np.float64)])
+        knots.append(np.unique(k))
+    knots[1] = knots[1][:1]                                                     # a table of one knot
+    return knots, [np.arange(len(k), dtype=np.float64) for k in knots], np.array([[0.0, 8.0]] * F)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_grid_holds_at_table_edges_and_float32_bucket_edges(dtype):
+    knots, values, ranges = _edge_tables()
+    nb, counts, steps = BucketTables(knots, values, ranges, torch.device("cpu"))._grids[dtype]
+    want_nb, want_counts, want_steps = _grid_by_table(knots, ranges, dtype)
+    assert steps == want_steps == 2 and nb.tolist() == want_nb.tolist()
+    assert all(np.array_equal(c, w) for c, w in zip(counts, want_counts, strict=True))
+
+
 def test_round_up_float32_keeps_every_comparison_with_a_float32():
     rng = np.random.default_rng(0)
     k = np.concatenate([rng.standard_normal(1000), [0.0, 1e39, -1e39, np.inf]])
