@@ -261,11 +261,15 @@ class BucketTables:
         self._grids = grids
 
     def _bucket_grid(self, dtype, nb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(lo, inv_width, last bucket), each (F, 1), of nb (F,) buckets per column, in dtype's numpy type."""
+        """(lo, inv_width, last bucket), each (F, 1), of nb (F,) buckets per column, in dtype's numpy type.
+
+        A span so narrow that nb / span overflows dtype gets dtype's largest finite inv_width (an infinite one would
+        read 0 · inf = NaN at the range's low end); its knots then share fewer buckets and take more search steps."""
         lo, hi = self._ranges[:, 0], self._ranges[:, 1]
         span = hi - lo
-        inv = np.where(span > 0, nb / np.where(span > 0, span, 1.0), 0.0)
         np_type = np.float32 if dtype == torch.float32 else np.float64
+        with np.errstate(over="ignore"):
+            inv = np.minimum(np.where(span > 0, nb / np.where(span > 0, span, 1.0), 0.0), np.finfo(np_type).max)
         return lo.astype(np_type)[:, None], inv.astype(np_type)[:, None], (nb - 1).astype(np_type)[:, None]
 
     def _buckets(self, dtype, nb: np.ndarray, y: np.ndarray, table: np.ndarray) -> np.ndarray:

@@ -143,6 +143,20 @@ def test_the_grid_holds_at_table_edges_and_float32_bucket_edges(dtype):
     assert all(np.array_equal(c, w) for c, w in zip(counts, want_counts, strict=True))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("span", [1e-37, 1e-305])
+def test_a_column_narrower_than_its_buckets_can_express_reads_as_np_interp(span, dtype):
+    """A range so narrow that buckets / span overflows the values' dtype (1e-37 for float32, 1e-305 for
+    float64) is read like any other, not as 0 · inf = NaN buckets."""
+    knots = [np.array([0.0, span / 2, span])]
+    values = [np.array([1.0, 2.0, 4.0])]
+    tables = BucketTables(knots, values, np.array([[0.0, span]]), torch.device("cpu"))
+    y = np.array([-1.0, 0.0, span / 4, span / 2, span, 2 * span, 1.0])
+    y_t = torch.as_tensor(y, dtype=dtype)[:, None]
+    got = tables(y_t, torch.zeros(len(y), dtype=torch.int32))[:, 0].numpy()
+    np.testing.assert_allclose(got, np.interp(y_t[:, 0].double().numpy(), knots[0], values[0]), rtol=1e-6)
+
+
 def test_round_up_float32_keeps_every_comparison_with_a_float32():
     rng = np.random.default_rng(0)
     k = np.concatenate([rng.standard_normal(1000), [0.0, 1e39, -1e39, np.inf]])
