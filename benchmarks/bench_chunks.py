@@ -1,7 +1,7 @@
 """A clean stream passes whatever the chunk size: the batch-independence probe on 1 M Adult-like rows.
 
-``score-large`` must accept 1.5 M clean Adult rows with the default 16,384-row chunks, never calling the
-model "batch-dependent": a probe comparing the auxiliary model's float32 outputs per chunk with
+``score-large`` must not reject clean Adult rows (1.5 M with the default 16,384-row chunks) as
+"batch-dependent": a probe comparing the auxiliary model's float32 outputs per chunk with
 ``atol = 1e-6`` would reject them, since float32 kernels round differently for a batch of 8 rows and a batch
 of one. The probe runs once per model per stream, in float64, with a tolerance relative to the
 output (``faux_checks.method.gradients.check_batch_independence``).

@@ -10,7 +10,7 @@ What lives here:
   first stops an orphan that a killed (SIGKILL) earlier command left running.
 - :func:`flush_prefect`: Prefect's background services (events and API logs) flushed within a time
   bound, their unsent items dropped, so no exit-time flush retries against a dead API (an unbounded
-  flush takes 71-75 s for a SIGTERM with the temporary server: 7 s per queued event).
+  flush retries 7 s per queued event: 71-75 s measured for a SIGTERM with the temporary server).
 - :func:`started_services` / :func:`stop_started_services`: what the command started, stopped on a
   :class:`Stop` within a few seconds; :func:`exit_now` then ends the process without module teardown.
 """

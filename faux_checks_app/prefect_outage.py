@@ -1,8 +1,8 @@
 """``faux-checks gate`` when the Prefect API is lost mid-run: exit 2 naming what was decided.
 
-A Prefect server killed mid-gate never lets the gate go on without Prefect (where every Prefect call would
-retry for 60-70 s), record the next versions and end with "internal error, could not decide" while MLflow
-holds the decisions: the flow checks the API between versions
+When the Prefect server is killed mid-gate, the gate does not go on without Prefect (each call retrying until its
+timeout: 60-70 s with Prefect's client defaults), record the next versions and end with "internal error, could not
+decide" while MLflow holds the decisions: the flow checks the API between versions
 (:func:`faux_checks_flows.common.prefect_unreachable`) and stops; the command reads the run's progress
 (:data:`faux_checks_flows.gate.PROGRESS`) and says which versions were decided (their decisions stand) and
 which were not (they stay new).

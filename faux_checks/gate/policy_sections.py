@@ -325,7 +325,7 @@ class OperationsSettings(StrictSection):
     # resource limits on what a user gives: a file or column past them is refused, not read
     max_model_bytes: int = Field(
         1 << 30, ge=1 << 20, le=1 << 40, description="Largest model file, and largest total unpacked size of a model "
-        "archive (.pt, .pt2, .skops), in bytes (1 GiB: a tabular model is far smaller; a 2 MB zip bomb once unpacked "
+        "archive (.pt, .pt2, .skops), in bytes (1 GiB: a tabular model is far smaller; a 2 MB zip bomb can unpack "
         "to 2.6 GB).")
     max_compression_ratio: float = Field(
         200.0, ge=2, le=1e6, description="Largest unpacked/packed size ratio of a model archive that unpacks to more "

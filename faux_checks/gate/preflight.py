@@ -8,7 +8,7 @@ checks run on the data already loaded, before any version is claimed, leased or 
 each failure is one :class:`~faux_checks.errors.ConfigurationError` line: the column or version,
 the counts, the fix (exit code 3 in the CLI).
 
-Our reading: everything that is a property of the *inputs given to this run* is
+The rule: everything that is a property of the *inputs given to this run* is
 configuration; what belongs to one version and its own files (a model that cannot be loaded
 safely, a check that ran but could not decide) stays a per-version ``undecided`` record.
 """
@@ -95,8 +95,8 @@ def check_version_fits(model_name: str, version: str, model_path: str | Path, sp
 
     The version's model is loaded (safely) and its spec read, then :func:`check_inputs_fit` runs on them,
     for one attribute or several: a fitted scikit-learn Pipeline with no spec attached is encoded by its own
-    ColumnTransformer, as the check does (the first hour's skops Pipeline was refused here,
-    "expects 28 encoded features but X has 10", until this read the pipeline's spec). A model that does not
+    ColumnTransformer, as the check does (otherwise a skops Pipeline that encodes 10 columns to 28 features is
+    refused with "expects 28 encoded features but X has 10"). A model that does not
     load (unsafe file, missing extra) is *not* a configuration error: it is left to the gate, which records
     that version ``undecided`` with the cause; the spec's columns and encoding are still checked.
     ``encoding_is_configuration``: as :func:`check_inputs_fit` (False for ``faux-checks audit``).

@@ -1,8 +1,8 @@
 """Resource limits on model files: archive bombs, absurd tree models, loaders that abort.
 
-A model file is checked before it is loaded, in this order (our reading of the held-back cases: a 2 MB
-zip named ``model.pt`` that unpacks to 2.6 GB; a 4.5 KB LightGBM text file with
-``num_leaves=2000000000`` that, loaded unguarded, aborts the process with exit 134 and leaves v1 ``running``):
+A model file is checked before it is loaded, in this order (the cases it guards against: a 2 MB zip named
+``model.pt`` that unpacks to 2.6 GB; a 4.5 KB LightGBM text file with ``num_leaves=2000000000`` whose load aborts
+the process (exit 134), which in a gate would leave the version ``running``):
 
 1. :func:`check_archive`: a zip archive (TorchScript ``.pt``, torch.export ``.pt2``, skops) whose members unpack
    to more than ``max_model_bytes`` in total, or that unpacks to more than 16 MiB at more than

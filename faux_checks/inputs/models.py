@@ -18,7 +18,7 @@ Anything else, in particular a pickled ``nn.Module`` (``torch.save(model)``), is
 ``allow_pickle=True`` is the explicit, documented opt-in for trusted files.
 
 Size: a zip archive (TorchScript, torch.export) whose members unpack to more than ``max_bytes``
-(1 GiB by default) is refused before it is read: a 2 MB zip bomb named ``model.pt`` once unpacked to
+(1 GiB by default) is refused before it is read: a 2 MB zip bomb named ``model.pt`` can unpack to
 2.6 GB.
 """
 

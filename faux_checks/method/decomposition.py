@@ -13,9 +13,9 @@ any target (efficiency), a group whose columns do not move or that the target do
 (Shapley 1953; for groups of features, the "grouped Shapley value" of e.g. Jullum et al. 2021). Only
 predictions are needed, so trees and ONNX files decompose as torch networks do.
 
-Our reading of parts "summing to the total for the person": per-column integrated gradients
-(:func:`faux_checks.method.chunk.segment_attribution`) add up only to quadrature error on a
-non-linear target, the grouped Shapley value exactly, with 2^k forward passes (8 for three groups).
+The parts must sum to the person's total: per-column integrated gradients
+(:func:`faux_checks.method.chunk.segment_attribution`) add up only to within quadrature error on a
+non-linear target; the grouped Shapley value adds up exactly, with 2^k forward passes (8 for three groups).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 unknown model.
 
 Data: ``_support.make_data`` with ``sex``/``y`` renamed ``gender``/``outcome``, so the shipped policy (``sex``,
-``income``) is the forgotten-policy mistake.
+``income``) does not fit it: a forgotten policy (the shipped one kept).
 """
 
 from __future__ import annotations
@@ -182,7 +182,7 @@ def test_alias_never_moves_backwards_unless_asked(files, tmp_path):
 
 @pytest.mark.slow
 def test_fixed_policy_regates_without_force_and_the_alias_stays_on_the_newest(files, tmp_path, harness, capfd):
-    """The journey: a version recorded undecided before its check could run (the flow called directly with the
+    """A version recorded undecided before its check could run (the flow called directly with the
     shipped policy records it ``no_check``) is decided by the next gate with the fixed policy, no --force; the
     same run again has nothing to gate; re-gating the older passing version leaves the alias on the newer one."""
     from faux_checks_flows.gate import gate

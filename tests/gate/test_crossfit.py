@@ -152,7 +152,7 @@ def test_undefined_scores_are_no_guard():
 
 # ------------------------------------------------------------------------------------------- rows needed
 def test_rows_needed_for_the_aux_floor_by_hanley_mcneil():
-    # the reported proxy set: AUC 0.73 on 67 protected and 413 other held-out rows, lower bound 0.658 < 0.7
+    # a proxy set just under the floor: AUC 0.73 on 67 protected and 413 other held-out rows, lower bound 0.658 < 0.7
     lo, _ = auc_interval(0.73, 67, 413, 0.95)
     assert 0.65 < lo < 0.66
     n_pos, n_neg = auc_rows_needed(0.73, 67, 413, 0.7, 0.95)

@@ -1,9 +1,10 @@
 """One decision engine, enough evidence, undefined rows counted, bounds instead of point values.
 
 The engine (:func:`faux_checks.gate.decision.decide`) and the check's rules
-(:func:`~faux_checks.gate.check_rules.check_rules`) with the values asserted; three reported cases
-reconstructed; an all-undefined and an empty run through every path (check_one_attribute, the streaming
-scorer, the Great Expectations suite, the drift audit) never pass, whatever the policy says.
+(:func:`~faux_checks.gate.check_rules.check_rules`) with the values asserted; undefined rows counted as flagged,
+a group of 3 among 1,000 left undecided, an infinite feature value named with its column; an all-undefined and an
+empty run through every path (check_one_attribute, the streaming scorer, the Great Expectations suite, the drift
+audit) never pass, whatever the policy says.
 """
 
 from __future__ import annotations
@@ -89,8 +90,8 @@ def test_flagged_fraction_rules_with_bounds():
 
 
 def test_issue_case_undefined_rows_count_as_flagged():
-    """10 flagged of 85 defined scores, 15 undefined, limit 12%, max_undefined_fraction raised: 25% fails, never
-    11.8% (a pass) over the defined scores alone."""
+    """10 flagged of 85 defined scores, 15 undefined, limit 12%, max_undefined_fraction raised: the flagged fraction
+    is 25% of 100 (undefined counted as flagged) and fails, not 11.8% of the 85 defined scores, which would pass."""
     p = policy(faux={"delta": 0.1, "max_flagged_fraction": 0.12, "max_undefined_fraction": 0.2})
     ev = evidence(n=100, flagged=10, undefined=15, groups={"F": 50, "M": 50}, holdout={"F": 50, "M": 50})
     out = decide(check_rules(ev, p))

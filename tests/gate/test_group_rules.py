@@ -42,7 +42,7 @@ def _rule(rows, name):
 
 
 def test_a_pass_overall_with_a_heavily_flagged_small_group_fails_the_per_group_rule():
-    # the reported case: 34.1% of a group holding 4.8% of the rows, the overall fraction under 5%
+    # a small group heavily flagged: 34.1% of a group holding 4.8% of the rows, the overall fraction under 5%
     ev = _evidence({"young": (9520, 236), "old": (480, 164)})
     rows = check_rules(ev, _policy())
     assert _rule(rows, "max_flagged_fraction")["status"] == "ok"               # 4.00%, upper bound 4.40% <= 5%

@@ -1,8 +1,8 @@
 """The model format table: every registered version's ``model_format`` tag names its format, read from the file.
 
-``Registry.register_version`` records ``model_format`` itself (not only ``faux-checks register``), so a version
-registered from Python never reads back as unknown; the MLflow flavours and the forward-only loaders read this one
-table rather than a list of formats each.
+``Registry.register_version`` records ``model_format`` itself, read from the file (not only ``faux-checks register``
+does), so a version registered from Python reads back its format (``unknown`` only for a file of no known format); the
+MLflow flavours and the forward-only loaders read this one table rather than a list of formats each.
 """
 
 from __future__ import annotations

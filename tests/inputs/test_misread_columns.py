@@ -1,8 +1,8 @@
 """Misread columns never reach the model: ambiguous headers and numbers written as text.
 
-A repeated header (``f0,f1,f2,f3,f1``) read as ``f1.1``, or, without a feature spec, a column holding one
-``"1,234.5"`` read as text and left out, would shift every later input by one (an unfair model would pass,
-exit 0). Both are refused before anything is scored, naming the column.
+A repeated header (``f0,f1,f2,f3,f1``) would be read as another column (``f1.1``); without a feature spec, a
+column holding one ``"1,234.5"`` would be read as text and left out, shifting every later input by one (an unfair
+model would pass, exit 0). Both are refused before anything is scored, naming the column.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def files(tmp_path_factory):
     d = tmp_path_factory.mktemp("misread")
     data = _support.make_data(400)
     # a column after the proxy: when one input is dropped, the unfair model's proxy weight lands on it
-    # (the unfair model fails at 93% on the clean file and would pass at 0% with a column dropped)
+    # (the unfair model fails on the clean file, 98.75% flagged, and passes at 0% with one column dropped)
     data.insert(5, "noise", np.random.default_rng(3).normal(size=len(data)))
     data.to_csv(d / "clean.csv", index=False)
     lines = (d / "clean.csv").read_text().splitlines()
@@ -165,7 +165,7 @@ def test_streaming_scorer_refuses_the_same_column(files, tmp_path):
 
 
 def test_booleans_with_missing_values_are_not_numbers_as_text():
-    """pandas reads True/False with a blank as an object column: still a boolean, left out as before."""
+    """pandas reads True/False with a blank as an object column: still a boolean, left out like any boolean."""
     frame = pd.DataFrame({"a": [1.0, 2.0, 3.0], "owner": pd.Series([True, None, False], dtype=object), "sex": list("FMF")})
     assert FeatureSpec.passthrough(frame, exclude=["sex"]).source_columns == ["a"]
 
@@ -200,7 +200,7 @@ def test_thousands_option_reads_the_marked_numbers_as_the_plain_ones(files, caps
 
 
 def test_thousands_mark_equal_to_the_delimiter_reads_quoted_numbers(files, tmp_path, capsys):
-    """The issue's own file: ','-separated, '1,234.5' quoted (as pandas writes it). ``--thousands ','`` (the
+    """A ','-separated file with '1,234.5' quoted (as pandas writes it). ``--thousands ','`` (the
     refusal's hint) reads it as 1234.5, in the whole-table reader and the streaming source alike; an unquoted
     '1,234' there is two fields, and that row is refused by the field-count check, not misread."""
     frame = read_table(files["thousands"], thousands=",")

@@ -32,7 +32,8 @@ def files(tmp_path_factory):
     data.insert(5, "noise", np.random.default_rng(3).normal(size=len(data)))
     data.to_csv(d / "plain.csv", index=False)
     data.to_csv(d / "decimal.csv", index=False, sep=";", decimal=",")           # 0,189 ; -1,2345 ; ...
-    # whole numbers everywhere but the proxy, written with one decimal: '-1,6', '2,4' (as in -162,4)
+    # whole numbers everywhere but the proxy, written with one decimal: '-1,6', '2,4'
+    # (the shape of '-162,4': one digit after a decimal comma)
     whole = data.assign(**{c: np.round(data[c] * 2) for c in ["f0", "f1", "f2", "f3", "noise"]},
                         proxy=np.round(data["proxy"], 1)).astype({c: int for c in ["f0", "f1", "f2", "f3", "noise"]})
     whole.to_csv(d / "whole.csv", index=False)

@@ -145,7 +145,7 @@ def test_use_before_fit_and_width_mismatch(rng):
 
 
 def test_from_module_wraps_a_given_network(rng):
-    """Wrapped modules: no `mlp` attribute, and n_features may be unknown (neither may crash)."""
+    """Wrapped modules: no `mlp` attribute, and n_features may be unknown (neither crashes)."""
     net = nn.Linear(3, 1)
     aux = AuxiliaryModel.from_module(net, kind="binary")               # n_features unknown
     X = torch.from_numpy(rng.normal(size=(5, 3)).astype(np.float32))

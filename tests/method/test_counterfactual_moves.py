@@ -119,7 +119,8 @@ def test_a_fair_model_of_the_legitimate_feature_scores_zero_when_independent_col
     tester, held = _swap_scores(X, c, fair, hold_independent=True)
     assert tester.held_fixed_.tolist() == [True, False]
     assert np.nanmax(held.scores) == 0.0 and not held.undefined.any()
-    _, moved = _swap_scores(X, c, fair, hold_independent=False, metric="covariance")   # not held: l moves
+    # the covariance metric, nothing held: l moves
+    _, moved = _swap_scores(X, c, fair, hold_independent=False, metric="covariance")
     assert np.mean(moved.scores > 0.1) > 0.05
 
 

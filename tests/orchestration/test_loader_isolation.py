@@ -1,11 +1,11 @@
 """Torch loads are isolated in the gate, archive bombs refused, payloads never run.
 
-Measured before this file: a 1,937-byte TorchScript archive whose ``code/`` nests 200,000 parentheses passes
-:func:`check_archive` (it unpacks to ~400 KB) and kills ``torch.jit.load`` with SIGSEGV, so the structural
-checks alone cannot promise that a torch load never crashes; the gate loaded TorchScript and ``.pt2`` files
-in its own process, and that file ended the whole gate (no version after it gated, v1 left ``running``).
-Now the gate's run probes torch files in the probe server of :mod:`faux_checks.inputs.torch_probe` (a forked,
-memory- and time-limited process); ``check`` and ``register`` still load in-process.
+A 1,937-byte TorchScript archive whose ``code/`` nests 200,000 parentheses passes :func:`check_archive` (it
+unpacks to ~400 KB) and kills ``torch.jit.load`` with SIGSEGV, so the structural checks alone cannot promise that
+a torch load never crashes; without the probe, the gate would load TorchScript and ``.pt2`` files in its own
+process, and that file would end the whole gate (no version after it gated, v1 left ``running``). The gate's run
+probes torch files in the probe server of :mod:`faux_checks.inputs.torch_probe` (a forked, memory- and
+time-limited process); ``check`` and ``register`` load in-process.
 """
 
 from __future__ import annotations

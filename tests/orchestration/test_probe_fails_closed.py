@@ -178,8 +178,9 @@ _FAKE_SERVER = """
      "the torch probe server answered out of turn"),
 ], ids=["fork-failed", "reply-out-of-turn"])
 def test_a_torch_probe_that_could_not_run_refuses_a_valid_file(tmp_path, monkeypatch, good_torchscript, reply, said):
-    """Neither ends as a pass of the probe (a server error read as the loader's Python error, exit 3; a reply of
-    another request read as this one's), so the file is never loaded in this process unprobed."""
+    """A probe server that cannot fork, or that answers another request's id, refuses the file (InputError naming
+    the machine or runner, not the file): its error is not read as the loader's Python error (exit 3), nor the
+    stray reply as this one's, and the file is never loaded in this process unprobed."""
     server = _script(tmp_path, "fake_server.py", f"REPLY = {reply}\n" + textwrap.dedent(_FAKE_SERVER))
     monkeypatch.setattr(torch_probe, "_SCRIPT", server)
     set_model_limits(ModelLimits(probe_torch=True))
@@ -215,7 +216,8 @@ def test_a_damaged_file_is_refused_in_the_words_of_its_library(tmp_path):
 def test_the_gate_records_versions_whose_probe_timed_out_was_killed_or_raised_undecided(tmp_path, harness, monkeypatch,
                                                                                        good_lightgbm, good_torchscript):
     """v1 (TorchScript): its forked load hangs past probe_timeout_s; v2 (LightGBM): the probe's loader raises
-    (before: loaded in the gate's process and decided); v3 (LightGBM): the probe process is SIGKILLed mid-load."""
+    (the file loads in the gate's own process, yet the probe's verdict stands); v3 (LightGBM): the probe process is
+    SIGKILLed mid-load."""
     from faux_checks.registry import Registry
     from faux_checks_flows.gate import gate
 

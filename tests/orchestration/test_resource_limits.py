@@ -1,11 +1,12 @@
 """Resource bombs are refused or isolated.
 
-The bombs: a 4.5 KB LightGBM file with ``num_leaves=2000000000`` (loaded unguarded, it aborts the process with
-exit 134 and leaves v1 ``running``, so the next version is never gated); a 2 MB zip bomb named ``model.pt`` that
-unpacks to 2.6 GB; a categorical of ~8,600 levels (15 minutes at ~10 GB to encode); a ``check`` without a time
-limit. Archives are refused from their directory (size and ratio), tree files from their text (leaves,
-trees, depth), native loaders run first in a memory- and time-limited child, wide categoricals are
-refused with the column and the count, and ``check --deadline`` ends the check with exit 2.
+The cases: a 4.5 KB LightGBM file with ``num_leaves=2000000000``, whose load, unguarded, aborts the process
+(exit 134) on every run (in a gate it would leave v1 ``running`` and the next version ungated); a 2 MB zip bomb
+named ``model.pt`` that unpacks to 2.6 GB (unchecked, it is loaded and can pass); a categorical of ~8,600 levels
+(15 minutes at ~10 GB to encode); and a ``check`` that needs a time limit. Archives are refused from their
+directory (size and ratio), tree files from their text (leaves, trees, depth), native loaders run first in a
+memory- and time-limited child, wide categoricals are refused with the column and the count, and ``check
+--deadline`` ends the check with exit 2.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """A scheduled audit that ends Failed logs its decision, not a Prefect traceback.
 
 A deployment run of the audit flow (what ``python -m faux_checks_flows.deployments`` serves) that ends
-Failed logs its decision, never "Engine execution exited with unexpected exception" and a ``TypeError``
-traceback ("Unexpected result for failed state: {...} —— dict cannot be resolved into an exception"):
-Prefect's runner resolves a Failed state into an exception, which a flow state carrying the summary dict
-cannot give.
+Failed logs its decision, with no traceback and no ``TypeError``: Prefect's runner raises a Failed state's
+data, which a bare summary dict cannot be, so in a deployment run the state carries the summary in a
+``FlowBlocked`` exception (:func:`faux_checks_flows.common.failed_state`).
 
 The test runs a flow run of a real deployment the way Prefect's runner does (``python -m
 prefect.flow_engine ENTRYPOINT`` with ``PREFECT__FLOW_RUN_ID``), against the module's Prefect test server.

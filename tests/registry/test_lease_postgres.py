@@ -3,7 +3,7 @@
 On PostgreSQL two gates that both found no lease tag both INSERT it; the second INSERT breaks the
 tags table's primary key and MLflow's server answers ``BAD_REQUEST: (psycopg.errors.UniqueViolation)
 duplicate key ...``. The lease reads that error as a lost race; unhandled, it would end the whole flow with
-exit 2 and no version named (1 of 16 gates in the reported run; 3 of 48 simultaneous tag writes measured
+exit 2 and no version named (1 of 16 concurrent gates; 3 of 48 simultaneous tag writes measured
 here). These tests start their own PostgreSQL (the binaries of the machine, a socket in a temporary folder,
 no TCP) and an MLflow server on it. To make the race certain rather than likely, the test holds an EXCLUSIVE lock on
 ``model_version_tags`` (reads still pass, writes wait) until every writer is queued on it, then lets

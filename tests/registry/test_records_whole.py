@@ -1,9 +1,9 @@
 """Records are whole or absent.
 
-A full disk under FAUX_CHECKS_HOME never leaves ``report.json`` at 0 bytes or ``gx_validation.json`` cut
-mid-way under their final names, and a version never ends ``passed`` + ``deployable`` with broken records:
-every record is written under a temporary name, synced, read back and renamed; a retry of the gate's
-``record`` rewrites; the folder and its upload are checked before any tag or alias moves.
+A full disk under FAUX_CHECKS_HOME never ends with ``report.json`` at 0 bytes, ``gx_validation.json`` cut
+mid-way, or a version ``passed`` + ``deployable`` with broken records: every record is written under a temporary
+name, synced, read back and renamed; a retry of the gate's ``record`` rewrites; the folder and its upload are
+checked before any tag or alias moves.
 """
 
 from __future__ import annotations
@@ -211,7 +211,7 @@ def _half_then_no_space(path, raw):
 
 @pytest.mark.slow
 def test_a_full_disk_through_the_cli_exits_2_leaves_no_partial_file_and_the_next_gate_decides(env, monkeypatch):
-    """The issue's case end to end: ``faux-checks gate`` with every record write dying on ENOSPC mid-write.
+    """A full disk end to end: ``faux-checks gate`` with every record write dying on ENOSPC mid-write.
 
     Never exit 0 with the version ``passed`` + ``deployable`` and a 0-byte report.json: exit 2, the version
     stays new (``running``), no alias, no file under the report root that does not read whole and no temporary

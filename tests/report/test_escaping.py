@@ -1,6 +1,6 @@
 """Names and values from data are escaped wherever they are shown.
 
-A column named ``<script>...`` and a category ``<img onerror=...>`` never reach Evidently's
+A column named ``<script>...`` and a category ``<img onerror=...>`` reach neither Evidently's
 ``evidently_drift.html`` as raw HTML (where the script would run) nor a Prefect Markdown artifact raw;
 ``faux-checks report`` on an edited ``report.json`` renders no working ``javascript:`` link; escape
 sequences in a column name are never printed raw, so a failed check cannot be redrawn as "passed".
