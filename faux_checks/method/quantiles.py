@@ -272,14 +272,15 @@ class BucketTables:
             inv = np.minimum(np.where(span > 0, nb / np.where(span > 0, span, 1.0), 0.0), np.finfo(np_type).max)
         return lo.astype(np_type)[:, None], inv.astype(np_type)[:, None], (nb - 1).astype(np_type)[:, None]
 
-    def _buckets(self, dtype, nb: np.ndarray, y: np.ndarray, table: np.ndarray) -> np.ndarray:
+    def _buckets(self, dtype, nb: np.ndarray, y: np.ndarray, column: np.ndarray) -> np.ndarray:
         """The bucket (int32; non-decreasing within each table) of every knot y (the tables' knots concatenated, in
-        dtype: float32 rounded up; ``table`` each knot's table p·F + f) in its column's grid of nb[f] buckets.
+        dtype: float32 rounded up; ``column`` each knot's column f, table p·F + f) in its column's grid of nb[f]
+        buckets.
 
         numpy's operations of :meth:`__call__`'s bucket formula, in the same dtype: IEEE subtraction, multiplication,
         clamp and truncation round alike in numpy and in torch on every device.
         """
-        lo, inv, last = (g[table % self.n_cols, 0] for g in self._bucket_grid(dtype, nb))
+        lo, inv, last = (g[column, 0] for g in self._bucket_grid(dtype, nb))
         return np.minimum(np.maximum((y - lo) * inv, 0), last).astype(np.int32)
 
     def _grid(self, dtype, y: np.ndarray, table: np.ndarray) -> tuple[np.ndarray, list[np.ndarray], int]:
@@ -291,10 +292,11 @@ class BucketTables:
         are non-decreasing in its knots, so the most knots in one bucket is its longest run of one bucket.
         """
         starts = np.flatnonzero(np.diff(table, prepend=-1))                 # each table's first knot (K_t ≥ 1)
+        column: np.ndarray = table % self.n_cols
         most = {}                                                            # nb -> (F,) most knots in a bucket
         for count in BUCKET_COUNTS:
             # buckets lie in [0, count): keys table·(count + 1) + bucket differ between tables, so no run spans two
-            key = table.astype(np.int64) * (count + 1) + self._buckets(dtype, np.full(self.n_cols, count), y, table)
+            key = table.astype(np.int64) * (count + 1) + self._buckets(dtype, np.full(self.n_cols, count), y, column)
             change = np.flatnonzero(np.diff(key, prepend=-1, append=-1))     # where each run of one key starts; N
             runs = np.diff(change)                                           # knots per run, runs in table order
             first_run = np.searchsorted(change[:-1], starts)                # each table's first run (a knot index
@@ -305,7 +307,7 @@ class BucketTables:
         nb = np.asarray(BUCKET_COUNTS)[fits.argmax(axis=0)]
         per = nb[np.arange(self.n_tables) % self.n_cols]                     # each table's buckets
         offset = np.concatenate([[0], np.cumsum(per)[:-1]])
-        flat = np.bincount(offset[table] + self._buckets(dtype, nb, y, table), minlength=int(per.sum()))
+        flat = np.bincount(offset[table] + self._buckets(dtype, nb, y, column), minlength=int(per.sum()))
         counts = np.split(flat, offset[1:])
         return nb, counts, steps
 
