@@ -189,8 +189,9 @@ def _take(flat: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
 BUCKET_COUNTS = (2048, 4096, 8192, 16384, 32768, 65536)
 
 #: Values a CPU reading of :class:`BucketTables` takes per block (whole columns of the (k, F, b) block; its buffers,
-#: about 45 bytes a value, are reused from chunk to chunk): a (16,384, 100) chunk in one block for binary c, two for
-#: 3-class c (few, large operations: each is one parallel region of torch's threads).
+#: about 60 bytes a value for binary c and 42 for 3-class c, are reused from chunk to chunk): a (16,384, 100) chunk
+#: in one block for binary c, two for 3-class c (few, large operations: each is one parallel region of torch's
+#: threads).
 BLOCK_VALUES = 1 << 21
 
 
@@ -227,8 +228,16 @@ class BucketTables:
     bucket (the bucket's start) or one of the bucket's own knots, found by ⌈log₂(1 + most knots in a bucket)⌉ fixed
     steps. A float32 y is searched among the knots rounded up to float32 (:func:`round_up_float32`: the same
     comparisons), so it needs no float64 copy for the search. Each column's bucket count: the smallest of
-    :data:`BUCKET_COUNTS` that needs no more search steps than the finest. The block is read column by column (transposed), so that each column's few tables stay in
-    cache. Non-finite values are not supported (the chunk's rows are checked finite).
+    :data:`BUCKET_COUNTS` that needs no more search steps than the finest. The block is read column by column
+    (transposed), so that each column's few tables stay in cache. Pairs whose tables have the same knots in every
+    column (:attr:`search_pair`; the matched move's pairs out of one group: their knots are that group's quantiles)
+    share one bucket grid and start table, and the k readings of a row out of one group are searched once.
+    Non-finite values are not supported (the chunk's rows are checked finite).
+
+    Attributes
+    ----------
+    search_pair : ndarray of shape (P,), int64
+        Each pair's first pair with the same knots in every column (itself where none comes earlier).
     """
 
     def __init__(self, knots, values, ranges: np.ndarray, device):
@@ -239,8 +248,12 @@ class BucketTables:
         self._ranges = np.asarray(ranges, dtype=np.float64)
         self._knots = [np.asarray(k, dtype=np.float64) for k in knots]
         self._search: dict = {}
-        flat = np.concatenate(self._knots)                                      # every table's knots, table by table
-        table: np.ndarray = np.repeat(np.arange(self.n_tables), n)              # each knot's table
+        F, P = self.n_cols, self.n_tables // self.n_cols
+        self.search_pair = self._search_pairs(P)
+        self._searched = np.unique(self.search_pair)                            # the pairs whose knots are searched
+        searched = (self._searched[:, None] * F + np.arange(F)).ravel()         # their tables
+        flat = np.concatenate([self._knots[t] for t in searched])                # the searched tables' knots in order
+        table: np.ndarray = np.repeat(np.arange(len(searched)), n[searched])     # each knot's table among them
         grids = {dt: self._grid(dt, round_up_float32(flat) if dt == torch.float32 else flat, table)
                  for dt in (torch.float32, torch.float64)}
         self.width = int(n.max()) + 1 + 2 ** max(g[2] for g in grids.values())   # col 0: below the first knot; +inf pad
@@ -305,28 +318,44 @@ class BucketTables:
         steps = int(np.ceil(np.log2(most[BUCKET_COUNTS[-1]].max() + 1)))
         fits = np.stack([most[count] <= 2 ** steps - 1 for count in BUCKET_COUNTS])          # (levels, F)
         nb = np.asarray(BUCKET_COUNTS)[fits.argmax(axis=0)]
-        per = nb[np.arange(self.n_tables) % self.n_cols]                     # each table's buckets
+        per = nb[np.arange(len(starts)) % self.n_cols]                       # each table's buckets
         offset = np.concatenate([[0], np.cumsum(per)[:-1]])
         flat = np.bincount(offset[table] + self._buckets(dtype, nb, y, column), minlength=int(per.sum()))
         counts = np.split(flat, offset[1:])
         return nb, counts, steps
 
+    def _search_pairs(self, P: int) -> np.ndarray:
+        """(P,) int64: each pair's first pair with the same knots in every column (bytes equal, lengths equal)."""
+        first: dict = {}
+        out: np.ndarray = np.empty(P, dtype=np.int64)
+        for p in range(P):
+            tables = self._knots[p * self.n_cols:(p + 1) * self.n_cols]
+            key = (np.array([len(k) for k in tables]).tobytes(), np.concatenate(tables).tobytes())
+            out[p] = first.setdefault(key, p)
+        return out
+
     def _searcher(self, dtype):
         """Per dtype, built once: search steps, bucket grid (lo, inv_width, last bucket (F, 1)), each column's first
-        bucket in its pair's block (F, 1) int32, the buckets per pair, each bucket's start col (int32), the search keys.
+        bucket in its pair's block (F, 1) int32, the buckets per searched pair, each bucket's start col (int32), the
+        search keys, and per pair (P,) int32 its searched pair's block and its tables' offset from them.
 
-        Buckets are laid out pair by pair, column by column (column f of pair p from p·Σnb + Σ_{f' < f} nb[f'])."""
+        Buckets are laid out searched pair by searched pair, column by column (column f of the s-th searched pair
+        from s·Σnb + Σ_{f' < f} nb[f']); a bucket's start col indexes the searched pair's own tables."""
         if dtype not in self._search:
             nb, counts, steps = self._grids[dtype]
-            P = self.n_tables // self.n_cols
-            start = [np.concatenate([[0], np.cumsum(c)[:-1]]) + t * self.width for t, c in enumerate(counts)]
-            start = np.concatenate([start[p * self.n_cols + f] for p in range(P) for f in range(self.n_cols)])
+            F = self.n_cols
+            tables = (self._searched[:, None] * F + np.arange(F)).ravel()
+            start = np.concatenate([np.concatenate([[0], np.cumsum(c)[:-1]]) + t * self.width
+                                    for t, c in zip(tables, counts, strict=True)])
             keys = round_up_float32(self._K.ravel()) if dtype == torch.float32 else self._K.ravel()
             first = np.concatenate([[0], np.cumsum(nb)[:-1]]).astype(np.int32)[:, None]
             on = lambda a: torch.as_tensor(a, device=self.device)             # noqa: E731
             lo, inv, last = (on(g) for g in self._bucket_grid(dtype, nb))
+            block = np.searchsorted(self._searched, self.search_pair).astype(np.int32)
+            shift = ((np.arange(len(self.search_pair)) - self.search_pair) * F * self.width).astype(np.int32)
             self._search[dtype] = (steps, lo, inv, torch.zeros_like(last), last, on(first), int(nb.sum()),
-                                   on(start.astype(np.int32)), on(keys))
+                                   on(start.astype(np.int32)), on(keys), on(block),
+                                   on(shift) if shift.any() else None)
         return self._search[dtype]
 
     def search_steps(self, dtype) -> int:
@@ -346,49 +375,66 @@ class BucketTables:
         contiguous (k, F, b) block. Each value is formed in float64 and rounded once to ``dtype`` (torch.float32:
         the same numbers as ``self(y, pair).float()``).
 
+        The k readings of a row whose pairs share their knots (:attr:`search_pair`: the pairs out of the row's group)
+        are searched once: one bucket, one knot, one y − knot, then each reading's value and slope.
+
         On the CPU the block is read :data:`BLOCK_VALUES` values at a time (whole columns) through buffers kept per
         thread and shape, so that a chunk allocates nothing but its result (fresh pages for every temporary of a
         (16,384, 100) chunk cost as much as the reading itself)."""
-        steps, lo, inv, _, last, first, per_pair, start, keys = self._searcher(y.dtype)
+        steps, lo, inv, _, last, first, per_pair, start, keys, block, shift = self._searcher(y.dtype)
         F, b = self.n_cols, y.shape[0]
         k = 1 if pair.ndim == 1 else pair.shape[0]
+        pair = pair.view(k, b)
+        searched = torch.index_select(block, 0, pair.reshape(-1)).view(k, b)          # each reading's searched block
+        ks = 1 if k == 1 or torch.equal(searched[1:], searched[:1].expand(k - 1, b)) else k   # searches per row
         per = F if y.device.type != "cpu" else max(1, min(F, BLOCK_VALUES // max(1, k * b)))
-        shape = (k, per, b)
-        bufs = self._buffers(y.dtype, keys.dtype, shape)
+        bufs = self._buffers(y.dtype, keys.dtype, (k, ks, per, b), shift is not None)
         out = torch.empty((k, F, b), dtype=dtype, device=y.device)
-        offset = torch.mul(pair.view(k, 1, b), per_pair)                              # each row's pair block
+        offset = torch.mul(searched[:ks].view(ks, 1, b), per_pair)                    # each search's bucket block
+        moved = None if shift is None else torch.index_select(shift, 0, pair.reshape(-1)).view(k, 1, b)
         for f0 in range(0, F, per):
             cols = slice(f0, min(F, f0 + per))
             w = cols.stop - f0
-            view = (k, w, b)
-            yt, u, local, bucket, j, nxt, step, key, val, knot, slope = (t[: t.numel() * w // per] for t in bufs)
-            yt = yt.view(w, b).copy_(y[:, cols].t())                                 # (w, b): column by column
+            view, sview = (k, w, b), (ks, w, b)
+            y64, yt, u, local, bucket, j, step, key, knot, jv, val, slope = (t[: t.numel() * w // per] for t in bufs)
+            if y.dtype == torch.float64:
+                y64 = yt = yt.view(w, b).copy_(y[:, cols].t())                      # (w, b): column by column
+            else:                                                                    # float32: exact in float64, and
+                y64 = y64.view(w, b).copy_(y[:, cols].t())                           # the one transposing copy
+                yt = yt.view(w, b).copy_(y64)
             u = torch.sub(yt, lo[cols], out=u.view(w, b)).mul_(inv[cols]).clamp_min_(0)
             local = local.view(w, b).copy_(torch.minimum(u, last[cols], out=u)).add_(first[cols])
-            torch.add(local, offset, out=bucket.view(view))
+            torch.add(local, offset, out=bucket.view(sview))
             torch.index_select(start, 0, bucket, out=j)
-            key_v, step_v = (key.view(view), step.view(view)) if steps else (key, step)
+            key_v, step_v = (key.view(sview), step.view(sview)) if steps else (key, step)
             for s in (2 ** i for i in reversed(range(steps))):                       # the last knot <= y
-                torch.index_select(keys, 0, torch.add(j, s, out=nxt), out=key)
+                torch.index_select(keys[s:], 0, j, out=key)                         # keys[j + s]
                 torch.ge(yt, key_v, out=step_v)
                 j.add_(step, alpha=s)
+            knot = torch.index_select(self.knots, 0, j, out=knot).view(sview)
+            gap = torch.sub(y64, knot, out=knot)                                      # y − knot, once per search
+            if moved is not None:                                                     # each reading's own tables
+                j = torch.add(j.view(sview), moved, out=jv.view(view)).view(-1)
             torch.index_select(self.values, 0, j, out=val)
             torch.index_select(self.slopes, 0, j, out=slope)
-            knot = torch.index_select(self.knots, 0, j, out=knot).view(view)
-            out[:, cols] = val.view(view).addcmul_(torch.sub(yt, knot, out=knot), slope.view(view))
+            out[:, cols] = val.view(view).addcmul_(gap, slope.view(view))
         return out.transpose(1, 2)
 
-    def _buffers(self, y_dtype, key_dtype, shape: tuple) -> list[torch.Tensor]:
-        """The calling thread's buffers of one block (k, per, b) (kept for the thread's last shape and dtype)."""
+    def _buffers(self, y_dtype, key_dtype, shape: tuple, moved: bool) -> list[torch.Tensor]:
+        """The calling thread's buffers of one block (k readings, ks searches, per columns, b rows), kept for the
+        thread's last shape and dtype: y and its bucket arithmetic (per·b), the search (ks·per·b), each reading's
+        table index (k·per·b, where the readings' tables are not the searched ones) and values (k·per·b)."""
         cache = self.__dict__.setdefault("_local", threading.local())
-        spec = (y_dtype, key_dtype, shape)
+        spec = (y_dtype, key_dtype, shape, moved)
         if getattr(cache, "spec", None) != spec:
-            k, per, b = shape
-            n, dev = k * per * b, self.device
-            cache.bufs = ([torch.empty(per * b, dtype=y_dtype, device=dev) for _ in range(2)]
+            k, ks, per, b = shape
+            n, ns, dev = k * per * b, ks * per * b, self.device
+            cache.bufs = ([torch.empty(0 if y_dtype == torch.float64 else per * b, dtype=torch.float64, device=dev)]
+                          + [torch.empty(per * b, dtype=y_dtype, device=dev) for _ in range(2)]
                           + [torch.empty(per * b, dtype=torch.int32, device=dev)]
-                          + [torch.empty(n, dtype=torch.int32, device=dev) for _ in range(4)]
-                          + [torch.empty(n, dtype=key_dtype, device=dev)]
-                          + [torch.empty(n, dtype=torch.float64, device=dev) for _ in range(3)])
+                          + [torch.empty(ns, dtype=torch.int32, device=dev) for _ in range(3)]
+                          + [torch.empty(ns, dtype=key_dtype, device=dev), torch.empty(ns, dtype=torch.float64, device=dev)]
+                          + [torch.empty(n if moved else 0, dtype=torch.int32, device=dev)]
+                          + [torch.empty(n, dtype=torch.float64, device=dev) for _ in range(2)])
             cache.spec = spec
         return cache.bufs

@@ -196,3 +196,53 @@ def test_read_in_float32_rounds_the_float64_reading_once_block_by_block(monkeypa
     assert torch.equal(got, want.float()) and torch.equal(tables(y, pairs), want)
     assert tables.finite_float32                                            # moderate tables: no row to check
 
+
+
+def _tables_out_of_groups(rng, m: int = 3):
+    """The matched move's layout: m·(m − 1) ordered pairs (a, b), a ≠ b, in sorted order; the tables of pairs out of
+    one group a share their knots (a's quantiles) and differ in their values (b's)."""
+    pairs = [(a, b) for a in range(m) for b in range(m) if a != b]
+    knots_of = {a: [np.unique(rng.standard_normal(150 + 20 * f + 7 * a)) for f in range(F)] for a in range(m)}
+    knots = [knots_of[a][f] for a, _ in pairs for f in range(F)]
+    values = [np.cumsum(rng.exponential(size=len(k))) - 3.0 * b for (_, b), k in
+              zip([p for p in pairs for _ in range(F)], knots, strict=True)]
+    ranges = np.array([[min(knots_of[a][f][0] for a in range(m)), max(knots_of[a][f][-1] for a in range(m))]
+                       for f in range(F)])
+    return pairs, knots, values, ranges
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_readings_out_of_one_group_are_searched_once_and_read_their_own_tables(dtype):
+    """Pairs out of one group share their knots: one search serves both readings of a row (3 searched pairs of 6),
+    and each reading still takes its own pair's values, bit for bit those of a binary search per table. A block whose
+    readings come out of different groups is searched per reading, with the same result."""
+    rng = np.random.default_rng(21)
+    pairs, knots, values, ranges = _tables_out_of_groups(rng)
+    tables = BucketTables(knots, values, ranges, torch.device("cpu"))
+    assert tables.search_pair.tolist() == [0, 0, 2, 2, 4, 4]
+    assert tables._searcher(dtype)[7].numel() == 3 * int(tables._grids[dtype][0].sum())   # 3 pairs' buckets
+    index = {p: i for i, p in enumerate(pairs)}
+    group = rng.integers(0, 3, B)
+    other = np.stack([(group + 1) % 3, (group + 2) % 3])
+    shared = np.array([[index[(a, b)] for a, b in zip(group, o, strict=True)] for o in other], dtype=np.int32)
+    mixed = rng.integers(0, len(pairs), (2, B)).astype(np.int32)
+    y_t = torch.as_tensor(rng.standard_normal((B, F)) * 1.2, dtype=dtype)
+    y_t[:5, 2] = torch.as_tensor([knots[shared[1, i] * F + 2][3 * i] for i in range(5)], dtype=dtype)   # at knots
+    search = PiecewiseTables(knots, values, np.tile(ranges, (len(pairs), 1)), torch.device("cpu"))
+    for code in (shared, mixed):
+        got = tables(y_t, torch.as_tensor(code))
+        for r in range(2):
+            tid = torch.as_tensor(code[r].astype(np.int64) * F)[:, None] + torch.arange(F)
+            assert torch.equal(got[r], search(y_t.double(), tid)), r
+            np.testing.assert_allclose(got[r].numpy(), _want_pairs(knots, values, y_t.double().numpy(), code[r]),
+                                       rtol=1e-12, atol=1e-12)
+        assert torch.equal(tables.read(y_t, torch.as_tensor(code), torch.float32), got.float())
+
+
+def _want_pairs(knots, values, y: np.ndarray, pair: np.ndarray) -> np.ndarray:
+    out = np.empty(y.shape)
+    for p in np.unique(pair):
+        rows = pair == p
+        for f in range(F):
+            out[rows, f] = np.interp(y[rows, f], knots[p * F + f], values[p * F + f])
+    return out
