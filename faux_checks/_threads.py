@@ -1,13 +1,23 @@
-"""Thread control (private): torch, numpy's BLAS and OpenMP on one thread for the small fits and the reference fit."""
+"""Thread control (private): torch, numpy's BLAS and OpenMP on one thread for the small fits and the reference fit,
+and the reference fit's independent gradient-boosting fits spread over the threads torch had outside it."""
 
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+import contextvars
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Iterable, Iterator, TypeVar
 
 import torch
 
-__all__ = ["one_blas_thread", "one_thread", "one_torch_thread"]
+__all__ = ["one_blas_thread", "one_thread", "one_torch_thread", "thread_map"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: Torch's intra-op threads outside the innermost :func:`one_thread` (1 outside any): the threads :func:`thread_map`
+#: may use.
+_OUTER_THREADS: contextvars.ContextVar[int] = contextvars.ContextVar("faux_checks_outer_threads", default=1)
 
 
 @contextlib.contextmanager
@@ -49,9 +59,48 @@ def one_thread() -> Iterator[None]:
 
     For the swap reading's reference fit (:meth:`~faux_checks.method.faux.FAuxTester.fit_reference`): a fixed
     cost per check that mixes torch forwards, numpy solves and scikit-learn fits, each of which would otherwise
-    start its own pool on every core; the parallelism of a large check is its workers (one thread each).
+    start its own pool on every core; the parallelism of a large check is its workers (one thread each). Inside it,
+    :func:`thread_map` spreads independent fits over the threads torch had outside it.
     """
     from threadpoolctl import threadpool_limits
 
-    with one_torch_thread(), threadpool_limits(limits=1):
-        yield
+    token = _OUTER_THREADS.set(torch.get_num_threads())
+    try:
+        with one_torch_thread(), threadpool_limits(limits=1):
+            yield
+    finally:
+        _OUTER_THREADS.reset(token)
+
+
+def thread_map(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+    """``[fn(x) for x in items]``, inside :func:`one_thread` on as many Python threads as torch had outside it.
+
+    Each call runs on one OpenMP thread (its own: a Python thread starts with OpenMP's default count). For independent
+    single-threaded work whose results do not depend on the thread that computes them (scikit-learn's
+    gradient-boosting fits, seeded): the same results in the same order on any number of threads. The reference fit
+    then uses the cores scoring uses (torch's threads), and a one-thread scoring worker runs it serially.
+
+    Parameters
+    ----------
+    fn : callable
+    items : iterable
+
+    Returns
+    -------
+    list
+        fn's results, in the items' order (the first exception raised, if any, is raised here).
+    """
+    todo = list(items)
+    workers = min(len(todo), _OUTER_THREADS.get())
+    if workers <= 1:
+        return [fn(x) for x in todo]
+    from threadpoolctl import ThreadpoolController
+
+    controller = ThreadpoolController()
+
+    def run(x: T) -> R:
+        with controller.limit(limits=1, user_api="openmp"):
+            return fn(x)
+
+    with ThreadPoolExecutor(workers, thread_name_prefix="faux-checks-fit") as pool:
+        return list(pool.map(run, todo))

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from .._threads import thread_map
 from .._validation import fmt_count
 from ..errors import InputError
 from ..kinds import Kind, protected_kind
@@ -107,19 +108,26 @@ def _one_openmp_thread():
 
 
 def _cross_fit(X: np.ndarray, c: np.ndarray, fold: np.ndarray, kind: str, m: int, seed: int):
-    """Out-of-fold predictions ((n,) or (n, m)) and each fold's model; without columns, the training prior."""
+    """Out-of-fold predictions ((n,) or (n, m)) and each fold's model; without columns, the training prior. The
+    folds' models are fitted side by side (:func:`~faux_checks._threads.thread_map`: the same models on any number of
+    threads)."""
     pred = np.zeros(len(c)) if kind == "continuous" else np.zeros((len(c), m))
-    models: list = []
-    for k in range(int(fold.max()) + 1):
-        train, test = fold != k, fold == k
-        if X.shape[1] == 0:
-            models.append(None)
-            pred[test] = (c[train].mean() if kind == "continuous"
-                          else np.bincount(c[train], minlength=m) / train.sum())
-            continue
-        model = _model(kind, seed).fit(X[train], c[train])
+    folds = range(int(fold.max()) + 1)
+    if X.shape[1] == 0:
+        for k in folds:
+            train = fold != k
+            pred[fold == k] = (c[train].mean() if kind == "continuous"
+                               else np.bincount(c[train], minlength=m) / train.sum())
+        return pred, [None for _ in folds]
+
+    def fitted(k: int):
+        model = _model(kind, seed).fit(X[fold != k], c[fold != k])
+        return model, _predict(model, X[fold == k], kind, m)
+
+    models = []
+    for k, (model, out) in zip(folds, thread_map(fitted, folds), strict=True):
         models.append(model)
-        pred[test] = _predict(model, X[test], kind, m)
+        pred[fold == k] = out
     return pred, models
 
 

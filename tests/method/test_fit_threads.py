@@ -1,0 +1,93 @@
+"""The reference fit's gradient-boosting folds run side by side on the threads torch had outside the fit
+(``faux_checks._threads.thread_map``), each on one OpenMP thread, with the same models and the same test as one
+thread gives."""
+
+import ast
+import contextlib
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import torch
+
+from faux_checks._threads import one_thread, thread_map
+from faux_checks.method import joint_hold
+
+
+def _openmp_threads() -> list[int]:
+    from threadpoolctl import threadpool_info
+
+    return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "openmp"]
+
+
+@contextlib.contextmanager
+def _torch_threads(n: int):
+    """torch on n intra-op threads (the tests run on one), restored afterwards."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def test_thread_map_uses_torchs_outer_threads_one_openmp_thread_each_in_order():
+    seen: list = []
+
+    def record(x: int) -> int:
+        seen.append((threading.get_ident(), _openmp_threads()))
+        threading.Event().wait(0.05)                                  # both workers busy at once
+        return x * x
+
+    with _torch_threads(2):
+        assert thread_map(record, range(4)) == [0, 1, 4, 9]            # outside one_thread: serial
+        assert {ident for ident, _ in seen} == {threading.get_ident()}
+        seen.clear()
+        with one_thread():
+            assert thread_map(record, range(4)) == [0, 1, 4, 9]
+    workers = {ident for ident, _ in seen}
+    assert len(workers) == 2 and threading.get_ident() not in workers
+
+
+_OPENMP_IN_WORKERS = """
+import threading, torch, sklearn.ensemble
+from threadpoolctl import threadpool_info
+from faux_checks._threads import one_thread, thread_map
+count = lambda: [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "openmp"]
+torch.set_num_threads(2)
+fresh = []
+threading.Thread(target=lambda: fresh.append(count())).start()
+with one_thread():
+    seen = thread_map(lambda x: (threading.Event().wait(0.05), count())[1], range(4))
+print(repr((fresh[0], seen)))
+"""
+
+
+def test_each_worker_runs_one_openmp_thread_where_a_fresh_thread_would_run_more():
+    """A Python thread starts at OpenMP's default count (OMP_NUM_THREADS, not the caller's limit): the tests' own
+    OMP_NUM_THREADS=1 would hide a worker left at the default, so a process with the default at 2 is read."""
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"} | {"OMP_NUM_THREADS": "2"}
+    out = subprocess.run([sys.executable, "-c", _OPENMP_IN_WORKERS], env=env, capture_output=True, text=True,
+                         check=True).stdout
+    fresh, seen = ast.literal_eval(out.strip().splitlines()[-1])
+    assert fresh and set(fresh) == {2}                                  # every OpenMP runtime loaded (torch's, sklearn's)
+    assert len(seen) == 4 and all(counts == [1] * len(fresh) for counts in seen)
+
+
+def test_the_joint_test_reads_the_same_with_folds_side_by_side():
+    rng = np.random.default_rng(4)
+    c = rng.integers(0, 2, 3000)
+    X = rng.standard_normal((3000, 6))
+    X[:, 0] *= np.where(c == 1, 1.6, 1.0)                               # c in the spread of one column
+    results = []
+    for threads in (1, 2):
+        with _torch_threads(threads), one_thread():
+            results.append(joint_hold.block_capacity(X, c, kind="binary", seed=3))
+    one, two = results
+    assert one["carries"] and one["z"] > 3
+    assert (one["gain"], one["z"], one["rank_p_value"]) == (two["gain"], two["z"], two["rank_p_value"])
+    np.testing.assert_array_equal(one["_losses"], two["_losses"])
+    for a, b in zip(one["_models"], two["_models"], strict=True):
+        np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))
