@@ -75,20 +75,30 @@ def one_thread() -> Iterator[None]:
 def thread_map(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
     """``[fn(x) for x in items]``, inside :func:`one_thread` on as many Python threads as torch had outside it.
 
-    Each call runs on one OpenMP thread (its own: a Python thread starts with OpenMP's default count). For independent
-    single-threaded work whose results do not depend on the thread that computes them (scikit-learn's
-    gradient-boosting fits, seeded): the same results in the same order on any number of threads. The reference fit
-    then uses the cores scoring uses (torch's threads), and a one-thread scoring worker runs it serially.
+    For independent single-threaded work whose results do not depend on the thread that computes them
+    (scikit-learn's gradient-boosting fits, seeded): the same results in the same order on any number of threads.
+    Each call on a pool thread runs on one OpenMP thread (its own setting: a Python thread starts with OpenMP's
+    default count); serially (outside :func:`one_thread`, with one torch thread outside it, or one item) the calls
+    run on the caller's thread and settings. The reference fit then uses the cores scoring uses (torch's threads), and
+    a one-thread scoring worker runs it serially.
 
     Parameters
     ----------
     fn : callable
+        Called once per item, with the item.
     items : iterable
+        The arguments, read once.
 
     Returns
     -------
     list
-        fn's results, in the items' order (the first exception raised, if any, is raised here).
+        fn's results, in the items' order.
+
+    Raises
+    ------
+    Exception
+        What fn raised for the first item (in the items' order) whose call raised; on the pool every item's call
+        has run by then.
     """
     todo = list(items)
     workers = min(len(todo), _OUTER_THREADS.get())

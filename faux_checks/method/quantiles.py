@@ -231,7 +231,8 @@ class BucketTables:
     :data:`BUCKET_COUNTS` that needs no more search steps than the finest. The block is read column by column
     (transposed), so that each column's few tables stay in cache. Pairs whose tables have the same knots in every
     column (:attr:`search_pair`; the matched move's pairs out of one group: their knots are that group's quantiles)
-    share one bucket grid and start table, and the k readings of a row out of one group are searched once.
+    share one bucket grid and start table, and a block whose rows read k pairs out of their own group each is
+    searched once.
     Non-finite values are not supported (the chunk's rows are checked finite).
 
     Attributes
@@ -337,7 +338,8 @@ class BucketTables:
     def _searcher(self, dtype):
         """Per dtype, built once: search steps, bucket grid (lo, inv_width, last bucket (F, 1)), each column's first
         bucket in its pair's block (F, 1) int32, the buckets per searched pair, each bucket's start col (int32), the
-        search keys, and per pair (P,) int32 its searched pair's block and its tables' offset from them.
+        search keys, and per pair (P,) int32 its searched pair's block and its tables' offset from them (None where
+        every pair is searched in its own tables).
 
         Buckets are laid out searched pair by searched pair, column by column (column f of the s-th searched pair
         from s·Σnb + Σ_{f' < f} nb[f']); a bucket's start col indexes the searched pair's own tables."""
@@ -375,8 +377,9 @@ class BucketTables:
         contiguous (k, F, b) block. Each value is formed in float64 and rounded once to ``dtype`` (torch.float32:
         the same numbers as ``self(y, pair).float()``).
 
-        The k readings of a row whose pairs share their knots (:attr:`search_pair`: the pairs out of the row's group)
-        are searched once: one bucket, one knot, one y − knot, then each reading's value and slope.
+        When the k readings of every row of the block name pairs that share their knots (:attr:`search_pair`: the
+        matched move's readings out of each row's own group), the block is searched once: one bucket, one knot, one
+        y − knot per row, then each reading's value and slope; otherwise each reading is searched.
 
         On the CPU the block is read :data:`BLOCK_VALUES` values at a time (whole columns) through buffers kept per
         thread and shape, so that a chunk allocates nothing but its result (fresh pages for every temporary of a
@@ -386,7 +389,7 @@ class BucketTables:
         k = 1 if pair.ndim == 1 else pair.shape[0]
         pair = pair.view(k, b)
         searched = torch.index_select(block, 0, pair.reshape(-1)).view(k, b)          # each reading's searched block
-        ks = 1 if k == 1 or torch.equal(searched[1:], searched[:1].expand(k - 1, b)) else k   # searches per row
+        ks = 1 if k == 1 or (shift is not None and torch.equal(searched[1:], searched[:1].expand(k - 1, b))) else k
         per = F if y.device.type != "cpu" else max(1, min(F, BLOCK_VALUES // max(1, k * b)))
         bufs = self._buffers(y.dtype, keys.dtype, (k, ks, per, b), shift is not None)
         out = torch.empty((k, F, b), dtype=dtype, device=y.device)

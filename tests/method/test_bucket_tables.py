@@ -229,8 +229,9 @@ def test_readings_out_of_one_group_are_searched_once_and_read_their_own_tables(d
     y_t = torch.as_tensor(rng.standard_normal((B, F)) * 1.2, dtype=dtype)
     y_t[:5, 2] = torch.as_tensor([knots[shared[1, i] * F + 2][3 * i] for i in range(5)], dtype=dtype)   # at knots
     search = PiecewiseTables(knots, values, np.tile(ranges, (len(pairs), 1)), torch.device("cpu"))
-    for code in (shared, mixed):
+    for code, searches in ((shared, 1), (mixed, 2)):
         got = tables(y_t, torch.as_tensor(code))
+        assert tables._local.spec[2][:2] == (2, searches)                   # (readings, searches) of the block
         for r in range(2):
             tid = torch.as_tensor(code[r].astype(np.int64) * F)[:, None] + torch.arange(F)
             assert torch.equal(got[r], search(y_t.double(), tid)), r
@@ -246,3 +247,21 @@ def _want_pairs(knots, values, y: np.ndarray, pair: np.ndarray) -> np.ndarray:
         for f in range(F):
             out[rows, f] = np.interp(y[rows, f], knots[p * F + f], values[p * F + f])
     return out
+
+
+def test_pairs_share_a_search_only_where_every_columns_knots_are_equal_and_unshared_readings_of_one_pair_read_alike():
+    """Knots [1, 2] | [3] and [1] | [2, 3] concatenate alike but differ per column: two searched pairs. Readings of
+    tables that share nothing are searched one by one, also where every row names the same pair k times."""
+    knots = [np.array([1.0, 2.0]), np.array([3.0]), np.array([1.0]), np.array([2.0, 3.0])]
+    values = [np.array([0.0, 10.0]), np.array([7.0]), np.array([5.0]), np.array([5.0, 25.0])]
+    tables = BucketTables(knots, values, np.array([[1.0, 2.0], [2.0, 3.0]]), torch.device("cpu"))
+    assert tables.search_pair.tolist() == [0, 1]
+    y = torch.tensor([[1.5, 2.5], [0.0, 4.0], [2.0, 3.0]], dtype=torch.float64)
+    for code in ([[1, 1, 1], [1, 1, 1]], [[0, 1, 0], [0, 1, 0]], [[0, 1, 1], [1, 0, 0]]):
+        pair = torch.tensor(code, dtype=torch.int32)
+        got = tables(y, pair)
+        for r in range(2):
+            want = [[np.interp(y[i, f].item(), knots[code[r][i] * 2 + f], values[code[r][i] * 2 + f]) for f in range(2)]
+                    for i in range(3)]
+            assert got[r].tolist() == want, (code, r)
+        assert tables._local.spec[2][:2] == (2, 2)

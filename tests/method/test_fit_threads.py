@@ -10,6 +10,7 @@ import sys
 import threading
 
 import numpy as np
+import pytest
 import torch
 
 from faux_checks._threads import one_thread, thread_map
@@ -47,8 +48,31 @@ def test_thread_map_uses_torchs_outer_threads_one_openmp_thread_each_in_order():
         seen.clear()
         with one_thread():
             assert thread_map(record, range(4)) == [0, 1, 4, 9]
-    workers = {ident for ident, _ in seen}
-    assert len(workers) == 2 and threading.get_ident() not in workers
+        workers = {ident for ident, _ in seen}
+        assert len(workers) == 2 and threading.get_ident() not in workers
+        seen.clear()
+        assert thread_map(record, range(4)) == [0, 1, 4, 9]            # after one_thread: serial again
+        assert {ident for ident, _ in seen} == {threading.get_ident()}
+
+
+def test_thread_map_raises_the_first_failure_in_the_items_order_after_every_call_ran():
+    ran: list = []
+
+    def fail_late(x: int) -> int:
+        threading.Event().wait(0.3 if x == 1 else 0.0)                   # item 2 fails before item 1 does
+        ran.append(x)
+        if x in (1, 2):
+            raise ValueError(f"item {x}")
+        return x
+
+    with _torch_threads(2), one_thread():
+        try:
+            thread_map(fail_late, range(4))
+        except ValueError as err:
+            assert str(err) == "item 1"
+        else:
+            raise AssertionError("thread_map returned past a failed call")
+    assert sorted(ran) == [0, 1, 2, 3] and ran.index(2) < ran.index(1)
 
 
 _OPENMP_IN_WORKERS = """
@@ -87,6 +111,8 @@ def test_the_joint_test_reads_the_same_with_folds_side_by_side():
             results.append(joint_hold.block_capacity(X, c, kind="binary", seed=3))
     one, two = results
     assert one["carries"] and one["z"] > 3
+    # the figures the folds fitted one after another gave (2b47bb0): side by side they are the same
+    assert (one["gain"], one["z"]) == (pytest.approx(0.0340700398470702, rel=1e-9), pytest.approx(5.090325435321972, rel=1e-9))
     assert (one["gain"], one["z"], one["rank_p_value"]) == (two["gain"], two["z"], two["rank_p_value"])
     np.testing.assert_array_equal(one["_losses"], two["_losses"])
     for a, b in zip(one["_models"], two["_models"], strict=True):
