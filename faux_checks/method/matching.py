@@ -118,7 +118,8 @@ class FeatureMatching(DeviceCached):
                 x = x_t if every else x_t[:, self._on_device(dev, "positions", lambda: torch.as_tensor(
                     self.positions, device=dev))]
                 code = pairs[np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)]
-                out = tables.read(x.float(), torch.as_tensor(code.astype(np.int32), device=dev), torch.float32)
+                out = tables.read(x.float(), torch.as_tensor(code.astype(np.int32), device=dev), torch.float32,
+                                  tables.searched_once(code))
                 return out, torch.zeros(out.shape[:2], dtype=torch.bool, device=dev)
         values = self.values_t(x_t, held, a, b)
         return values.float(), ~torch.isfinite(values.sum(dim=2))
@@ -148,7 +149,7 @@ class FeatureMatching(DeviceCached):
         pairs, tables = self.pair_tables(dev)
         code = pairs[a, b]                                                     # (n,) or (k, n) pair index per row
         if not held.any():
-            return tables(x, torch.as_tensor(code.astype(np.int32), device=dev))
+            return tables(x, torch.as_tensor(code.astype(np.int32), device=dev), tables.searched_once(code))
         if b.ndim == 2:
             return torch.stack([self._marginal_t(x_t, held, a, other) for other in b])
         pair = torch.as_tensor(code.astype(np.int32), device=dev)

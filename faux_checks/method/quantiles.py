@@ -365,21 +365,30 @@ class BucketTables:
         ⌈log₂(1 + most knots of a table in one bucket)⌉, 1 unless knots lie closer than the finest grid's bucket."""
         return self._grids[dtype][2]
 
-    def __call__(self, y: torch.Tensor, pair: torch.Tensor) -> torch.Tensor:
+    def __call__(self, y: torch.Tensor, pair: torch.Tensor, one_search: bool | None = None) -> torch.Tensor:
         """The tables at y (b, F), float32 or float64; pair (b,) int32, each row's pair p, or (k, b): k readings of
         the same y at once (the grid position found once). Returns (b, F) float64, or (k, b, F) (the transpose of a
-        contiguous (k, F, b) block)."""
-        out = self.read(y, pair, torch.float64)
+        contiguous (k, F, b) block). ``one_search``: :meth:`read`."""
+        out = self.read(y, pair, torch.float64, one_search)
         return out[0] if pair.ndim == 1 else out
 
-    def read(self, y: torch.Tensor, pair: torch.Tensor, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    def searched_once(self, pair: np.ndarray) -> bool:
+        """Whether the pairs (k, b) of every row share their searched pair (:attr:`search_pair`), so that one search
+        serves the block's k readings: the host's answer for :meth:`read` (a device answering it waits)."""
+        searched = self.search_pair[np.asarray(pair, dtype=np.int64)]
+        return bool(searched.ndim == 1 or (searched == searched[:1]).all())
+
+    def read(self, y: torch.Tensor, pair: torch.Tensor, dtype: torch.dtype = torch.float64,
+             one_search: bool | None = None) -> torch.Tensor:
         """:meth:`__call__` written in ``dtype``: (k, b, F) (k = 1 for a pair of shape (b,)), the transpose of a
         contiguous (k, F, b) block. Each value is formed in float64 and rounded once to ``dtype`` (torch.float32:
         the same numbers as ``self(y, pair).float()``).
 
         When the k readings of every row of the block name pairs that share their knots (:attr:`search_pair`: the
         matched move's readings out of each row's own group), the block is searched once: one bucket, one knot, one
-        y − knot per row, then each reading's value and slope; otherwise each reading is searched.
+        y − knot per row, then each reading's value and slope; otherwise each reading is searched. ``one_search``:
+        :meth:`searched_once` of the pairs where the caller holds them on the host (None: read from ``pair``, which on
+        a device waits for it).
 
         On the CPU the block is read :data:`BLOCK_VALUES` values at a time (whole columns) through buffers kept per
         thread and shape, so that a chunk allocates nothing but its result (fresh pages for every temporary of a
@@ -389,7 +398,9 @@ class BucketTables:
         k = 1 if pair.ndim == 1 else pair.shape[0]
         pair = pair.view(k, b)
         searched = torch.index_select(block, 0, pair.reshape(-1)).view(k, b)          # each reading's searched block
-        ks = 1 if k == 1 or (shift is not None and torch.equal(searched[1:], searched[:1].expand(k - 1, b))) else k
+        if one_search is None and k > 1 and shift is not None:
+            one_search = torch.equal(searched[1:], searched[:1].expand(k - 1, b))
+        ks = 1 if k == 1 or (shift is not None and one_search) else k
         per = F if y.device.type != "cpu" else max(1, min(F, BLOCK_VALUES // max(1, k * b)))
         bufs = self._buffers(y.dtype, keys.dtype, (k, ks, per, b), shift is not None)
         out = torch.empty((k, F, b), dtype=dtype, device=y.device)

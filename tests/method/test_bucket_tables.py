@@ -232,6 +232,9 @@ def test_readings_out_of_one_group_are_searched_once_and_read_their_own_tables(d
     for code, searches in ((shared, 1), (mixed, 2)):
         got = tables(y_t, torch.as_tensor(code))
         assert tables._local.spec[2][:2] == (2, searches)                   # (readings, searches) of the block
+        assert tables.searched_once(code) == (searches == 1)                 # the host's answer
+        assert torch.equal(tables(y_t, torch.as_tensor(code), tables.searched_once(code)), got)
+        assert tables._local.spec[2][:2] == (2, searches)
         for r in range(2):
             tid = torch.as_tensor(code[r].astype(np.int64) * F)[:, None] + torch.arange(F)
             assert torch.equal(got[r], search(y_t.double(), tid)), r
