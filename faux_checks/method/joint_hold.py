@@ -31,7 +31,8 @@ from .independence import independent_features
 from .tree_costs import forest_rows
 
 __all__ = ["JOINT_ALONE_P", "JOINT_COST_ROWS", "JOINT_FOLDS", "JOINT_MAX_ROWS", "JOINT_MIN_GROUP_ROWS",
-           "JOINT_PARTNER_SHARE", "JOINT_RANK_ALPHA", "JOINT_SINGLE_SHARE", "JOINT_Z", "block_capacity", "jointly_free_hold"]
+           "JOINT_PARTNER_SHARE", "JOINT_RANK_ALPHA", "JOINT_SINGLE_SHARE", "JOINT_THREADED_COLUMNS", "JOINT_Z",
+           "block_capacity", "jointly_free_hold"]
 
 #: The held block carries c when its cross-fitted classifier lowers the per-row loss below the prior's by more
 #: than this many standard errors (one-sided, ≈ 1% of free blocks released).
@@ -58,6 +59,11 @@ JOINT_SINGLE_SHARE = 0.25
 #: levels (z 2.33, p 0.01), so that only a dependence the classifier finds anyway is skipped (the joint-only
 #: members of tests/groundtruth/test_joint.py have p-values of 0.0013 and more).
 JOINT_ALONE_P = 1e-4
+#: Columns from which a block's folds are fitted side by side (:func:`~faux_checks._threads.thread_map`): below
+#: it the gradient-boosting grower, which holds Python's lock, outweighs the histograms, and two threads cost more
+#: CPU for no gain (one 20,000-row test on 2 columns: 0.23 s wall, 0.28 CPU s against 0.22 s on one thread; on 32
+#: columns 0.50 s against 0.70 s at the same CPU time; on 173 columns 2.3 s against 3.3 s).
+JOINT_THREADED_COLUMNS = 16
 #: A held group is a released group's partner (it carried c with it) when its permutation costs the block's classifier
 #: at least this share of what the released group's costs.
 JOINT_PARTNER_SHARE = 0.25
@@ -108,9 +114,9 @@ def _one_openmp_thread():
 
 
 def _cross_fit(X: np.ndarray, c: np.ndarray, fold: np.ndarray, kind: str, m: int, seed: int):
-    """Out-of-fold predictions ((n,) or (n, m)) and each fold's model; without columns, the training prior. The
-    folds' models are fitted side by side (:func:`~faux_checks._threads.thread_map`: the same models on any number of
-    threads)."""
+    """Out-of-fold predictions ((n,) or (n, m)) and each fold's model; without columns, the training prior. From
+    :data:`JOINT_THREADED_COLUMNS` columns the folds' models are fitted side by side
+    (:func:`~faux_checks._threads.thread_map`: the same models on any number of threads)."""
     pred = np.zeros(len(c)) if kind == "continuous" else np.zeros((len(c), m))
     folds = range(int(fold.max()) + 1)
     if X.shape[1] == 0:
@@ -125,7 +131,8 @@ def _cross_fit(X: np.ndarray, c: np.ndarray, fold: np.ndarray, kind: str, m: int
         return model, _predict(model, X[fold == k], kind, m)
 
     models = []
-    for k, (model, out) in zip(folds, thread_map(fitted, folds), strict=True):
+    fits = thread_map(fitted, folds) if X.shape[1] >= JOINT_THREADED_COLUMNS else [fitted(k) for k in folds]
+    for k, (model, out) in zip(folds, fits, strict=True):
         models.append(model)
         pred[fold == k] = out
     return pred, models
