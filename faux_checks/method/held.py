@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._threads import thread_map
 from .._validation import fmt_count
 from ..errors import InputError
 from ..kinds import Kind
@@ -190,7 +191,8 @@ class ReferenceHolds:
 def reference_holds(aux_net, X_ref: np.ndarray, c_ref, *, kind: Kind, declared: np.ndarray, groups, holdout=None,
                     hold_independent: bool = True, hold_jointly: bool = True) -> ReferenceHolds:
     """Which feature groups the swap reading holds fixed: uninformative on ``holdout``, independent of c on the
-    reference rows, then released until the held block is jointly free of c.
+    reference rows (the two tests side by side on torch's scoring threads, :func:`~faux_checks._threads.thread_map`:
+    the same holds on any count), then released until the held block is jointly free of c.
 
     Parameters
     ----------
@@ -219,15 +221,16 @@ def reference_holds(aux_net, X_ref: np.ndarray, c_ref, *, kind: Kind, declared: 
     independence per group, and a cross-fitted classifier of c on the held block (docs/method.md).
     """
     held = np.zeros(X_ref.shape[1], dtype=bool)
-    informativeness: list = []
-    independence: list = []
+    tests = {}
     if holdout is not None:
-        uninformative, informativeness = uninformative_features(aux_net, holdout[0], holdout[1], kind=kind,
-                                                                groups=groups)
-        held = uninformative & ~declared
+        tests["informative"] = lambda: uninformative_features(aux_net, holdout[0], holdout[1], kind=kind, groups=groups)
     if hold_independent:
-        independent, independence = independent_features(X_ref, c_ref, kind=kind, groups=groups)
-        held |= independent & ~declared
+        tests["independent"] = lambda: independent_features(X_ref, c_ref, kind=kind, groups=groups)
+    found = dict(zip(tests, thread_map(lambda test: test(), tests.values()), strict=True))   # side by side
+    informativeness: list = found["informative"][1] if "informative" in found else []
+    independence: list = found["independent"][1] if "independent" in found else []
+    for tested, _ in found.values():
+        held |= tested & ~declared                       # uninformative on the hold-out rows, or independent of c
     held, joint = jointly_free_hold(X_ref, c_ref, kind=kind, groups=groups, held=held, declared=declared,
                                     release=hold_jointly, independence=independence)
     return ReferenceHolds(held=held, informativeness=informativeness, independence=independence, joint=joint)

@@ -127,3 +127,38 @@ def test_the_joint_test_reads_the_same_with_folds_side_by_side(monkeypatch):
     with _torch_threads(2), one_thread():
         joint_hold.block_capacity(X[:, :2], c, kind="binary", seed=3)
     assert len(spread) == 2                                              # two columns: one fold after another
+
+
+def test_the_informativeness_and_independence_tests_run_side_by_side_with_the_same_holds(monkeypatch):
+    """reference_holds runs the permutation test on the hold-out rows and the chi-square tests on the reference rows
+    at once: the same held features and the same tables as one after another."""
+    from faux_checks.method import held as held_mod
+    from faux_checks.method.auxiliary import AuxNet
+
+    rng = np.random.default_rng(8)
+    d = 12
+    c = rng.integers(0, 2, 3000)
+    X = rng.standard_normal((3000, d)).astype(np.float32)
+    X[:, :3] += 0.8 * c[:, None]                                         # three columns carry c, nine do not
+    torch.manual_seed(0)
+    net = AuxNet(d, 2, (8,), torch.zeros(d), torch.ones(d)).eval()
+    uninformative = held_mod.uninformative_features(net, X[2000:], c[2000:], kind="binary", groups=[[j] for j in range(d)])[0]
+    independent = held_mod.independent_features(X[:2000], c[:2000], kind="binary", groups=[[j] for j in range(d)])[0]
+    threads: dict = {}
+    for name in ("uninformative_features", "independent_features"):
+        real = getattr(held_mod, name)
+        monkeypatch.setattr(held_mod, name, lambda *a, real=real, name=name, **k:
+                            threads.setdefault(name, threading.get_ident()) and real(*a, **k))
+    results = []
+    for n in (1, 2):
+        threads.clear()
+        with _torch_threads(n), one_thread():
+            results.append(held_mod.reference_holds(net, X[:2000], c[:2000], kind="binary", declared=np.zeros(d, bool),
+                                                    groups=[[j] for j in range(d)], holdout=(X[2000:], c[2000:]),
+                                                    hold_jointly=False))
+    assert len(set(threads.values())) == 2                               # the last run: two threads
+    one, two = results
+    assert one.held.tolist() == two.held.tolist() == (uninformative | independent).tolist()
+    assert one.held[3:].all() and not independent[:3].any() and uninformative.sum() < d   # both tests hold some
+    assert one.informativeness == two.informativeness and one.independence == two.independence
+    assert len(one.informativeness) == len(one.independence) == d
