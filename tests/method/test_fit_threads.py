@@ -17,12 +17,6 @@ from faux_checks._threads import one_thread, thread_map
 from faux_checks.method import joint_hold
 
 
-def _openmp_threads() -> list[int]:
-    from threadpoolctl import threadpool_info
-
-    return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "openmp"]
-
-
 @contextlib.contextmanager
 def _torch_threads(n: int):
     """torch on n intra-op threads (the tests run on one), restored afterwards."""
@@ -34,34 +28,46 @@ def _torch_threads(n: int):
         torch.set_num_threads(previous)
 
 
-def test_thread_map_uses_torchs_outer_threads_one_openmp_thread_each_in_order():
+#: Seconds a test waits for the other worker to reach the same point: far beyond a loaded runner's thread start.
+MEET_S = 300
+
+
+def test_thread_map_uses_torchs_outer_threads_in_order():
     seen: list = []
+    both = threading.Barrier(2, timeout=MEET_S)
 
     def record(x: int) -> int:
-        seen.append((threading.get_ident(), _openmp_threads()))
-        threading.Event().wait(0.05)                                  # both workers busy at once
+        seen.append(threading.get_ident())
         return x * x
+
+    def record_both(x: int) -> int:
+        if x < 2:
+            both.wait()                                                  # items 0 and 1 at once: two threads
+        return record(x)
 
     with _torch_threads(2):
         assert thread_map(record, range(4)) == [0, 1, 4, 9]            # outside one_thread: serial
-        assert {ident for ident, _ in seen} == {threading.get_ident()}
+        assert set(seen) == {threading.get_ident()}
         seen.clear()
         with one_thread():
-            assert thread_map(record, range(4)) == [0, 1, 4, 9]
-        workers = {ident for ident, _ in seen}
-        assert len(workers) == 2 and threading.get_ident() not in workers
+            assert thread_map(record_both, range(4)) == [0, 1, 4, 9]
+        assert len(set(seen)) == 2 and threading.get_ident() not in seen
         seen.clear()
         assert thread_map(record, range(4)) == [0, 1, 4, 9]            # after one_thread: serial again
-        assert {ident for ident, _ in seen} == {threading.get_ident()}
+        assert set(seen) == {threading.get_ident()}
 
 
 def test_thread_map_raises_the_first_failure_in_the_items_order_after_every_call_ran():
     ran: list = []
+    second_failed = threading.Event()
 
     def fail_late(x: int) -> int:
-        threading.Event().wait(0.3 if x == 1 else 0.0)                   # item 2 fails before item 1 does
+        if x == 1:
+            assert second_failed.wait(MEET_S)                            # item 2 fails before item 1 does
         ran.append(x)
         if x in (1, 2):
+            if x == 2:
+                second_failed.set()
             raise ValueError(f"item {x}")
         return x
 
@@ -145,13 +151,22 @@ def test_the_informativeness_and_independence_tests_run_side_by_side_with_the_sa
     uninformative = held_mod.uninformative_features(net, X[2000:], c[2000:], kind="binary", groups=[[j] for j in range(d)])[0]
     independent = held_mod.independent_features(X[:2000], c[:2000], kind="binary", groups=[[j] for j in range(d)])[0]
     threads: dict = {}
-    for name in ("uninformative_features", "independent_features"):
-        real = getattr(held_mod, name)
-        monkeypatch.setattr(held_mod, name, lambda *a, real=real, name=name, **k:
-                            threads.setdefault(name, threading.get_ident()) and real(*a, **k))
+    both = threading.Barrier(2, timeout=MEET_S)
+
+    def wrapped(real, name: str, meet: bool):
+        def run(*args, **kwargs):
+            threads[name] = threading.get_ident()
+            if meet:
+                both.wait()                                              # the two tests at once
+            return real(*args, **kwargs)
+        return run
+
+    real = {name: getattr(held_mod, name) for name in ("uninformative_features", "independent_features")}
     results = []
     for n in (1, 2):
         threads.clear()
+        for name, fn in real.items():
+            monkeypatch.setattr(held_mod, name, wrapped(fn, name, meet=n == 2))
         with _torch_threads(n), one_thread():
             results.append(held_mod.reference_holds(net, X[:2000], c[:2000], kind="binary", declared=np.zeros(d, bool),
                                                     groups=[[j] for j in range(d)], holdout=(X[2000:], c[2000:]),
