@@ -85,7 +85,7 @@ def _patched_read(kernels, original):
         k = 1 if pair.ndim == 1 else pair.shape[0]
         if dtype != torch.float32 or y.dtype != torch.float32 or y.device.type != "cpu" or (k > 1 and not one_search):
             return original(self, y, pair, dtype, one_search)
-        steps, lo, inv, _, last, first, per_pair, start, keys, block, shift = self._searcher(torch.float32)
+        steps, lo, inv, last, first, per_pair, start, keys, block, shift = self._searcher(torch.float32)
         flat = self.__dict__.setdefault("_compiled", tuple(np.ascontiguousarray(a) for a in (
             lo.numpy()[:, 0], inv.numpy()[:, 0], last.numpy()[:, 0], first.numpy()[:, 0], start.numpy(), keys.numpy(),
             self.knots.numpy(), self.values.numpy(), self.slopes.numpy())))

@@ -1,5 +1,5 @@
 """Thread control (private): torch, numpy's BLAS and OpenMP on one thread for the small fits and the reference fit,
-and the reference fit's independent gradient-boosting fits spread over the threads torch had outside it."""
+and the reference fit's independent tests and gradient-boosting fits spread over the threads torch had outside it."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def one_thread() -> Iterator[None]:
     For the swap reading's reference fit (:meth:`~faux_checks.method.faux.FAuxTester.fit_reference`): a fixed
     cost per check that mixes torch forwards, numpy solves and scikit-learn fits, each of which would otherwise
     start its own pool on every core; the parallelism of a large check is its workers (one thread each). Inside it,
-    :func:`thread_map` spreads independent fits over the threads torch had outside it.
+    :func:`thread_map` spreads independent tests and fits over the threads torch had outside it.
     """
     from threadpoolctl import threadpool_limits
 
@@ -75,8 +75,9 @@ def one_thread() -> Iterator[None]:
 def thread_map(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
     """``[fn(x) for x in items]``, inside :func:`one_thread` on as many Python threads as torch had outside it.
 
-    For independent single-threaded work whose results do not depend on the thread that computes them
-    (scikit-learn's gradient-boosting fits, seeded): the same results in the same order on any number of threads.
+    For independent single-threaded work whose results do not depend on the thread that computes them (the
+    reference fit's hold tests, scikit-learn's seeded gradient-boosting fits): the same results in the same order on
+    any number of threads.
     Each call on a pool thread runs on one OpenMP thread (its own setting: a Python thread starts with OpenMP's
     default count); serially (outside :func:`one_thread`, with one torch thread outside it, or one item) the calls
     run on the caller's thread and settings. The reference fit then uses the cores scoring uses (torch's threads), and

@@ -228,7 +228,7 @@ class FAuxTester:
             The rows read: beyond :data:`~faux_checks.method.reference_rows.REFERENCE_MAX_ROWS` reference (or
             hold-out) rows a seeded sample of them, its size and seed here
             (:func:`~faux_checks.method.reference_rows.capped_reference`). One torch, BLAS and OpenMP thread; the
-            joint test's folds side by side on torch's scoring threads (one each; the same figures on any count).
+            hold tests and the joint test's folds side by side on torch's scoring threads (same figures on any count).
 
         Raises
         ------

@@ -130,12 +130,10 @@ def _cross_fit(X: np.ndarray, c: np.ndarray, fold: np.ndarray, kind: str, m: int
         model = _model(kind, seed).fit(X[fold != k], c[fold != k])
         return model, _predict(model, X[fold == k], kind, m)
 
-    models = []
     fits = thread_map(fitted, folds) if X.shape[1] >= JOINT_THREADED_COLUMNS else [fitted(k) for k in folds]
-    for k, (model, out) in zip(folds, fits, strict=True):
-        models.append(model)
+    for k, (_, out) in zip(folds, fits, strict=True):
         pred[fold == k] = out
-    return pred, models
+    return pred, [model for model, _ in fits]
 
 
 def _quality(pred: np.ndarray, c: np.ndarray, kind: str, m: int) -> dict:

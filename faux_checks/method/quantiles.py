@@ -7,6 +7,7 @@ helpers are their torch counterparts for a chunk on a device (tests/method/test_
 from __future__ import annotations
 
 import threading
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -207,6 +208,21 @@ def round_up_float32(a: np.ndarray) -> np.ndarray:
     return f
 
 
+class _Search(NamedTuple):
+    """:class:`BucketTables`' search for values of one dtype, on its device (:meth:`BucketTables._searcher`)."""
+
+    steps: int                   # fixed search steps after the bucket lookup
+    lo: torch.Tensor             # (F, 1) each column's grid: its low end, buckets per unit and last bucket
+    inv: torch.Tensor
+    last: torch.Tensor
+    first: torch.Tensor          # (F, 1) int32: each column's first bucket in a searched pair's block
+    per_pair: int                # buckets per searched pair
+    start: torch.Tensor          # int32: each bucket's start col in the flat tables
+    keys: torch.Tensor           # the knots as searched (float32: rounded up)
+    block: torch.Tensor          # (P,) int32: each pair's searched pair's block
+    shift: torch.Tensor | None   # (P,) int32: each pair's tables' offset from its searched pair's (None: all 0)
+
+
 class BucketTables:
     """P·F piecewise-linear functions (np.interp semantics) read by a block y (b, F): column f of a row of pair p
     reads table p·F + f. One bucket lookup, a fixed search of (mostly) one step and one interpolation for the block.
@@ -335,11 +351,8 @@ class BucketTables:
             out[p] = first.setdefault(key, p)
         return out
 
-    def _searcher(self, dtype):
-        """Per dtype, built once: search steps, bucket grid (lo, inv_width, last bucket (F, 1)), each column's first
-        bucket in its pair's block (F, 1) int32, the buckets per searched pair, each bucket's start col (int32), the
-        search keys, and per pair (P,) int32 its searched pair's block and its tables' offset from them (None where
-        every pair is searched in its own tables).
+    def _searcher(self, dtype) -> _Search:
+        """The search for values in dtype, built once per dtype (:class:`_Search`).
 
         Buckets are laid out searched pair by searched pair, column by column (column f of the s-th searched pair
         from s·Σnb + Σ_{f' < f} nb[f']); a bucket's start col indexes the searched pair's own tables."""
@@ -353,11 +366,10 @@ class BucketTables:
             first = np.concatenate([[0], np.cumsum(nb)[:-1]]).astype(np.int32)[:, None]
             on = lambda a: torch.as_tensor(a, device=self.device)             # noqa: E731
             lo, inv, last = (on(g) for g in self._bucket_grid(dtype, nb))
-            block = np.searchsorted(self._searched, self.search_pair).astype(np.int32)
+            block: np.ndarray = np.searchsorted(self._searched, self.search_pair).astype(np.int32)
             shift = ((np.arange(len(self.search_pair)) - self.search_pair) * F * self.width).astype(np.int32)
-            self._search[dtype] = (steps, lo, inv, torch.zeros_like(last), last, on(first), int(nb.sum()),
-                                   on(start.astype(np.int32)), on(keys), on(block),
-                                   on(shift) if shift.any() else None)
+            self._search[dtype] = _Search(steps, lo, inv, last, on(first), int(nb.sum()), on(start.astype(np.int32)),
+                                          on(keys), on(block), on(shift) if shift.any() else None)
         return self._search[dtype]
 
     def search_steps(self, dtype) -> int:
@@ -393,7 +405,7 @@ class BucketTables:
         On the CPU the block is read :data:`BLOCK_VALUES` values at a time (whole columns) through buffers kept per
         thread and shape, so that a chunk allocates nothing but its result (fresh pages for every temporary of a
         (16,384, 100) chunk cost as much as the reading itself)."""
-        steps, lo, inv, _, last, first, per_pair, start, keys, block, shift = self._searcher(y.dtype)
+        steps, lo, inv, last, first, per_pair, start, keys, block, shift = self._searcher(y.dtype)
         F, b = self.n_cols, y.shape[0]
         k = 1 if pair.ndim == 1 else pair.shape[0]
         pair = pair.view(k, b)
